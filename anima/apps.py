@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AnimaConfig(AppConfig):
+    name = "anima"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,140 @@
+"""Runtime configuration (SPEC M11): defaults in code, validated overrides stored in the database.
+
+Sections are read with ``config_get(section=...)`` and changed with
+``config_update(...)``; a change is validated as a whole and either applied whole
+or refused with a message naming the field — never half-applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: type
+    default: Any
+    minimum: float | None = None
+    maximum: float | None = None
+    help: str = ""
+
+    def clean(self, name: str, value: Any) -> Any:
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise ValidationError({name: f"{name} must be true or false"})
+            return value
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if self.kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, self.kind):
+            raise ValidationError({name: f"{name} must be of type {self.kind.__name__}"})
+        if self.kind is str and not value.strip():
+            raise ValidationError({name: f"{name} must not be empty"})
+        if self.minimum is not None and value < self.minimum:
+            raise ValidationError({name: f"{name} must be >= {self.minimum}"})
+        if self.maximum is not None and value > self.maximum:
+            raise ValidationError({name: f"{name} must be <= {self.maximum}"})
+        return value
+
+
+SCHEMA: dict[str, dict[str, Field]] = {
+    "memory.temporal_summary": {
+        "enabled": Field(bool, True),
+        "chunk_chars": Field(int, 400, 50, 4000, "cap of one conversation's half-hour chunk"),
+        "peer_rollup_chars": Field(int, 500, 50, 4000, "cap of one merged peer digest"),
+        "day_chars": Field(int, 800, 100, 8000),
+        "month_chars": Field(int, 2000, 100, 20000),
+        "year_chars": Field(int, 2500, 100, 20000),
+        "system_prompt_chars": Field(int, 6000, 500, 50000, "cap of the system prompt's time-summary section"),
+        "redis_key_prefix": Field(str, "anima:temporal"),
+        "peer_rollup_ttl_hours": Field(int, 36, 1, 24 * 14),
+    },
+    "memory.passive_recall": {
+        "enabled": Field(bool, True),
+        "limit": Field(int, 5, 1, 20),
+        "min_score": Field(float, 0.016, 0.0, 1.0),
+        "min_relative_score": Field(float, 0.55, 0.0, 1.0),
+        "max_chars": Field(int, 2000, 100, 20000),
+        "exclude_resident": Field(bool, True),
+    },
+    "memory.resident": {
+        "pinned_limit": Field(int, 40, 0, 40, "pinned memories in the system prompt (hard cap 40)"),
+        "top_referenced": Field(int, 20, 0, 200, "most-referenced memories added after the pinned ones"),
+    },
+    "sleep": {
+        "token_budget": Field(int, 400_000, 1000, 100_000_000, "LLM tokens one sleep cycle may spend"),
+        "dialogue_max_chars": Field(int, 120_000, 1000, 1_000_000, "light sleep: dialogue cap per conversation"),
+        "deep_sleep_warn_bytes": Field(int, 10_000, 1000, 10_000_000),
+        "deep_sleep_batch_bytes": Field(int, 300_000, 10_000, 10_000_000),
+        "dream_min_intensity": Field(float, 0.5, 0.0, 1.0),
+        "limbic_min_intensity": Field(float, 0.3, 0.0, 1.0),
+    },
+    "stm": {
+        "max_summary_chars": Field(int, 1500, 100, 20000),
+        "summary_ttl_hours": Field(int, 24, 1, 24 * 30),
+        "raw_ttl_hours": Field(int, 12, 1, 24 * 30),
+        "consolidate_after_messages": Field(int, 60, 10, 10000),
+    },
+}
+
+
+def config_defaults(*, section: str) -> dict[str, Any]:
+    return {name: field.default for name, field in _schema(section).items()}
+
+
+def config_get(*, section: str) -> dict[str, Any]:
+    """The effective values of one section: defaults overlaid with stored overrides."""
+    from anima.models import RuntimeConfig
+
+    values = config_defaults(section=section)
+    stored = RuntimeConfig.objects.filter(section=section).values_list("values", flat=True).first()
+    if stored:
+        values.update({key: value for key, value in stored.items() if key in values})
+    return values
+
+
+def config_validate(*, section: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Validate a partial update; returns the cleaned values or raises ValidationError naming fields."""
+    schema = _schema(section)
+    if not isinstance(values, dict):
+        raise ValidationError({section: "values must be an object"})
+    errors: dict[str, list[str]] = {}
+    cleaned: dict[str, Any] = {}
+    for name, value in values.items():
+        if name not in schema:
+            errors.setdefault(name, []).append(f"unknown setting {name!r} in {section}")
+            continue
+        try:
+            cleaned[name] = schema[name].clean(name, value)
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+    return cleaned
+
+
+def config_update(*, section: str, values: dict[str, Any], changed_by: str = "") -> dict[str, Any]:
+    """Apply a validated partial update atomically and record who changed what."""
+    from anima.models import RuntimeConfig, RuntimeConfigChange
+
+    cleaned = config_validate(section=section, values=values)
+    with transaction.atomic():
+        row, _ = RuntimeConfig.objects.select_for_update().get_or_create(section=section)
+        before = dict(row.values)
+        row.values = {**before, **cleaned}
+        row.save(update_fields=["values", "updated_at"])
+        RuntimeConfigChange.objects.create(section=section, before=before, after=row.values, changed_by=changed_by)
+    return config_get(section=section)
+
+
+def _schema(section: str) -> dict[str, Field]:
+    try:
+        return SCHEMA[section]
+    except KeyError:
+        raise ValidationError({"section": f"unknown config section {section!r}; one of {', '.join(SCHEMA)}"}) from None

@@ -1,0 +1,68 @@
+"""Shared shape of the JSONL import commands: progress on stderr, bad lines by number, exit 1 if any."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from anima.jsonl import ImportReport, ProgressCallback
+
+MAX_ERRORS_SHOWN = 50
+
+
+class JsonlImportCommand(BaseCommand):
+    what = "lines"
+
+    def importer(self) -> Callable[..., ImportReport]:
+        raise NotImplementedError
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="JSONL file, one object a line ('-' reads standard input)")
+        parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+    def handle(self, *args, file: str, quiet: bool, **options) -> None:
+        started = time.monotonic()
+        progress = None if quiet else self._progress(started)
+        if file == "-":
+            report = self.importer()(lines=sys.stdin, progress=progress)
+        else:
+            path = Path(file)
+            if not path.is_file():
+                raise CommandError(f"{file}: no such file")
+            with path.open(encoding="utf-8", errors="strict") as handle:
+                report = self.importer()(lines=_decoded(handle, path), progress=progress)
+        elapsed = max(time.monotonic() - started, 1e-9)
+        created = ", ".join(f"{n} {what}" for what, n in sorted(report.created.items())) or "nothing new"
+        self.stdout.write(
+            f"{report.imported} {self.what} read from {report.lines} lines in {elapsed:.1f}s; stored {created}."
+        )
+        for number, message in report.errors[:MAX_ERRORS_SHOWN]:
+            self.stderr.write(f"line {number}: {message}")
+        if len(report.errors) > MAX_ERRORS_SHOWN:
+            self.stderr.write(f"… and {len(report.errors) - MAX_ERRORS_SHOWN} more bad lines")
+        if report.errors:
+            raise CommandError(f"{len(report.errors)} bad line(s) skipped; the other lines were imported", returncode=1)
+
+    def _progress(self, started: float) -> ProgressCallback:
+        last = [started]
+
+        def report_progress(report: ImportReport) -> None:
+            now = time.monotonic()
+            if now - last[0] < 1.0:
+                return
+            last[0] = now
+            rate = report.lines / max(now - started, 1e-9)
+            self.stderr.write(f"… {report.lines} lines ({rate:,.0f} lines/s), {len(report.errors)} bad")
+
+        return report_progress
+
+
+def _decoded(handle: Iterable[str], path: Path) -> Iterable[str]:
+    try:
+        yield from handle
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc

@@ -1,0 +1,230 @@
+"""Core models: the single citable id space (``entities``) and the LLM audit log."""
+
+from __future__ import annotations
+
+import pgtrigger
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
+from django.utils import timezone
+
+from anima.segmentation import segment_text
+
+# The ``english`` config stems English words and leaves jieba's CJK tokens as they are.
+FTS_CONFIG = "english"
+
+
+def search_vector_of(column: str) -> SearchVector:
+    return SearchVector(column, config=FTS_CONFIG)
+
+
+class SegmentedTextModel(models.Model):
+    """A row whose searchable text is segmented synchronously on every ORM save."""
+
+    fts_segmented = models.TextField(null=True, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs) -> None:
+        self.fts_segmented = segment_text(self.searchable_text())
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "fts_segmented" not in update_fields:
+            kwargs["update_fields"] = [*update_fields, "fts_segmented"]
+        super().save(*args, **kwargs)
+
+    def searchable_text(self) -> str:
+        raise NotImplementedError
+
+
+class Component(models.TextChoices):
+    SEMANTIC_MEMORY = "semantic_memory", "Semantic memory"
+    DIARY_ENTRY = "diary_entry", "Diary entry"
+    CONTENT_BLOCK = "content_block", "Content block"
+    TEMPORAL_SUMMARY = "temporal_summary", "Temporal summary"
+
+
+class MemoryType(models.TextChoices):
+    WORLD = "world", "World"
+    EXPERIENCE = "experience", "Experience"
+    OPINION = "opinion", "Opinion"
+    OBSERVATION = "observation", "Observation"
+    PREFERENCE = "preference", "Preference"
+    PROCEDURAL = "procedural", "Procedural"
+    IMPRINT = "imprint", "Imprint"
+
+
+class MemoryStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    DEPRECATED = "deprecated", "Deprecated"
+    EXPIRED = "expired", "Expired"
+
+
+class BlockTag(models.TextChoices):
+    LIMBIC = "limbic", "Limbic"
+    NARRATIVE = "narrative", "Narrative"
+    DREAM = "dream", "Dream"
+
+
+class Entity(SegmentedTextModel):
+    """Every citable thing. ``[[anima:ID]]`` cites ``Entity.id``; proxies give each kind its manager."""
+
+    primary_component = models.CharField(max_length=32, choices=Component.choices, db_index=True)
+    external_id = models.CharField(max_length=200, null=True, blank=True)
+    title = models.TextField(blank=True, default="")
+    summary = models.TextField(blank=True, default="")
+    content = models.TextField(blank=True, default="")
+    body = models.JSONField(default=dict, blank=True)
+
+    # Semantic memory
+    memory_type = models.CharField(max_length=16, choices=MemoryType.choices, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=MemoryStatus.choices, null=True, blank=True)
+    expired_reason = models.TextField(blank=True, default="")
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    pinned = models.BooleanField(default=False)
+    reference_count = models.IntegerField(default=0, editable=False)
+    person = models.ForeignKey(
+        "conversations.Person", null=True, blank=True, on_delete=models.PROTECT, related_name="entities"
+    )
+    source_conversation = models.ForeignKey(
+        "conversations.Conversation", null=True, blank=True, on_delete=models.SET_NULL, related_name="entities"
+    )
+    source_channel = models.CharField(max_length=64, blank=True, default="")
+    # Local calendar day the entity is about: a memory's source day, a diary's day.
+    source_day = models.DateField(null=True, blank=True)
+
+    # Diary content blocks hang under their diary entry.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="blocks")
+    tag = models.CharField(max_length=16, choices=BlockTag.choices, null=True, blank=True)
+
+    search_fts = models.GeneratedField(
+        expression=search_vector_of("fts_segmented"), output_field=SearchVectorField(), db_persist=True
+    )
+    # Filled asynchronously after insert; not a ranking branch unless configured.
+    search_embedding = ArrayField(models.FloatField(), null=True, blank=True, editable=False)
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "entities"
+        verbose_name_plural = "entities"
+        indexes = [
+            GinIndex(fields=["search_fts"], name="entities_search_fts_gin"),
+            # Trigram branch of hybrid retrieval runs over the segmented text (see SPEC M3).
+            GinIndex(fields=["fts_segmented"], opclasses=["gin_trgm_ops"], name="entities_fts_segmented_trgm"),
+            # Resident memory: pinned + most-referenced active semantic memories.
+            models.Index(
+                fields=["primary_component", "status", "-reference_count"], name="entities_component_status_refs"
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["primary_component", "external_id"],
+                condition=Q(external_id__isnull=False),
+                name="entities_external_id_unique_per_kind",
+            ),
+            models.UniqueConstraint(
+                fields=["source_day"],
+                condition=Q(primary_component=Component.DIARY_ENTRY),
+                name="entities_one_diary_entry_per_day",
+            ),
+            models.UniqueConstraint(
+                fields=["parent"],
+                condition=Q(primary_component=Component.CONTENT_BLOCK, tag=BlockTag.DREAM),
+                name="entities_one_dream_per_diary_day",
+            ),
+            models.UniqueConstraint(
+                KeyTextTransform("window", "body"),
+                KeyTextTransform("period_start", "body"),
+                condition=Q(primary_component=Component.TEMPORAL_SUMMARY),
+                name="entities_temporal_summary_window_period_unique",
+            ),
+            models.CheckConstraint(
+                condition=~Q(primary_component=Component.SEMANTIC_MEMORY)
+                | (Q(memory_type__isnull=False) & Q(status__isnull=False)),
+                name="entities_semantic_memory_has_type_and_status",
+            ),
+            models.CheckConstraint(
+                condition=~Q(primary_component=Component.CONTENT_BLOCK)
+                | (Q(tag__isnull=False) & Q(parent__isnull=False)),
+                name="entities_content_block_has_tag_and_parent",
+            ),
+            models.CheckConstraint(condition=Q(reference_count__gte=0), name="entities_reference_count_non_negative"),
+        ]
+        triggers = [
+            # Limbic memory is append-only: emotions are kept as felt (seeds/memory.md §3).
+            pgtrigger.Protect(
+                name="limbic_blocks_append_only",
+                operation=pgtrigger.Update | pgtrigger.Delete,
+                condition=pgtrigger.Q(old__primary_component="content_block", old__tag="limbic"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        text = self.title or self.content
+        return f"#{self.pk} {self.primary_component}: {text[:60]}"
+
+    def searchable_text(self) -> str:
+        return "\n".join(part for part in (self.title, self.content) if part)
+
+
+class AutoLlmRun(models.Model):
+    """One background LLM call (sleep stage, summary): audited here, never copied into conversations."""
+
+    purpose = models.CharField(max_length=64, db_index=True)
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=128, blank=True, default="")
+    prompt = models.JSONField(default=list)
+    response = models.TextField(blank=True, default="")
+    prompt_tokens = models.IntegerField(default=0)
+    completion_tokens = models.IntegerField(default=0)
+    total_tokens = models.IntegerField(default=0)
+    latency_ms = models.IntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    # Correlates calls of one job (e.g. "sleep-run:42") for token budgets and audit pages.
+    run_key = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "auto_llm_runs"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} via {self.provider} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class RuntimeConfig(models.Model):
+    """Stored overrides of one runtime-config section; defaults live in ``anima.config.SCHEMA``."""
+
+    section = models.CharField(max_length=64, unique=True)
+    values = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "runtime_config"
+
+    def __str__(self) -> str:
+        return self.section
+
+
+class RuntimeConfigChange(models.Model):
+    """Who changed which runtime-config section, when, from what to what."""
+
+    section = models.CharField(max_length=64, db_index=True)
+    before = models.JSONField(default=dict)
+    after = models.JSONField(default=dict)
+    changed_by = models.CharField(max_length=150, blank=True, default="")
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "runtime_config_changes"
+        ordering = ["-changed_at"]
+
+    def __str__(self) -> str:
+        return f"{self.section} by {self.changed_by or '?'} at {self.changed_at:%Y-%m-%d %H:%M}"

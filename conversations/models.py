@@ -1,0 +1,175 @@
+"""What was said, by whom, on which channel (SPEC M2)."""
+
+from __future__ import annotations
+
+import pgtrigger
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from anima.models import SegmentedTextModel, search_vector_of
+
+
+class Person(models.Model):
+    """One human, whatever channels they use; memories aggregate per person."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    display_name = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "persons"
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.display_name or self.slug
+
+
+class Identity(models.Model):
+    """A channel account (``channel:external_id``) resolved to one person."""
+
+    channel = models.CharField(max_length=64)
+    external_id = models.CharField(max_length=200)
+    person = models.ForeignKey(Person, on_delete=models.CASCADE, related_name="identities")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "identities"
+        verbose_name_plural = "identities"
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "external_id"], name="identities_channel_external_id_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.external_id} → {self.person.slug}"
+
+
+class Platform(models.TextChoices):
+    WEB = "web", "Web"
+    TELEGRAM = "telegram", "Telegram"
+    CLI = "cli", "CLI"
+    CRON = "cron", "Cron"
+    API = "api", "API"
+    DISCORD = "discord", "Discord"
+    WECHAT = "wechat", "WeChat"
+    DEBUG = "debug", "Debug"
+
+
+class Conversation(models.Model):
+    external_id = models.CharField(max_length=200, unique=True, null=True, blank=True)
+    platform = models.CharField(max_length=32, choices=Platform.choices, default=Platform.WEB)
+    channel = models.CharField(max_length=64, blank=True, default="")
+    chat_id = models.CharField(max_length=200, blank=True, default="")
+    person = models.ForeignKey(Person, null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations")
+    title = models.CharField(max_length=300, blank=True, default="")
+    archived = models.BooleanField(default=False)
+    system_prompt = models.TextField(blank=True, default="")
+    system_prompt_built_at = models.DateTimeField(null=True, blank=True)
+    # Today's half-hour chunks {cst_date, chunks[]} (SPEC M7); operational, not citable.
+    temporal_day = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        db_table = "conversations"
+        ordering = ["-updated_at"]
+        indexes = [
+            # Light sleep and the temporal tick select user-facing conversations by platform.
+            models.Index(fields=["platform", "updated_at"], name="conversations_platform_updated"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or self.external_id or f"conversation {self.pk}"
+
+    @property
+    def is_cron(self) -> bool:
+        return self.platform == Platform.CRON
+
+
+class Role(models.TextChoices):
+    SYSTEM = "system", "System"
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool"
+
+
+class Message(SegmentedTextModel):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    name = models.CharField(max_length=128, blank=True, default="")
+    content = models.TextField(blank=True, default="")
+    tool_payload = models.JSONField(null=True, blank=True)
+    external_id = models.CharField(max_length=200, null=True, blank=True)
+    # Historical timestamps are allowed (imports); the timeline orders by this, then id.
+    created_at = models.DateTimeField(default=timezone.now)
+    content_fts = models.GeneratedField(
+        expression=search_vector_of("fts_segmented"), output_field=SearchVectorField(), db_persist=True
+    )
+    content_embedding = ArrayField(models.FloatField(), null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "messages"
+        ordering = ["created_at", "id"]
+        indexes = [
+            GinIndex(fields=["content_fts"], name="messages_content_fts_gin"),
+            # Trigram branch of session recall (segmented text, see SPEC M3).
+            GinIndex(fields=["fts_segmented"], opclasses=["gin_trgm_ops"], name="messages_fts_segmented_trgm"),
+            # Timeline of one conversation; also the temporal tick's "after the watermark" scan.
+            models.Index(fields=["conversation", "created_at", "id"], name="messages_conversation_timeline"),
+            # Light sleep and ref-sync scan one local day of messages.
+            models.Index(fields=["created_at"], name="messages_created_at"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "external_id"],
+                condition=Q(external_id__isnull=False),
+                name="messages_external_id_unique_per_conversation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+    def searchable_text(self) -> str:
+        return self.content
+
+
+class HistoryEntry(SegmentedTextModel):
+    """Append-only timeline of consolidated conversation summaries (global when ``person`` is null)."""
+
+    timestamp = models.DateTimeField(default=timezone.now, db_index=True)
+    content = models.TextField()
+    channel = models.CharField(max_length=64, blank=True, default="")
+    person = models.ForeignKey(Person, null=True, blank=True, on_delete=models.PROTECT, related_name="history")
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.PROTECT, related_name="history_entries"
+    )
+    search_fts = models.GeneratedField(
+        expression=search_vector_of("fts_segmented"), output_field=SearchVectorField(), db_persist=True
+    )
+
+    class Meta:
+        db_table = "history_entries"
+        verbose_name_plural = "history entries"
+        ordering = ["id"]
+        indexes = [
+            GinIndex(fields=["search_fts"], name="history_search_fts_gin"),
+            # search_history: one person's (or the global) timeline by time.
+            models.Index(fields=["person", "timestamp"], name="history_person_timestamp"),
+        ]
+        triggers = [
+            pgtrigger.Protect(name="history_entries_append_only", operation=pgtrigger.Update | pgtrigger.Delete),
+        ]
+
+    @property
+    def cursor(self) -> int:
+        return self.pk
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.timestamp:%Y-%m-%d %H:%M} {self.content[:60]}"
+
+    def searchable_text(self) -> str:
+        return self.content

@@ -1,0 +1,234 @@
+"""Writes for conversations, messages and people."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Greatest
+from django.utils import timezone
+from django.utils.text import slugify
+
+from anima.jsonl import (
+    ImportReport,
+    LineError,
+    ProgressCallback,
+    batched,
+    check_keys,
+    datetime_field,
+    numbered_objects,
+    text_field,
+)
+from anima.segmentation import segment_text
+from conversations.models import Conversation, Identity, Message, Person, Platform, Role
+from memory.citations import CITATION_RE, citations_record
+
+IMPORT_BATCH_LINES = 200
+
+
+def person_get_or_create(*, slug: str, display_name: str = "") -> Person:
+    person, _ = Person.objects.get_or_create(slug=slug, defaults={"display_name": display_name or slug})
+    return person
+
+
+def persons_ensure(*, slugs: Iterable[str]) -> dict[str, Person]:
+    """Persons by slug, created on first sight (one query to insert, one to read back)."""
+    wanted = set(slugs)
+    if not wanted:
+        return {}
+    Person.objects.bulk_create([Person(slug=s, display_name=s) for s in sorted(wanted)], ignore_conflicts=True)
+    return {p.slug: p for p in Person.objects.filter(slug__in=wanted)}
+
+
+def person_slug(value: Any, *, where: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or slugify(value) != value:
+        raise LineError(f"{where} must be a slug (lowercase letters, digits, - or _), got {value!r}")
+    return value
+
+
+def message_create(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str,
+    name: str = "",
+    tool_payload: Any = None,
+    external_id: str | None = None,
+    created_at: datetime | None = None,
+) -> Message:
+    """Store one message, record its citations and touch the conversation, in one transaction."""
+    with transaction.atomic():
+        message = Message(
+            conversation=conversation,
+            role=role,
+            content=content,
+            name=name,
+            tool_payload=tool_payload,
+            external_id=external_id,
+            created_at=created_at or timezone.now(),
+        )
+        message.save()
+        citations_record(messages=[message])
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=Greatest("updated_at", message.created_at))
+    return message
+
+
+# --- JSONL import -------------------------------------------------------------------------------
+
+_CONVERSATION_KEYS = {"external_id", "platform", "channel", "chat_id", "person", "title", "created_at"}
+_MESSAGE_KEYS = {"external_id", "role", "content", "created_at", "name", "tool_payload"}
+
+
+@dataclass
+class _ParsedConversation:
+    line: int
+    external_id: str
+    platform: str
+    channel: str
+    chat_id: str
+    person: str | None
+    title: str
+    created_at: datetime | None
+    messages: list[Message]
+
+
+def _parse_conversation_line(number: int, obj: dict[str, Any]) -> _ParsedConversation:
+    check_keys(obj, where="line", required={"conversation"}, optional={"messages"})
+    conv = obj["conversation"]
+    if not isinstance(conv, dict):
+        raise LineError("conversation must be an object")
+    check_keys(conv, where="conversation", required={"external_id"}, optional=_CONVERSATION_KEYS)
+    external_id = text_field(conv, "external_id", where="conversation", max_length=200)
+    platform = text_field(conv, "platform", where="conversation", default=Platform.WEB)
+    if platform not in Platform.values:
+        raise LineError(f"conversation.platform must be one of {', '.join(Platform.values)}, got {platform!r}")
+    raw_messages = obj.get("messages") or []
+    if not isinstance(raw_messages, list):
+        raise LineError("messages must be a list")
+    messages = [
+        _parse_message(index, raw, conversation_external_id=external_id) for index, raw in enumerate(raw_messages)
+    ]
+    return _ParsedConversation(
+        line=number,
+        external_id=external_id,
+        platform=platform,
+        channel=text_field(conv, "channel", where="conversation", default=platform, max_length=64),
+        chat_id=text_field(conv, "chat_id", where="conversation", max_length=200),
+        person=person_slug(conv.get("person"), where="conversation.person"),
+        title=text_field(conv, "title", where="conversation", max_length=300),
+        created_at=datetime_field(conv, "created_at", where="conversation"),
+        messages=messages,
+    )
+
+
+def _parse_message(index: int, raw: Any, *, conversation_external_id: str) -> Message:
+    where = f"messages[{index}]"
+    if not isinstance(raw, dict):
+        raise LineError(f"{where} must be an object")
+    check_keys(raw, where=where, required={"role", "created_at"}, optional=_MESSAGE_KEYS)
+    role = raw["role"]
+    if role not in Role.values:
+        raise LineError(f"{where}.role must be one of {', '.join(Role.values)}, got {role!r}")
+    content = text_field(raw, "content", where=where)
+    created_at = datetime_field(raw, "created_at", where=where)
+    external_id = text_field(raw, "external_id", where=where, max_length=200) or _derived_message_id(
+        conversation_external_id, role, raw["created_at"], content
+    )
+    return Message(
+        role=role,
+        name=text_field(raw, "name", where=where, max_length=128),
+        content=content,
+        tool_payload=raw.get("tool_payload"),
+        external_id=external_id,
+        created_at=created_at,
+        fts_segmented=segment_text(content),
+    )
+
+
+def _derived_message_id(conversation_external_id: str, role: str, created_at: str, content: str) -> str:
+    # Stable across re-imports of the same file, so a message without an id is still idempotent.
+    digest = hashlib.sha1(f"{conversation_external_id}\0{role}\0{created_at}\0{content}".encode()).hexdigest()
+    return f"sha1:{digest[:24]}"
+
+
+def conversations_import(
+    *, lines: Iterable[str], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
+) -> ImportReport:
+    """Import conversations JSONL; idempotent (existing conversations and messages are kept as they are)."""
+    report = ImportReport()
+    for batch in batched(numbered_objects(lines, report), batch_lines):
+        parsed: list[_ParsedConversation] = []
+        for number, obj in batch:
+            try:
+                parsed.append(_parse_conversation_line(number, obj))
+            except LineError as exc:
+                report.errors.append((number, str(exc)))
+        if parsed:
+            _store_conversations(parsed, report)
+        if progress:
+            progress(report)
+    return report
+
+
+def _store_conversations(parsed: list[_ParsedConversation], report: ImportReport) -> None:
+    with transaction.atomic():
+        persons = persons_ensure(slugs=[p.person for p in parsed if p.person])
+        now = timezone.now()
+        new_conversations = [
+            Conversation(
+                external_id=p.external_id,
+                platform=p.platform,
+                channel=p.channel,
+                chat_id=p.chat_id,
+                person=persons.get(p.person) if p.person else None,
+                title=p.title,
+                created_at=p.created_at or (p.messages[0].created_at if p.messages else now),
+                updated_at=max([m.created_at for m in p.messages], default=p.created_at or now),
+            )
+            for p in parsed
+        ]
+        external_ids = [p.external_id for p in parsed]
+        existing = set(Conversation.objects.filter(external_id__in=external_ids).values_list("external_id", flat=True))
+        Conversation.objects.bulk_create(new_conversations, ignore_conflicts=True)
+        report.count("conversations", len(set(external_ids) - existing))
+        by_external_id = {c.external_id: c for c in Conversation.objects.filter(external_id__in=external_ids)}
+        identities = [
+            Identity(channel=p.channel, external_id=p.chat_id, person=persons[p.person])
+            for p in parsed
+            if p.person and p.chat_id
+        ]
+        Identity.objects.bulk_create(identities, ignore_conflicts=True)
+
+        messages: list[Message] = []
+        for p in parsed:
+            conversation = by_external_id[p.external_id]
+            for message in p.messages:
+                message.conversation = conversation
+                messages.append(message)
+        before = Message.objects.filter(conversation__in=by_external_id.values()).count()
+        Message.objects.bulk_create(messages, ignore_conflicts=True, batch_size=1000)
+        report.count("messages", Message.objects.filter(conversation__in=by_external_id.values()).count() - before)
+        _record_imported_citations(messages)
+        # A conversation's updated_at follows its newest message (light sleep and cleanup read it).
+        newest = Message.objects.filter(conversation=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
+        Conversation.objects.filter(pk__in=[c.pk for c in by_external_id.values()]).update(
+            updated_at=Greatest("updated_at", Subquery(newest))
+        )
+        report.imported += len(parsed)
+
+
+def _record_imported_citations(messages: list[Message]) -> None:
+    citing = [m for m in messages if CITATION_RE.search(m.content)]
+    if not citing:
+        return
+    stored = Message.objects.filter(
+        conversation__in={m.conversation_id for m in citing}, external_id__in={m.external_id for m in citing}
+    )
+    citations_record(messages=stored)

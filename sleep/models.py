@@ -1,0 +1,78 @@
+"""Pipeline runs of the nightly sleep cycle: one row per run, one per step execution."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class RunTrigger(models.TextChoices):
+    CRON = "cron", "Cron"
+    MANUAL = "manual", "Manual"
+    CATCH_UP = "catch-up", "Catch-up"
+
+
+class DeepSleepMode(models.TextChoices):
+    FULL = "full", "Full"
+    INCREMENTAL = "incremental", "Incremental"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped"
+
+
+class PipelineRun(models.Model):
+    pipeline = models.CharField(max_length=64, default="sleep-cycle")
+    day = models.DateField(db_index=True)
+    trigger = models.CharField(max_length=16, choices=RunTrigger.choices, default=RunTrigger.MANUAL)
+    mode = models.CharField(max_length=16, choices=DeepSleepMode.choices, default=DeepSleepMode.FULL)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    options = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pipeline_run"
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.pipeline} {self.day} ({self.status})"
+
+
+class PipelineStepRun(models.Model):
+    run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="steps")
+    step = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
+    attempt = models.PositiveIntegerField(default=1)
+    output = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pipeline_step_run"
+        ordering = ["run", "id"]
+        constraints = [
+            # A manual retry is a new row with attempt + 1, never an overwrite.
+            models.UniqueConstraint(fields=["run", "step", "attempt"], name="pipeline_step_run_attempt_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step} #{self.attempt} ({self.status})"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None

@@ -1,0 +1,170 @@
+"""factory-boy factories for every model."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import factory
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from anima.models import AutoLlmRun, BlockTag, Component, MemoryStatus, MemoryType, RuntimeConfig
+from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Platform, Role
+from memory.models import ContentBlock, DiaryEntry, MemoryReference, SelfBlock, SelfLayerBlock, SemanticMemory
+from sleep.models import PipelineRun, PipelineStepRun
+from temporal.models import TemporalSummary
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.django.Password("pw-for-tests")
+
+
+class PersonFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Person
+        django_get_or_create = ("slug",)
+
+    slug = factory.Sequence(lambda n: f"person-{n}")
+    display_name = factory.LazyAttribute(lambda o: o.slug.title())
+
+
+class IdentityFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Identity
+
+    channel = "telegram"
+    external_id = factory.Sequence(lambda n: f"chat-{n}")
+    person = factory.SubFactory(PersonFactory)
+
+
+class ConversationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Conversation
+
+    external_id = factory.Sequence(lambda n: f"conv-{n}")
+    platform = Platform.WEB
+    channel = "web"
+    chat_id = factory.Sequence(lambda n: f"chat-{n}")
+    person = factory.SubFactory(PersonFactory)
+    title = factory.Sequence(lambda n: f"Conversation {n}")
+
+
+class MessageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Message
+
+    conversation = factory.SubFactory(ConversationFactory)
+    role = Role.USER
+    content = factory.Sequence(lambda n: f"message number {n}")
+    external_id = factory.Sequence(lambda n: f"msg-{n}")
+    created_at = factory.LazyFunction(timezone.now)
+
+
+class HistoryEntryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = HistoryEntry
+
+    content = factory.Sequence(lambda n: f"history event {n}")
+    channel = "telegram"
+    person = factory.SubFactory(PersonFactory)
+
+
+class SemanticMemoryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = SemanticMemory
+
+    primary_component = Component.SEMANTIC_MEMORY
+    memory_type = MemoryType.WORLD
+    status = MemoryStatus.ACTIVE
+    content = factory.Sequence(lambda n: f"fact number {n}")
+    person = factory.SubFactory(PersonFactory)
+    source_day = factory.LazyFunction(lambda: timezone.localdate())
+
+
+class DiaryEntryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DiaryEntry
+        django_get_or_create = ("source_day",)
+
+    primary_component = Component.DIARY_ENTRY
+    source_day = factory.Sequence(lambda n: dt.date(2026, 1, 1) + dt.timedelta(days=n))
+    title = factory.LazyAttribute(lambda o: o.source_day.isoformat())
+
+
+class ContentBlockFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ContentBlock
+
+    primary_component = Component.CONTENT_BLOCK
+    parent = factory.SubFactory(DiaryEntryFactory)
+    tag = BlockTag.NARRATIVE
+    content = factory.Sequence(lambda n: f"I remember moment {n}")
+    source_day = factory.LazyAttribute(lambda o: o.parent.source_day)
+
+
+class TemporalSummaryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = TemporalSummary
+
+    primary_component = Component.TEMPORAL_SUMMARY
+    content = factory.Sequence(lambda n: f"summary of period {n}")
+    source_day = factory.Sequence(lambda n: dt.date(2026, 1, 1) + dt.timedelta(days=n))
+    body = factory.LazyAttribute(lambda o: {"window": "day", "period_start": o.source_day.isoformat()})
+
+
+class MemoryReferenceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = MemoryReference
+
+    entity = factory.SubFactory(SemanticMemoryFactory)
+    message = factory.SubFactory(MessageFactory)
+    weight = 1
+
+
+class SelfLayerBlockFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = SelfLayerBlock
+        django_get_or_create = ("key",)
+
+    key = SelfBlock.SELF_MODEL
+    content = "I am Anima, a companion who remembers."
+
+
+class AutoLlmRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = AutoLlmRun
+
+    purpose = "light-sleep.semantic"
+    provider = "offline"
+    model = "offline-extractive"
+    prompt = factory.LazyFunction(lambda: [{"role": "user", "content": "hello"}])
+    response = "{}"
+
+
+class PipelineRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = PipelineRun
+
+    day = factory.LazyFunction(lambda: timezone.localdate() - dt.timedelta(days=1))
+
+
+class PipelineStepRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = PipelineStepRun
+
+    run = factory.SubFactory(PipelineRunFactory)
+    step = "light-sleep"
+
+
+class RuntimeConfigFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RuntimeConfig
+        django_get_or_create = ("section",)
+
+    section = "memory.passive_recall"
+    values = factory.LazyFunction(dict)
