@@ -76,6 +76,16 @@ def text_field(obj: dict[str, Any], key: str, *, where: str, default: str = "", 
         raise LineError(f"{where}.{key} must be a string")
     if max_length is not None and len(value) > max_length:
         raise LineError(f"{where}.{key} is longer than {max_length} characters")
+    if "\x00" in value:
+        raise LineError(f"{where}.{key} contains a NUL character, which PostgreSQL text cannot store")
+    return value
+
+
+def json_field(obj: dict[str, Any], key: str, *, where: str) -> Any:
+    """Free-form JSON stored as JSONB, which cannot hold a NUL character in any string."""
+    value = obj.get(key)
+    if value is not None and "\\u0000" in json.dumps(value):
+        raise LineError(f"{where}.{key} contains a NUL character, which PostgreSQL JSONB cannot store")
     return value
 
 

@@ -9,6 +9,7 @@ stems it inside the database.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 
 import jieba
@@ -17,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 jieba.setLogLevel(logging.WARNING)
 _init_lock = threading.Lock()
+# Runs of non-ASCII text go through jieba; ASCII words (emails, URLs, versions, code) stay whole.
+_RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _initialized = False
 
 
@@ -40,9 +43,14 @@ def segment_text(text: str | None) -> str | None:
     if text is None:
         return None
     try:
-        _ensure_dictionary()
-        tokens = (token.strip() for token in jieba.cut_for_search(text))
-        return " ".join(token for token in tokens if token)
+        tokens: list[str] = []
+        for run in _RUNS.findall(text):
+            if run.isascii():
+                tokens.extend(run.split())
+            else:
+                _ensure_dictionary()
+                tokens.extend(token for token in (t.strip() for t in jieba.cut_for_search(run)) if token)
+        return " ".join(tokens)
     except Exception:
         logger.warning("segmentation failed; storing NULL fts_segmented", exc_info=True)
         return None

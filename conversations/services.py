@@ -21,6 +21,7 @@ from anima.jsonl import (
     batched,
     check_keys,
     datetime_field,
+    json_field,
     numbered_objects,
     text_field,
 )
@@ -145,7 +146,7 @@ def _parse_message(index: int, raw: Any, *, conversation_external_id: str) -> Me
         role=role,
         name=text_field(raw, "name", where=where, max_length=128),
         content=content,
-        tool_payload=raw.get("tool_payload"),
+        tool_payload=json_field(raw, "tool_payload", where=where),
         external_id=external_id,
         created_at=created_at,
         fts_segmented=segment_text(content),

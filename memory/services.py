@@ -17,6 +17,7 @@ from anima.jsonl import (
     batched,
     check_keys,
     datetime_field,
+    json_field,
     numbered_objects,
     text_field,
 )
@@ -79,13 +80,13 @@ def _parse_memory_line(number: int, obj: dict[str, Any]) -> _ParsedMemory:
     allowed = [*MemoryType.values, *BlockTag.values]
     if memory_type not in allowed:
         raise LineError(f"memory.memory_type must be one of {', '.join(allowed)}, got {memory_type!r}")
-    tags = obj.get("tags") or []
+    tags = json_field(obj, "tags", where="memory") or []
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise LineError("memory.tags must be a list of strings")
     pinned = obj.get("pinned", False)
     if not isinstance(pinned, bool):
         raise LineError("memory.pinned must be true or false")
-    body = obj.get("body") or {}
+    body = json_field(obj, "body", where="memory") or {}
     if not isinstance(body, dict):
         raise LineError("memory.body must be an object")
     return _ParsedMemory(

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from anima.env import env_bool, env_choice, env_int, env_time_zone, env_url
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("1", True), ("yes", True), ("Off", False), ("", False)])
+def test_env_bool_reads_common_spellings(monkeypatch, raw, expected):
+    monkeypatch.setenv("ANIMA_FLAG", raw)
+    assert env_bool("ANIMA_FLAG") is expected
+
+
+def test_env_bool_rejects_garbage_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("ANIMA_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="ANIMA_FLAG"):
+        env_bool("ANIMA_FLAG")
+
+
+def test_env_int_checks_type_and_range(monkeypatch):
+    monkeypatch.setenv("ANIMA_N", "abc")
+    with pytest.raises(ImproperlyConfigured, match="ANIMA_N must be an integer"):
+        env_int("ANIMA_N", 1)
+    monkeypatch.setenv("ANIMA_N", "0")
+    with pytest.raises(ImproperlyConfigured, match=">= 1"):
+        env_int("ANIMA_N", 5, minimum=1)
+    monkeypatch.delenv("ANIMA_N")
+    assert env_int("ANIMA_N", 5) == 5
+
+
+def test_env_url_requires_a_known_scheme(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "mysql://x")
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        env_url("DATABASE_URL", schemes=("postgres", "postgresql"))
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/db")
+    assert env_url("DATABASE_URL", schemes=("postgres", "postgresql")) == "postgresql://u@h/db"
+
+
+def test_time_zone_and_choice_validation(monkeypatch):
+    monkeypatch.setenv("ANIMA_TIME_ZONE", "Mars/Olympus")
+    with pytest.raises(ImproperlyConfigured, match="IANA time zone"):
+        env_time_zone("ANIMA_TIME_ZONE", "Asia/Shanghai")
+    monkeypatch.setenv("ANIMA_LLM_PROVIDER", "gpt")
+    with pytest.raises(ImproperlyConfigured, match="one of offline, openai"):
+        env_choice("ANIMA_LLM_PROVIDER", "offline", choices=("offline", "openai"))
+
+
+def test_settings_refuse_a_bad_environment_at_start_up():
+    env = {**os.environ, "ANIMA_TIME_ZONE": "Nowhere/Land"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "anima.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "ANIMA_TIME_ZONE must be an IANA time zone" in result.stderr
+
+
+def test_defaults_are_embedded_and_safe(settings):
+    if "DEBUG" not in os.environ:
+        assert settings.DEBUG is False
+    assert settings.TIME_ZONE == os.environ.get("ANIMA_TIME_ZONE", "Asia/Shanghai")
+    if not os.environ.get("DATABASE_URL"):
+        assert settings.DATABASES["default"]["ENGINE"] == "anima.embedded"
+    if not os.environ.get("CELERY_BROKER_URL"):
+        assert settings.CELERY_TASK_ALWAYS_EAGER is True
