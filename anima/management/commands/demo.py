@@ -1,0 +1,92 @@
+"""`python manage.py demo`: the whole job on embedded defaults, safe to re-run."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+from django.db.models import Count
+
+from anima.models import Component, Entity
+from conversations.models import Conversation, Message, Person
+from conversations.services import conversations_import
+from memory.services import memories_import
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+
+
+class Command(BaseCommand):
+    help = "Migrate, create a staff user, import the bundled bilingual sample and show what Anima stored."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--no-input", action="store_true", help="accepted for scripts; the demo never prompts")
+
+    def handle(self, *args, **options) -> None:
+        self._section("1. Database")
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write(f"migrated {settings.DATABASES['default']['ENGINE']} database")
+
+        self._section("2. Staff user for the Habitat console (/admin/)")
+        self._ensure_staff_user()
+
+        self._section("3. Bundled sample (Chinese and English, 3 days, 2 people, 3 channels)")
+        for name, importer in (("conversations.jsonl", conversations_import), ("memories.jsonl", memories_import)):
+            with (FIXTURES / name).open(encoding="utf-8") as handle:
+                report = importer(lines=handle)
+            created = ", ".join(f"{n} {what}" for what, n in sorted(report.created.items())) or "nothing new"
+            self.stdout.write(f"{name}: {report.imported} lines read, stored {created}")
+
+        self._section("4. What is stored")
+        self._print_stored()
+
+    def _section(self, title: str) -> None:
+        self.stdout.write("")
+        self.stdout.write(self.style.MIGRATE_HEADING(title))
+
+    def _ensure_staff_user(self) -> None:
+        username = settings.ANIMA_ADMIN_USERNAME
+        password = settings.ANIMA_ADMIN_PASSWORD or self._stored_password()
+        user, created = get_user_model().objects.get_or_create(
+            username=username, defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created or settings.ANIMA_ADMIN_PASSWORD:
+            user.set_password(password)
+            user.save()
+        source = "ANIMA_ADMIN_PASSWORD" if settings.ANIMA_ADMIN_PASSWORD else f"{settings.VAR_DIR / 'admin_password'}"
+        self.stdout.write(f"user {username!r} ({'created' if created else 'exists'}); password from {source}")
+        if not settings.ANIMA_ADMIN_PASSWORD:
+            self.stdout.write(f"  login: {username} / {password}")
+
+    def _stored_password(self) -> str:
+        # Generated once and kept under var/ (git-ignored) so re-runs print the same credentials.
+        path = Path(settings.VAR_DIR) / "admin_password"
+        if path.exists():
+            return path.read_text().strip()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        password = secrets.token_urlsafe(12)
+        path.write_text(password)
+        path.chmod(0o600)
+        return password
+
+    def _print_stored(self) -> None:
+        kinds = dict(Entity.objects.values_list("primary_component").annotate(n=Count("id")))
+        semantic = Entity.objects.filter(primary_component=Component.SEMANTIC_MEMORY)
+        self.stdout.write(
+            f"people {Person.objects.count()}, conversations {Conversation.objects.count()}, "
+            f"messages {Message.objects.count()}, "
+            + ", ".join(f"{kind} {kinds.get(kind, 0)}" for kind in Component.values)
+        )
+        by_platform = Conversation.objects.values_list("platform").annotate(n=Count("id")).order_by("platform")
+        self.stdout.write("conversations by platform: " + ", ".join(f"{p} {n}" for p, n in by_platform))
+        for person in Person.objects.order_by("slug"):
+            self.stdout.write(f"\n{person.slug}:")
+            for memory in semantic.filter(person=person).order_by("created_at")[:8]:
+                pin = " (pinned)" if memory.pinned else ""
+                self.stdout.write(f"  [{memory.memory_type}] {memory.content} [[anima:{memory.pk}]]{pin}")
+        self.stdout.write("\nglobal:")
+        for memory in semantic.filter(person=None).order_by("created_at"):
+            self.stdout.write(f"  [{memory.memory_type}] {memory.content} [[anima:{memory.pk}]]")

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import io
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from anima.models import Entity
+from conversations.models import Conversation, Message
+
+
+def _demo() -> str:
+    out = io.StringIO()
+    call_command("demo", stdout=out)
+    return out.getvalue()
+
+
+def test_demo_imports_the_bilingual_sample_and_is_safe_to_re_run(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    first = _demo()
+    counts = (Conversation.objects.count(), Message.objects.count(), Entity.objects.count())
+    assert Conversation.objects.filter(platform="cron").count() == 1
+    assert Conversation.objects.filter(messages__isnull=True).count() == 1
+    assert Message.objects.filter(content__contains="邮箱").exists()
+    assert Message.objects.filter(content__icontains="peanut").exists()
+    assert get_user_model().objects.get(username=settings.ANIMA_ADMIN_USERNAME).is_staff
+    assert "login: admin / " in first
+
+    second = _demo()
+    assert (Conversation.objects.count(), Message.objects.count(), Entity.objects.count()) == counts
+    assert first.split("login: ")[1].split()[2] == second.split("login: ")[1].split()[2]  # same password
