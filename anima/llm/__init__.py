@@ -1,0 +1,120 @@
+"""Background LLM calls that answer JSON: identity context, validation, retries, budget, audit.
+
+Every call goes through ``llm_json``; it is the one place that prepends the identity context
+(self layer + resident memory) and writes the ``AutoLlmRun`` audit row.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from django.db.models import Sum
+
+from anima.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
+from anima.llm.providers import Completion, LlmRequest, provider_get
+from anima.llm.schema import SchemaError, schema_validate
+
+__all__ = ["LlmBudgetExceeded", "LlmError", "LlmInvalidOutput", "LlmTransientError", "llm_json"]
+
+_FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
+_JSON_START = re.compile(r"[\[{]")
+
+
+def llm_json(
+    *,
+    purpose: str,
+    instructions: str,
+    payload: dict,
+    schema: dict,
+    run_key: str = "",
+    token_budget: int | None = None,
+    temperature: float = 0.2,
+    max_tokens: int = 2000,
+    identity: bool = True,
+) -> dict:
+    """Ask the configured model for a JSON answer to ``payload`` and return it validated against ``schema``."""
+    from anima.models import AutoLlmRun
+
+    if token_budget is not None:
+        spent = llm_tokens_spent(run_key=run_key)
+        if spent >= token_budget:
+            raise LlmBudgetExceeded(
+                f"token budget exhausted: {run_key or 'this run'} has spent {spent} of {token_budget} tokens; "
+                f"{purpose} was not sent"
+            )
+    system = f"{identity_context()}\n\n---\n\n{instructions}" if identity else instructions
+    user = json.dumps(payload, ensure_ascii=False)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    request = LlmRequest(
+        purpose=purpose, messages=messages, payload=json.loads(user), temperature=temperature, max_tokens=max_tokens
+    )
+    provider = provider_get()
+    audit = AutoLlmRun(purpose=purpose, provider=provider.name, model=provider.model, prompt=messages, run_key=run_key)
+    started = time.monotonic()
+    try:
+        completion = provider.complete(request=request)
+        _audit_completion(audit, completion)
+        return _parse(completion=completion, schema=schema, purpose=purpose)
+    except Exception as exc:
+        audit.error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        audit.latency_ms = round((time.monotonic() - started) * 1000)
+        audit.save()
+
+
+def llm_tokens_spent(*, run_key: str) -> int:
+    from anima.models import AutoLlmRun
+
+    return AutoLlmRun.objects.filter(run_key=run_key).aggregate(total=Sum("total_tokens"))["total"] or 0
+
+
+def identity_context() -> str:
+    """Who is thinking: the self layer's blocks and the resident memories, with their citations."""
+    from memory.selectors import resident_memory_lines, self_layer_text
+
+    self_layer = self_layer_text() or "(self layer empty)"
+    resident = "\n".join(resident_memory_lines()) or "(no resident memories)"
+    return f"# Identity context\n\n{self_layer}\n\n## Resident memory\n{resident}"
+
+
+def json_extract(text: str) -> Any:
+    """The JSON value in ``text``: the whole text, a fenced block, or the first object/array in it."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for block in _FENCE.findall(text):
+        try:
+            return json.loads(block)
+        except ValueError:
+            continue
+    decoder = json.JSONDecoder()
+    for match in _JSON_START.finditer(text):
+        try:
+            return decoder.raw_decode(text, match.start())[0]
+        except ValueError:
+            continue
+    raise LlmInvalidOutput(f"answer is not JSON: {text[:200]!r}")
+
+
+def _audit_completion(audit: Any, completion: Completion) -> None:
+    audit.model = completion.model
+    audit.response = completion.text
+    audit.prompt_tokens = completion.prompt_tokens
+    audit.completion_tokens = completion.completion_tokens
+    audit.total_tokens = completion.prompt_tokens + completion.completion_tokens
+
+
+def _parse(*, completion: Completion, schema: dict, purpose: str) -> dict:
+    if completion.finish_reason == "length":
+        raise LlmInvalidOutput(f"{purpose}: answer truncated at max_tokens (finish_reason=length)")
+    value = json_extract(completion.text)
+    try:
+        schema_validate(value=value, schema=schema)
+    except SchemaError as exc:
+        raise LlmInvalidOutput(f"{purpose}: answer does not match the schema: {exc}") from exc
+    return value

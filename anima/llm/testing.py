@@ -1,0 +1,148 @@
+"""Test helpers: a scripted provider and a local OpenAI-compatible stub server."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from anima.llm.errors import LlmError
+from anima.llm.providers import Completion, LlmRequest, estimate_tokens, provider_override
+
+
+class ScriptedProvider:
+    """Answers each purpose from its queue of canned answers (dicts/lists, raw strings, or exceptions)."""
+
+    name = "scripted"
+    model = "scripted"
+
+    def __init__(self, responses: dict[str, list[Any]]) -> None:
+        self._queues = {purpose: collections.deque(answers) for purpose, answers in responses.items()}
+        self._lock = threading.Lock()
+        self.calls: list[LlmRequest] = []
+
+    def complete(self, *, request: LlmRequest) -> Completion:
+        with self._lock:
+            self.calls.append(request)
+            queue = self._queues.get(request.purpose)
+            if not queue:
+                raise LlmError(f"scripted provider: no answer queued for purpose {request.purpose!r}")
+            answer = queue.popleft()
+        if isinstance(answer, BaseException):
+            raise answer
+        text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+        prompt = "".join(message["content"] for message in request.messages)
+        return Completion(
+            text=text, model=self.model, prompt_tokens=estimate_tokens(prompt), completion_tokens=estimate_tokens(text)
+        )
+
+    def purposes(self) -> list[str]:
+        return [call.purpose for call in self.calls]
+
+
+@contextlib.contextmanager
+def scripted(responses: dict[str, list[Any]]) -> Iterator[ScriptedProvider]:
+    """Within the block every ``llm_json`` call is answered from ``responses`` and recorded."""
+    provider = ScriptedProvider(responses)
+    with provider_override(provider):
+        yield provider
+
+
+@dataclass
+class StubReply:
+    status: int = 200
+    content: str = "{}"
+    finish_reason: str = "stop"
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+
+
+@dataclass
+class StubLlmServer:
+    """OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1, answering from a queue.
+
+    Every request body is recorded in ``requests``. With the queue empty it answers HTTP 500.
+    """
+
+    requests: list[dict] = field(default_factory=list)
+    replies: collections.deque = field(default_factory=collections.deque)
+
+    def reply(self, answer: Any, *, finish_reason: str = "stop", prompt_tokens: int = 10, completion_tokens: int = 5):
+        content = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+        self.replies.append(StubReply(200, content, finish_reason, prompt_tokens, completion_tokens))
+
+    def fail(self, status: int, message: str = "stub failure") -> None:
+        self.replies.append(StubReply(status=status, content=message))
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> StubLlmServer:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                stub.requests.append(body)
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                if not stub.replies:
+                    return self._send(500, {"error": {"message": "stub: no reply queued"}})
+                reply = stub.replies.popleft()
+                if reply.status != 200:
+                    return self._send(reply.status, {"error": {"message": reply.content, "type": "stub"}})
+                return self._send(200, _completion_body(body, reply))
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> StubLlmServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _completion_body(request: dict, reply: StubReply) -> dict:
+    return {
+        "id": f"chatcmpl-stub-{id(reply)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.get("model", "stub"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.content},
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }

@@ -1,0 +1,277 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from anima.llm import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError, llm_json, providers
+from anima.llm.offline import offline_handler
+from anima.llm.schema import SchemaError, schema_validate
+from anima.llm.testing import StubLlmServer, scripted
+from anima.models import AutoLlmRun
+from memory.models import SelfBlock
+from tests.factories import AutoLlmRunFactory, SelfLayerBlockFactory, SemanticMemoryFactory
+
+FACTS_SCHEMA = {
+    "type": "object",
+    "required": ["facts"],
+    "additionalProperties": False,
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["content", "importance"],
+                "properties": {
+                    "content": {"type": "string", "minLength": 1},
+                    "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                },
+            },
+        }
+    },
+}
+ANSWER = {"facts": [{"content": "女儿属虎", "importance": 0.8}]}
+
+
+@offline_handler("test.echo")
+def _echo(payload: dict) -> dict:
+    return {"facts": [{"content": payload["text"], "importance": 0.5}]}
+
+
+@pytest.fixture
+def stub(settings, monkeypatch):
+    monkeypatch.setattr(providers, "RETRY_BACKOFF_SECONDS", 0)
+    with StubLlmServer() as server:
+        settings.ANIMA_LLM_PROVIDER = "openai"
+        settings.ANIMA_LLM_BASE_URL = server.base_url
+        settings.ANIMA_LLM_MODEL = "stub-model"
+        settings.ANIMA_LLM_MAX_RETRIES = 2
+        yield server
+
+
+def ask(**overrides):
+    arguments = {
+        "purpose": "light-sleep.semantic",
+        "instructions": "Extract durable facts.",
+        "payload": {"dialogue": "用户: 我女儿属虎"},
+        "schema": FACTS_SCHEMA,
+        "run_key": "sleep-run:1",
+    }
+    return llm_json(**{**arguments, **overrides})
+
+
+def test_identity_context_reaches_the_model_in_the_system_message(stub):
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, content="I am Anima, curious and warm.")
+    pinned = SemanticMemoryFactory(content="Lin's daughter was born in the year of the tiger", pinned=True, person=None)
+    stub.reply(ANSWER)
+
+    assert ask() == ANSWER
+
+    (request,) = stub.requests
+    system, user = request["messages"]
+    assert system["role"] == "system"
+    assert "I am Anima, curious and warm." in system["content"]
+    assert f"- Lin's daughter was born in the year of the tiger [[anima:{pinned.pk}]]" in system["content"]
+    assert system["content"].endswith("Extract durable facts.")
+    assert user == {"role": "user", "content": '{"dialogue": "用户: 我女儿属虎"}'}
+    assert request["model"] == "stub-model"
+    assert request["response_format"] == {"type": "json_object"}
+
+
+def test_identity_can_be_left_out_for_non_memory_calls(stub):
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, content="I am Anima.")
+    stub.reply(ANSWER)
+
+    ask(identity=False)
+
+    assert stub.requests[0]["messages"][0]["content"] == "Extract durable facts."
+
+
+def test_a_successful_call_is_audited_with_the_servers_token_usage(stub):
+    stub.reply(ANSWER, prompt_tokens=321, completion_tokens=45)
+
+    ask()
+
+    run = AutoLlmRun.objects.get()
+    assert (run.purpose, run.provider, run.model, run.run_key) == (
+        "light-sleep.semantic",
+        "openai",
+        "stub-model",
+        "sleep-run:1",
+    )
+    assert (run.prompt_tokens, run.completion_tokens, run.total_tokens) == (321, 45, 366)
+    assert run.prompt == stub.requests[0]["messages"]
+    assert json.loads(run.response) == ANSWER
+    assert run.error == ""
+
+
+def test_server_errors_and_rate_limits_are_retried_until_an_answer_comes(stub):
+    stub.fail(500)
+    stub.fail(429, "slow down")
+    stub.reply(ANSWER)
+
+    assert ask() == ANSWER
+    assert len(stub.requests) == 3
+    assert AutoLlmRun.objects.get().error == ""
+
+
+def test_a_server_that_keeps_failing_raises_transient_error_and_is_audited(stub):
+    for _ in range(3):
+        stub.fail(503, "overloaded")
+
+    with pytest.raises(LlmTransientError, match="HTTP 503"):
+        ask()
+
+    assert len(stub.requests) == 3  # the first try + ANIMA_LLM_MAX_RETRIES
+    run = AutoLlmRun.objects.get()
+    assert "LlmTransientError" in run.error and run.total_tokens == 0
+
+
+def test_a_bad_request_is_not_retried(stub):
+    stub.fail(400, "unknown model")
+
+    with pytest.raises(LlmError, match="HTTP 400") as caught:
+        ask()
+
+    assert not isinstance(caught.value, LlmTransientError)
+    assert len(stub.requests) == 1
+    assert "unknown model" in AutoLlmRun.objects.get().error
+
+
+def test_an_unreachable_server_is_a_transient_error(settings, monkeypatch):
+    monkeypatch.setattr(providers, "RETRY_BACKOFF_SECONDS", 0)
+    with StubLlmServer() as server:
+        url = server.base_url
+    settings.ANIMA_LLM_PROVIDER = "openai"
+    settings.ANIMA_LLM_BASE_URL = url
+    settings.ANIMA_LLM_MODEL = "stub-model"
+    settings.ANIMA_LLM_MAX_RETRIES = 1
+
+    with pytest.raises(LlmTransientError, match="cannot reach the LLM server"):
+        ask()
+
+
+@pytest.mark.parametrize(
+    ("content", "finish_reason", "message"),
+    [
+        ("I think the facts are: none", "stop", "not JSON"),
+        ({"facts": [{"content": "", "importance": 2}]}, "stop", r"\$\.facts\[0\]\.importance: 2 is above"),
+        ({"facts": "none", "note": "x"}, "stop", r"\$\.note: property not allowed"),
+        ('{"facts": [{"content": "女儿', "length", "truncated"),
+        (ANSWER, "length", "truncated"),
+    ],
+)
+def test_unusable_answers_raise_invalid_output_and_are_audited(stub, content, finish_reason, message):
+    stub.reply(content, finish_reason=finish_reason)
+
+    with pytest.raises(LlmInvalidOutput, match=message):
+        ask()
+
+    assert len(stub.requests) == 1
+    run = AutoLlmRun.objects.get()
+    assert "LlmInvalidOutput" in run.error and run.response and run.total_tokens == 15
+
+
+def test_json_inside_code_fences_or_prose_is_accepted(stub):
+    stub.reply("Here you go:\n```json\n" + json.dumps(ANSWER) + "\n```\nAnything else?")
+    stub.reply("Sure. " + json.dumps(ANSWER) + " Hope that helps!")
+
+    assert ask() == ANSWER
+    assert ask() == ANSWER
+
+
+def test_a_spent_budget_stops_the_call_before_anything_is_sent(stub):
+    AutoLlmRunFactory(run_key="sleep-run:1", total_tokens=900)
+    AutoLlmRunFactory(run_key="sleep-run:other", total_tokens=5000)
+
+    with pytest.raises(LlmBudgetExceeded, match="token budget exhausted: sleep-run:1 has spent 900 of 900"):
+        ask(token_budget=900)
+
+    assert stub.requests == []
+    assert AutoLlmRun.objects.count() == 2  # no audit row: nothing was called
+
+
+def test_the_budget_counts_the_tokens_of_earlier_calls_of_the_run(stub):
+    stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
+    stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
+
+    ask(token_budget=20)
+    ask(token_budget=20)  # 15 of 20 spent: still allowed to start
+    with pytest.raises(LlmBudgetExceeded):
+        ask(token_budget=20)
+
+    assert len(stub.requests) == 2
+
+
+def test_offline_calls_dispatch_on_purpose_and_estimate_tokens(settings):
+    settings.ANIMA_LLM_PROVIDER = "offline"
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, content="I am Anima.")
+
+    answer = ask(purpose="test.echo", payload={"text": "喜欢樱桃"}, token_budget=10_000)
+
+    assert answer == {"facts": [{"content": "喜欢樱桃", "importance": 0.5}]}
+    run = AutoLlmRun.objects.get()
+    assert run.provider == "offline"
+    assert "I am Anima." in run.prompt[0]["content"]
+    assert run.total_tokens == run.prompt_tokens + run.completion_tokens > 0
+
+
+def test_offline_answers_are_validated_like_http_answers(settings):
+    settings.ANIMA_LLM_PROVIDER = "offline"
+    strict = {**FACTS_SCHEMA, "properties": {"facts": {"type": "array", "maxLength": 1, "items": {"type": "string"}}}}
+
+    with pytest.raises(LlmInvalidOutput, match=r"\$\.facts\[0\]: expected string, got object"):
+        ask(purpose="test.echo", payload={"text": "x"}, schema=strict)
+
+
+def test_an_unregistered_offline_purpose_is_a_clear_error(settings):
+    settings.ANIMA_LLM_PROVIDER = "offline"
+
+    with pytest.raises(LlmError, match="no handler for purpose 'no-such-purpose'"):
+        ask(purpose="no-such-purpose")
+
+    assert "no handler" in AutoLlmRun.objects.get().error
+
+
+def test_the_scripted_provider_answers_from_its_queue_and_records_calls():
+    with scripted({"dream": [{"facts": []}, LlmTransientError("down")]}) as provider:
+        assert ask(purpose="dream") == {"facts": []}
+        with pytest.raises(LlmTransientError):
+            ask(purpose="dream")
+        with pytest.raises(LlmError, match="no answer queued"):
+            ask(purpose="dream")
+
+    assert provider.purposes() == ["dream", "dream", "dream"]
+    assert provider.calls[0].payload == {"dialogue": "用户: 我女儿属虎"}
+
+
+def test_schema_errors_name_every_offending_path():
+    with pytest.raises(SchemaError) as caught:
+        schema_validate(value={"facts": [{"importance": True}, "x"]}, schema=FACTS_SCHEMA)
+
+    assert caught.value.errors == [
+        "$.facts[0].content: required property missing",
+        "$.facts[0].importance: expected number, got boolean",
+        "$.facts[1]: expected object, got string",
+    ]
+
+
+def _containers(children: st.SearchStrategy) -> st.SearchStrategy:
+    return st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(), _containers, max_leaves=12)
+
+
+@hypothesis_settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60)
+@given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), prose=st.sampled_from(["", "Sure!\n"]))
+def test_any_json_object_survives_fences_and_prose(value, prose):
+    from anima.llm import json_extract
+
+    encoded = json.dumps(value, ensure_ascii=False)
+    assert json_extract(encoded) == value
+    assert json_extract(f"{prose}```json\n{encoded}\n```") == value
+    assert json_extract(f"{prose}{encoded}") == value

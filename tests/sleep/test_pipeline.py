@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from anima.llm import LlmBudgetExceeded, llm_json
+from anima.llm.testing import scripted
+from sleep.context import StepContext
+from sleep.models import PipelineRun, PipelineStepRun
+from sleep.pipeline import Pipeline, PipelineBusy, PipelineError, Step, pipeline_execute, pipeline_lock
+
+DAY = dt.date(2026, 11, 20)
+
+
+class Recorder:
+    """Fake step functions that record the contexts they ran with."""
+
+    def __init__(self) -> None:
+        self.contexts: dict[str, StepContext] = {}
+        self.broken: set[str] = set()
+
+    def step(self, name: str):
+        def run(ctx: StepContext) -> dict:
+            self.contexts[name] = ctx
+            if name in self.broken:
+                raise RuntimeError(f"{name} hit a wall")
+            return {"wrote": [name], "day": ctx.day}
+
+        return run
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def pipeline(recorder) -> Pipeline:
+    # a ─► b ─► c ─► d      a ─► e
+    return Pipeline(
+        name="test-pipeline",
+        steps=(
+            Step("a", recorder.step("a")),
+            Step("b", recorder.step("b"), ("a",)),
+            Step("c", recorder.step("c"), ("b",)),
+            Step("d", recorder.step("d"), ("c",)),
+            Step("e", recorder.step("e"), ("a",)),
+        ),
+    )
+
+
+def execute(pipeline: Pipeline, **overrides) -> PipelineRun:
+    return pipeline_execute(**{"pipeline": pipeline, "day": DAY, "mode": "full", "trigger": "manual", **overrides})
+
+
+def statuses(run: PipelineRun) -> dict[str, str]:
+    return dict(run.steps.values_list("step", "status"))
+
+
+def test_a_successful_run_records_every_step_with_its_output(pipeline, recorder):
+    run = execute(pipeline, token_budget=5000)
+
+    assert run.status == "succeeded" and run.error == "" and run.finished_at
+    assert list(run.steps.values_list("step", flat=True)) == ["a", "b", "c", "d", "e"]
+    rows = list(run.steps.all())
+    assert all(row.status == "succeeded" and row.attempt == 1 and row.duration_seconds >= 0 for row in rows)
+    assert rows[0].output == {"wrote": ["a"], "day": "2026-11-20"}
+    assert recorder.contexts["e"] == StepContext(
+        run_id=run.pk, day=DAY, mode="full", force=False, run_key=f"pipeline-run:{run.pk}", token_budget=5000
+    )
+
+
+def test_a_failed_step_skips_its_dependants_while_siblings_go_on(pipeline, recorder):
+    recorder.broken.add("b")
+
+    run = execute(pipeline)
+
+    assert statuses(run) == {"a": "succeeded", "b": "failed", "c": "skipped", "d": "skipped", "e": "succeeded"}
+    assert run.status == "failed" and run.error == "failed steps: b"
+    failed = run.steps.get(step="b")
+    assert failed.error == "RuntimeError: b hit a wall"
+    assert run.steps.get(step="d").output == {
+        "skipped_reason": "dependency_failed",
+        "blocked_by": "c",
+        "failed_step": "b",
+    }
+    assert "c" not in recorder.contexts and "d" not in recorder.contexts
+
+
+def test_a_step_that_returns_no_dict_fails(recorder):
+    pipeline = Pipeline(name="test-pipeline", steps=(Step("a", lambda ctx: ["not", "a", "dict"]),))
+
+    run = execute(pipeline)
+
+    assert run.status == "failed"
+    assert run.steps.get().error == "TypeError: step a returned list, expected a dict"
+
+
+def test_retrying_a_step_adds_a_row_with_the_next_attempt(pipeline, recorder):
+    recorder.broken.add("b")
+    first = execute(pipeline)
+    recorder.broken.clear()
+
+    retry = execute(pipeline, step="b")
+    again = execute(pipeline, step="b")
+
+    assert first.steps.get(step="b").status == "failed"
+    assert [(row.step, row.attempt, row.status) for row in retry.steps.all()] == [("b", 2, "succeeded")]
+    assert again.steps.get().attempt == 3
+    assert retry.options["step"] == "b" and retry.status == "succeeded"
+    assert PipelineStepRun.objects.filter(step="b").count() == 3
+
+
+def test_a_step_whose_dependencies_have_not_succeeded_is_refused_unless_forced(pipeline, recorder):
+    recorder.broken.add("b")
+    execute(pipeline)
+
+    with pytest.raises(PipelineError, match=r"cannot run c for 2026-11-20: b has not succeeded"):
+        execute(pipeline, step="c")
+    assert PipelineRun.objects.count() == 1
+
+    forced = execute(pipeline, step="c", force=True)
+    assert statuses(forced) == {"c": "succeeded"}
+    assert recorder.contexts["c"].force is True
+
+
+def test_dependencies_may_have_succeeded_in_an_earlier_run_of_the_same_day(pipeline, recorder):
+    execute(pipeline, step="a", force=True)
+
+    run = execute(pipeline, step="b")
+
+    assert statuses(run) == {"b": "succeeded"}
+    with pytest.raises(PipelineError, match="a has not succeeded"):
+        execute(pipeline, step="b", day=DAY + dt.timedelta(days=1))
+
+
+def test_unknown_steps_and_broken_dags_are_refused(pipeline):
+    with pytest.raises(PipelineError, match="unknown step 'z' of test-pipeline; one of: a, b, c, d, e"):
+        execute(pipeline, step="z")
+    with pytest.raises(ValueError, match="dependency cycle"):
+        Pipeline(name="loop", steps=(Step("x", print, ("y",)), Step("y", print, ("x",))))
+    with pytest.raises(ValueError, match="depends on unknown"):
+        Pipeline(name="dangling", steps=(Step("x", print, ("nowhere",)),))
+
+
+def test_an_exhausted_token_budget_fails_the_step_and_says_so_on_the_run():
+    def chatty(ctx: StepContext) -> dict:
+        for _ in range(3):
+            llm_json(
+                purpose="dream",
+                instructions="dream",
+                payload={"anchors": ["x" * 400]},
+                schema={"type": "object"},
+                run_key=ctx.run_key,
+                token_budget=ctx.token_budget,
+            )
+        return {"dreams": 3}
+
+    pipeline = Pipeline(
+        name="test-pipeline",
+        steps=(Step("chatty", chatty), Step("after", lambda ctx: {}, ("chatty",)), Step("other", lambda ctx: {})),
+    )
+    with scripted({"dream": [{"text": "a"}, {"text": "b"}, {"text": "c"}]}) as provider:
+        run = execute(pipeline, token_budget=150)
+
+    # ~130 tokens a call: the second starts under the budget, the third finds it spent and is not sent.
+    assert len(provider.calls) == 2
+    assert run.status == "failed"
+    assert run.error == "token budget exhausted; failed steps: chatty"
+    chatty_row = run.steps.get(step="chatty")
+    assert chatty_row.error.startswith("token budget exhausted: ")
+    assert statuses(run) == {"chatty": "failed", "after": "skipped", "other": "succeeded"}
+
+
+def test_budget_errors_raised_directly_by_a_step_count_the_same(recorder):
+    def spent(ctx: StepContext) -> dict:
+        raise LlmBudgetExceeded("no tokens left")
+
+    run = execute(Pipeline(name="test-pipeline", steps=(Step("a", spent),)))
+
+    assert run.error.startswith("token budget exhausted")
+
+
+def test_a_second_run_while_the_lock_is_held_is_refused_at_once(pipeline):
+    with pipeline_lock(pipeline=pipeline):
+        with pytest.raises(PipelineBusy, match="test-pipeline is already running"):
+            with pipeline_lock(pipeline=pipeline):
+                pass
+    with pipeline_lock(pipeline=pipeline):  # released again afterwards
+        pass
+
+
+def test_runs_left_running_by_a_dead_process_are_closed_when_the_lock_is_next_taken(pipeline):
+    dead = PipelineRun.objects.create(pipeline="test-pipeline", day=DAY)
+    dead.steps.create(step="a", status="running")
+    other = PipelineRun.objects.create(pipeline="another-pipeline", day=DAY)
+
+    with pipeline_lock(pipeline=pipeline):
+        pass
+
+    dead.refresh_from_db()
+    assert dead.status == "failed" and dead.error.startswith("interrupted") and dead.finished_at
+    assert dead.steps.get().status == "failed"
+    other.refresh_from_db()
+    assert other.status == "running"  # guarded by its own lock
