@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from conversations.services import conversations_import
 from memory.services import memories_import
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
+SAMPLE_DAYS = [dt.date(2026, 11, 26), dt.date(2026, 11, 27), dt.date(2026, 11, 28)]
 
 
 class Command(BaseCommand):
@@ -42,6 +44,12 @@ class Command(BaseCommand):
 
         self._section("4. What is stored")
         self._print_stored()
+
+        self._section("5. Sleep: the nightly cycle for each sample day (offline LLM provider)")
+        for day in SAMPLE_DAYS:
+            call_command("sleep_cycle", day=day, stdout=self.stdout, stderr=self.stderr)
+            self.stdout.write("")
+        self._print_slept()
 
     def _section(self, title: str) -> None:
         self.stdout.write("")
@@ -90,3 +98,32 @@ class Command(BaseCommand):
         self.stdout.write("\nglobal:")
         for memory in semantic.filter(person=None).order_by("created_at"):
             self.stdout.write(f"  [{memory.memory_type}] {memory.content} [[anima:{memory.pk}]]")
+
+    def _print_slept(self) -> None:
+        for day in SAMPLE_DAYS:
+            self.stdout.write(self.style.MIGRATE_LABEL(f"\n{day}"))
+            learned = Entity.objects.filter(
+                primary_component=Component.SEMANTIC_MEMORY, source_day=day, source_conversation__isnull=False
+            )
+            for memory in learned.order_by("id")[:6]:
+                self.stdout.write(f"  fact      [{memory.memory_type}/{memory.status}] {memory.content}")
+            blocks = Entity.objects.filter(primary_component=Component.CONTENT_BLOCK, parent__source_day=day)
+            for block in blocks.order_by("tag", "id"):
+                intensity = block.body.get("intensity")
+                extra = f" (intensity {intensity})" if intensity is not None else ""
+                self.stdout.write(f"  {block.tag:<9} {_clip(block.content)}{extra}")
+            summary = Entity.objects.filter(
+                primary_component=Component.TEMPORAL_SUMMARY, body__window="day", body__period_start=day.isoformat()
+            ).first()
+            if summary:
+                self.stdout.write(f"  day summary: {_clip(summary.content, 300)}")
+        expired = Entity.objects.filter(primary_component=Component.SEMANTIC_MEMORY, status="expired")
+        if expired.exists():
+            self.stdout.write(self.style.MIGRATE_LABEL("\nretired by deep sleep"))
+            for memory in expired.order_by("id"):
+                self.stdout.write(f"  {memory.content} — {memory.expired_reason} → [[anima:{memory.superseded_by_id}]]")
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,488 @@
+"""Deep sleep: four ordered rounds over all active semantic memories.
+
+1 contradiction_expiry, 2 split, 3 merge, 4 pin_maintenance. Nothing is ever deleted:
+retired rows become ``expired`` with a reason and the id that superseded them, so
+every change can be restored. The model may only act on ids it was shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+import jieba
+from django.db import transaction
+from django.utils import timezone
+
+from anima.config import config_get
+from anima.llm import llm_json
+from anima.models import MemoryStatus, MemoryType
+from memory.models import SemanticMemory
+from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
+from sleep.context import StepContext
+from sleep.steps.common import content_key
+
+logger = logging.getLogger(__name__)
+
+RECENT = timedelta(hours=24)
+SENTENCE_MARKS = "。！？.!?；;"
+SPLIT_MIN_CHARS = 50
+CHANGE_REASON = "superseded (changed over time)"
+MEMORY_TYPES = list(MemoryType.values)
+
+# Relation, time and function words: sharing one of these says nothing about sharing a subject.
+_GROUP_STOPWORDS = frozenset(
+    "喜欢 更喜欢 现在 以前 今年 周末 一名 一个 最近 经常 很多 因为 所以 但是 已经 还是 就是 没有 可以 自己 觉得 认为 "
+    "时候 非常 特别 真的 这个 那个 我们 他们 the and but for with about from into that this these those was were "
+    "are has have had his her their its now also very really likes like loves love prefers prefer works lives "
+    "used not any some more most".split()
+)
+_COMMON = "Each memory is one compact JSON line. `changes` is the authoritative log of what earlier rounds changed."
+
+CONTRADICTION_INSTRUCTIONS = (
+    "Round 1, contradiction detection. All memories in `group` are about the same person and subject. Two "
+    "memories contradict when they are mutually exclusive and the difference cannot be explained by change over "
+    "time (「女儿属虎」 vs 「女儿属羊」). Memories that can coexist (「喜欢苹果」 vs 「喜欢樱桃」) are not "
+    "contradictions. A later statement of change (「喜欢 Python」 → 「现在更喜欢 TypeScript」) is a change: "
+    "expire the older one with kind 'change'. For a contradiction expire the less trustworthy (usually older) one "
+    f"with kind 'contradiction'. Only ids from `group` may appear. {_COMMON} "
+    'Answer JSON: {"expire": [{"id", "superseded_by", "kind", "reason"}]}.'
+)
+CONTRADICTION_SCHEMA = {
+    "type": "object",
+    "required": ["expire"],
+    "additionalProperties": False,
+    "properties": {
+        "expire": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "kind", "reason"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "integer"},
+                    "superseded_by": {"type": ["integer", "null"]},
+                    "kind": {"type": "string", "enum": ["contradiction", "change"]},
+                    "reason": {"type": "string", "maxLength": 300},
+                },
+            },
+        }
+    },
+}
+SPLIT_INSTRUCTIONS = (
+    "Round 2, split. For each memory in `candidate_ids` that holds several independent facts, split it into "
+    "self-contained single-fact memories (each naming its subject, same language as the original). Leave "
+    f"single-fact memories and step-by-step procedures alone. {_COMMON} "
+    'Answer JSON: {"splits": [{"id", "parts": [{"memory_type", "content"}]}]}.'
+)
+SPLIT_SCHEMA = {
+    "type": "object",
+    "required": ["splits"],
+    "additionalProperties": False,
+    "properties": {
+        "splits": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "parts"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "integer"},
+                    "parts": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["memory_type", "content"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "memory_type": {"type": "string", "enum": MEMORY_TYPES},
+                                "content": {"type": "string", "minLength": 1, "maxLength": 600},
+                            },
+                        },
+                    },
+                },
+            },
+        }
+    },
+}
+MERGE_INSTRUCTIONS = (
+    "Round 3, dedupe-merge. Find memories about the same person that say the same thing (duplicates or "
+    "near-duplicates) and merge each set of two or more into one memory that keeps every detail, in the language "
+    f"of the sources. Never merge memories of different people. {_COMMON} "
+    'Answer JSON: {"merges": [{"ids": [id, id, ...], "memory_type", "content"}]}.'
+)
+MERGE_SCHEMA = {
+    "type": "object",
+    "required": ["merges"],
+    "additionalProperties": False,
+    "properties": {
+        "merges": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["ids", "memory_type", "content"],
+                "additionalProperties": False,
+                "properties": {
+                    "ids": {"type": "array", "items": {"type": "integer"}},
+                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
+                    "content": {"type": "string", "minLength": 1, "maxLength": 1000},
+                },
+            },
+        }
+    },
+}
+PINS_INSTRUCTIONS = (
+    "Round 4, pin review. Pinned memories always ride in the system prompt (at most 40). Unpin ones that are "
+    "expired, outdated or trivial; pin an active memory only when it is essential in every conversation (safety, "
+    f"identity). {_COMMON} "
+    'Answer JSON: {"unpin": [{"id", "reason"}], "pin": [{"id", "reason"}]}.'
+)
+_ID_REASONS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["id", "reason"],
+        "additionalProperties": False,
+        "properties": {"id": {"type": "integer"}, "reason": {"type": "string", "maxLength": 300}},
+    },
+}
+PINS_SCHEMA = {
+    "type": "object",
+    "required": ["unpin", "pin"],
+    "additionalProperties": False,
+    "properties": {"unpin": _ID_REASONS, "pin": _ID_REASONS},
+}
+
+
+def memory_line(memory: SemanticMemory, *, with_status: bool = False) -> str:
+    body = memory.body or {}
+    row = {
+        "id": memory.pk,
+        "type": memory.memory_type,
+        "person": memory.person.slug if memory.person else None,
+        "content": memory.content,
+        "pinned": memory.pinned,
+        "observed_at": body.get("observed_at"),
+        "occurred_at": body.get("occurred_at"),
+    }
+    if with_status:
+        row["status"] = memory.status
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def _active() -> list[SemanticMemory]:
+    return list(active_semantic_memories().select_related("person").order_by("id"))
+
+
+def _batches(lines: list[str], *, limit: int) -> list[list[str]]:
+    """Split memory lines into batches of at most ``limit`` bytes (one batch when they fit)."""
+    batches: list[list[str]] = [[]]
+    size = 0
+    for line in lines:
+        length = len(line.encode()) + 1
+        if batches[-1] and size + length > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(line)
+        size += length
+    return [batch for batch in batches if batch]
+
+
+class _Round:
+    def __init__(self, ctx: StepContext, *, log: list[dict], now: datetime) -> None:
+        self.ctx = ctx
+        self.log = log
+        self.now = now
+        self.changes: list[dict] = []
+        self.rejected: list[int] = []
+        config = config_get(section="sleep")
+        self.warn_bytes = config["deep_sleep_warn_bytes"]
+        self.batch_bytes = config["deep_sleep_batch_bytes"]
+
+    def ask(self, *, purpose: str, instructions: str, schema: dict, payload: dict) -> dict:
+        return llm_json(
+            purpose=purpose,
+            instructions=instructions,
+            payload={**payload, "changes": self.log + self.changes},
+            schema=schema,
+            run_key=self.ctx.run_key,
+            token_budget=self.ctx.token_budget,
+        )
+
+    def memory_batches(self, memories: list[SemanticMemory]) -> list[str]:
+        lines = [memory_line(m) for m in memories]
+        size = sum(len(line.encode()) + 1 for line in lines)
+        if size > self.warn_bytes:
+            logger.warning("deep sleep: %d bytes of memory lines in one round", size)
+        return ["\n".join(batch) for batch in _batches(lines, limit=self.batch_bytes)]
+
+    def record(self, action: str, *, before: str, after: str, ids: Iterable[int], **extra) -> None:
+        self.changes.append({"action": action, "before": before, "after": after, "ids": list(ids), **extra})
+
+    def expire(self, memory: SemanticMemory, *, reason: str, superseded_by: SemanticMemory | None) -> None:
+        memory.status = MemoryStatus.EXPIRED
+        memory.expired_reason = reason
+        memory.superseded_by = superseded_by
+        memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
+
+
+def subject_keywords(memory: SemanticMemory) -> set[str]:
+    """Content words of a memory, without its person's name: two memories sharing one share a subject."""
+    names = set()
+    if memory.person:
+        names = {memory.person.slug.casefold(), (memory.person.display_name or "").casefold()}
+    words = set()
+    for token in jieba.cut(memory.content):
+        word = token.strip().casefold()
+        if word in names or word in _GROUP_STOPWORDS or not any(ch.isalnum() for ch in word):
+            continue
+        if len(word) >= 2 if not word.isascii() else len(word) >= 3:
+            words.add(word.rstrip("s") if word.isascii() and len(word) > 3 else word)
+    return words
+
+
+def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
+    """Memories of one person linked by a shared subject keyword (connected components, size ≥ 2)."""
+    parent = {m.pk: m.pk for m in memories}
+
+    def find(pk: int) -> int:
+        while parent[pk] != pk:
+            parent[pk] = parent[parent[pk]]
+            pk = parent[pk]
+        return pk
+
+    owners: dict[tuple[int | None, str], int] = {}
+    for memory in memories:
+        for word in subject_keywords(memory):
+            key = (memory.person_id, word)
+            if key in owners:
+                parent[find(memory.pk)] = find(owners[key])
+            else:
+                owners[key] = memory.pk
+    groups: dict[int, list[SemanticMemory]] = {}
+    for memory in memories:
+        groups.setdefault(find(memory.pk), []).append(memory)
+    return [group for group in groups.values() if len(group) >= 2]
+
+
+def _contradiction_round(r: _Round) -> str:
+    groups = subject_groups(_active())
+    for group in groups:
+        by_id = {m.pk: m for m in group}
+        answer = r.ask(
+            purpose="deep-sleep.contradiction",
+            instructions=CONTRADICTION_INSTRUCTIONS,
+            schema=CONTRADICTION_SCHEMA,
+            payload={"group": "\n".join(memory_line(m) for m in group)},
+        )
+        with transaction.atomic():
+            for item in answer["expire"]:
+                memory = by_id.get(item["id"])
+                successor = by_id.get(item["superseded_by"]) if item.get("superseded_by") is not None else None
+                valid_successor = item.get("superseded_by") is None or (successor and successor is not memory)
+                # Only ids of the group shown may be retired, and each only once.
+                if memory is None or memory.status != MemoryStatus.ACTIVE or not valid_successor:
+                    r.rejected.append(item["id"])
+                    continue
+                reason = CHANGE_REASON if item["kind"] == "change" else f"contradiction: {item['reason']}".strip()
+                r.expire(memory, reason=reason, superseded_by=successor)
+                r.record(
+                    "expire",
+                    before=memory.content,
+                    after=successor.content if successor else "",
+                    ids=[memory.pk] + ([successor.pk] if successor else []),
+                    kind=item["kind"],
+                    reason=reason,
+                )
+    return f"{len(groups)} subject groups checked, {len(r.changes)} memories expired"
+
+
+def _split_candidates(memories: list[SemanticMemory], *, incremental: bool, now: datetime) -> list[SemanticMemory]:
+    return [
+        m
+        for m in memories
+        if (len(m.content) > SPLIT_MIN_CHARS or sum(m.content.count(mark) for mark in SENTENCE_MARKS) >= 2)
+        and (not incremental or m.updated_at >= now - RECENT)
+    ]
+
+
+def _derived_memory(source: SemanticMemory, *, content: str, memory_type: str, external_id: str) -> SemanticMemory:
+    memory = SemanticMemory(
+        external_id=external_id,
+        memory_type=memory_type,
+        status=MemoryStatus.ACTIVE,
+        content=content.strip(),
+        person=source.person,
+        source_conversation=source.source_conversation,
+        source_channel=source.source_channel,
+        source_day=source.source_day,
+        body={
+            k: v
+            for k, v in (source.body or {}).items()
+            if k in {"observed_at", "occurred_at", "source_conversations", "tags"}
+        },
+    )
+    memory.body["memory_kind"] = memory_type
+    memory.save()
+    return memory
+
+
+def _split_round(r: _Round) -> str:
+    memories = _active()
+    candidates = _split_candidates(memories, incremental=r.ctx.mode == "incremental", now=r.now)
+    if not candidates:
+        return "no split candidates"
+    by_id = {m.pk: m for m in candidates}
+    for batch in r.memory_batches(memories):
+        answer = r.ask(
+            purpose="deep-sleep.split",
+            instructions=SPLIT_INSTRUCTIONS,
+            schema=SPLIT_SCHEMA,
+            payload={"memories": batch, "candidate_ids": sorted(by_id)},
+        )
+        with transaction.atomic():
+            for item in answer["splits"]:
+                source = by_id.get(item["id"])
+                if source is None or source.status != MemoryStatus.ACTIVE or len(item["parts"]) < 2:
+                    r.rejected.append(item["id"])
+                    continue
+                parts = [
+                    _derived_memory(
+                        source,
+                        content=part["content"],
+                        memory_type=part["memory_type"],
+                        external_id=f"ds:split:{source.pk}:{content_key(part['content'])}",
+                    )
+                    for part in item["parts"]
+                ]
+                ids = ", ".join(f"#{p.pk}" for p in parts)
+                r.expire(source, reason=f"split into {ids}", superseded_by=parts[0])
+                r.record(
+                    "split",
+                    before=source.content,
+                    after=" | ".join(p.content for p in parts),
+                    ids=[source.pk, *(p.pk for p in parts)],
+                )
+    return f"{len(candidates)} candidates, {len(r.changes)} split"
+
+
+def _earliest(values: Iterable[str | None]) -> str | None:
+    present = sorted(v for v in values if v)
+    return present[0] if present else None
+
+
+def _merge_round(r: _Round) -> str:
+    memories = _active()
+    by_id = {m.pk: m for m in memories}
+    for batch in r.memory_batches(memories):
+        answer = r.ask(
+            purpose="deep-sleep.merge",
+            instructions=MERGE_INSTRUCTIONS,
+            schema=MERGE_SCHEMA,
+            payload={"memories": batch},
+        )
+        with transaction.atomic():
+            for item in answer["merges"]:
+                ids = sorted(set(item["ids"]))
+                sources = [by_id.get(pk) for pk in ids]
+                if (
+                    len(ids) < 2
+                    or any(s is None or s.status != MemoryStatus.ACTIVE for s in sources)
+                    or len({s.person_id for s in sources}) != 1
+                ):
+                    r.rejected.extend(ids)
+                    continue
+                digest = hashlib.sha1(",".join(map(str, ids)).encode()).hexdigest()[:16]
+                merged = _derived_memory(
+                    sources[0],
+                    content=item["content"],
+                    memory_type=item["memory_type"],
+                    external_id=f"ds:merge:{digest}",
+                )
+                merged.pinned = any(s.pinned for s in sources)
+                merged.source_day = min((s.source_day for s in sources if s.source_day), default=None)
+                merged.body = {
+                    **merged.body,
+                    "observed_at": _earliest((s.body or {}).get("observed_at") for s in sources),
+                    "occurred_at": _earliest((s.body or {}).get("occurred_at") for s in sources),
+                    "source_conversations": sorted(
+                        {c for s in sources for c in (s.body or {}).get("source_conversations", [])}
+                        | {s.source_conversation_id for s in sources if s.source_conversation_id}
+                    ),
+                    "merged_from": ids,
+                }
+                merged.save(update_fields=["pinned", "source_day", "body", "updated_at"])
+                for source in sources:
+                    r.expire(source, reason=f"merged into #{merged.pk}", superseded_by=merged)
+                r.record(
+                    "merge", before=" | ".join(s.content for s in sources), after=merged.content, ids=[*ids, merged.pk]
+                )
+    return f"{len(r.changes)} merges"
+
+
+def _pin_round(r: _Round) -> str:
+    pinned = list(SemanticMemory.objects.filter(pinned=True).select_related("person").order_by("id"))
+    active = _active()
+    pinned_by_id = {m.pk: m for m in pinned}
+    active_by_id = {m.pk: m for m in active}
+    answer = r.ask(
+        purpose="deep-sleep.pins",
+        instructions=PINS_INSTRUCTIONS,
+        schema=PINS_SCHEMA,
+        payload={
+            "pinned": "\n".join(memory_line(m, with_status=True) for m in pinned),
+            "memories": "\n".join(memory_line(m) for m in active),
+        },
+    )
+    pinned_count = sum(1 for m in pinned if m.status == MemoryStatus.ACTIVE)
+    with transaction.atomic():
+        for item in answer["unpin"]:
+            memory = pinned_by_id.get(item["id"])
+            if memory is None or not memory.pinned:
+                r.rejected.append(item["id"])
+                continue
+            memory.pinned = False
+            memory.save(update_fields=["pinned", "updated_at"])
+            pinned_count -= memory.status == MemoryStatus.ACTIVE
+            r.record("unpin", before=memory.content, after="", ids=[memory.pk], reason=item["reason"])
+        for item in answer["pin"]:
+            memory = active_by_id.get(item["id"])
+            if memory is None or memory.pinned or pinned_count >= RESIDENT_PINNED_HARD_CAP:
+                r.rejected.append(item["id"])
+                continue
+            memory.pinned = True
+            memory.save(update_fields=["pinned", "updated_at"])
+            pinned_count += 1
+            r.record("pin", before="", after=memory.content, ids=[memory.pk], reason=item["reason"])
+    return f"{len(pinned)} pinned reviewed, {len(r.changes)} changed"
+
+
+ROUNDS: tuple[tuple[str, Callable[[_Round], str]], ...] = (
+    ("contradiction_expiry", _contradiction_round),
+    ("split", _split_round),
+    ("merge", _merge_round),
+    ("pin_maintenance", _pin_round),
+)
+INCREMENTAL_SKIPPABLE = {"contradiction_expiry", "merge"}
+
+
+def deep_sleep(ctx: StepContext) -> dict:
+    now = timezone.now()
+    log: list[dict] = []
+    quiet = not active_semantic_memories().filter(updated_at__gte=now - RECENT).exists()
+    rounds = []
+    for name, run in ROUNDS:
+        if ctx.mode == "incremental" and quiet and name in INCREMENTAL_SKIPPABLE:
+            rounds.append({"round": name, "summary": "skipped: no active memory changed in 24 h", "changes": []})
+            continue
+        r = _Round(ctx, log=log, now=now)
+        summary = run(r)
+        log.extend(r.changes)
+        entry = {"round": name, "summary": summary, "changes": r.changes}
+        if r.rejected:
+            entry["rejected_ids"] = r.rejected
+        rounds.append(entry)
+    return {"mode": ctx.mode, "rounds": rounds}

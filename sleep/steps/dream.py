@@ -1,0 +1,104 @@
+"""Dream: one non-factual creative narrative per day, only after a day of strong feeling.
+
+Dreams are stored as diary blocks (tag=dream) and never injected into prompts.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from anima.config import config_get
+from anima.llm import llm_json
+from anima.models import BlockTag
+from conversations.models import Message
+from memory.models import ContentBlock, DreamBlock, LimbicBlock
+from memory.services import diary_entries_ensure
+from sleep.context import StepContext
+from sleep.steps.common import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, clip, day_start
+
+TOP_ANCHORS = 3
+SNIPPETS = 5
+SNIPPETS_MAX_CHARS = 4000
+DREAM_MAX_CHARS = 800
+# Anchors written in the small hours (before the 02:00 cycle) still belong to the day's dream.
+ANCHOR_WINDOW = timedelta(days=1, hours=6)
+
+DREAM_INSTRUCTIONS = (
+    "You are the companion, dreaming. Recombine the emotional anchors and conversation snippets into one "
+    "surreal, non-factual dream told in the first person, 300 to 800 characters, in the language of the "
+    'anchors and snippets. Do not state facts as true. Answer JSON: {"title", "content"}.'
+)
+DREAM_SCHEMA = {
+    "type": "object",
+    "required": ["title", "content"],
+    "additionalProperties": False,
+    "properties": {
+        "title": {"type": "string", "minLength": 1, "maxLength": 120},
+        "content": {"type": "string", "minLength": 100, "maxLength": 2000},
+    },
+}
+
+
+def _snippets(ctx: StepContext, *, start, end) -> list[str]:
+    """Five random dialogue lines of the window, seeded by the day so re-runs see the same input."""
+    candidates = list(
+        Message.objects.filter(created_at__gte=start, created_at__lt=end, role__in=DIALOGUE_ROLES)
+        .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
+        .exclude(content="")
+        .order_by("created_at", "id")
+        .values_list("content", flat=True)
+    )
+    picked = random.Random(ctx.day.isoformat()).sample(candidates, min(SNIPPETS, len(candidates)))
+    per_snippet = SNIPPETS_MAX_CHARS // SNIPPETS
+    return [clip(text, per_snippet) for text in picked]
+
+
+def dream(ctx: StepContext) -> dict:
+    threshold = config_get(section="sleep")["dream_min_intensity"]
+    if DreamBlock.objects.filter(parent__source_day=ctx.day).exists():
+        return {"skipped_reason": "already_dreamed"}
+    start = day_start(ctx.day)
+    end = start + ANCHOR_WINDOW
+    anchors = sorted(
+        LimbicBlock.objects.filter(Q(created_at__gte=start, created_at__lt=end) | Q(source_day=ctx.day)),
+        key=lambda block: (-float((block.body or {}).get("intensity", 0)), block.pk),
+    )[:TOP_ANCHORS]
+    if not anchors or float(anchors[0].body.get("intensity", 0)) <= threshold:
+        return {"skipped_reason": "no_strong_emotion"}
+    answer = llm_json(
+        purpose="dream",
+        instructions=DREAM_INSTRUCTIONS,
+        payload={
+            "day": ctx.day.isoformat(),
+            "anchors": [
+                {"content": a.content, "valence": a.body.get("valence"), "intensity": a.body.get("intensity")}
+                for a in anchors
+            ],
+            "snippets": _snippets(ctx, start=start, end=end),
+        },
+        schema=DREAM_SCHEMA,
+        temperature=1.0,
+        run_key=ctx.run_key,
+        token_budget=ctx.token_budget,
+    )
+    diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
+    block = ContentBlock(
+        parent=diary,
+        tag=BlockTag.DREAM,
+        source_day=ctx.day,
+        external_id=f"dream:{ctx.day.isoformat()}",
+        title=answer["title"].strip(),
+        content=clip(answer["content"], DREAM_MAX_CHARS),
+        body={"anchor_ids": [a.pk for a in anchors]},
+    )
+    try:
+        with transaction.atomic():
+            block.save()
+    except IntegrityError:
+        # A concurrent run dreamed first; the unique index keeps one dream per day.
+        return {"skipped_reason": "already_dreamed"}
+    return {"dream_id": block.pk, "chars": len(block.content), "anchor_ids": [a.pk for a in anchors]}

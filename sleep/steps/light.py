@@ -1,0 +1,477 @@
+"""Light sleep: per conversation of the day, three LLM stages (facts, feelings, narrative) + the outline.
+
+Every stage writes in one transaction only after its answer validated, and every row
+it writes carries a deterministic external_id, so re-running a day never duplicates.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from django.db import transaction
+
+from anima.config import config_get
+from anima.llm import llm_json
+from anima.models import BlockTag, Entity, MemoryStatus, MemoryType
+from memory.models import (
+    ContentBlock,
+    LimbicBlock,
+    NarrativeBlock,
+    SelfBlock,
+    SelfLayerBlock,
+    SemanticMemory,
+)
+from memory.services import diary_entries_ensure
+from sleep.context import StepContext
+from sleep.steps.common import DayConversation, content_key, day_conversations
+
+MEMORY_TYPES = list(MemoryType.values)
+LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
+SIGNIFICANCE = ["normal", "milestone", "turning_point"]
+NO_OUTLINE = "(No autobiography summary yet)"
+OUTLINE_NORMAL_MAX_AGE = timedelta(days=30)
+OUTLINE_OTHER_MAX_AGE = timedelta(days=180)
+OUTLINE_FALLBACK_TURNING_POINTS = 5
+
+_LANGUAGE_RULE = (
+    "Write every text in the language the conversation is held in (a Chinese conversation gives Chinese text, "
+    "an English one English). Writing nothing is a valid answer when nothing is worth keeping."
+)
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 600}
+
+SEMANTIC_INSTRUCTIONS = (
+    "You consolidate one conversation of the day into durable semantic memories about the person and the world. "
+    f"Each memory is one self-contained fact typed as one of: {', '.join(MEMORY_TYPES)}. Name the person instead "
+    "of 'I'/'我' (e.g. 'Leo 住在杭州', 'Maya lives in Lisbon'). `existing` lists memories already taken from this "
+    "same conversation: do not repeat them; you may update one (give only the fields that change) or deprecate "
+    f"one that the conversation shows to be wrong. {_LANGUAGE_RULE} "
+    'Answer JSON: {"create": [{"memory_type", "content", "occurred_at"}], "update": [{"id", ...}], '
+    '"deprecate": [{"id", "reason"}]}.'
+)
+SEMANTIC_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "create": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["memory_type", "content"],
+                "additionalProperties": False,
+                "properties": {
+                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
+                    "content": _TEXT,
+                    "occurred_at": {"type": ["string", "null"], "maxLength": 40},
+                },
+            },
+        },
+        "update": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "integer"},
+                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
+                    "content": _TEXT,
+                    "occurred_at": {"type": ["string", "null"], "maxLength": 40},
+                },
+            },
+        },
+        "deprecate": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "reason"],
+                "additionalProperties": False,
+                "properties": {"id": {"type": "integer"}, "reason": {"type": "string", "maxLength": 300}},
+            },
+        },
+    },
+}
+
+LIMBIC_INSTRUCTIONS = (
+    "You are the companion. Record your own emotional anchors from this conversation: the overall mood, turning "
+    "points and spikes of feeling. Each anchor is first person ('I feel …' / '我感到……') with valence (-1..1), "
+    "arousal (0..1) and intensity (0..1); anchors under intensity 0.3 are not kept. `facts` are the memories "
+    f"taken from this conversation; cite the related ones by id in semantic_memory_ids. {_LANGUAGE_RULE} "
+    'Answer JSON: {"anchors": [{"kind", "content", "valence", "arousal", "intensity", "source_segment", '
+    '"semantic_memory_ids"}]}.'
+)
+LIMBIC_SCHEMA = {
+    "type": "object",
+    "required": ["anchors"],
+    "additionalProperties": False,
+    "properties": {
+        "anchors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "content", "valence", "arousal", "intensity"],
+                "additionalProperties": False,
+                "properties": {
+                    "kind": {"type": "string", "enum": LIMBIC_KINDS},
+                    "content": _TEXT,
+                    "valence": {"type": "number", "minimum": -1, "maximum": 1},
+                    "arousal": {"type": "number", "minimum": 0, "maximum": 1},
+                    "intensity": {"type": "number", "minimum": 0, "maximum": 1},
+                    "source_segment": {"type": "string", "maxLength": 600},
+                    "semantic_memory_ids": {"type": "array", "items": {"type": "integer"}},
+                },
+            },
+        }
+    },
+}
+
+NARRATIVE_INSTRUCTIONS = (
+    "You are the companion writing your autobiography. From this conversation, its facts and your anchors, write "
+    "what the day meant to you as a short first-person narrative with a short title, and judge its significance "
+    f"(normal, milestone or turning_point). {_LANGUAGE_RULE} "
+    'Answer JSON: {"narratives": [{"title", "content", "significance"}]}.'
+)
+NARRATIVE_SCHEMA = {
+    "type": "object",
+    "required": ["narratives"],
+    "additionalProperties": False,
+    "properties": {
+        "narratives": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["title", "content", "significance"],
+                "additionalProperties": False,
+                "properties": {
+                    "title": {"type": "string", "minLength": 1, "maxLength": 120},
+                    "content": {"type": "string", "minLength": 1, "maxLength": 2000},
+                    "significance": {"type": "string", "enum": SIGNIFICANCE},
+                },
+            },
+        }
+    },
+}
+
+OUTLINE_INSTRUCTIONS = (
+    "Compress these autobiographical narratives into an outline of titles only, grouped by significance: "
+    "turning points, milestones, recent narratives. Keep each title short; keep each title's language. "
+    'Answer JSON: {"turning_points": [str], "milestones": [str], "recent_narratives": [str]}.'
+)
+_TITLES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 120}}
+OUTLINE_SCHEMA = {
+    "type": "object",
+    "required": ["turning_points", "milestones", "recent_narratives"],
+    "additionalProperties": False,
+    "properties": {"turning_points": _TITLES, "milestones": _TITLES, "recent_narratives": _TITLES},
+}
+OUTLINE_SECTIONS = (
+    ("turning_points", "Turning points"),
+    ("milestones", "Milestones"),
+    ("recent_narratives", "Recent narratives"),
+)
+
+
+def light_sleep(ctx: StepContext) -> dict:
+    config = config_get(section="sleep")
+    conversations = day_conversations(day=ctx.day, max_chars=config["dialogue_max_chars"])
+    output: dict = {"day": ctx.day.isoformat(), "conversations": []}
+    if conversations:
+        diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
+        for item in conversations:
+            facts, semantic = _semantic_stage(ctx, item)
+            anchors, limbic = _limbic_stage(ctx, item, diary, facts, min_intensity=config["limbic_min_intensity"])
+            narrative = _narrative_stage(ctx, item, diary, facts, anchors)
+            output["conversations"].append(
+                {
+                    "conversation_id": item.conversation.pk,
+                    "messages": len(item.messages),
+                    "truncated": item.truncated,
+                    "semantic": semantic,
+                    "limbic": limbic,
+                    "narrative": narrative,
+                }
+            )
+    else:
+        output["skipped_reason"] = "no_conversations"
+    output["autobiography_summary"] = autobiography_outline_refresh(ctx)
+    return output
+
+
+def _llm(ctx: StepContext, *, purpose: str, instructions: str, payload: dict, schema: dict, **options) -> dict:
+    return llm_json(
+        purpose=purpose,
+        instructions=instructions,
+        payload=payload,
+        schema=schema,
+        run_key=ctx.run_key,
+        token_budget=ctx.token_budget,
+        **options,
+    )
+
+
+def _stage_prefix(day: date, item: DayConversation, kind: str) -> str:
+    return f"ls:{day.isoformat()}:{item.conversation.pk}:{kind}:"
+
+
+def _external_id(day: date, item: DayConversation, kind: str, text: str) -> str:
+    return f"{_stage_prefix(day, item, kind)}{content_key(text)}"
+
+
+def _stage_rows(model: type[Entity], day: date, item: DayConversation, kind: str) -> list[Entity]:
+    """Rows a stage already wrote for this conversation and day: a model re-asked would word them anew."""
+    return list(model.objects.filter(external_id__startswith=_stage_prefix(day, item, kind)).order_by("id"))
+
+
+def _day_facts(item: DayConversation, day: date) -> list[SemanticMemory]:
+    return list(
+        SemanticMemory.objects.filter(source_conversation=item.conversation, source_day=day, status=MemoryStatus.ACTIVE)
+    )
+
+
+def _provenance(item: DayConversation, day: date) -> dict:
+    conversation = item.conversation
+    return {
+        "person": conversation.person,
+        "source_conversation": conversation,
+        "source_channel": conversation.channel or conversation.platform,
+        "source_day": day,
+    }
+
+
+def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[SemanticMemory], dict]:
+    conversation = item.conversation
+    if _stage_rows(SemanticMemory, ctx.day, item, "semantic"):
+        return _day_facts(item, ctx.day), {"skipped_reason": "already_consolidated"}
+    # Dedupe only against this conversation's own memories; cross-conversation merging is deep sleep's job.
+    existing = {
+        m.pk: m
+        for m in SemanticMemory.objects.filter(source_conversation=conversation, status=MemoryStatus.ACTIVE).order_by(
+            "id"
+        )
+    }
+    answer = _llm(
+        ctx,
+        purpose="light-sleep.semantic",
+        instructions=SEMANTIC_INSTRUCTIONS,
+        payload={
+            "day": ctx.day.isoformat(),
+            "conversation": item.meta(),
+            "dialogue": item.dialogue(),
+            "existing": [{"id": m.pk, "memory_type": m.memory_type, "content": m.content} for m in existing.values()],
+        },
+        schema=SEMANTIC_SCHEMA,
+    )
+    observed_at = item.messages[0].created_at.isoformat()
+    report = {"created": [], "updated": [], "deprecated": [], "duplicates": 0, "rejected_ids": []}
+    with transaction.atomic():
+        known = {content_key(m.content) for m in existing.values()}
+        for fact in answer.get("create", []):
+            external_id = _external_id(ctx.day, item, "semantic", fact["content"])
+            if content_key(fact["content"]) in known or SemanticMemory.objects.filter(external_id=external_id).exists():
+                report["duplicates"] += 1
+                continue
+            memory = SemanticMemory(
+                external_id=external_id,
+                memory_type=fact["memory_type"],
+                status=MemoryStatus.ACTIVE,
+                content=fact["content"].strip(),
+                body={
+                    "memory_kind": fact["memory_type"],
+                    "observed_at": observed_at,
+                    "occurred_at": fact.get("occurred_at") or ctx.day.isoformat(),
+                    "source_conversations": [conversation.pk],
+                },
+                **_provenance(item, ctx.day),
+            )
+            memory.save()
+            known.add(content_key(memory.content))
+            report["created"].append(memory.pk)
+        for change in answer.get("update", []):
+            memory = existing.get(change["id"])
+            if memory is None:
+                report["rejected_ids"].append(change["id"])
+                continue
+            fields = ["updated_at"]
+            if "content" in change:
+                memory.content = change["content"].strip()
+                fields.append("content")
+            if "memory_type" in change:
+                memory.memory_type = change["memory_type"]
+                fields.append("memory_type")
+            if "occurred_at" in change:
+                memory.body = {**memory.body, "occurred_at": change["occurred_at"]}
+                fields.append("body")
+            memory.save(update_fields=fields)
+            report["updated"].append(memory.pk)
+        for change in answer.get("deprecate", []):
+            memory = existing.get(change["id"])
+            if memory is None:
+                report["rejected_ids"].append(change["id"])
+                continue
+            memory.status = MemoryStatus.DEPRECATED
+            memory.body = {**memory.body, "deprecated_reason": change["reason"]}
+            memory.save(update_fields=["status", "body", "updated_at"])
+            report["deprecated"].append(memory.pk)
+    return _day_facts(item, ctx.day), report
+
+
+def _limbic_stage(
+    ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], *, min_intensity: float
+) -> tuple[list[dict], dict]:
+    written = _stage_rows(LimbicBlock, ctx.day, item, "limbic")
+    if written:
+        anchors = [{"content": b.content, "kind": b.body["kind"], "intensity": b.body["intensity"]} for b in written]
+        return anchors, {"skipped_reason": "already_consolidated"}
+    answer = _llm(
+        ctx,
+        purpose="light-sleep.limbic",
+        instructions=LIMBIC_INSTRUCTIONS,
+        payload={
+            "day": ctx.day.isoformat(),
+            "conversation": item.meta(),
+            "dialogue": item.dialogue(),
+            "facts": [{"id": f.pk, "content": f.content} for f in facts],
+        },
+        schema=LIMBIC_SCHEMA,
+    )
+    fact_ids = {f.pk for f in facts}
+    report = {"created": [], "refused_low_intensity": 0, "duplicates": 0}
+    kept: list[dict] = []
+    with transaction.atomic():
+        for anchor in answer["anchors"]:
+            if anchor["intensity"] < min_intensity:
+                report["refused_low_intensity"] += 1
+                continue
+            kept.append(anchor)
+            external_id = _external_id(ctx.day, item, "limbic", anchor["content"])
+            # Limbic blocks are append-only (a trigger refuses UPDATE): existing ones are never touched.
+            if ContentBlock.objects.filter(external_id=external_id).exists():
+                report["duplicates"] += 1
+                continue
+            block = ContentBlock(
+                parent=diary,
+                tag=BlockTag.LIMBIC,
+                external_id=external_id,
+                content=anchor["content"].strip(),
+                body={
+                    "valence": anchor["valence"],
+                    "arousal": anchor["arousal"],
+                    "intensity": anchor["intensity"],
+                    "kind": anchor["kind"],
+                    "conversation_id": item.conversation.pk,
+                    "source_segment": anchor.get("source_segment", ""),
+                    "semantic_memory_ids": [i for i in anchor.get("semantic_memory_ids", []) if i in fact_ids],
+                },
+                **_provenance(item, ctx.day),
+            )
+            block.save()
+            report["created"].append(block.pk)
+    return kept, report
+
+
+def _narrative_stage(
+    ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], anchors: list[dict]
+) -> dict:
+    if _stage_rows(NarrativeBlock, ctx.day, item, "narrative"):
+        return {"skipped_reason": "already_consolidated"}
+    answer = _llm(
+        ctx,
+        purpose="light-sleep.narrative",
+        instructions=NARRATIVE_INSTRUCTIONS,
+        payload={
+            "day": ctx.day.isoformat(),
+            "conversation": item.meta(),
+            "dialogue": item.dialogue(),
+            "facts": [{"id": f.pk, "content": f.content} for f in facts],
+            "anchors": [{"content": a["content"], "kind": a["kind"], "intensity": a["intensity"]} for a in anchors],
+        },
+        schema=NARRATIVE_SCHEMA,
+    )
+    report = {"created": [], "duplicates": 0}
+    with transaction.atomic():
+        for narrative in answer["narratives"]:
+            external_id = _external_id(ctx.day, item, "narrative", narrative["content"])
+            if ContentBlock.objects.filter(external_id=external_id).exists():
+                report["duplicates"] += 1
+                continue
+            block = ContentBlock(
+                parent=diary,
+                tag=BlockTag.NARRATIVE,
+                external_id=external_id,
+                title=narrative["title"].strip(),
+                content=narrative["content"].strip(),
+                body={
+                    "significance": narrative["significance"],
+                    "period_start": ctx.day.isoformat(),
+                    "period_end": ctx.day.isoformat(),
+                    "source_facts": [f.pk for f in facts],
+                    "source_conversations": [item.conversation.pk],
+                    "status": "active",
+                },
+                **_provenance(item, ctx.day),
+            )
+            block.save()
+            report["created"].append(block.pk)
+    return report
+
+
+def _narrative_day(block: Entity) -> date:
+    end = (block.body or {}).get("period_end")
+    try:
+        return date.fromisoformat(end) if end else block.source_day
+    except ValueError:
+        return block.source_day
+
+
+def _outline_candidates(*, day: date) -> list[Entity]:
+    """FreeAnima's rule: normal narratives older than 30 days and non-turning-points older than 180 drop out."""
+    narratives = [
+        n
+        for n in NarrativeBlock.objects.filter(source_day__lte=day).order_by("source_day", "id")
+        if (n.body or {}).get("status", "active") == "active"
+    ]
+    kept = []
+    for narrative in narratives:
+        significance = (narrative.body or {}).get("significance", "normal")
+        age = day - (_narrative_day(narrative) or day)
+        if significance == "normal" and age > OUTLINE_NORMAL_MAX_AGE:
+            continue
+        if significance != "turning_point" and age > OUTLINE_OTHER_MAX_AGE:
+            continue
+        kept.append(narrative)
+    if not kept:
+        kept = [n for n in narratives if (n.body or {}).get("significance") == "turning_point"][
+            :OUTLINE_FALLBACK_TURNING_POINTS
+        ]
+    return kept
+
+
+def autobiography_outline_refresh(ctx: StepContext) -> dict:
+    """Stage 3b: the self layer's autobiography_summary, title-only bullets grouped by significance."""
+    narratives = _outline_candidates(day=ctx.day)
+    if narratives:
+        answer = _llm(
+            ctx,
+            purpose="light-sleep.outline",
+            instructions=OUTLINE_INSTRUCTIONS,
+            payload={
+                "narratives": [
+                    {
+                        "title": n.title or n.content[:60],
+                        "significance": (n.body or {}).get("significance", "normal"),
+                        "period_start": (n.body or {}).get("period_start", n.source_day.isoformat()),
+                    }
+                    for n in narratives
+                ]
+            },
+            schema=OUTLINE_SCHEMA,
+        )
+        sections = [
+            f"## {heading}\n" + "\n".join(f"- {title.strip()}" for title in answer[key])
+            for key, heading in OUTLINE_SECTIONS
+            if answer[key]
+        ]
+        content = "\n\n".join(sections) or NO_OUTLINE
+    else:
+        content = NO_OUTLINE
+    SelfLayerBlock.objects.update_or_create(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, defaults={"content": content})
+    return {"narratives": len(narratives), "chars": len(content)}

@@ -1,0 +1,126 @@
+"""Reads by local calendar day: the day's dialogue, and the global temporal summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from conversations.models import Conversation, Message, Platform, Role
+from temporal.models import TemporalSummary, Window
+
+# Conversations that never enter light sleep, dream or the day digest.
+EXCLUDED_PLATFORMS = (Platform.CRON, Platform.DEBUG)
+DIALOGUE_ROLES = (Role.USER, Role.ASSISTANT)
+
+
+def day_start(day: date) -> datetime:
+    """Local (ANIMA_TIME_ZONE) midnight of ``day`` as an aware datetime."""
+    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+
+
+def day_window(day: date) -> tuple[datetime, datetime]:
+    return day_start(day), day_start(day + timedelta(days=1))
+
+
+def day_messages(*, day: date) -> QuerySet[Message]:
+    """That local day's user + assistant messages of user-facing conversations (tools and system stripped)."""
+    start, end = day_window(day)
+    return (
+        Message.objects.filter(created_at__gte=start, created_at__lt=end, role__in=DIALOGUE_ROLES)
+        .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
+        .select_related("conversation", "conversation__person")
+        .order_by("conversation_id", "created_at", "id")
+    )
+
+
+@dataclass
+class DayConversation:
+    conversation: Conversation
+    messages: list[Message]
+    truncated: bool = False
+
+    @property
+    def person_name(self) -> str:
+        person = self.conversation.person
+        if person is None:
+            return ""
+        # An imported person often has its slug as display name; a slug reads better capitalised.
+        if person.display_name and person.display_name != person.slug:
+            return person.display_name
+        return person.slug.replace("-", " ").title()
+
+    def meta(self) -> dict:
+        return {
+            "title": self.conversation.title,
+            "channel": self.conversation.channel or self.conversation.platform,
+            "person": self.person_name,
+        }
+
+    def dialogue(self) -> list[dict]:
+        return [
+            {"role": m.role, "at": timezone.localtime(m.created_at).strftime("%H:%M"), "content": m.content}
+            for m in self.messages
+        ]
+
+
+def day_conversations(*, day: date, max_chars: int | None = None) -> list[DayConversation]:
+    """Conversations with dialogue on ``day``, each with only that day's messages, capped at ``max_chars``."""
+    grouped: dict[int, DayConversation] = {}
+    used: dict[int, int] = {}
+    for message in day_messages(day=day):
+        item = grouped.setdefault(message.conversation_id, DayConversation(message.conversation, []))
+        size = used.get(message.conversation_id, 0) + len(message.content)
+        if max_chars is not None and size > max_chars:
+            item.truncated = True
+            continue
+        used[message.conversation_id] = size
+        item.messages.append(message)
+    return [item for item in grouped.values() if item.messages]
+
+
+def temporal_summaries(*, window: Window | str, start: date, end: date) -> QuerySet[TemporalSummary]:
+    """Summaries of ``window`` whose period starts in [start, end), oldest first."""
+    return TemporalSummary.objects.filter(body__window=str(window), source_day__gte=start, source_day__lt=end).order_by(
+        "source_day"
+    )
+
+
+def temporal_summary_get(*, window: Window | str, period_start: date) -> TemporalSummary | None:
+    return TemporalSummary.objects.filter(body__window=str(window), body__period_start=period_start.isoformat()).first()
+
+
+def _period_lines(*, window: Window, start: date, end: date, label_chars: int) -> list[str]:
+    """Newest first: the system prompt reads from yesterday backwards."""
+    rows = reversed(list(temporal_summaries(window=window, start=start, end=end)))
+    return [f"- {row.source_day.isoformat()[:label_chars]}: {row.content.strip()}" for row in rows]
+
+
+def temporal_prompt_section(*, today: date, max_chars: int) -> str:
+    """The system prompt's 「## 时间摘要」 (yesterday and earlier, rolling), cut at ``max_chars``; "" when empty.
+
+    昨天 = day −1; 近 7 天 = days −7…−2; 近 30 天 = days −30…−8; 近 90 天 and 近一年 = month
+    summaries starting in [−90, −30) and [−365, −90); 更早 = years before the one a year ago.
+    """
+    from datetime import timedelta
+
+    def ago(days: int) -> date:
+        return today - timedelta(days=days)
+
+    year_ago = ago(365)
+    parts = [
+        ("昨天", _period_lines(window=Window.DAY, start=ago(1), end=today, label_chars=10)),
+        ("近 7 天", _period_lines(window=Window.DAY, start=ago(7), end=ago(1), label_chars=10)),
+        ("近 30 天", _period_lines(window=Window.DAY, start=ago(30), end=ago(7), label_chars=10)),
+        ("近 90 天", _period_lines(window=Window.MONTH, start=ago(90), end=ago(30), label_chars=7)),
+        ("近一年", _period_lines(window=Window.MONTH, start=year_ago, end=ago(90), label_chars=7)),
+        ("更早", _period_lines(window=Window.YEAR, start=date(1, 1, 1), end=date(year_ago.year, 1, 1), label_chars=4)),
+    ]
+    body = "\n\n".join(f"### {title}\n" + "\n".join(lines) for title, lines in parts if lines)
+    if not body:
+        return ""
+    from sleep.steps.common import clip
+
+    return clip(f"## 时间摘要\n\n{body}", max_chars)

@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from anima.llm.testing import scripted
+from anima.models import MemoryStatus, MemoryType
+from conversations.models import Role
+from memory.models import SemanticMemory
+from sleep.context import StepContext
+from sleep.steps import deep_sleep, light_sleep
+from sleep.steps.deep import CHANGE_REASON, subject_groups
+from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
+
+DAY = dt.date(2026, 11, 26)
+
+
+def _ctx(mode: str = "full") -> StepContext:
+    return StepContext(run_id=0, day=DAY, mode=mode, force=False, run_key="test", token_budget=None)
+
+
+@pytest.fixture
+def leo():
+    return PersonFactory(slug="leo", display_name="Leo")
+
+
+@pytest.fixture
+def maya():
+    return PersonFactory(slug="maya", display_name="Maya")
+
+
+def _memory(person, content, *, observed: str, **kwargs):
+    return SemanticMemoryFactory(person=person, content=content, body={"observed_at": observed}, **kwargs)
+
+
+def _status(memory) -> str:
+    memory.refresh_from_db()
+    return memory.status
+
+
+def test_contradiction_expires_only_the_older_claim_about_the_same_subject_and_person(leo, maya):
+    old = _memory(leo, "Leo 的女儿小雨属羊", observed="2026-10-01T10:00:00+08:00")
+    new = _memory(leo, "Leo 的女儿小雨属虎，今年四岁", observed="2026-11-26T08:50:00+08:00")
+    distractors = [
+        _memory(maya, "Maya 的女儿属虎", observed="2026-11-27T10:00:00+08:00"),  # other person
+        _memory(leo, "Leo 的儿子小山属猴", observed="2026-11-27T10:00:00+08:00"),  # other subject
+        _memory(leo, "Leo 喜欢苹果", observed="2026-10-01T10:00:00+08:00"),  # coexisting likes
+        _memory(leo, "Leo 喜欢樱桃", observed="2026-11-27T10:00:00+08:00"),
+        _memory(leo, "Leo 住在杭州", observed="2026-10-01T10:00:00+08:00"),
+    ]
+
+    output = deep_sleep(_ctx())
+
+    old.refresh_from_db()
+    assert old.status == MemoryStatus.EXPIRED
+    assert old.superseded_by_id == new.pk
+    assert old.expired_reason.startswith("contradiction")
+    assert _status(new) == MemoryStatus.ACTIVE
+    assert all(_status(d) == MemoryStatus.ACTIVE for d in distractors)
+    round_one = output["rounds"][0]
+    assert round_one["round"] == "contradiction_expiry"
+    assert round_one["changes"] == [
+        {
+            "action": "expire",
+            "before": old.content,
+            "after": new.content,
+            "ids": [old.pk, new.pk],
+            "kind": "contradiction",
+            "reason": old.expired_reason,
+        }
+    ]
+
+
+def _all_quiet(**overrides):
+    answers = {
+        "deep-sleep.contradiction": [{"expire": []}] * 20,
+        "deep-sleep.split": [{"splits": []}] * 5,
+        "deep-sleep.merge": [{"merges": []}] * 5,
+        "deep-sleep.pins": [{"unpin": [], "pin": []}],
+    }
+    answers.update(overrides)
+    return answers
+
+
+def test_the_model_may_only_retire_ids_of_the_group_it_was_shown(leo, maya):
+    a = _memory(leo, "Leo 的女儿小雨属羊", observed="2026-10-01")
+    b = _memory(leo, "Leo 的女儿小雨属虎", observed="2026-11-26")
+    bystander = _memory(maya, "Maya is allergic to peanuts", observed="2026-10-05")
+    greedy = {"expire": [{"id": bystander.pk, "superseded_by": b.pk, "kind": "contradiction", "reason": "x"}]}
+    with scripted(_all_quiet(**{"deep-sleep.contradiction": [greedy] + [{"expire": []}] * 5})) as provider:
+        output = deep_sleep(_ctx())
+
+    groups = [call.payload["group"] for call in provider.calls if call.purpose == "deep-sleep.contradiction"]
+    assert len(groups) == 1
+    assert str(a.pk) in groups[0] and str(b.pk) in groups[0] and "Maya" not in groups[0]
+    assert _status(bystander) == MemoryStatus.ACTIVE
+    assert output["rounds"][0]["rejected_ids"] == [bystander.pk]
+
+
+def test_a_change_over_time_expires_the_older_preference_as_a_change(leo):
+    python = _memory(leo, "Leo 喜欢 Python", observed="2026-09-15T21:30:00+08:00", memory_type=MemoryType.PREFERENCE)
+    hiking = _memory(leo, "Leo 周末喜欢去山里徒步", observed="2026-10-12T20:15:00+08:00")
+    conversation = ConversationFactory(person=leo)
+    for minute, text in enumerate(["以前我很喜欢 Python，写脚本特别快。", "但我现在更喜欢 TypeScript 了。"]):
+        MessageFactory(
+            conversation=conversation,
+            role=Role.USER,
+            content=text,
+            created_at=timezone.make_aware(dt.datetime(2026, 11, 26, 21, minute)),
+        )
+
+    light_sleep(_ctx())
+    output = deep_sleep(_ctx())
+
+    newer = SemanticMemory.objects.get(content__contains="TypeScript")
+    python.refresh_from_db()
+    assert python.status == MemoryStatus.EXPIRED
+    assert python.expired_reason == CHANGE_REASON
+    assert python.superseded_by_id == newer.pk
+    assert newer.status == MemoryStatus.ACTIVE
+    assert _status(hiking) == MemoryStatus.ACTIVE
+    assert [c["kind"] for c in output["rounds"][0]["changes"]] == ["change"]
+
+
+def test_merge_keeps_every_source_restorable_and_unions_provenance(leo, maya):
+    first = _memory(maya, "Maya is allergic to peanuts", observed="2026-10-05T18:24:00+08:00", pinned=True)
+    second = SemanticMemoryFactory(
+        person=maya,
+        content="Maya is allergic to peanuts",
+        body={"observed_at": "2026-11-27T23:37:00+08:00", "source_conversations": [77]},
+    )
+    other_person = _memory(leo, "Maya is allergic to peanuts", observed="2026-11-01")
+
+    output = deep_sleep(_ctx())
+
+    merged = SemanticMemory.objects.get(status=MemoryStatus.ACTIVE, person=maya)
+    assert merged.content == "Maya is allergic to peanuts" and merged.pinned
+    assert merged.body["observed_at"] == "2026-10-05T18:24:00+08:00"
+    assert 77 in merged.body["source_conversations"]
+    for source in (first, second):
+        source.refresh_from_db()
+        assert source.status == MemoryStatus.EXPIRED and source.superseded_by_id == merged.pk
+        assert source.expired_reason == f"merged into #{merged.pk}"
+        assert not source.pinned  # pin review unpins what merging retired
+    assert _status(other_person) == MemoryStatus.ACTIVE
+    merge_round = next(r for r in output["rounds"] if r["round"] == "merge")
+    assert merge_round["changes"][0]["ids"] == [first.pk, second.pk, merged.pk]
+
+
+def test_merge_of_different_people_is_refused(leo, maya):
+    a = _memory(leo, "likes tea", observed="2026-10-01")
+    b = _memory(maya, "likes tea", observed="2026-10-02")
+    cross = {"merges": [{"ids": [a.pk, b.pk], "memory_type": "preference", "content": "likes tea"}]}
+    with scripted(_all_quiet(**{"deep-sleep.merge": [cross]})):
+        deep_sleep(_ctx())
+    assert _status(a) == MemoryStatus.ACTIVE and _status(b) == MemoryStatus.ACTIVE
+    assert SemanticMemory.objects.count() == 2
+
+
+def test_split_replaces_a_multi_fact_memory_with_single_facts(maya):
+    multi = _memory(maya, "Maya works as a nurse in Lisbon. Maya has a cat named Miso.", observed="2026-10-05")
+
+    deep_sleep(_ctx())
+
+    multi.refresh_from_db()
+    parts = SemanticMemory.objects.filter(status=MemoryStatus.ACTIVE).order_by("id")
+    assert [p.content for p in parts] == ["Maya works as a nurse in Lisbon.", "Maya has a cat named Miso."]
+    assert all(p.person == maya for p in parts)
+    assert multi.status == MemoryStatus.EXPIRED and multi.superseded_by_id == parts[0].pk
+
+
+def test_incremental_mode_skips_rounds_one_and_three_when_nothing_changed(leo):
+    _memory(leo, "Leo 的女儿小雨属羊", observed="2026-10-01")
+    _memory(leo, "Leo 的女儿小雨属虎", observed="2026-11-26")
+    SemanticMemory.objects.update(updated_at=timezone.now() - dt.timedelta(days=2))
+
+    output = deep_sleep(_ctx(mode="incremental"))
+
+    rounds = {r["round"]: r for r in output["rounds"]}
+    assert output["mode"] == "incremental"
+    assert rounds["contradiction_expiry"]["summary"].startswith("skipped")
+    assert rounds["merge"]["summary"].startswith("skipped")
+    assert rounds["split"]["summary"] == "no split candidates"
+    assert rounds["pin_maintenance"]["summary"].endswith("changed")
+    assert SemanticMemory.objects.filter(status=MemoryStatus.ACTIVE).count() == 2
+
+
+def test_pin_review_unpins_retired_memories_and_caps_new_pins(leo):
+    retired = SemanticMemoryFactory(person=leo, pinned=True, status=MemoryStatus.EXPIRED)
+    keeper = SemanticMemoryFactory(person=leo, pinned=True)
+
+    output = deep_sleep(_ctx())
+
+    retired.refresh_from_db()
+    keeper.refresh_from_db()
+    assert not retired.pinned and keeper.pinned
+    assert output["rounds"][3]["changes"][0]["action"] == "unpin"
+
+
+_WORDS = ["女儿", "小雨", "属虎", "属羊", "杭州", "Python", "peanuts", "Lisbon", "喜欢", "the", "猫"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["leo", "maya", None]), st.lists(st.sampled_from(_WORDS), max_size=4))))
+def test_contradiction_groups_never_mix_people(rows):
+    persons = {slug: PersonFactory(slug=slug) for slug in ("leo", "maya")}
+    memories = [
+        SemanticMemory(pk=index + 1, content=" ".join(words), person=persons.get(slug) if slug else None)
+        for index, (slug, words) in enumerate(rows)
+    ]
+    for group in subject_groups(memories):
+        assert len(group) >= 2
+        assert len({m.person_id for m in group}) == 1
+
+
+def test_an_english_change_of_taste_is_a_change_not_a_contradiction(maya):
+    coffee = _memory(maya, "Maya likes coffee", observed="2026-10-01T08:00:00+08:00")
+    tea = _memory(maya, "Maya prefers green tea (used to like coffee)", observed="2026-11-26T08:00:00+08:00")
+
+    deep_sleep(_ctx())
+
+    coffee.refresh_from_db()
+    assert (coffee.status, coffee.expired_reason, coffee.superseded_by_id) == (
+        MemoryStatus.EXPIRED,
+        CHANGE_REASON,
+        tea.pk,
+    )
+    assert _status(tea) == MemoryStatus.ACTIVE

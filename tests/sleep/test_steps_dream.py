@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from anima.llm.testing import scripted
+from anima.models import BlockTag
+from conversations.models import Role
+from memory.models import DreamBlock
+from sleep.context import StepContext
+from sleep.offline import dream_answer
+from sleep.steps import dream
+from sleep.steps.common import is_chinese
+from tests.factories import ContentBlockFactory, DiaryEntryFactory, MessageFactory
+
+DAY = dt.date(2026, 11, 26)
+
+
+def _ctx() -> StepContext:
+    return StepContext(run_id=0, day=DAY, mode="full", force=False, run_key="test", token_budget=None)
+
+
+def _anchor(intensity: float, content: str = "我感到担心：Leo 说上线前很焦虑"):
+    return ContentBlockFactory(
+        parent=DiaryEntryFactory(source_day=DAY),
+        tag=BlockTag.LIMBIC,
+        content=content,
+        body={"intensity": intensity, "valence": -0.6, "kind": "conversation_mood"},
+    )
+
+
+def test_a_calm_day_has_no_dream():
+    _anchor(0.4)
+    with scripted({}) as provider:
+        assert dream(_ctx()) == {"skipped_reason": "no_strong_emotion"}
+    assert provider.calls == [] and not DreamBlock.objects.exists()
+
+
+def test_a_strong_day_dreams_once_in_the_anchors_language():
+    _anchor(0.8)
+    _anchor(0.35, "我感到有点累")
+    MessageFactory(
+        role=Role.USER, content="明天晚上产品要上线了", created_at=timezone.make_aware(dt.datetime(2026, 11, 26, 9))
+    )
+
+    first = dream(_ctx())
+    second = dream(_ctx())
+
+    block = DreamBlock.objects.get()
+    assert first["dream_id"] == block.pk
+    assert second == {"skipped_reason": "already_dreamed"}
+    assert block.parent.source_day == DAY
+    assert 300 <= len(block.content) <= 800
+    assert is_chinese(block.content)
+
+
+def test_dream_inputs_are_the_top_three_anchors_and_capped_snippets():
+    for intensity in (0.9, 0.7, 0.6, 0.55):
+        _anchor(intensity, f"I feel moved {intensity}")
+    for minute in range(8):
+        MessageFactory(
+            role=Role.USER, content="x" * 3000, created_at=timezone.make_aware(dt.datetime(2026, 11, 26, 9, minute))
+        )
+    answer = {"title": "Upside-down sky", "content": "I dreamed " + "of lanterns " * 100}
+    with scripted({"dream": [answer]}) as provider:
+        dream(_ctx())
+
+    payload = provider.calls[0].payload
+    assert [a["intensity"] for a in payload["anchors"]] == [0.9, 0.7, 0.6]
+    assert len(payload["snippets"]) == 5
+    assert sum(len(s) for s in payload["snippets"]) <= 4000
+    assert len(DreamBlock.objects.get().content) <= 800
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    anchors=st.lists(st.text(min_size=1, max_size=400), min_size=1, max_size=3),
+    snippets=st.lists(st.text(max_size=800), max_size=5),
+)
+def test_offline_dream_is_always_300_to_800_characters(anchors, snippets):
+    payload = {
+        "day": "2026-11-26",
+        "anchors": [{"content": a, "intensity": 0.8} for a in anchors],
+        "snippets": snippets,
+    }
+    content = dream_answer(payload)["content"]
+    assert 300 <= len(content) <= 800

@@ -1,0 +1,333 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from anima.llm import LlmBudgetExceeded, LlmInvalidOutput
+from anima.llm.testing import scripted
+from anima.models import BlockTag, MemoryStatus, MemoryType
+from conversations.models import Platform, Role
+from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
+from sleep.context import StepContext
+from sleep.offline import facts_extract
+from sleep.steps import light_sleep
+from sleep.steps.common import is_chinese
+from sleep.steps.light import NO_OUTLINE, autobiography_outline_refresh
+from tests.factories import (
+    AutoLlmRunFactory,
+    ContentBlockFactory,
+    ConversationFactory,
+    DiaryEntryFactory,
+    MessageFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
+
+DAY = dt.date(2026, 11, 26)
+
+
+def _ctx(day: dt.date = DAY) -> StepContext:
+    return StepContext(run_id=0, day=day, mode="full", force=False, run_key="test", token_budget=None)
+
+
+def _at(day: dt.date, minute: int, hour: int = 10) -> dt.datetime:
+    return timezone.make_aware(dt.datetime.combine(day, dt.time(hour, minute)))
+
+
+def _talk(person, lines, *, day: dt.date = DAY, platform: str = Platform.WEB, hour: int = 10):
+    conversation = ConversationFactory(person=person, platform=platform)
+    for minute, (role, content) in enumerate(lines):
+        MessageFactory(conversation=conversation, role=role, content=content, created_at=_at(day, minute, hour))
+    return conversation
+
+
+@pytest.fixture
+def leo():
+    return PersonFactory(slug="leo", display_name="Leo")
+
+
+@pytest.fixture
+def maya():
+    return PersonFactory(slug="maya", display_name="Maya")
+
+
+def _quiet_answers(**overrides):
+    answers = {
+        "light-sleep.semantic": [{"create": []}],
+        "light-sleep.limbic": [{"anchors": []}],
+        "light-sleep.narrative": [{"narratives": []}],
+        "light-sleep.outline": [{"turning_points": [], "milestones": [], "recent_narratives": []}],
+    }
+    answers.update(overrides)
+    return answers
+
+
+def test_offline_light_sleep_keeps_each_conversations_language(leo, maya):
+    _talk(leo, [(Role.USER, "我是一名软件工程师，住在杭州。我女儿小雨属虎，今年四岁。"), (Role.ASSISTANT, "好的。")])
+    _talk(maya, [(Role.USER, "I'm a nurse and I live in Lisbon. I have a cat named Miso."), (Role.ASSISTANT, "Nice!")])
+
+    light_sleep(_ctx())
+
+    leo_facts = list(SemanticMemory.objects.filter(person=leo).values_list("content", flat=True))
+    maya_facts = list(SemanticMemory.objects.filter(person=maya).values_list("content", flat=True))
+    assert any("杭州" in fact for fact in leo_facts) and any("属虎" in fact for fact in leo_facts)
+    assert all(is_chinese(fact) for fact in leo_facts)
+    assert {"Maya is a nurse", "Maya lives in Lisbon", "Maya has a cat named Miso"} <= set(maya_facts)
+    assert not any(is_chinese(fact) for fact in maya_facts)
+
+
+def test_scripted_light_sleep_asks_for_the_conversations_language_and_stores_answers_verbatim(leo):
+    _talk(leo, [(Role.USER, "我住在杭州。"), (Role.ASSISTANT, "记住了。")])
+    answers = _quiet_answers(
+        **{"light-sleep.semantic": [{"create": [{"memory_type": "world", "content": "Leo 住在杭州"}]}]}
+    )
+    with scripted(answers) as provider:
+        light_sleep(_ctx())
+
+    semantic_call = provider.calls[0]
+    assert semantic_call.purpose == "light-sleep.semantic"
+    assert "language the conversation is held in" in semantic_call.messages[0]["content"]
+    memory = SemanticMemory.objects.get()
+    assert memory.content == "Leo 住在杭州"
+    assert memory.memory_type == MemoryType.WORLD
+    assert memory.person == leo
+    assert memory.source_day == DAY
+    assert memory.body["source_conversations"] == [memory.source_conversation_id]
+
+
+def test_rerunning_a_day_duplicates_nothing(leo, maya):
+    _talk(leo, [(Role.USER, "我真的很焦虑，我是后端负责人。"), (Role.ASSISTANT, "慢慢来。")])
+    _talk(maya, [(Role.USER, "I passed my exam! I'm so happy."), (Role.ASSISTANT, "Congratulations!")])
+    light_sleep(_ctx())
+    counts = (SemanticMemory.objects.count(), ContentBlock.objects.count())
+    assert counts[0] > 0 and LimbicBlock.objects.exists() and NarrativeBlock.objects.exists()
+
+    second = light_sleep(_ctx())
+
+    assert (SemanticMemory.objects.count(), ContentBlock.objects.count()) == counts
+    for conversation in second["conversations"]:
+        assert "created" not in conversation["semantic"]
+        assert "created" not in conversation["narrative"]
+
+
+def test_rerunning_a_day_does_not_reask_a_model_that_would_word_things_differently(leo):
+    _talk(leo, [(Role.USER, "我住在杭州，我很担心明天上线。")])
+
+    def answers(wording: str):
+        return _quiet_answers(
+            **{
+                "light-sleep.semantic": [{"create": [{"memory_type": "world", "content": f"Leo {wording}杭州"}]}],
+                "light-sleep.limbic": [
+                    {
+                        "anchors": [
+                            {
+                                "kind": "conversation_mood",
+                                "content": f"我感到{wording}担心",
+                                "valence": -0.5,
+                                "arousal": 0.5,
+                                "intensity": 0.7,
+                            }
+                        ]
+                    }
+                ],
+                "light-sleep.narrative": [
+                    {"narratives": [{"title": "上线前", "content": f"{wording}的一天", "significance": "normal"}]}
+                ],
+            }
+        )
+
+    with scripted(answers("住在")):
+        light_sleep(_ctx())
+    with scripted(answers("居住在")) as provider:
+        light_sleep(_ctx())
+
+    assert provider.purposes() == ["light-sleep.outline"]
+    assert SemanticMemory.objects.count() == 1
+    assert LimbicBlock.objects.count() == 1 and NarrativeBlock.objects.count() == 1
+
+
+def test_invalid_semantic_answer_writes_no_memory(leo):
+    _talk(leo, [(Role.USER, "我住在杭州。")])
+    bad = {"create": [{"memory_type": "gossip", "content": "Leo 住在杭州"}]}
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})), pytest.raises(LlmInvalidOutput):
+        light_sleep(_ctx())
+    assert not SemanticMemory.objects.exists()
+
+
+def test_invalid_limbic_answer_keeps_stage_one_and_writes_no_anchor(leo):
+    _talk(leo, [(Role.USER, "我很担心上线。")])
+    out_of_range = {
+        "anchors": [{"kind": "spike", "content": "我感到担心", "valence": -3, "arousal": 0.5, "intensity": 0.9}]
+    }
+    answers = _quiet_answers(
+        **{
+            "light-sleep.semantic": [{"create": [{"memory_type": "experience", "content": "Leo 明天上线"}]}],
+            "light-sleep.limbic": [out_of_range],
+        }
+    )
+    with scripted(answers), pytest.raises(LlmInvalidOutput):
+        light_sleep(_ctx())
+    assert SemanticMemory.objects.filter(content="Leo 明天上线").exists()
+    assert not LimbicBlock.objects.exists()
+
+
+def test_a_spent_token_budget_stops_light_sleep_before_any_write(leo):
+    _talk(leo, [(Role.USER, "我住在杭州。")])
+    AutoLlmRunFactory(run_key="sleep-run:9", total_tokens=500)
+    ctx = StepContext(run_id=9, day=DAY, mode="full", force=False, run_key="sleep-run:9", token_budget=400)
+
+    with pytest.raises(LlmBudgetExceeded):
+        light_sleep(ctx)
+
+    assert not SemanticMemory.objects.exists() and not ContentBlock.objects.exists()
+
+
+def test_cron_conversations_never_enter_light_sleep(leo):
+    web = _talk(leo, [(Role.USER, "我住在杭州。")])
+    _talk(None, [(Role.USER, "[nightly-report] I live in a datacenter."), (Role.ASSISTANT, "ok")], platform="cron")
+
+    output = light_sleep(_ctx())
+
+    assert [c["conversation_id"] for c in output["conversations"]] == [web.pk]
+    assert not SemanticMemory.objects.filter(content__icontains="datacenter").exists()
+
+
+def test_tool_and_system_messages_are_stripped_from_the_dialogue(leo):
+    conversation = _talk(leo, [(Role.USER, "明天杭州天气怎么样？")])
+    MessageFactory(
+        conversation=conversation, role=Role.TOOL, content='{"secret": "TOOL-PAYLOAD"}', created_at=_at(DAY, 30)
+    )
+    MessageFactory(conversation=conversation, role=Role.SYSTEM, content="SYSTEM-PROMPT", created_at=_at(DAY, 31))
+    with scripted(_quiet_answers()) as provider:
+        light_sleep(_ctx())
+
+    dialogue = provider.calls[0].payload["dialogue"]
+    assert [turn["role"] for turn in dialogue] == ["user"]
+    assert all("TOOL-PAYLOAD" not in str(call.payload) for call in provider.calls)
+    assert all("SYSTEM-PROMPT" not in str(call.payload) for call in provider.calls)
+
+
+def test_only_the_slept_days_messages_are_read(leo):
+    conversation = _talk(leo, [(Role.USER, "今天的事")])
+    MessageFactory(
+        conversation=conversation, role=Role.USER, content="昨天的事", created_at=_at(DAY - dt.timedelta(days=1), 5)
+    )
+    with scripted(_quiet_answers()) as provider:
+        light_sleep(_ctx())
+    assert [turn["content"] for turn in provider.calls[0].payload["dialogue"]] == ["今天的事"]
+
+
+def test_anchors_under_the_minimum_intensity_are_refused(leo):
+    _talk(leo, [(Role.USER, "有点累。")])
+    anchors = {
+        "anchors": [
+            {
+                "kind": "conversation_mood",
+                "content": "我感到一点点倦意",
+                "valence": -0.2,
+                "arousal": 0.2,
+                "intensity": 0.2,
+            },
+            {"kind": "spike", "content": "我感到心疼", "valence": -0.5, "arousal": 0.4, "intensity": 0.6},
+        ]
+    }
+    with scripted(_quiet_answers(**{"light-sleep.limbic": [anchors]})):
+        output = light_sleep(_ctx())
+
+    assert list(LimbicBlock.objects.values_list("content", flat=True)) == ["我感到心疼"]
+    block = LimbicBlock.objects.get()
+    assert block.parent.source_day == DAY and block.tag == BlockTag.LIMBIC
+    assert block.body["intensity"] == 0.6 and block.body["kind"] == "spike"
+    assert output["conversations"][0]["limbic"]["refused_low_intensity"] == 1
+
+
+def test_limbic_stage_runs_when_stage_one_wrote_nothing(leo):
+    _talk(leo, [(Role.USER, "我真的很焦虑。")])
+    with scripted(_quiet_answers()) as provider:
+        light_sleep(_ctx())
+    assert provider.purposes()[:3] == ["light-sleep.semantic", "light-sleep.limbic", "light-sleep.narrative"]
+
+
+def test_semantic_dedupe_compares_only_with_the_same_conversation(leo):
+    here = _talk(leo, [(Role.USER, "我住在杭州。")])
+    SemanticMemoryFactory(person=leo, content="Leo 住在杭州", source_conversation=here)
+    elsewhere = ConversationFactory(person=leo)
+    SemanticMemoryFactory(person=leo, content="Leo 很喜欢徒步", source_conversation=elsewhere)
+    answer = {
+        "create": [
+            {"memory_type": "world", "content": "Leo 住在杭州。"},
+            {"memory_type": "preference", "content": "Leo 很喜欢徒步"},
+        ]
+    }
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [answer]})):
+        light_sleep(_ctx())
+
+    assert SemanticMemory.objects.filter(content__startswith="Leo 住在杭州").count() == 1
+    assert SemanticMemory.objects.filter(content="Leo 很喜欢徒步", source_conversation=here).exists()
+
+
+def test_updates_touch_only_passed_fields_of_this_conversations_memories(leo):
+    here = _talk(leo, [(Role.USER, "我搬到上海了。")])
+    own = SemanticMemoryFactory(
+        person=leo, content="Leo 住在杭州", memory_type=MemoryType.WORLD, source_conversation=here
+    )
+    foreign = SemanticMemoryFactory(person=leo, content="Leo 喜欢 Python", source_conversation=ConversationFactory())
+    answer = {
+        "update": [{"id": own.pk, "content": "Leo 住在上海"}, {"id": foreign.pk, "content": "hijacked"}],
+        "deprecate": [{"id": foreign.pk, "reason": "not shown"}],
+    }
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [answer]})):
+        output = light_sleep(_ctx())
+
+    own.refresh_from_db()
+    foreign.refresh_from_db()
+    assert own.content == "Leo 住在上海" and own.memory_type == MemoryType.WORLD
+    assert foreign.content == "Leo 喜欢 Python" and foreign.status == MemoryStatus.ACTIVE
+    assert output["conversations"][0]["semantic"]["rejected_ids"] == [foreign.pk, foreign.pk]
+
+
+def _narrative(day: dt.date, title: str, significance: str):
+    return ContentBlockFactory(
+        parent=DiaryEntryFactory(source_day=day),
+        tag=BlockTag.NARRATIVE,
+        title=title,
+        body={"significance": significance, "period_start": day.isoformat(), "period_end": day.isoformat()},
+    )
+
+
+def test_autobiography_outline_drops_stale_narratives_and_groups_titles():
+    _narrative(DAY - dt.timedelta(days=40), "old normal day", "normal")
+    _narrative(DAY - dt.timedelta(days=200), "old milestone", "milestone")
+    _narrative(DAY - dt.timedelta(days=400), "the big turn", "turning_point")
+    _narrative(DAY - dt.timedelta(days=3), "recent walk", "normal")
+    _narrative(DAY - dt.timedelta(days=60), "exam passed", "milestone")
+
+    autobiography_outline_refresh(_ctx())
+
+    outline = SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content
+    assert "## Turning points\n- the big turn" in outline
+    assert "## Milestones\n- exam passed" in outline
+    assert "## Recent narratives\n- recent walk" in outline
+    assert "old normal day" not in outline and "old milestone" not in outline
+
+
+def test_autobiography_outline_without_narratives_says_so():
+    autobiography_outline_refresh(_ctx())
+    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=300), name=st.sampled_from(["Leo", "Maya", ""]))
+def test_fact_extraction_never_fails_and_types_every_fact(text, name):
+    for memory_type, content in facts_extract(text, name=name):
+        assert memory_type in MemoryType.values
+        assert content.strip()
+
+
+def test_fact_extraction_keeps_a_stated_change_with_its_past():
+    facts = facts_extract("以前我很喜欢 Python，写脚本特别快。但我现在更喜欢 TypeScript 了。", name="Leo")
+    assert facts == [("preference", "Leo 现在更喜欢 TypeScript（以前喜欢 Python）")]

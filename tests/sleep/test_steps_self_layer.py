@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from anima.llm import LlmInvalidOutput
+from anima.llm.testing import scripted
+from memory.models import SelfBlock, SelfLayerBlock
+from sleep.context import StepContext
+from sleep.steps import self_layer_refresh
+from tests.factories import SelfLayerBlockFactory, SemanticMemoryFactory
+
+DAY = dt.date(2026, 11, 26)
+
+
+def _ctx(*, force: bool = False) -> StepContext:
+    return StepContext(run_id=0, day=DAY, mode="full", force=force, run_key="test", token_budget=None)
+
+
+def _answer():
+    return {"existence_anchor": "I am someone else now.", "self_model": "I remember Leo and Maya."}
+
+
+def _learned_today():
+    SemanticMemoryFactory(content="Leo 住在杭州", source_day=DAY, external_id="ls:2026-11-26:1:semantic:abc")
+
+
+def test_existence_anchor_stays_locked_without_force():
+    _learned_today()
+    SelfLayerBlockFactory(key=SelfBlock.EXISTENCE_ANCHOR, content="I am Anima.", locked=True)
+
+    with scripted({"self-layer": [_answer()]}):
+        output = self_layer_refresh(_ctx())
+
+    assert SelfLayerBlock.objects.get(key=SelfBlock.EXISTENCE_ANCHOR).content == "I am Anima."
+    assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == "I remember Leo and Maya."
+    assert output == {"changed": ["self_model"], "refused_locked": ["existence_anchor"]}
+
+
+def test_force_changes_the_existence_anchor():
+    _learned_today()
+    SelfLayerBlockFactory(key=SelfBlock.EXISTENCE_ANCHOR, content="I am Anima.", locked=True)
+
+    with scripted({"self-layer": [_answer()]}):
+        self_layer_refresh(_ctx(force=True))
+
+    assert SelfLayerBlock.objects.get(key=SelfBlock.EXISTENCE_ANCHOR).content == "I am someone else now."
+
+
+def test_autobiography_summary_is_not_the_self_layer_steps_to_write():
+    _learned_today()
+    SelfLayerBlockFactory(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, content="## Milestones\n- exam passed")
+    with scripted({"self-layer": [{"autobiography_summary": "rewritten"}]}), pytest.raises(LlmInvalidOutput):
+        self_layer_refresh(_ctx())
+    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == "## Milestones\n- exam passed"
+
+
+def test_nothing_learned_means_nothing_to_refresh():
+    with scripted({}) as provider:
+        assert self_layer_refresh(_ctx()) == {"skipped_reason": "nothing_new"}
+    assert provider.calls == []
