@@ -1,9 +1,18 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.core.paginator import Paginator
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
 
-from anima.admin import ReadOnlyAdmin
-from conversations.models import Conversation, HistoryEntry, Identity, Message, Person
+from anima.admin import ReadOnlyAdmin, ReadOnlyInlineMixin
+from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person, ShortTermMemory
+
+MESSAGES_PER_PAGE = 50
 
 
 class IdentityInline(admin.TabularInline):
@@ -26,26 +35,97 @@ class IdentityAdmin(admin.ModelAdmin):
     autocomplete_fields = ("person",)
 
 
-class MessageInline(admin.TabularInline):
-    model = Message
-    extra = 0
-    fields = ("created_at", "role", "name", "content")
-    readonly_fields = ("created_at", "role", "name", "content")
-    show_change_link = True
-    can_delete = False
+class ShortTermMemoryInline(ReadOnlyInlineMixin, admin.StackedInline):
+    """The LLM-authored short-term summary (M9), one per scope; written by the tool, read here."""
+
+    model = ShortTermMemory
+    fields = ("scope", "summary", "covers_until", "covers_until_message_id", "person", "channel", "updated_at")
+    readonly_fields = fields
+    verbose_name_plural = "short-term summary"
+
+
+class PeerBlockInline(ReadOnlyInlineMixin, admin.TabularInline):
+    """What this conversation was shown of its peers per closed bucket (never rewritten)."""
+
+    model = PeerBlock
+    fields = ("bucket", "content", "created_at")
+    readonly_fields = fields
+    verbose_name_plural = "peer digests shown (temporal_summary_peers)"
 
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
+    """Messages are shown a page at a time below the form (newest page first), not as a formset."""
+
     list_display = ("__str__", "platform", "channel", "person", "message_count", "updated_at")
     list_filter = ("platform", "channel", "archived", "person")
     search_fields = ("title", "external_id", "chat_id")
-    readonly_fields = ("system_prompt_built_at", "temporal_day", "created_at")
-    inlines = [MessageInline]
+    readonly_fields = ("system_prompt_built_at", "temporal_chunks", "created_at")
+    # temporal_day is operational state written by the tick: shown rendered, never hand-edited.
+    fieldsets = (
+        (None, {"fields": ("title", "platform", "channel", "chat_id", "external_id", "person", "archived")}),
+        ("Today's temporal chunks", {"fields": ("temporal_chunks",)}),
+        (
+            "System prompt snapshot",
+            {
+                "classes": ("collapse",),
+                "fields": ("system_prompt", "system_prompt_built_at", "created_at", "updated_at"),
+            },
+        ),
+    )
+    change_form_template = "admin/conversations/conversation/change_form.html"
+    inlines = [ShortTermMemoryInline, PeerBlockInline]
 
-    @admin.display(description="messages")
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        conversation = self.get_object(request, object_id)
+        if conversation is not None:
+            messages = conversation.messages.order_by("created_at", "id")
+            paginator = Paginator(messages, MESSAGES_PER_PAGE)
+            page = paginator.get_page(request.GET.get("messages_page") or paginator.num_pages)
+            extra_context = {
+                **(extra_context or {}),
+                "messages_page": page,
+                "messages_changelist_url": reverse("admin:conversations_message_changelist")
+                + "?"
+                + urlencode({"conversation__id__exact": conversation.pk}),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).select_related("person").annotate(messages_total=Count("messages"))
+
+    @admin.display(description="messages", ordering="messages_total")
     def message_count(self, obj: Conversation) -> int:
-        return obj.messages.count()
+        return obj.messages_total
+
+    @admin.display(description="chunks")
+    def temporal_chunks(self, obj: Conversation) -> SafeString | str:
+        day = obj.temporal_day or {}
+        chunks = day.get("chunks") or []
+        if not chunks:
+            return "no chunk yet today"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>#{} at {}</td></tr>",
+            (
+                (
+                    chunk.get("at", ""),
+                    chunk.get("bucket", ""),
+                    chunk.get("summary", ""),
+                    chunk.get("watermark_message_id", ""),
+                    chunk.get("watermark_at", ""),
+                )
+                for chunk in chunks
+            ),
+        )
+        return format_html(
+            "<div>day {}</div><table class='anima-chunks'><thead><tr><th>at</th><th>bucket</th><th>summary</th>"
+            "<th>watermark</th></tr></thead><tbody>{}</tbody></table>",
+            day.get("cst_date", "?"),
+            rows,
+        )
 
 
 @admin.register(Message)

@@ -1,68 +1,258 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from collections.abc import Callable
 
-from anima.admin import ReadOnlyAdmin
-from anima.models import BlockTag
-from memory.models import ContentBlock, DiaryEntry, MemoryReference, SelfLayerBlock, SemanticMemory
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ORDER_VAR, ChangeList
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, When
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from anima.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
+from anima.models import BlockTag, Component
+from memory import services as memory_services
+from memory.models import (
+    ContentBlock,
+    DiaryEntry,
+    DreamBlock,
+    LimbicBlock,
+    MemoryReference,
+    NarrativeBlock,
+    SelfLayerBlock,
+    SemanticMemory,
+)
+from memory.search import MAX_LIMIT, QuerySyntaxError, entity_source, hybrid_search, search_query_build
+
+SEARCH_RANK = "search_rank"
+# Every semantic memory, whatever its status: operators search deprecated and expired ones too.
+_ALL_SEMANTIC = f"t.primary_component = '{Component.SEMANTIC_MEMORY}'"
+CITING_MESSAGES_SHOWN = 50
+
+
+def semantic_memory_search_ids(*, text: str) -> list[int]:
+    """Ids of semantic memories (any status) matching ``text``, best first, by the API's hybrid retrieval.
+
+    Raises QuerySyntaxError for a malformed query.
+    """
+    source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
+    hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT)
+    return [hit.id for hit in hits]
+
+
+class RankedChangeList(ChangeList):
+    """Keeps hybrid-search ranking order unless the operator sorts by a column."""
+
+    def get_ordering(self, request: HttpRequest, queryset: QuerySet) -> list:
+        if SEARCH_RANK in queryset.query.annotations and ORDER_VAR not in self.params:
+            return [SEARCH_RANK, "-pk"]
+        return super().get_ordering(request, queryset)
+
+
+def _memory_action(
+    service: Callable[..., SemanticMemory], verb: str, description: str
+) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet], None]:
+    def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+        count = 0
+        for memory in queryset:
+            service(memory=memory)
+            count += 1
+        modeladmin.message_user(request, f"{verb} {count} memor{'y' if count == 1 else 'ies'}.", messages.SUCCESS)
+
+    action.__name__ = service.__name__
+    return admin.action(description=description, permissions=["change"])(action)
 
 
 @admin.register(SemanticMemory)
 class SemanticMemoryAdmin(admin.ModelAdmin):
     list_display = ("id", "short_content", "memory_type", "status", "pinned", "reference_count", "person", "source_day")
-    list_filter = ("memory_type", "status", "pinned", "person", "source_day")
-    search_fields = ("content", "external_id")
-    readonly_fields = ("reference_count", "fts_segmented", "created_at", "updated_at")
-    raw_id_fields = ("superseded_by", "source_conversation")
-    fields = (
-        "content",
-        "memory_type",
-        "status",
-        "expired_reason",
-        "superseded_by",
-        "pinned",
-        "person",
-        "source_conversation",
-        "source_channel",
-        "source_day",
-        "body",
+    list_filter = ("memory_type", "status", "pinned", "person", ("source_day", admin.DateFieldListFilter))
+    date_hierarchy = "source_day"
+    search_fields = ("content",)  # the box is answered by hybrid retrieval, see get_search_results
+    search_help_text = "Hybrid search (full text + trigram, Chinese or English); AND / OR / NOT and quotes work."
+    list_select_related = ("person",)
+    readonly_fields = (
         "reference_count",
         "fts_segmented",
-        "external_id",
         "created_at",
         "updated_at",
+        "supersede_chain",
+        "citing_messages",
     )
+    raw_id_fields = ("superseded_by", "source_conversation")
+    actions = [
+        _memory_action(memory_services.memory_pin, "Pinned", "Pin selected memories"),
+        _memory_action(memory_services.memory_unpin, "Unpinned", "Unpin selected memories"),
+        _memory_action(memory_services.memory_deprecate, "Deprecated", "Deprecate selected memories"),
+        _memory_action(memory_services.memory_restore, "Restored", "Restore selected memories to active"),
+    ]
+    fieldsets = (
+        (None, {"fields": ("content", "memory_type", "status", "pinned", "person")}),
+        ("Expiry", {"fields": ("expired_reason", "superseded_by", "supersede_chain")}),
+        ("Source", {"fields": ("source_conversation", "source_channel", "source_day", "external_id")}),
+        ("Citations", {"fields": ("reference_count", "citing_messages")}),
+        ("Details", {"fields": ("body", "fts_segmented", "created_at", "updated_at")}),
+    )
+
+    def get_changelist(self, request: HttpRequest, **kwargs) -> type[ChangeList]:
+        return RankedChangeList
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            ids = semantic_memory_search_ids(text=term)
+        except QuerySyntaxError as exc:
+            self.message_user(request, f"Search not run: {exc}", messages.ERROR)
+            return queryset.none(), False
+        if term.lstrip("#").isdigit():  # an operator pasting a cited id
+            ids = [int(term.lstrip("#")), *ids]
+        if not ids:
+            return queryset.none(), False
+        rank = Case(*(When(pk=pk, then=position) for position, pk in enumerate(ids)), output_field=IntegerField())
+        return queryset.filter(pk__in=ids).annotate(**{SEARCH_RANK: rank}), False
 
     @admin.display(description="content")
     def short_content(self, obj: SemanticMemory) -> str:
         return obj.content[:100]
 
+    @admin.display(description="supersede chain")
+    def supersede_chain(self, obj: SemanticMemory) -> SafeString | str:
+        """What this memory replaced, and what replaced it, transitively."""
+        seen = {obj.pk}
+        older: list[SemanticMemory] = []
+        frontier = list(obj.supersedes.order_by("id")) if obj.pk else []
+        while frontier:
+            memory = frontier.pop(0)
+            if memory.pk not in seen:
+                seen.add(memory.pk)
+                older.append(memory)
+                frontier.extend(memory.supersedes.order_by("id"))
+        newer: list[SemanticMemory] = []
+        current = obj.superseded_by
+        while current is not None and current.pk not in seen:
+            seen.add(current.pk)
+            newer.append(current)
+            current = current.superseded_by
+        if not older and not newer:
+            return "—"
+        rows = [("supersedes", memory) for memory in older] + [("superseded by", memory) for memory in newer]
+        return format_html(
+            "<ul class='anima-chain'>{}</ul>",
+            format_html_join(
+                "",
+                "<li>{} <a href='{}'>#{}</a> [{}] {}{}</li>",
+                (
+                    (
+                        label,
+                        _entity_url(memory),
+                        memory.pk,
+                        memory.status,
+                        memory.content[:120],
+                        f" — {memory.expired_reason}" if memory.expired_reason else "",
+                    )
+                    for label, memory in rows
+                ),
+            ),
+        )
 
-class ContentBlockInline(admin.StackedInline):
-    """The day's blocks, read in place; non-limbic blocks are edited on their own page."""
+    @admin.display(description="citing messages")
+    def citing_messages(self, obj: SemanticMemory) -> SafeString | str:
+        if not obj.pk:
+            return "—"
+        references = (
+            MemoryReference.objects.filter(entity=obj)
+            .select_related("message__conversation")
+            .order_by("-message__created_at")[:CITING_MESSAGES_SHOWN]
+        )
+        if not references:
+            return "not cited yet"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                "<li>{} · <a href='{}'>{} message #{}</a> in {} (weight {}): {}</li>",
+                (
+                    (
+                        ref.message.created_at.strftime("%Y-%m-%d %H:%M"),
+                        reverse("admin:conversations_message_change", args=[ref.message_id]),
+                        ref.message.role,
+                        ref.message_id,
+                        ref.message.conversation,
+                        ref.weight,
+                        ref.message.content[:160],
+                    )
+                    for ref in references
+                ),
+            ),
+        )
 
-    model = ContentBlock
+
+def _entity_url(memory: SemanticMemory) -> str:
+    return reverse("admin:memory_semanticmemory_change", args=[memory.pk])
+
+
+class _BlockInline(admin.StackedInline):
+    """The day's blocks of one tag, read in place (blocks are written by sleep, not added by hand)."""
+
     fk_name = "parent"
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ("tag", "title", "content", "body", "created_at")
-    readonly_fields = fields
+    fields = ("title", "content", "rendered_body", "person", "created_at")
+    readonly_fields = ("rendered_body", "person", "created_at")
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
+    @admin.display(description="body")
+    def rendered_body(self, obj: ContentBlock) -> SafeString:
+        return json_block(obj.body)
+
+
+class LimbicBlockInline(ReadOnlyInlineMixin, _BlockInline):
+    """Limbic memory is append-only in the database; the console shows it read-only too."""
+
+    model = LimbicBlock
+    verbose_name_plural = "limbic blocks (read-only: emotions are kept as felt)"
+    readonly_fields = _BlockInline.fields
+
+
+class NarrativeBlockInline(_BlockInline):
+    model = NarrativeBlock
+    verbose_name_plural = "narrative blocks"
+
+
+class DreamBlockInline(_BlockInline):
+    model = DreamBlock
+    verbose_name_plural = "dream"
+
 
 @admin.register(DiaryEntry)
 class DiaryEntryAdmin(admin.ModelAdmin):
-    list_display = ("source_day", "block_count")
+    list_display = ("source_day", "limbic_count", "narrative_count", "dream_count")
     date_hierarchy = "source_day"
+    ordering = ("-source_day",)
     fields = ("source_day", "title")
-    inlines = [ContentBlockInline]
+    inlines = [LimbicBlockInline, NarrativeBlockInline, DreamBlockInline]
 
-    @admin.display(description="blocks")
-    def block_count(self, obj: DiaryEntry) -> int:
-        return obj.blocks.count()
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        counts = {f"{tag}_blocks": Count("blocks", filter=Q(blocks__tag=tag)) for tag in BlockTag.values}
+        return super().get_queryset(request).annotate(**counts)
+
+    @admin.display(description="limbic", ordering="limbic_blocks")
+    def limbic_count(self, obj: DiaryEntry) -> int:
+        return obj.limbic_blocks
+
+    @admin.display(description="narrative", ordering="narrative_blocks")
+    def narrative_count(self, obj: DiaryEntry) -> int:
+        return obj.narrative_blocks
+
+    @admin.display(description="dream", ordering="dream_blocks")
+    def dream_count(self, obj: DiaryEntry) -> int:
+        return obj.dream_blocks
 
 
 @admin.register(ContentBlock)
@@ -94,3 +284,9 @@ class MemoryReferenceAdmin(ReadOnlyAdmin):
 class SelfLayerBlockAdmin(admin.ModelAdmin):
     list_display = ("key", "locked", "updated_at")
     fields = ("key", "content", "locked")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: SelfLayerBlock | None = None) -> tuple[str, ...]:
+        # A locked block (the existence anchor) changes only after an explicit unlock: save unlocked first.
+        if obj is None:
+            return ()
+        return ("key", "content") if obj.locked else ("key",)

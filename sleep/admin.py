@@ -1,19 +1,27 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.urls import URLPattern, URLResolver, path
+from django.utils.safestring import SafeString
 
+from anima.admin import ReadOnlyInlineMixin
+from sleep.admin_views import sleep_dashboard, step_output_render
 from sleep.models import PipelineRun, PipelineStepRun
 
 
-class PipelineStepRunInline(admin.TabularInline):
+class PipelineStepRunInline(ReadOnlyInlineMixin, admin.TabularInline):
     model = PipelineStepRun
-    extra = 0
-    can_delete = False
-    fields = ("step", "status", "attempt", "started_at", "finished_at", "output", "error")
+    fields = ("step", "status", "attempt", "started_at", "duration", "rendered_output", "error")
     readonly_fields = fields
 
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
+    @admin.display(description="duration (s)")
+    def duration(self, obj: PipelineStepRun) -> str:
+        seconds = obj.duration_seconds
+        return "—" if seconds is None else f"{seconds:.2f}"
+
+    @admin.display(description="output")
+    def rendered_output(self, obj: PipelineStepRun) -> SafeString:
+        return step_output_render(step=obj)
 
 
 @admin.register(PipelineRun)
@@ -24,9 +32,41 @@ class PipelineRunAdmin(admin.ModelAdmin):
     readonly_fields = ("pipeline", "day", "trigger", "mode", "status", "options", "error", "started_at", "finished_at")
     inlines = [PipelineStepRunInline]
 
+    def has_add_permission(self, request) -> bool:
+        return False  # runs are started from the Sleep page
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
 
 @admin.register(PipelineStepRun)
 class PipelineStepRunAdmin(admin.ModelAdmin):
     list_display = ("id", "run", "step", "status", "attempt", "started_at", "finished_at")
     list_filter = ("step", "status")
-    readonly_fields = ("run", "step", "status", "attempt", "output", "error", "started_at", "finished_at")
+    fields = ("run", "step", "status", "attempt", "rendered_output", "error", "started_at", "finished_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="output")
+    def rendered_output(self, obj: PipelineStepRun) -> SafeString:
+        return step_output_render(step=obj)
+
+
+# The Sleep page lives at /admin/sleep/dashboard/ (the seeds' /habitat/dashboard/sleep) on the
+# default admin site: its URL is put in front of the site's own patterns.
+_site_get_urls = admin.site.get_urls
+
+
+def _get_urls_with_sleep_dashboard() -> list[URLPattern | URLResolver]:
+    return [
+        path("sleep/dashboard/", admin.site.admin_view(sleep_dashboard), name="sleep_dashboard"),
+        *_site_get_urls(),
+    ]
+
+
+admin.site.get_urls = _get_urls_with_sleep_dashboard

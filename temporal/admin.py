@@ -1,14 +1,29 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
-from temporal.models import TemporalSummary
+from temporal.models import TemporalSummary, Window
+
+
+class WindowFilter(admin.SimpleListFilter):
+    title = "window"
+    parameter_name = "window"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return list(Window.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(body__window=self.value()) if self.value() else queryset
 
 
 @admin.register(TemporalSummary)
 class TemporalSummaryAdmin(admin.ModelAdmin):
     list_display = ("id", "window", "period_start", "short_content", "updated_at")
+    list_filter = (WindowFilter,)
     search_fields = ("content",)
+    ordering = ("-source_day", "-id")
     fields = ("body", "content", "source_day", "created_at", "updated_at")
     readonly_fields = ("created_at", "updated_at")
 

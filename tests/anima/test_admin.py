@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.contrib import admin
+from django.contrib.auth.models import Permission
 from django.urls import reverse
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from anima.models import BlockTag
+from anima.config import SCHEMA, config_defaults, config_get
+from anima.models import AutoLlmRun, BlockTag, RuntimeConfig, RuntimeConfigChange
 from tests.factories import (
     AutoLlmRunFactory,
     ContentBlockFactory,
@@ -81,3 +88,132 @@ def test_limbic_blocks_cannot_be_edited_or_deleted_from_the_console(staff_client
 def test_anonymous_users_are_sent_to_login(client):
     response = client.get(reverse("admin:memory_semanticmemory_changelist"))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+# --- Runtime config page (M11) ---
+
+CONFIG_PAGE = reverse("admin:anima_runtimeconfig_changelist")
+
+
+def _config_form(section: str, **overrides) -> dict:
+    """What the page posts for ``section``: every effective value as text, checkboxes only when on."""
+    data = {"section": section}
+    for name, value in {**config_get(section=section), **overrides}.items():
+        if value is True:
+            data[name] = "on"
+        elif value is not False:
+            data[name] = str(value)
+    return data
+
+
+def test_config_page_shows_every_section_with_defaults(staff_client):
+    page = staff_client.get(CONFIG_PAGE).content.decode()
+    for section, fields in SCHEMA.items():
+        assert f"<h2>{section}</h2>" in page
+        for name, field in fields.items():
+            assert f'name="{name}"' in page
+            assert f"<code>{field.default}</code>" in page
+
+
+def test_a_valid_edit_is_applied_and_recorded_with_who_and_what(staff_client):
+    response = staff_client.post(
+        CONFIG_PAGE, _config_form("memory.passive_recall", limit=7, exclude_resident=False), follow=True
+    )
+    assert config_get(section="memory.passive_recall")["limit"] == 7
+    assert config_get(section="memory.passive_recall")["exclude_resident"] is False
+    # Only what changed is stored: untouched settings keep following their code defaults.
+    assert RuntimeConfig.objects.get(section="memory.passive_recall").values == {"limit": 7, "exclude_resident": False}
+    change = RuntimeConfigChange.objects.get()
+    assert (change.changed_by, change.before, change.after) == (
+        "operator",
+        {},
+        {"limit": 7, "exclude_resident": False},
+    )
+    page = response.content.decode()
+    assert "Saved memory.passive_recall: exclude_resident, limit." in page
+    assert "operator" in page  # the section's change history
+
+
+def test_a_bad_value_is_refused_naming_the_field_and_nothing_is_half_applied(staff_client):
+    response = staff_client.post(CONFIG_PAGE, _config_form("memory.passive_recall", limit=99, min_score=0.5))
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "limit: limit must be &lt;= 20" in page
+    assert 'value="99"' in page  # the operator's input is shown back for correction
+    assert config_get(section="memory.passive_recall") == config_defaults(section="memory.passive_recall")
+    assert not RuntimeConfigChange.objects.exists()
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-Infinity", "0,5", ""])
+def test_a_number_that_is_not_a_finite_number_is_refused(staff_client, text):
+    response = staff_client.post(CONFIG_PAGE, {**_config_form("memory.passive_recall"), "min_score": text})
+    assert response.status_code == 400 and "min_score" in response.content.decode()
+    assert not RuntimeConfig.objects.exists()
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(text=st.text(max_size=40))
+def test_free_text_in_a_number_field_is_applied_or_refused_never_an_error(staff_client, text):
+    before = config_get(section="stm")
+    response = staff_client.post(CONFIG_PAGE, {**_config_form("stm"), "max_summary_chars": text})
+    after = config_get(section="stm")
+    if response.status_code == 302:
+        assert after["max_summary_chars"] == int(text.strip())
+    else:
+        assert response.status_code == 400 and "max_summary_chars" in response.content.decode()
+        assert after == before
+
+
+def test_raw_config_rows_cannot_be_edited_around_validation(staff_client):
+    row = RuntimeConfigFactory(section="stm", values={"max_summary_chars": 1500})
+    change = reverse("admin:anima_runtimeconfig_change", args=[row.pk])
+    staff_client.post(change, {"section": "stm", "values": '{"max_summary_chars": -5}'})
+    row.refresh_from_db()
+    assert row.values == {"max_summary_chars": 1500}
+
+
+def test_viewers_see_the_config_but_cannot_change_it(client):
+    viewer = UserFactory(username="viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_runtimeconfig"))
+    client.force_login(viewer)
+    assert 'name="limit"' in client.get(CONFIG_PAGE).content.decode()
+    assert client.post(CONFIG_PAGE, _config_form("memory.passive_recall", limit=7)).status_code == 403
+    assert config_get(section="memory.passive_recall")["limit"] == 5
+
+
+# --- LLM audit ---
+
+
+def test_llm_audit_totals_tokens_per_day_and_per_purpose_following_filters(staff_client):
+    day_one = timezone.make_aware(dt.datetime(2026, 7, 17, 23, 30))
+    day_two = timezone.make_aware(dt.datetime(2026, 7, 18, 0, 30))
+    for created_at, purpose, tokens, error in [
+        (day_one, "light-sleep.semantic", 100, ""),
+        (day_two, "light-sleep.semantic", 50, ""),
+        (day_two, "deep-sleep.merge", 1000, "timeout"),
+    ]:
+        run = AutoLlmRunFactory(purpose=purpose, prompt_tokens=tokens - 10, completion_tokens=10, total_tokens=tokens)
+        AutoLlmRun.objects.filter(pk=run.pk).update(created_at=created_at, error=error)
+    url = reverse("admin:anima_autollmrun_changelist")
+    totals = staff_client.get(url).context["token_totals"]
+    assert [(row["day"], row["calls"], row["total_tokens"], row["errors"]) for row in totals["per_day"]] == [
+        (dt.date(2026, 7, 18), 2, 1050, 1),
+        (dt.date(2026, 7, 17), 1, 100, 0),
+    ]
+    assert [(row["purpose"], row["total_tokens"]) for row in totals["per_purpose"]] == [
+        ("deep-sleep.merge", 1000),
+        ("light-sleep.semantic", 150),
+    ]
+    filtered = staff_client.get(url, {"purpose": "light-sleep.semantic"}).context["token_totals"]
+    assert [(row["purpose"], row["calls"], row["prompt_tokens"]) for row in filtered["per_purpose"]] == [
+        ("light-sleep.semantic", 2, 130)
+    ]
+    page = staff_client.get(url).content.decode()
+    assert 'id="tokens-per-day"' in page and 'id="tokens-per-purpose"' in page
+
+
+def test_llm_audit_shows_prompt_and_response_readably(staff_client):
+    run = AutoLlmRunFactory(prompt=[{"role": "user", "content": "今天聊了什么？"}], response='{"facts": ["住在杭州"]}')
+    page = staff_client.get(reverse("admin:anima_autollmrun_change", args=[run.pk])).content.decode()
+    assert "&quot;content&quot;: &quot;今天聊了什么？&quot;" in page
+    assert "&quot;住在杭州&quot;" in page

@@ -1,0 +1,139 @@
+"""The Sleep page of the Habitat console: diagnostic runs and the pipeline history (seeds: /habitat/dashboard/sleep)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from anima.admin import json_block
+from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
+from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
+from sleep.pipeline import PipelineError
+from sleep.services import sleep_cycle_enqueue, sleep_cycle_run
+
+RUNS_PER_PAGE = 15
+FULL_CYCLE = ""
+
+
+class SleepRunForm(forms.Form):
+    day = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}), help_text="local calendar day to sleep")
+    step = forms.ChoiceField(
+        choices=[(FULL_CYCLE, "full cycle"), *((name, name) for name in SLEEP_CYCLE.step_names)],
+        required=False,
+    )
+    force = forms.BooleanField(required=False, help_text="skip the dependency check of a single step")
+    mode = forms.ChoiceField(choices=DeepSleepMode.choices, initial=DeepSleepMode.FULL, help_text="deep-sleep mode")
+
+
+def sleep_dashboard(request: HttpRequest) -> HttpResponse:
+    """GET: the run form and the pipeline history; POST: run (or retry) and redirect back."""
+    if not request.user.has_perm("sleep.view_pipelinerun"):
+        raise PermissionDenied
+    if request.method == "POST":
+        if not request.user.has_perm("sleep.add_pipelinerun"):
+            raise PermissionDenied
+        if "retry" in request.POST:
+            return _retry(request)
+        form = SleepRunForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            _start(request, day=data["day"], step=data["step"] or None, force=data["force"], mode=data["mode"])
+            return HttpResponseRedirect(reverse("admin:sleep_dashboard"))
+    else:
+        form = SleepRunForm(initial={"day": sleep_cycle_default_day(), "mode": DeepSleepMode.FULL})
+    page = Paginator(PipelineRun.objects.prefetch_related("steps"), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    for run in page:
+        run.step_rows = list(run.steps.all())
+        for step in run.step_rows:
+            step.rendered_output = step_output_render(step=step)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Sleep",
+        "form": form,
+        "page": page,
+        "opts": PipelineRun._meta,
+        "through_celery": bool(settings.CELERY_BROKER_URL),
+        "can_run": request.user.has_perm("sleep.add_pipelinerun"),
+    }
+    return TemplateResponse(request, "admin/sleep/dashboard.html", context)
+
+
+def _retry(request: HttpRequest) -> HttpResponse:
+    failed = get_object_or_404(PipelineStepRun.objects.select_related("run"), pk=request.POST.get("retry"))
+    if failed.status != StepStatus.FAILED:
+        messages.error(request, f"{failed.step} #{failed.attempt} did not fail; nothing to retry.")
+    else:
+        _start(
+            request,
+            day=failed.run.day,
+            step=failed.step,
+            force=bool(failed.run.options.get("force")),
+            mode=failed.run.mode,
+        )
+    return HttpResponseRedirect(reverse("admin:sleep_dashboard"))
+
+
+def _start(request: HttpRequest, *, day: dt.date, step: str | None, force: bool, mode: str) -> None:
+    """Through Celery when a broker is configured, in-process otherwise; the outcome becomes a message."""
+    what = f"{step or 'full cycle'} for {day}" + (" (force)" if force else "") + f", mode {mode}"
+    if settings.CELERY_BROKER_URL:
+        sleep_cycle_enqueue(day=day, step=step, force=force, mode=mode)
+        messages.info(request, f"Queued {what}; refresh to follow it in the history.")
+        return
+    try:
+        run = sleep_cycle_run(day=day, step=step, force=force, mode=mode)
+    except PipelineError as exc:
+        messages.error(request, f"Not run: {exc}")
+        return
+    level = messages.SUCCESS if run.status == "succeeded" else messages.ERROR
+    messages.add_message(request, level, f"Ran {what}: {run.status}" + (f" ({run.error})" if run.error else ""))
+
+
+def step_output_render(*, step: PipelineStepRun) -> SafeString:
+    """A step's output for reading: deep sleep as per-round summaries with their change logs, else JSON."""
+    rounds = step.output.get("rounds") if isinstance(step.output, dict) else None
+    if not isinstance(rounds, list):
+        return json_block(step.output) if step.output else format_html("{}", "—")
+    rest = {key: value for key, value in step.output.items() if key != "rounds"}
+    return format_html(
+        "{}<ol class='anima-rounds'>{}</ol>",
+        format_html("<div>{}</div>", ", ".join(f"{key}: {value}" for key, value in rest.items())) if rest else "",
+        format_html_join("", "<li><strong>{}</strong>: {}{}</li>", (_round_parts(r) for r in rounds)),
+    )
+
+
+def _round_parts(entry: dict[str, Any]) -> tuple[str, str, SafeString]:
+    changes = entry.get("changes") or []
+    if not changes:
+        return entry.get("round", "?"), entry.get("summary", ""), SafeString("")
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                change.get("action", ""),
+                ", ".join(f"#{i}" for i in change.get("ids", [])),
+                json_block(change.get("before")),
+                json_block(change.get("after")),
+            )
+            for change in changes
+        ),
+    )
+    table = format_html(
+        "<table class='anima-changes'><thead><tr><th>action</th><th>ids</th><th>before</th><th>after</th></tr>"
+        "</thead><tbody>{}</tbody></table>",
+        rows,
+    )
+    return entry.get("round", "?"), entry.get("summary", ""), table

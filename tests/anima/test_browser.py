@@ -1,0 +1,184 @@
+"""An operator's evening in the Habitat console, driven through headless Chromium.
+
+Logs in, searches memories in Chinese, pins one, runs a historical day's sleep step from the
+Sleep page, and leaves screenshots in ``test-artifacts/`` (CI keeps them as artifacts).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from anima.models import BlockTag, MemoryStatus
+from conversations.models import Role
+from memory.models import SemanticMemory
+from sleep.models import PipelineRun, StepStatus
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    DiaryEntryFactory,
+    MessageFactory,
+    PipelineStepRunFactory,
+    SemanticMemoryFactory,
+    UserFactory,
+)
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
+PASSWORD = "pw-for-tests"
+WAIT_SECONDS = 30
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+        reason="headless Chromium not installed: apt-get install -y chromium chromium-driver",
+    ),
+]
+
+
+@pytest.fixture
+def browser() -> Iterator:
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="anima-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.implicitly_wait(WAIT_SECONDS)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _screenshot(driver, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def _message_texts(driver) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    return [element.text for element in driver.find_elements(By.CSS_SELECTOR, "ul.messagelist li")]
+
+
+def test_operator_searches_pins_and_sleeps_a_historical_day(browser, live_server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    UserFactory(username="operator", is_staff=True, is_superuser=True)
+    hangzhou = SemanticMemoryFactory(content="Leo 住在杭州，喜欢西湖边散步")
+    SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    SemanticMemoryFactory(content="Maya lives in Lisbon")
+    noon = timezone.make_aware(dt.datetime(2026, 7, 18, 12, 0))
+    talk = ConversationFactory(title="搬家", updated_at=noon)
+    MessageFactory(conversation=talk, content="我叫 Leo，我下个月搬去杭州。我喜欢喝龙井茶。", created_at=noon)
+    MessageFactory(conversation=talk, role=Role.ASSISTANT, content="杭州很好！", created_at=noon)
+    day = DiaryEntryFactory(source_day=dt.date(2026, 7, 18))
+    ContentBlockFactory(parent=day, tag=BlockTag.LIMBIC, content="我感到安心", body={"valence": 0.6, "intensity": 0.7})
+    ContentBlockFactory(parent=day, tag=BlockTag.NARRATIVE, content="今天 Leo 说他要搬去杭州。")
+    PipelineStepRunFactory(
+        step="deep-sleep",
+        status=StepStatus.SUCCEEDED,
+        output={
+            "mode": "full",
+            "rounds": [
+                {
+                    "round": "contradiction_expiry",
+                    "summary": "1 subject groups checked, 1 memories expired",
+                    "changes": [{"action": "expire", "ids": [1], "before": {"content": "女儿属虎"}, "after": {}}],
+                }
+            ],
+        },
+    )
+
+    # Log in.
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.NAME, "username").send_keys("operator")
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    browser.find_element(By.ID, "habitat-links")
+    _screenshot(browser, "01-index")
+
+    # Search memories in Chinese: a question's words find the stored fact.
+    browser.get(f"{live_server.url}/admin/memory/semanticmemory/")
+    search = browser.find_element(By.ID, "searchbar")
+    search.send_keys("杭州在哪")
+    search.submit()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+    assert [row.find_element(By.CSS_SELECTOR, "input.action-select").get_attribute("value") for row in rows] == [
+        str(hangzhou.pk)
+    ]
+    assert "Lisbon" not in browser.page_source
+    _screenshot(browser, "02-memory-search")
+
+    # Pin it with the action.
+    rows[0].find_element(By.CSS_SELECTOR, "input.action-select").click()
+    Select(browser.find_element(By.NAME, "action")).select_by_value("memory_pin")
+    browser.find_element(By.CSS_SELECTOR, "button[name=index]").click()
+    assert "Pinned 1 memory." in _message_texts(browser)
+    hangzhou.refresh_from_db()
+    assert hangzhou.pinned and hangzhou.status == MemoryStatus.ACTIVE
+    _screenshot(browser, "03-memory-pinned")
+
+    browser.get(f"{live_server.url}/admin/memory/semanticmemory/{hangzhou.pk}/change/")
+    assert browser.find_element(By.NAME, "content").get_attribute("value") == hangzhou.content
+    _screenshot(browser, "04-memory-change")
+
+    # Light sleep for a historical day, with force (its dependency never ran), from the Sleep page.
+    browser.get(f"{live_server.url}/admin/sleep/dashboard/")
+    browser.execute_script("document.getElementById('id_day').value = '2026-07-18'")
+    Select(browser.find_element(By.ID, "id_step")).select_by_value("light-sleep")
+    browser.find_element(By.ID, "id_force").click()
+    Select(browser.find_element(By.ID, "id_mode")).select_by_value("full")
+    browser.find_element(By.CSS_SELECTOR, "#sleep-run-form input[type=submit]").click()
+    assert any(
+        "Ran light-sleep for 2026-07-18 (force), mode full: succeeded" in text for text in _message_texts(browser)
+    )
+    row = browser.find_element(By.CSS_SELECTOR, "tr.step-row[data-step='light-sleep']")
+    assert row.get_attribute("data-status") == "succeeded"
+    assert "contradiction_expiry" in browser.page_source and "女儿属虎" in browser.page_source
+    _screenshot(browser, "05-sleep-page")
+    run = PipelineRun.objects.get(options__step="light-sleep")
+    assert run.day == dt.date(2026, 7, 18)
+    assert [c["conversation_id"] for c in run.steps.get().output["conversations"]] == [talk.pk]
+
+    # The other console pages render for a look in the artifacts.
+    for name, path in [
+        ("06-diary-day", f"/admin/memory/diaryentry/{day.pk}/change/"),
+        ("07-conversation", f"/admin/conversations/conversation/{talk.pk}/change/"),
+        ("08-runtime-config", "/admin/anima/runtimeconfig/"),
+        ("09-llm-audit", "/admin/anima/autollmrun/"),
+    ]:
+        browser.get(f"{live_server.url}{path}")
+        browser.find_element(By.ID, "content")
+        assert "Server Error" not in browser.title
+        _screenshot(browser, name)
+    browser.get(f"{live_server.url}/admin/conversations/conversation/{talk.pk}/change/")
+    browser.execute_script("document.getElementById('conversation-messages').scrollIntoView()")
+    assert "我下个月搬去杭州" in browser.find_element(By.ID, "conversation-messages").text
+    _screenshot(browser, "10-conversation-messages")
+    assert SemanticMemory.objects.filter(pinned=True).count() == 1

@@ -1,0 +1,235 @@
+"""The memories and diary pages of the Habitat console."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.messages import get_messages
+from django.urls import reverse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anima.models import BlockTag, MemoryStatus, MemoryType
+from conversations.models import Role
+from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SemanticMemory
+from tests.factories import (
+    ContentBlockFactory,
+    DiaryEntryFactory,
+    MemoryReferenceFactory,
+    MessageFactory,
+    PersonFactory,
+    SelfLayerBlockFactory,
+    SemanticMemoryFactory,
+)
+
+CHANGELIST = reverse("admin:memory_semanticmemory_changelist")
+
+
+def _listed_ids(response) -> list[int]:
+    return [obj.pk for obj in response.context["cl"].result_list]
+
+
+def _messages(response) -> list[str]:
+    return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def test_search_box_uses_hybrid_retrieval_with_bigrams_and_ranking(admin_client):
+    email = SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    both = SemanticMemoryFactory(content="邮箱 密码 都存在 1Password 里，邮箱 是工作用的")
+    SemanticMemoryFactory(content="Maya lives in Lisbon")
+    # A question, not the stored wording: its bigrams find 「邮箱」 (icontains would find nothing).
+    response = admin_client.get(CHANGELIST, {"q": "你的邮箱是啥？"})
+    ids = _listed_ids(response)
+    assert set(ids) == {email.pk, both.pk}
+
+
+def test_search_keeps_ranking_order_unless_a_column_is_sorted(admin_client):
+    weak = SemanticMemoryFactory(content="Python 是一门语言")
+    strong = SemanticMemoryFactory(content="Leo 喜欢 Python 和 TypeScript 编程")
+    ranked = _listed_ids(admin_client.get(CHANGELIST, {"q": "Leo 编程 Python"}))
+    assert ranked == [strong.pk, weak.pk]
+    by_id = _listed_ids(admin_client.get(CHANGELIST, {"q": "Leo 编程 Python", "o": "1"}))
+    assert by_id == sorted([strong.pk, weak.pk])
+
+
+def test_search_finds_retired_memories_too(admin_client):
+    old = SemanticMemoryFactory(content="女儿属虎", status=MemoryStatus.EXPIRED, expired_reason="contradiction")
+    assert _listed_ids(admin_client.get(CHANGELIST, {"q": "属虎"})) == [old.pk]
+
+
+def test_search_by_cited_id(admin_client):
+    memory = SemanticMemoryFactory(content="nothing matches this text")
+    assert memory.pk in _listed_ids(admin_client.get(CHANGELIST, {"q": f"#{memory.pk}"}))
+
+
+def test_malformed_query_is_a_message_not_a_server_error(admin_client):
+    SemanticMemoryFactory(content="Leo 住在杭州")
+    response = admin_client.get(CHANGELIST, {"q": "杭州 AND"})
+    assert response.status_code == 200
+    assert _listed_ids(response) == []
+    assert any("operator" in text for text in _messages(response))
+
+
+def test_search_combines_with_filters(admin_client):
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    mine = SemanticMemoryFactory(content="喜欢杭州的西湖", person=leo, memory_type=MemoryType.PREFERENCE, pinned=True)
+    SemanticMemoryFactory(content="喜欢杭州的龙井", person=maya, memory_type=MemoryType.PREFERENCE)
+    SemanticMemoryFactory(content="杭州在浙江", person=leo, memory_type=MemoryType.WORLD)
+    response = admin_client.get(
+        CHANGELIST, {"q": "杭州", "person__id__exact": leo.pk, "memory_type__exact": "preference", "pinned__exact": "1"}
+    )
+    assert _listed_ids(response) == [mine.pk]
+
+
+def test_filters_by_status_and_source_day(admin_client):
+    day = dt.date(2026, 7, 18)
+    kept = SemanticMemoryFactory(source_day=day, status=MemoryStatus.DEPRECATED)
+    SemanticMemoryFactory(source_day=day)
+    SemanticMemoryFactory(source_day=day + dt.timedelta(days=1), status=MemoryStatus.DEPRECATED)
+    response = admin_client.get(
+        CHANGELIST,
+        {
+            "status__exact": "deprecated",
+            "source_day__gte": day.isoformat(),
+            "source_day__lt": (day + dt.timedelta(days=1)).isoformat(),
+        },
+    )
+    assert _listed_ids(response) == [kept.pk]
+
+
+@pytest.mark.parametrize(
+    ("action", "start", "expected", "verb"),
+    [
+        ("memory_pin", {"pinned": False}, {"pinned": True}, "Pinned 2 memories"),
+        ("memory_unpin", {"pinned": True}, {"pinned": False}, "Unpinned 2 memories"),
+        ("memory_deprecate", {}, {"status": MemoryStatus.DEPRECATED}, "Deprecated 2 memories"),
+        (
+            "memory_restore",
+            {"status": MemoryStatus.EXPIRED, "expired_reason": "changed"},
+            {"status": MemoryStatus.ACTIVE, "expired_reason": ""},
+            "Restored 2 memories",
+        ),
+    ],
+)
+def test_actions_change_the_selected_memories_and_say_so(admin_client, action, start, expected, verb):
+    chosen = SemanticMemoryFactory.create_batch(2, **start)
+    untouched = SemanticMemoryFactory(**start)
+    response = admin_client.post(
+        CHANGELIST, {"action": action, "_selected_action": [m.pk for m in chosen]}, follow=True
+    )
+    assert any(verb in text for text in _messages(response))
+    for memory in chosen:
+        memory.refresh_from_db()
+        assert {key: getattr(memory, key) for key in expected} == expected
+    untouched.refresh_from_db()
+    assert {key: getattr(untouched, key) for key in start} == start
+
+
+def _change_form(memory: SemanticMemory, **changes) -> dict:
+    data = {
+        "content": memory.content,
+        "memory_type": memory.memory_type,
+        "status": memory.status,
+        "person": memory.person_id or "",
+        "expired_reason": memory.expired_reason,
+        "superseded_by": memory.superseded_by_id or "",
+        "source_conversation": memory.source_conversation_id or "",
+        "source_channel": memory.source_channel,
+        "source_day": memory.source_day.isoformat() if memory.source_day else "",
+        "external_id": memory.external_id or "",
+        "body": "{}",
+    }
+    if memory.pinned:
+        data["pinned"] = "on"
+    return {**data, **changes}
+
+
+def test_editing_a_memory_re_segments_it_so_search_finds_the_new_text(admin_client):
+    memory = SemanticMemoryFactory(content="Leo 住在上海")
+    change = reverse("admin:memory_semanticmemory_change", args=[memory.pk])
+    response = admin_client.post(change, _change_form(memory, content="Leo 搬到了杭州西湖边"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    memory.refresh_from_db()
+    assert "杭州" in memory.fts_segmented.split()
+    assert _listed_ids(admin_client.get(CHANGELIST, {"q": "杭州"})) == [memory.pk]
+    assert _listed_ids(admin_client.get(CHANGELIST, {"q": "上海"})) == []
+
+
+def test_change_page_shows_the_supersede_chain_and_the_citing_messages(admin_client):
+    newest = SemanticMemoryFactory(content="现在更喜欢 TypeScript")
+    middle = SemanticMemoryFactory(
+        content="喜欢 Go", status=MemoryStatus.EXPIRED, superseded_by=newest, expired_reason="preference changed"
+    )
+    oldest = SemanticMemoryFactory(content="喜欢 Python", status=MemoryStatus.EXPIRED, superseded_by=middle)
+    citing = MessageFactory(role=Role.ASSISTANT, content=f"你现在用 Go 吗？[[anima:{middle.pk}]]")
+    MemoryReferenceFactory(entity=middle, message=citing)
+    page = admin_client.get(reverse("admin:memory_semanticmemory_change", args=[middle.pk])).content.decode()
+    assert f"#{oldest.pk}</a> [expired] 喜欢 Python" in page
+    assert f"#{newest.pk}</a> [active] 现在更喜欢 TypeScript" in page
+    assert reverse("admin:conversations_message_change", args=[citing.pk]) in page
+    assert "你现在用 Go 吗？" in page
+    # The chain is followed transitively from either end.
+    newest_page = admin_client.get(reverse("admin:memory_semanticmemory_change", args=[newest.pk])).content.decode()
+    assert f"#{middle.pk}</a> [expired] 喜欢 Go — preference changed" in newest_page
+    assert f"#{oldest.pk}</a> [expired] 喜欢 Python" in newest_page
+    assert "not cited yet" in newest_page
+
+
+def test_diary_day_shows_its_blocks_with_limbic_read_only(admin_client):
+    day = DiaryEntryFactory(source_day=dt.date(2026, 7, 18))
+    ContentBlockFactory(parent=day, tag=BlockTag.LIMBIC, content="我感到安心", body={"valence": 0.6})
+    narrative = ContentBlockFactory(parent=day, tag=BlockTag.NARRATIVE, content="今天和 Leo 聊到了杭州")
+    ContentBlockFactory(parent=day, tag=BlockTag.DREAM, content="我梦见一片湖")
+    listed = admin_client.get(reverse("admin:memory_diaryentry_changelist")).context["cl"].result_list
+    assert [(d.limbic_blocks, d.narrative_blocks, d.dream_blocks) for d in listed] == [(1, 1, 1)]
+    change = reverse("admin:memory_diaryentry_change", args=[day.pk])
+    response = admin_client.get(change)
+    page = response.content.decode()
+    for text in ("我感到安心", "今天和 Leo 聊到了杭州", "我梦见一片湖", "&quot;valence&quot;: 0.6"):
+        assert text in page
+    formsets = {inline.formset.model: inline.formset for inline in response.context["inline_admin_formsets"]}
+    assert "content" not in formsets[LimbicBlock].forms[0].fields
+    assert "content" in formsets[NarrativeBlock].forms[0].fields
+    # Editing the narrative in place saves it; the limbic block is left untouched by the same save.
+    data = {"source_day": "2026-07-18", "title": day.title}
+    for formset in formsets.values():
+        prefix = formset.prefix
+        data.update(
+            {
+                f"{prefix}-TOTAL_FORMS": str(formset.total_form_count()),
+                f"{prefix}-INITIAL_FORMS": str(formset.initial_form_count()),
+            }
+        )
+        for index, form in enumerate(formset.forms):
+            data[f"{prefix}-{index}-id"] = form.instance.pk
+            data[f"{prefix}-{index}-parent"] = day.pk
+            if "content" in form.fields:
+                data[f"{prefix}-{index}-title"] = form.instance.title
+                data[f"{prefix}-{index}-content"] = form.instance.content
+    data[f"{formsets[NarrativeBlock].prefix}-0-content"] = "今天和 Leo 聊到了西湖"
+    response = admin_client.post(change, data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    narrative.refresh_from_db()
+    assert narrative.content == "今天和 Leo 聊到了西湖"
+
+
+def test_a_locked_self_layer_block_is_edited_only_after_an_explicit_unlock(admin_client):
+    anchor = SelfLayerBlockFactory(key=SelfBlock.EXISTENCE_ANCHOR, content="我是 Anima", locked=True)
+    change = reverse("admin:memory_selflayerblock_change", args=[anchor.pk])
+    assert 'name="content"' not in admin_client.get(change).content.decode()
+    admin_client.post(change, {"content": "我是别的东西", "locked": "on"})
+    anchor.refresh_from_db()
+    assert anchor.content == "我是 Anima"
+    admin_client.post(change, {})  # unlock
+    anchor.refresh_from_db()
+    assert not anchor.locked
+    admin_client.post(change, {"content": "我是 Anima，一个会记得的同伴"})
+    anchor.refresh_from_db()
+    assert anchor.content == "我是 Anima，一个会记得的同伴"
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(text=st.one_of(st.text(max_size=60), st.from_regex(r"#?[0-9]{1,30}", fullmatch=True)))
+def test_any_search_text_answers_without_a_server_error(admin_client, text):
+    assert admin_client.get(CHANGELIST, {"q": text}).status_code == 200

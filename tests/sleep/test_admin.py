@@ -1,0 +1,146 @@
+"""The Sleep page (/admin/sleep/dashboard/): diagnostic runs, history, retries."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.contrib.messages import get_messages
+from django.urls import reverse
+from django.utils import timezone
+
+from sleep.models import PipelineRun, PipelineStepRun, StepStatus
+from tests.factories import ConversationFactory, PipelineRunFactory, PipelineStepRunFactory, UserFactory
+
+DASHBOARD = "/admin/sleep/dashboard/"
+DAY = dt.date(2026, 7, 18)
+
+
+def _messages(response) -> list[str]:
+    return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def test_dashboard_lives_at_the_seeds_address_and_needs_staff(client, admin_client):
+    assert reverse("admin:sleep_dashboard") == DASHBOARD
+    assert "/login/" in client.get(DASHBOARD)["Location"]
+    client.force_login(UserFactory(is_staff=True))  # staff without sleep permissions
+    assert client.get(DASHBOARD).status_code == 403
+    page = admin_client.get(DASHBOARD).content.decode()
+    assert "Run the sleep cycle" in page and "Pipeline history" in page
+    assert 'value="light-sleep"' in page and 'value="incremental"' in page
+
+
+def test_one_step_for_a_historical_day_runs_in_process_and_lands_in_the_history(admin_client):
+    stale = ConversationFactory(updated_at=timezone.now() - dt.timedelta(days=3))
+    response = admin_client.post(
+        DASHBOARD, {"day": DAY.isoformat(), "step": "conversation-cleanup", "force": "on", "mode": "full"}, follow=True
+    )
+    assert any(
+        "Ran conversation-cleanup for 2026-07-18 (force), mode full: succeeded" in m for m in _messages(response)
+    )
+    run = PipelineRun.objects.get()
+    assert (run.day, run.options["step"], run.options["force"]) == (DAY, "conversation-cleanup", True)
+    step = run.steps.get()
+    assert step.status == StepStatus.SUCCEEDED and step.output["conversation_ids"] == [stale.pk]
+    page = response.content.decode()
+    assert 'data-step="conversation-cleanup" data-status="succeeded"' in page
+    assert "2026-07-18" in page
+
+
+def test_a_refused_run_is_a_message_naming_the_missing_dependency(admin_client):
+    response = admin_client.post(
+        DASHBOARD, {"day": DAY.isoformat(), "step": "light-sleep", "mode": "full"}, follow=True
+    )
+    assert response.status_code == 200
+    assert any("conversation-cleanup has not succeeded" in m and "force" in m for m in _messages(response))
+    assert not PipelineRun.objects.exists()
+
+
+def test_a_bad_form_is_shown_again_with_errors(admin_client):
+    response = admin_client.post(DASHBOARD, {"day": "not a day", "step": "no-such-step", "mode": "full"})
+    assert response.status_code == 200
+    assert set(response.context["form"].errors) == {"day", "step"}
+    assert not PipelineRun.objects.exists()
+
+
+def test_mode_is_passed_to_the_run(admin_client):
+    admin_client.post(DASHBOARD, {"day": DAY.isoformat(), "step": "deep-sleep", "force": "on", "mode": "incremental"})
+    run = PipelineRun.objects.get()
+    assert run.mode == "incremental"
+    assert run.steps.get().output["mode"] == "incremental"
+
+
+def test_retry_of_a_failed_step_is_a_new_attempt(admin_client):
+    failed = PipelineStepRunFactory(
+        run=PipelineRunFactory(day=DAY, options={"step": None, "force": False}),
+        step="conversation-cleanup",
+        status=StepStatus.FAILED,
+        error="OperationalError: connection lost",
+    )
+    page = admin_client.get(DASHBOARD).content.decode()
+    assert f'name="retry" value="{failed.pk}"' in page
+    response = admin_client.post(DASHBOARD, {"retry": failed.pk}, follow=True)
+    retried = PipelineStepRun.objects.exclude(pk=failed.pk).get()
+    assert (retried.step, retried.attempt, retried.status) == ("conversation-cleanup", 2, StepStatus.SUCCEEDED)
+    assert retried.run.day == DAY
+    assert any("succeeded" in m for m in _messages(response))
+
+
+def test_only_failed_steps_can_be_retried(admin_client):
+    done = PipelineStepRunFactory(step="conversation-cleanup", status=StepStatus.SUCCEEDED)
+    assert f'name="retry" value="{done.pk}"' not in admin_client.get(DASHBOARD).content.decode()
+    response = admin_client.post(DASHBOARD, {"retry": done.pk}, follow=True)
+    assert any("nothing to retry" in m for m in _messages(response))
+    assert PipelineStepRun.objects.count() == 1
+
+
+def test_deep_sleep_rounds_and_change_log_are_readable(admin_client):
+    PipelineStepRunFactory(
+        step="deep-sleep",
+        status=StepStatus.SUCCEEDED,
+        output={
+            "mode": "full",
+            "rounds": [
+                {
+                    "round": "contradiction_expiry",
+                    "summary": "1 subject groups checked, 1 memories expired",
+                    "changes": [
+                        {
+                            "action": "expire",
+                            "ids": [41],
+                            "before": {"content": "女儿属虎", "status": "active"},
+                            "after": {"status": "expired", "superseded_by": 42},
+                        }
+                    ],
+                },
+                {"round": "split", "summary": "skipped: no active memory changed in 24 h", "changes": []},
+            ],
+        },
+    )
+    page = admin_client.get(DASHBOARD).content.decode()
+    assert "<strong>contradiction_expiry</strong>: 1 subject groups checked, 1 memories expired" in page
+    assert "<strong>split</strong>: skipped: no active memory changed in 24 h" in page
+    assert "&quot;content&quot;: &quot;女儿属虎&quot;" in page  # CJK as characters, not \\u escapes
+    assert "<td>expire</td><td>#41</td>" in page
+
+
+def test_with_a_broker_the_run_is_queued_on_celery_not_run_here(
+    admin_client, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.CELERY_BROKER_URL = "redis://broker.invalid:6379/0"
+    queued: list[dict] = []
+    monkeypatch.setattr("sleep.tasks.run_sleep_cycle.delay", lambda **kwargs: queued.append(kwargs))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(
+            DASHBOARD, {"day": DAY.isoformat(), "step": "light-sleep", "force": "on", "mode": "incremental"}
+        )
+    assert response.status_code == 302
+    assert queued == [
+        {"day": "2026-07-18", "step": "light-sleep", "force": True, "mode": "incremental", "trigger": "manual"}
+    ]
+    assert not PipelineRun.objects.exists()
+
+
+@pytest.mark.parametrize("url_name", ["admin:sleep_pipelinerun_changelist", "admin:index"])
+def test_console_links_to_the_sleep_page(admin_client, url_name):
+    assert f'href="{DASHBOARD}"' in admin_client.get(reverse(url_name)).content.decode()
