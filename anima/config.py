@@ -7,6 +7,7 @@ or refused with a message naming the field — never half-applied.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,8 @@ class Field:
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, self.kind):
             raise ValidationError({name: f"{name} must be of type {self.kind.__name__}"})
+        if self.kind is float and not math.isfinite(value):
+            raise ValidationError({name: f"{name} must be a finite number"})
         if self.kind is str and not value.strip():
             raise ValidationError({name: f"{name} must not be empty"})
         if self.minimum is not None and value < self.minimum:

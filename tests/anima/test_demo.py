@@ -20,7 +20,14 @@ def test_demo_imports_the_bilingual_sample_and_is_safe_to_re_run(settings, tmp_p
     first = _demo()
     counts = (Conversation.objects.count(), Message.objects.count(), Entity.objects.count())
     assert Conversation.objects.filter(platform="cron").count() == 1
-    assert Conversation.objects.filter(messages__isnull=True).count() == 1
+    # The sample's empty conversation is days old, so the first night's cleanup removed it.
+    assert "deleted=1" in first
+    assert not Conversation.objects.filter(messages__isnull=True).exists()
+    slept = Entity.objects.filter(primary_component="content_block")
+    assert slept.filter(tag="dream").count() == 3
+    assert slept.filter(tag="limbic", body__intensity__gte=0.3).count() >= 3
+    assert Entity.objects.filter(primary_component="temporal_summary", body__window="day").count() == 3
+    assert Entity.objects.filter(content__contains="属羊", status="expired").exists()
     assert Message.objects.filter(content__contains="邮箱").exists()
     assert Message.objects.filter(content__icontains="peanut").exists()
     assert get_user_model().objects.get(username=settings.ANIMA_ADMIN_USERNAME).is_staff
