@@ -173,3 +173,64 @@ class HistoryEntry(SegmentedTextModel):
 
     def searchable_text(self) -> str:
         return self.content
+
+
+class StmScope(models.TextChoices):
+    USER = "user", "User (person + conversation)"
+    SERVER = "server", "Server (conversation / channel)"
+
+
+class ShortTermMemory(models.Model):
+    """The LLM-authored short-term summary of a conversation (SPEC M9), one row per scope.
+
+    Written beside the messages (never instead of them); turn assembly renders the summary in
+    place of the raw messages it covers while it is live (``stm.summary_ttl_hours``).
+    """
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="short_term_memories")
+    scope = models.CharField(max_length=16, choices=StmScope.choices)
+    person = models.ForeignKey(Person, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    channel = models.CharField(max_length=64, blank=True, default="")
+    summary = models.TextField()
+    # The newest message the summary stands for; later messages stay raw.
+    covers_until = models.DateTimeField()
+    covers_until_message_id = models.BigIntegerField(null=True, blank=True)
+    # The turn of the last successful tool call (the once-per-turn guard).
+    last_turn_id = models.CharField(max_length=64, blank=True, default="")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "short_term_memories"
+        verbose_name_plural = "short-term memories"
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "scope"], name="short_term_memories_conversation_scope"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.conversation_id}: {self.summary[:60]}"
+
+
+class PeerBlock(models.Model):
+    """The ``temporal_summary_peers`` text a conversation was shown for one closed bucket of today.
+
+    Stored the first time the bucket is rendered so later peer activity can never rewrite it
+    (a stable prompt prefix for the LLM's KV cache); empty content means "no peers then".
+    """
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="peer_blocks")
+    bucket = models.DateTimeField()
+    content = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "conversation_peer_blocks"
+        ordering = ["bucket"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "bucket"], name="peer_blocks_conversation_bucket"),
+        ]
+        triggers = [
+            pgtrigger.Protect(name="peer_blocks_never_rewritten", operation=pgtrigger.Update),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id} @ {self.bucket:%Y-%m-%d %H:%M}"

@@ -27,7 +27,7 @@ from anima.jsonl import (
     text_field,
 )
 from anima.segmentation import segment_text
-from conversations.models import Conversation, Identity, Message, Person, Platform, Role
+from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Platform, Role
 from memory.citations import CITATION_RE, citations_record
 
 IMPORT_BATCH_LINES = 200
@@ -282,3 +282,48 @@ def _record_imported_citations(messages: list[Message]) -> None:
         conversation__in={m.conversation_id for m in citing}, external_id__in={m.external_id for m in citing}
     )
     citations_record(messages=stored)
+
+
+# --- Identity resolution and history (person-memory.md) ------------------------------------------
+
+
+def identity_resolve(*, channel: str, external_id: str) -> Person | None:
+    """The person a channel account belongs to, or None when it is not mapped."""
+    identity = Identity.objects.select_related("person").filter(channel=channel, external_id=external_id).first()
+    return identity.person if identity else None
+
+
+def identity_map(*, channel: str, external_id: str, person_slug: str, display_name: str = "") -> Identity:
+    """Map ``channel:external_id`` to a person (created on first sight); re-mapping moves the account.
+
+    A given ``display_name`` also renames an existing person.
+    """
+    with transaction.atomic():
+        person = person_get_or_create(slug=person_slug, display_name=display_name)
+        if display_name and person.display_name != display_name:
+            person.display_name = display_name
+            person.save(update_fields=["display_name"])
+        identity, _ = Identity.objects.update_or_create(
+            channel=channel, external_id=external_id, defaults={"person": person}
+        )
+    return identity
+
+
+def history_append(
+    *,
+    content: str,
+    timestamp: datetime | None = None,
+    channel: str = "",
+    person: Person | None = None,
+    conversation: Conversation | None = None,
+) -> HistoryEntry:
+    """Append one timeline entry (global when ``person`` is None); entries are never changed afterwards."""
+    entry = HistoryEntry(
+        content=content,
+        timestamp=timestamp or timezone.now(),
+        channel=channel,
+        person=person,
+        conversation=conversation,
+    )
+    entry.save()
+    return entry

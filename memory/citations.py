@@ -1,8 +1,9 @@
 """``[[anima:ID]]`` citations in message bodies become memory references (SPEC M5).
 
 Only user and assistant bodies count; tool results, bare numbers and ids of
-entities that do not exist never do. A message citing the same id twice counts
-once. The weight matches memory-ref-sync's rule (2 for a message under 30 days
+entities that do not exist never do. Limbic blocks are append-only (a database
+trigger refuses any update), so they are not citable and carry no count. A
+message citing the same id twice counts once. The weight matches memory-ref-sync's rule (2 for a message under 30 days
 old, else 1) so a nightly recalibration changes nothing when nothing drifted.
 """
 
@@ -12,9 +13,10 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+from django.db import connection, transaction
 from django.utils import timezone
 
-from anima.models import Entity
+from anima.models import BlockTag, Component, Entity
 from conversations.models import Message, Role
 from memory.models import MemoryReference
 
@@ -42,7 +44,11 @@ def citations_record(*, messages: Iterable[Message], now: datetime | None = None
     ]
     if not wanted:
         return
-    existing = set(Entity.objects.filter(pk__in={entity_id for _, entity_id in wanted}).values_list("pk", flat=True))
+    existing = set(
+        Entity.objects.filter(pk__in={entity_id for _, entity_id in wanted})
+        .exclude(primary_component=Component.CONTENT_BLOCK, tag=BlockTag.LIMBIC)
+        .values_list("pk", flat=True)
+    )
     rows = [
         MemoryReference(
             entity_id=entity_id,
@@ -55,3 +61,62 @@ def citations_record(*, messages: Iterable[Message], now: datetime | None = None
     ]
     # ON CONFLICT DO NOTHING: re-recording a message (re-import) never counts twice.
     MemoryReference.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+# Every (message, entity) a user/assistant message of a non-cron conversation cites, with its weight
+# today. The LIKE prefilter keeps the regex off messages that cannot contain a marker.
+_WANTED_SQL = """
+CREATE TEMP TABLE ref_sync_wanted ON COMMIT DROP AS
+SELECT DISTINCT m.id AS message_id, e.id AS entity_id,
+       CASE WHEN %(now)s - m.created_at < %(window)s THEN 2 ELSE 1 END AS weight
+FROM messages m
+JOIN conversations c ON c.id = m.conversation_id
+CROSS JOIN LATERAL regexp_matches(m.content, '\\[\\[anima:(\\d{1,18})\\]\\]', 'g') AS marker
+JOIN entities e ON e.id = marker[1]::bigint AND NOT (e.primary_component = 'content_block' AND e.tag = 'limbic')
+WHERE m.role IN ('user', 'assistant') AND c.platform <> 'cron' AND m.content LIKE '%%[[anima:%%'
+"""
+
+_SYNC_STEPS = {
+    "references_removed": """
+        DELETE FROM memory_references r
+        WHERE NOT EXISTS (
+            SELECT 1 FROM ref_sync_wanted w WHERE w.message_id = r.message_id AND w.entity_id = r.entity_id)
+    """,
+    "weights_changed": """
+        UPDATE memory_references r SET weight = w.weight
+        FROM ref_sync_wanted w
+        WHERE w.message_id = r.message_id AND w.entity_id = r.entity_id AND r.weight <> w.weight
+    """,
+    "references_added": """
+        INSERT INTO memory_references (message_id, entity_id, weight, created_at)
+        SELECT w.message_id, w.entity_id, w.weight, %(now)s FROM ref_sync_wanted w
+        ON CONFLICT (message_id, entity_id) DO NOTHING
+    """,
+    # The triggers kept counts in step with the rows above; this also repairs counts that had drifted.
+    "counts_changed": """
+        UPDATE entities e SET reference_count = COALESCE(totals.total, 0)
+        FROM entities target
+        LEFT JOIN (SELECT entity_id, SUM(weight) AS total FROM memory_references GROUP BY entity_id) totals
+            ON totals.entity_id = target.id
+        WHERE e.id = target.id AND e.reference_count IS DISTINCT FROM COALESCE(totals.total, 0)
+    """,
+}
+
+
+def memory_ref_sync(*, now: datetime | None = None) -> dict[str, int]:
+    """Rebuild references from the messages and recalibrate every ``reference_count`` (nightly step).
+
+    Set-based SQL in one transaction; returns how many rows each step changed.
+    """
+    params = {"now": now or timezone.now(), "window": RECENT_WINDOW}
+    summary: dict[str, int] = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_WANTED_SQL, params)
+        cursor.execute("SELECT count(*) FROM ref_sync_wanted")
+        summary["citations"] = cursor.fetchone()[0]
+        for name, sql in _SYNC_STEPS.items():
+            cursor.execute(sql, params)
+            summary[name] = cursor.rowcount
+        # ON COMMIT DROP does not fire when the caller's transaction is still open.
+        cursor.execute("DROP TABLE ref_sync_wanted")
+    return summary

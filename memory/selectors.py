@@ -1,14 +1,21 @@
-"""Reads over memories."""
+"""Reads over memories: recall surfaces (SPEC M4), resident memory, the self layer."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from anima.config import config_get
-from anima.models import MemoryStatus
+from anima.models import BlockTag, Component, Entity, MemoryStatus
+from conversations.models import Conversation, Message, Person
 from memory.models import SelfLayerBlock, SemanticMemory
+from memory.search import SourceSpec, clamp_limit, entity_source, hybrid_search, message_source, search_query_build
 
 logger = logging.getLogger(__name__)
 
@@ -19,28 +26,204 @@ def active_semantic_memories() -> QuerySet[SemanticMemory]:
     return SemanticMemory.objects.filter(status=MemoryStatus.ACTIVE)
 
 
-def resident_memories() -> list[SemanticMemory]:
-    """Pinned memories (at most 40; more are cut here with a warning) then the most referenced ones."""
+def resident_memories(*, person: Person | None = None) -> list[SemanticMemory]:
+    """Pinned memories (at most 40; more are cut here with a warning) then the most referenced ones.
+
+    With ``person``: global (person-less) memories plus that person's only; without, all.
+    """
     config = config_get(section="memory.resident")
     pinned_limit = min(config["pinned_limit"], RESIDENT_PINNED_HARD_CAP)
-    pinned = list(active_semantic_memories().filter(pinned=True).order_by("-reference_count", "id")[: pinned_limit + 1])
+    visible = active_semantic_memories().filter(_person_scope(person))
+    pinned = list(visible.filter(pinned=True).order_by("-reference_count", "id")[: pinned_limit + 1])
     if len(pinned) > pinned_limit:
         logger.warning("more than %d pinned memories; resident memory keeps the first %d", pinned_limit, pinned_limit)
         pinned = pinned[:pinned_limit]
     top = list(
-        active_semantic_memories()
-        .filter(pinned=False, reference_count__gt=0)
-        .order_by("-reference_count", "id")[: config["top_referenced"]]
+        visible.filter(pinned=False, reference_count__gt=0).order_by("-reference_count", "id")[
+            : config["top_referenced"]
+        ]
     )
     return pinned + top
 
 
-def resident_memory_lines() -> list[str]:
+def resident_memory_lines(*, person: Person | None = None) -> list[str]:
     """One line per resident memory, each ending in its citation marker."""
-    return [f"- {memory.content} [[anima:{memory.pk}]]" for memory in resident_memories()]
+    return [f"- {memory.content} [[anima:{memory.pk}]]" for memory in resident_memories(person=person)]
+
+
+def _person_scope(person: Person | None) -> Q:
+    # As in recall: no person means no scoping (sleep's identity context sees every memory).
+    if person is None:
+        return Q()
+    return Q(person__isnull=True) | Q(person=person)
 
 
 def self_layer_text() -> str:
     """The six self-layer blocks as prompt text (empty blocks left out)."""
     blocks = SelfLayerBlock.objects.exclude(content="").order_by("id")
     return "\n\n".join(f"## {block.get_key_display()}\n{block.content}" for block in blocks)
+
+
+# --- Recall (SPEC M4) ---
+
+SEMANTIC = "semantic"
+SESSION = "session"
+LIMBIC = "limbic"
+AUTOBIOGRAPHICAL = "autobiographical"
+MEMORY_TYPES = (SEMANTIC, SESSION, LIMBIC, AUTOBIOGRAPHICAL)
+SNIPPET_CHARS = 240
+
+# ``primary_component || ''`` keeps the planner off the (component, status) btree, which matches every
+# memory: the GIN indexes are the selective path (bench/recall_scale.py).
+_ENTITY_WHERE = {
+    SEMANTIC: f"t.primary_component || '' = '{Component.SEMANTIC_MEMORY}' AND t.status || '' = '{MemoryStatus.ACTIVE}'",
+    LIMBIC: f"t.primary_component || '' = '{Component.CONTENT_BLOCK}' AND t.tag = '{BlockTag.LIMBIC}'",
+    AUTOBIOGRAPHICAL: f"t.primary_component || '' = '{Component.CONTENT_BLOCK}' AND t.tag = '{BlockTag.NARRATIVE}'",
+}
+
+
+def memory_recall(
+    *,
+    query: str,
+    memory_types: Iterable[str] | None = None,
+    limit: int = 10,
+    person: Person | None = None,
+    since: date | datetime | None = None,
+    until: date | datetime | None = None,
+    channel: str | None = None,
+) -> list[dict[str, Any]]:
+    """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
+
+    ``person`` scopes to that person's memories and conversations plus global (person-less)
+    memories. ``since``/``until`` bound the creation time (a date means the whole day; both
+    inclusive). ``channel`` restricts session hits to conversations of that channel.
+    Raises memory.search.QuerySyntaxError for a malformed query.
+    """
+    types = _memory_types(memory_types)
+    limit = clamp_limit(limit)
+    start, end = _moment(since), _moment(until, end_of_day=True)
+    person_id = person.pk if person else None
+    sources: list[SourceSpec] = []
+    for memory_type in types:
+        if memory_type == SESSION:
+            sources.append(message_source(name=SESSION, person_id=person_id, since=start, until=end, channel=channel))
+        else:
+            sources.append(
+                entity_source(
+                    name=memory_type, where_sql=_ENTITY_WHERE[memory_type], person_id=person_id, since=start, until=end
+                )
+            )
+    hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit)[:limit]
+    return _results(hits)
+
+
+def memory_semantic_search(
+    *, query: str, limit: int = 10, person: Person | None = None, since=None, until=None
+) -> list[dict[str, Any]]:
+    """Semantic memories only (the memory_semantic_search tool)."""
+    return memory_recall(query=query, memory_types=[SEMANTIC], limit=limit, person=person, since=since, until=until)
+
+
+def _memory_types(memory_types: Iterable[str] | None) -> list[str]:
+    if memory_types is None:
+        return list(MEMORY_TYPES)
+    types = list(dict.fromkeys(memory_types))
+    unknown = [t for t in types if t not in MEMORY_TYPES]
+    if unknown or not types:
+        raise ValueError(f"unknown memory type(s) {unknown or types}; use {', '.join(MEMORY_TYPES)}")
+    return types
+
+
+def _moment(value: date | datetime | None, *, end_of_day: bool = False) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    day = value + timedelta(days=1) if end_of_day else value
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def _results(hits) -> list[dict[str, Any]]:
+    entity_ids = [hit.id for hit in hits if hit.source != SESSION]
+    message_ids = [hit.id for hit in hits if hit.source == SESSION]
+    entities = {
+        row["id"]: row
+        for row in Entity.objects.filter(pk__in=entity_ids).values("id", "external_id", "content", "created_at")
+    }
+    messages = {
+        row["id"]: row
+        for row in Message.objects.filter(pk__in=message_ids).values(
+            "id", "external_id", "content", "created_at", "role", "conversation__external_id"
+        )
+    }
+    results = []
+    for hit in hits:
+        row = messages.get(hit.id) if hit.source == SESSION else entities.get(hit.id)
+        if row is None:  # deleted between the two queries
+            continue
+        result = {
+            "memory_type": hit.source,
+            "id": hit.id,
+            "external_id": row["external_id"],
+            "score": round(hit.score, 6),
+            "snippet": row["content"][:SNIPPET_CHARS],
+            "created_at": row["created_at"].isoformat(),
+            "conversation_external_id": row.get("conversation__external_id"),
+            "message_external_id": row["external_id"] if hit.source == SESSION else None,
+            # Explainable recall: which branch found the hit, at which 1-based rank.
+            "ranks": dict(hit.ranks),
+        }
+        if hit.source == SEMANTIC:
+            result["semantic_memory_id"] = hit.id
+        if hit.source == SESSION:
+            result["role"] = row["role"]
+        results.append(result)
+    return results
+
+
+@dataclass(frozen=True)
+class PassiveRecall:
+    """Semantic hits for the latest user message, as the runtime-only ``passive_memory_context`` message."""
+
+    hits: list[dict[str, Any]]
+    text: str
+
+    NAME = "passive_memory_context"
+
+    def as_message(self) -> dict[str, str] | None:
+        if not self.text:
+            return None
+        return {"role": "assistant", "name": self.NAME, "content": self.text}
+
+
+def passive_recall(*, conversation: Conversation, user_message: str) -> PassiveRecall:
+    """Semantic memories relevant to ``user_message``, cut by score; never persisted.
+
+    Cut-off = max(min_score, top score * min_relative_score); skipped for cron conversations.
+    """
+    config = config_get(section="memory.passive_recall")
+    if not config["enabled"] or conversation.is_cron or not (user_message or "").strip():
+        return PassiveRecall(hits=[], text="")
+    person = conversation.person
+    pool = max(config["limit"] * 4, 20)
+    try:
+        candidates = memory_semantic_search(query=user_message, limit=pool, person=person)
+    except ValueError:
+        # A chat message is not a search query: operator slips must not break the turn.
+        return PassiveRecall(hits=[], text="")
+    if config["exclude_resident"]:
+        resident = {memory.pk for memory in resident_memories(person=person)}
+        candidates = [hit for hit in candidates if hit["id"] not in resident]
+    if not candidates:
+        return PassiveRecall(hits=[], text="")
+    cutoff = max(config["min_score"], candidates[0]["score"] * config["min_relative_score"])
+    hits, lines, used = [], [], 0
+    for hit in candidates:
+        if hit["score"] < cutoff or len(hits) >= config["limit"]:
+            break
+        line = f"- {hit['snippet']} [[anima:{hit['id']}]]"
+        if used + len(line) + 1 > config["max_chars"]:
+            break
+        hits.append(hit)
+        lines.append(line)
+        used += len(line) + 1
+    text = "Possibly relevant memories:\n" + "\n".join(lines) if lines else ""
+    return PassiveRecall(hits=hits, text=text)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
 from django.utils import timezone
 
 from anima.jsonl import (
@@ -23,8 +24,10 @@ from anima.jsonl import (
 )
 from anima.models import BlockTag, Component, Entity, MemoryStatus, MemoryType
 from anima.segmentation import segment_text
+from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
-from memory.models import DiaryEntry
+from memory.models import DiaryEntry, SemanticMemory
+from memory.selectors import active_semantic_memories
 
 IMPORT_BATCH_LINES = 500
 _MEMORY_KEYS = {"external_id", "memory_type", "content", "person", "created_at", "tags", "pinned", "title", "body"}
@@ -188,3 +191,125 @@ def _entity_for(
         entity.parent = diaries[day]
     entity.fts_segmented = segment_text(entity.searchable_text())
     return entity
+
+
+# --- Remember and curate (tools, API, workspace import) ---------------------------------------------
+
+
+# Advisory-lock namespace of memory_remember (second key: the person id, 0 for global memories).
+_REMEMBER_LOCK = 7301
+
+
+def memory_content_normalize(content: str) -> str:
+    """What counts as "the same fact": case-folded, whitespace collapsed."""
+    return " ".join(content.split()).casefold()
+
+
+def memory_remember(
+    *,
+    content: str,
+    memory_type: str = MemoryType.WORLD,
+    person: Person | None = None,
+    pinned: bool = False,
+    source_conversation: Conversation | None = None,
+    source_channel: str = "",
+    source_id: str = "",
+) -> SemanticMemory:
+    """Write one semantic memory, or return the active one already holding the same fact for ``person``.
+
+    ``source_id`` (with ``source_channel``) scopes a person memory to one channel account,
+    the workspace's ``sources/<channel>_<id>.md`` notes.
+    """
+    memory, _ = memory_remember_or_get(
+        content=content,
+        memory_type=memory_type,
+        person=person,
+        pinned=pinned,
+        source_conversation=source_conversation,
+        source_channel=source_channel,
+        source_id=source_id,
+    )
+    return memory
+
+
+def memory_remember_or_get(
+    *,
+    content: str,
+    memory_type: str = MemoryType.WORLD,
+    person: Person | None = None,
+    pinned: bool = False,
+    source_conversation: Conversation | None = None,
+    source_channel: str = "",
+    source_id: str = "",
+) -> tuple[SemanticMemory, bool]:
+    """``memory_remember`` that also says whether the memory is new (``created``)."""
+    content = content.strip()
+    if not content:
+        raise ValidationError({"content": "content must not be empty"})
+    if memory_type not in MemoryType.values:
+        raise ValidationError({"memory_type": f"memory_type must be one of {', '.join(MemoryType.values)}"})
+    normalized = memory_content_normalize(content)
+    with transaction.atomic():
+        # Serialise remembers for one person so two identical concurrent calls cannot both insert.
+        with connection.cursor() as cursor:
+            # Two int4 keys; folding large ids only makes unrelated persons share a lock now and then.
+            key = (person.pk if person else 0) % 2**31
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_REMEMBER_LOCK, key])
+        # Any equal fact contains its longest word; Python then compares the normalized texts.
+        longest = max(content.split(), key=len)
+        candidates = active_semantic_memories().filter(person=person, content__icontains=longest)
+        for existing in candidates.order_by("id"):
+            if memory_content_normalize(existing.content) == normalized:
+                return existing, False
+        now = timezone.now()
+        body: dict[str, Any] = {"observed_at": now.isoformat()}
+        if source_id:
+            body["source_id"] = source_id
+        memory = SemanticMemory(
+            content=content,
+            memory_type=memory_type,
+            status=MemoryStatus.ACTIVE,
+            person=person,
+            pinned=pinned,
+            source_conversation=source_conversation,
+            source_channel=source_channel or (source_conversation.channel if source_conversation else ""),
+            source_day=local_day(now),
+            body=body,
+            created_at=now,
+        )
+        memory.save()
+    return memory, True
+
+
+def memory_deprecate(*, memory: SemanticMemory, reason: str = "") -> SemanticMemory:
+    """Soft-delete: the memory leaves recall and resident memory but stays for belief history."""
+    memory.status = MemoryStatus.DEPRECATED
+    memory.body = {**memory.body, "deprecated_reason": reason} if reason else memory.body
+    memory.save(update_fields=["status", "body", "updated_at"])
+    return memory
+
+
+def memory_restore(*, memory: SemanticMemory) -> SemanticMemory:
+    """Back to active, whatever retired it (deprecation or expiry)."""
+    memory.status = MemoryStatus.ACTIVE
+    memory.expired_reason = ""
+    memory.superseded_by = None
+    memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
+    return memory
+
+
+def memory_pin(*, memory: SemanticMemory) -> SemanticMemory:
+    memory.pinned = True
+    memory.save(update_fields=["pinned", "updated_at"])
+    return memory
+
+
+def memory_unpin(*, memory: SemanticMemory) -> SemanticMemory:
+    memory.pinned = False
+    memory.save(update_fields=["pinned", "updated_at"])
+    return memory
+
+
+def memory_delete(*, memory: SemanticMemory) -> None:
+    """Physical delete (operators only): references go with it; memories it superseded lose the link."""
+    memory.delete()

@@ -9,7 +9,18 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from anima.models import AutoLlmRun, BlockTag, Component, MemoryStatus, MemoryType, RuntimeConfig
-from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Platform, Role
+from conversations.models import (
+    Conversation,
+    HistoryEntry,
+    Identity,
+    Message,
+    PeerBlock,
+    Person,
+    Platform,
+    Role,
+    ShortTermMemory,
+    StmScope,
+)
 from memory.models import ContentBlock, DiaryEntry, MemoryReference, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.models import PipelineRun, PipelineStepRun
 from temporal.models import TemporalSummary
@@ -168,3 +179,22 @@ class RuntimeConfigFactory(factory.django.DjangoModelFactory):
 
     section = "memory.passive_recall"
     values = factory.LazyFunction(dict)
+
+
+class ShortTermMemoryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ShortTermMemory
+
+    conversation = factory.SubFactory(ConversationFactory)
+    scope = StmScope.SERVER
+    summary = factory.Sequence(lambda n: f"short-term summary {n}")
+    covers_until = factory.LazyFunction(timezone.now)
+
+
+class PeerBlockFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = PeerBlock
+
+    conversation = factory.SubFactory(ConversationFactory)
+    bucket = factory.Sequence(lambda n: dt.datetime(2026, 11, 28, tzinfo=dt.UTC) + dt.timedelta(minutes=30 * n))
+    content = factory.Sequence(lambda n: f"Other conversations: peer digest {n}")

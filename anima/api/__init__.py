@@ -1,0 +1,1 @@
+"""The DRF API under /api/: shared parsing, errors, permissions and routing."""

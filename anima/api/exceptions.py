@@ -1,0 +1,48 @@
+"""Every client error is a JSON 4xx whose body names the field; nothing a client sends becomes a 500."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
+from rest_framework import exceptions, status
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from anima.api.parsers import PayloadTooLarge
+from anima.tools import ToolError
+from memory.search import QuerySyntaxError
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def exception_handler(exc, context):
+    exc = _as_api_exception(exc)
+    response = drf_exception_handler(exc, context)
+    if response is not None and isinstance(response.data, list):
+        # A bare ValidationError("…") names no field: file it under non_field_errors like a serializer does.
+        response.data = {"non_field_errors": response.data}
+    return response
+
+
+def _as_api_exception(exc):
+    if isinstance(exc, DjangoValidationError):
+        if hasattr(exc, "error_dict"):
+            return exceptions.ValidationError(exc.message_dict)
+        return exceptions.ValidationError({"non_field_errors": exc.messages})
+    if isinstance(exc, ToolError):
+        return exceptions.ValidationError({exc.field: [str(exc)]})
+    if isinstance(exc, QuerySyntaxError):
+        return exceptions.ValidationError({"q": [str(exc)]})
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    if isinstance(exc, IntegrityError):
+        # A unique row written concurrently between validation and insert.
+        return Conflict(str(exc).splitlines()[0])
+    if isinstance(exc, exceptions.ParseError):
+        # Malformed JSON: the field at fault is the body itself.
+        return exceptions.ValidationError({"body": [str(exc.detail)]})
+    return exc

@@ -1,0 +1,33 @@
+"""Routes of the API; every one requires an authenticated user (token or session)."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from anima.api.views import ConfigViewSet, ToolCallView, ToolListView
+from conversations.api import ConversationViewSet, HistoryView, IdentityViewSet, PersonViewSet
+from memory.api import DiaryViewSet, MemoryViewSet, RecallView
+from sleep.api import SleepRunViewSet
+from temporal.api import TemporalSummaryViewSet
+
+router = DefaultRouter()
+router.register("conversations", ConversationViewSet, basename="conversation")
+router.register("persons", PersonViewSet, basename="person")
+router.register("identities", IdentityViewSet, basename="identity")
+router.register("memories", MemoryViewSet, basename="memory")
+router.register("diary", DiaryViewSet, basename="diary")
+router.register("temporal-summaries", TemporalSummaryViewSet, basename="temporal-summary")
+router.register("sleep-runs", SleepRunViewSet, basename="sleep-run")
+router.register("config", ConfigViewSet, basename="config")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("recall/", RecallView.as_view(), name="api-recall"),
+    path("history/", HistoryView.as_view(), name="api-history"),
+    path("tools/", ToolListView.as_view(), name="api-tools"),
+    path("tools/<str:name>/", ToolCallView.as_view(), name="api-tool-call"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,120 @@
+"""Base view classes of the API, and the project-level views: agent tools and runtime config."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import exceptions, generics, serializers, status, viewsets
+from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from anima.api.parsers import nul_paths
+from anima.config import SCHEMA, config_get, config_update
+from anima.tools import TOOLS, tool_call, tool_schemas, tools_registry
+
+
+class ApiMixin:
+    """Query strings are checked like bodies: a NUL character is a 400 naming the parameter."""
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)
+        bad = [key for key, values in request.query_params.lists() if nul_paths([key, *values])]
+        if bad:
+            raise exceptions.ValidationError({key: ["NUL characters are not allowed."] for key in bad})
+
+
+class AtomicWritesMixin:
+    """Model writes in a savepoint, so a unique-key race (409) leaves the connection usable."""
+
+    def perform_create(self, serializer) -> None:
+        with transaction.atomic():
+            super().perform_create(serializer)
+
+    def perform_update(self, serializer) -> None:
+        with transaction.atomic():
+            super().perform_update(serializer)
+
+
+class ApiView(ApiMixin, APIView):
+    pass
+
+
+class ApiGenericView(ApiMixin, generics.GenericAPIView):
+    pass
+
+
+class ApiViewSet(ApiMixin, viewsets.GenericViewSet):
+    pass
+
+
+_TOOL_SCHEMA = inline_serializer(
+    "ToolSchema", {"type": serializers.CharField(), "function": serializers.DictField()}, many=True
+)
+
+
+class ToolListView(ApiView):
+    @extend_schema(responses={200: _TOOL_SCHEMA}, operation_id="tools_list")
+    def get(self, request: Request) -> Response:
+        """OpenAI function-calling schemas of the agent tools."""
+        return Response(tool_schemas())
+
+
+class ToolCallView(ApiView):
+    @extend_schema(
+        parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, enum=[tool.name for tool in TOOLS])],
+        request={"application/json": {"type": "object", "additionalProperties": True}},
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Invalid arguments"), 404: None},
+        operation_id="tools_call",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        """Execute one tool call; the body is the call's JSON arguments, validated against the tool's schema."""
+        if name not in tools_registry():
+            raise exceptions.NotFound(f"unknown tool {name!r}; one of {', '.join(tools_registry())}")
+        return Response(tool_call(name=name, arguments=request.data))
+
+
+_SECTION_PATTERN = "|".join(section.replace(".", r"\.") for section in SCHEMA)
+
+
+_SECTION = OpenApiParameter("section", str, OpenApiParameter.PATH, enum=list(SCHEMA))
+
+
+@extend_schema_view(retrieve=extend_schema(parameters=[_SECTION]), partial_update=extend_schema(parameters=[_SECTION]))
+class ConfigViewSet(ApiViewSet):
+    """Runtime config: effective values per section; changes (staff only) are validated whole."""
+
+    lookup_field = "section"
+    lookup_value_regex = _SECTION_PATTERN
+    pagination_class = None
+
+    def get_permissions(self):
+        if self.action == "partial_update":
+            return [IsAdminUser()]
+        return [IsAuthenticated()]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, operation_id="config_list")
+    def list(self, request: Request) -> Response:
+        return Response({section: config_get(section=section) for section in SCHEMA})
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def retrieve(self, request: Request, section: str) -> Response:
+        return Response(config_get(section=section))
+
+    @extend_schema(
+        request={"application/json": {"type": "object", "additionalProperties": True}},
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiResponse(description="Invalid values")},
+    )
+    def partial_update(self, request: Request, section: str) -> Response:
+        if not isinstance(request.data, dict):
+            raise exceptions.ValidationError({"body": ["Expected a JSON object of settings."]})
+        values = config_update(section=section, values=request.data, changed_by=request.user.get_username())
+        return Response(values, status=status.HTTP_200_OK)

@@ -1,0 +1,77 @@
+"""A discardable JSON cache over Django's default cache that survives Redis being down.
+
+With django-redis (``REDIS_URL``) values are stored as JSON strings under the exact key given,
+so ``redis-cli GET anima:temporal:peer_roll:…`` reads what Anima wrote (django-redis' own
+``:1:`` key versioning is bypassed). Without Redis the default cache is the in-process one.
+When Redis refuses, times out or drops the connection, the call logs a warning and falls back
+to an in-process cache: a cache outage degrades speed, never correctness, and never raises.
+After a failure the cache is left alone for ``RETRY_AFTER_SECONDS`` so that a Redis that
+times out does not add its timeout to every call (and the log gets one warning, not thousands).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
+from django_redis.exceptions import ConnectionInterrupted
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 30.0
+_CACHE_ERRORS = (ConnectionInterrupted, RedisError, OSError)
+_fallback = LocMemCache("anima-cache-fallback", {"OPTIONS": {"MAX_ENTRIES": 10_000}})
+_down_until = 0.0
+
+
+def _cache_failed(exc: Exception, key: str) -> None:
+    global _down_until
+    _down_until = time.monotonic() + RETRY_AFTER_SECONDS
+    logger.warning("cache unavailable (%s); using the in-process fallback for %s", exc, key)
+
+
+def _cache_down() -> bool:
+    return time.monotonic() < _down_until
+
+
+def _redis_client():
+    """The raw redis client when the default cache is django-redis, else None."""
+    backend = caches["default"]
+    client = getattr(backend, "client", None)
+    return client.get_client(write=True) if client is not None and hasattr(client, "get_client") else None
+
+
+def cache_get_json(*, key: str) -> Any | None:
+    """The value stored under ``key``, or None when absent (or the cache is unreachable and the fallback lacks it)."""
+    if _cache_down():
+        return _fallback.get(key)
+    try:
+        client = _redis_client()
+        if client is None:
+            return caches["default"].get(key)
+        raw = client.get(key)
+        return None if raw is None else json.loads(raw)
+    except _CACHE_ERRORS as exc:
+        _cache_failed(exc, key)
+        return _fallback.get(key)
+
+
+def cache_set_json(*, key: str, value: Any, timeout_seconds: int) -> None:
+    """Store a JSON-serialisable ``value`` under ``key`` for ``timeout_seconds``."""
+    if _cache_down():
+        _fallback.set(key, value, timeout_seconds)
+        return
+    try:
+        client = _redis_client()
+        if client is None:
+            caches["default"].set(key, value, timeout_seconds)
+            return
+        client.set(key, json.dumps(value, ensure_ascii=False), ex=timeout_seconds)
+    except _CACHE_ERRORS as exc:
+        _cache_failed(exc, key)
+        _fallback.set(key, value, timeout_seconds)

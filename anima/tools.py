@@ -1,0 +1,388 @@
+"""Agent tools: one registry of OpenAI function-calling schemas and the functions they call.
+
+``GET /api/tools/`` publishes :func:`tool_schemas`; ``POST /api/tools/{name}/`` runs
+:func:`tool_call`, which validates the arguments against the very schema it publishes.
+A new tool (e.g. ``update_short_term_memory`` once turn assembly exists) is one more
+``Tool`` entry in ``TOOLS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.text import slugify
+
+from anima.llm.schema import SchemaError, schema_validate
+from anima.models import MemoryType
+from conversations.models import Conversation, Person
+from conversations.selectors import history_search
+from conversations.services import identity_map, identity_resolve
+from conversations.stm import update_short_term_memory
+from memory.search import MAX_LIMIT, QuerySyntaxError
+from memory.selectors import MEMORY_TYPES, active_semantic_memories, memory_recall, memory_semantic_search
+from memory.services import memory_remember
+
+CITATION_RULE = (
+    "When a reply uses a memory, cite it with its marker [[anima:ID]] (ID = the result's id); "
+    "never invent ids, and do not cite session or history snippets."
+)
+WRITING_GUIDELINES = (
+    "Before writing, ask: will this still be useful next week or next month? Will it affect future "
+    "decisions? Is it a stable fact rather than a passing state? Only when all three are yes, remember it "
+    "(preferences, identity facts such as location, long-term goals, important agreements); one-off events "
+    "and conversation summaries belong in history, or nowhere. One fact per call, in a short standalone sentence."
+)
+
+
+class ToolError(ValueError):
+    """A tool call that cannot run; ``field`` names the offending argument."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    func: Callable[[dict[str, Any]], dict[str, Any]]
+
+    def as_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+# --- Argument schemas and readers -----------------------------------------------------------------
+
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 10_000}
+_SLUG = {"type": "string", "minLength": 1, "maxLength": 64, "description": "Person slug, e.g. leo."}
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Maximum results (default 10)."}
+_SINCE = {"type": "string", "description": "Only after this date or datetime (ISO 8601, inclusive)."}
+_UNTIL = {"type": "string", "description": "Only before this date or datetime (ISO 8601, inclusive)."}
+_CHANNEL = {"type": "string", "minLength": 1, "maxLength": 64, "description": "Channel, e.g. telegram, cli."}
+_CHAT_ID = {"type": "string", "minLength": 1, "maxLength": 200, "description": "Account or chat id on the channel."}
+_MEMORY_TYPE = {
+    "type": "string",
+    "enum": list(MemoryType.values),
+    "description": "Kind of fact (default world).",
+}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+# Far-off years are refused here rather than overflowing in date arithmetic further down.
+YEAR_RANGE = (1000, 9000)
+
+
+def moment_parse(value: Any, *, field: str) -> date | datetime | None:
+    """An ISO date or datetime argument (naive datetimes are local time)."""
+    if value is None or value == "":
+        return None
+    try:
+        parsed = parse_datetime(value) if "T" in value or " " in value.strip() else parse_date(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise ToolError(field, f"{field} must be an ISO date (YYYY-MM-DD) or datetime, got {value!r}")
+    if not YEAR_RANGE[0] <= parsed.year <= YEAR_RANGE[1]:
+        raise ToolError(field, f"{field} must be between the years {YEAR_RANGE[0]} and {YEAR_RANGE[1]}")
+    if isinstance(parsed, datetime) and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed)
+    return parsed
+
+
+def _person(args: dict[str, Any], *, required: bool = False) -> Person | None:
+    """The person named by ``person`` (slug), else resolved from ``channel`` + ``chat_id``."""
+    slug = args.get("person")
+    if slug:
+        person = Person.objects.filter(slug=slug).first()
+        if person is None:
+            raise ToolError("person", f"unknown person {slug!r}; map an identity to create one")
+        return person
+    if args.get("channel") and args.get("chat_id"):
+        person = identity_resolve(channel=args["channel"], external_id=args["chat_id"])
+        if person is None and required:
+            raise ToolError("chat_id", f"{args['channel']}:{args['chat_id']} is not mapped to a person")
+        return person
+    if required:
+        raise ToolError("person", "person (or channel and chat_id of a mapped identity) is required")
+    return None
+
+
+def _require(args: dict[str, Any], *names: str) -> None:
+    for name in names:
+        if not args.get(name):
+            raise ToolError(name, f"{name} is required for this action")
+
+
+def _memory_json(memory) -> dict[str, Any]:
+    return {
+        "id": memory.pk,
+        "memory_type": memory.memory_type,
+        "content": memory.content,
+        "person": memory.person.slug if memory.person_id else None,
+        "pinned": memory.pinned,
+        "status": memory.status,
+        "citation": f"[[anima:{memory.pk}]]",
+    }
+
+
+# --- Tool functions ------------------------------------------------------------------------------
+
+
+def _recall(args: dict[str, Any]) -> dict[str, Any]:
+    results = memory_recall(
+        query=args["query"],
+        memory_types=args.get("memory_types"),
+        limit=int(args.get("limit", 10)),
+        person=_person(args),
+        since=moment_parse(args.get("since"), field="since"),
+        until=moment_parse(args.get("until"), field="until"),
+        channel=args.get("channel"),
+    )
+    return {"results": results}
+
+
+def _semantic_search(args: dict[str, Any]) -> dict[str, Any]:
+    results = memory_semantic_search(
+        query=args["query"],
+        limit=int(args.get("limit", 10)),
+        person=_person(args),
+        since=moment_parse(args.get("since"), field="since"),
+        until=moment_parse(args.get("until"), field="until"),
+    )
+    return {"results": results}
+
+
+def _remember(args: dict[str, Any]) -> dict[str, Any]:
+    person = _person(args)
+    source = args.get("scope") == "source"
+    if source:
+        _require(args, "channel", "chat_id")
+    memory = memory_remember(
+        content=args["content"],
+        memory_type=args.get("memory_type", MemoryType.WORLD),
+        person=person,
+        pinned=bool(args.get("pinned", False)),
+        source_channel=args["channel"] if source else "",
+        source_id=args["chat_id"] if source else "",
+    )
+    return {"memory": _memory_json(memory)}
+
+
+def _person_memory(args: dict[str, Any]) -> dict[str, Any]:
+    action = args["action"]
+    if action == "recall":
+        person = _person(args, required=True)
+        if args.get("query"):
+            return _recall({**args, "person": person.slug, "memory_types": ["semantic"]})
+        memories = active_semantic_memories().filter(person=person).select_related("person")
+        memories = memories.order_by("-pinned", "-reference_count", "id")[: int(args.get("limit", 50))]
+        return {"person": person.slug, "memories": [_memory_json(memory) for memory in memories]}
+    if action == "remember":
+        _require(args, "content")
+        _person(args, required=True)
+        return _remember(args)
+    if action == "search_history":
+        person = _person({"person": args.get("person")}) if args.get("person") else None
+        entries = history_search(
+            text=args.get("query", ""),
+            since=moment_parse(args.get("since"), field="since"),
+            until=moment_parse(args.get("until"), field="until"),
+            channel=args.get("channel"),
+            person=person,
+            limit=int(args.get("limit", 10)),
+        )
+        return {
+            "entries": [
+                {
+                    "cursor": entry.cursor,
+                    "timestamp": timezone.localtime(entry.timestamp).isoformat(),
+                    "content": entry.content,
+                    "channel": entry.channel,
+                    "person": entry.person.slug if entry.person_id else None,
+                }
+                for entry in entries
+            ]
+        }
+    # map_identity
+    _require(args, "channel", "chat_id", "person")
+    if slugify(args["person"]) != args["person"]:
+        raise ToolError("person", "person must be a slug (lowercase letters, digits, - or _)")
+    identity = identity_map(
+        channel=args["channel"],
+        external_id=args["chat_id"],
+        person_slug=args["person"],
+        display_name=args.get("display_name", ""),
+    )
+    return {"identity": {"channel": identity.channel, "chat_id": identity.external_id, "person": identity.person.slug}}
+
+
+def _short_term_memory(args: dict[str, Any]) -> dict[str, Any]:
+    conversation = Conversation.objects.filter(pk=args["conversation_id"]).first()
+    if conversation is None:
+        raise ToolError("conversation_id", f"no conversation {args['conversation_id']}")
+    return update_short_term_memory(
+        conversation=conversation, summary=args["summary"], turn_id=args.get("turn_id") or None
+    )
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        name="memory_recall",
+        description=(
+            "Search long-term memory: semantic facts, past conversation snippets (session), emotional "
+            "anchors (limbic) and autobiographical narrative, ranked together. Use it when the user refers "
+            "to something from before or when past context would change your answer. Query with the key "
+            "words (AND / OR / NOT and quoted phrases work). " + CITATION_RULE
+        ),
+        parameters=_object(
+            {
+                "query": {**_TEXT, "description": "What to look for."},
+                "memory_types": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": list(MEMORY_TYPES)},
+                    "description": "Restrict to these sources (default all).",
+                },
+                "limit": _LIMIT,
+                "person": _SLUG,
+                "since": _SINCE,
+                "until": _UNTIL,
+                "channel": {**_CHANNEL, "description": "Only conversation snippets from this channel."},
+            },
+            ("query",),
+        ),
+        func=_recall,
+    ),
+    Tool(
+        name="memory_semantic_search",
+        description="Search stable semantic facts only (preferences, identity, goals). " + CITATION_RULE,
+        parameters=_object(
+            {
+                "query": {**_TEXT, "description": "What to look for."},
+                "limit": _LIMIT,
+                "person": _SLUG,
+                "since": _SINCE,
+                "until": _UNTIL,
+            },
+            ("query",),
+        ),
+        func=_semantic_search,
+    ),
+    Tool(
+        name="memory_remember",
+        description=(
+            "Write one stable fact to long-term semantic memory (an identical fact is not stored twice). "
+            + WRITING_GUIDELINES
+        ),
+        parameters=_object(
+            {
+                "content": {**_TEXT, "description": "The fact, one short standalone sentence."},
+                "memory_type": _MEMORY_TYPE,
+                "person": {**_SLUG, "description": "Person the fact is about (omit for a global fact)."},
+                "pinned": {"type": "boolean", "description": "Keep it in every system prompt (rarely needed)."},
+            },
+            ("content",),
+        ),
+        func=_remember,
+    ),
+    Tool(
+        name="memory",
+        description=(
+            "Person memory. Actions: recall (a person's memories; with query, search them), remember (a stable "
+            "fact about a person; scope=source ties it to the channel account channel+chat_id), search_history "
+            "(timeline events by text, time range and channel; omit person for all), map_identity (map "
+            "channel+chat_id to person, creating the person). Name the person by slug, or by channel+chat_id "
+            "of a mapped account. Do not edit SOUL.md / USER.md / memory/MEMORY.md: the sleep cycle owns them. "
+            + WRITING_GUIDELINES
+            + " "
+            + CITATION_RULE
+        ),
+        parameters=_object(
+            {
+                "action": {"type": "string", "enum": ["recall", "remember", "search_history", "map_identity"]},
+                "person": _SLUG,
+                "channel": _CHANNEL,
+                "chat_id": _CHAT_ID,
+                "display_name": {"type": "string", "maxLength": 200, "description": "map_identity: person's name."},
+                "query": {**_TEXT, "description": "recall / search_history: what to look for."},
+                "content": {**_TEXT, "description": "remember: the fact."},
+                "memory_type": _MEMORY_TYPE,
+                "scope": {"type": "string", "enum": ["person", "source"], "description": "remember: default person."},
+                "since": _SINCE,
+                "until": _UNTIL,
+                "limit": _LIMIT,
+            },
+            ("action",),
+        ),
+        func=_person_memory,
+    ),
+    Tool(
+        name="update_short_term_memory",
+        description=(
+            "Replace the short-term summary of this conversation: what matters from the dialogue so far, in a "
+            "few sentences (cut to the configured length). It is rendered instead of older raw messages in the "
+            "next turns. At most one call per turn. Not for lasting facts: when the user asks you to remember "
+            "something for the long term, use memory_remember instead."
+        ),
+        parameters=_object(
+            {
+                "conversation_id": {"type": "integer", "minimum": 1, "description": "The current conversation."},
+                "summary": {**_TEXT, "maxLength": 20_000, "description": "The new short-term summary."},
+                "turn_id": {
+                    "type": "string",
+                    "maxLength": 64,
+                    "description": "Turn id (default: latest user message).",
+                },
+            },
+            ("conversation_id", "summary"),
+        ),
+        func=_short_term_memory,
+    ),
+)
+
+
+def tools_registry() -> dict[str, Tool]:
+    return {tool.name: tool for tool in TOOLS}
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    return [tool.as_openai() for tool in TOOLS]
+
+
+def tool_call(*, name: str, arguments: Any) -> dict[str, Any]:
+    """Validate ``arguments`` against the tool's published schema and run it.
+
+    Raises KeyError for an unknown tool and ToolError naming the argument on bad input.
+    """
+    tool = tools_registry()[name]
+    try:
+        schema_validate(value=arguments, schema=tool.parameters)
+    except SchemaError as exc:
+        first = exc.errors[0]
+        field = first.split(":", 1)[0].removeprefix("$").lstrip(".") or "arguments"
+        raise ToolError(field, str(exc)) from None
+    try:
+        return tool.func(arguments)
+    except ToolError:
+        raise
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise ToolError(field, "; ".join(messages)) from None
+    except QuerySyntaxError as exc:
+        raise ToolError("query", str(exc)) from None
+    except ValueError as exc:
+        # The only other ValueError the recall surfaces raise: an empty or unknown memory_types list.
+        raise ToolError("memory_types", str(exc)) from None

@@ -1,0 +1,185 @@
+"""Recall latency at scale: hybrid `memory_recall` vs a bare single-branch FTS query (the floor).
+
+Run from the repository root:
+
+    python bench/recall_scale.py [--sizes 10000,100000,1000000] [--memories 10000,100000] [--queries 60]
+
+For each size, synthetic bilingual rows (Zipf-distributed words from jieba's
+dictionary and an English word list) are generated with set-based SQL into a
+throwaway database (created and dropped here): messages for the session source,
+semantic memories for the semantic source. Each size runs the same queries
+(1-3 words, common and rare) through `memory_recall` (FTS + trigram branches in
+one statement, RRF) and through the floor, a plain ranked FTS query on the same
+rows. It prints p50/p95 in milliseconds and the p95 ratio recall / floor.
+Target: p95 <= 3x the floor and <= 50 ms at 1M messages. Generating 1M messages
+takes several minutes on a small machine, hence the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anima.settings")
+
+import django
+
+django.setup()
+
+import jieba  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from memory.management.commands.bench_recall import throwaway_database  # noqa: E402
+from memory.search import search_query_build  # noqa: E402
+from memory.selectors import memory_recall  # noqa: E402
+
+EN = (
+    "morning coffee exam hospital shift nurse cat garden hiking mountain river launch product deadline budget "
+    "meeting email password travel lisbon train ticket dinner recipe risotto allergy peanut birthday gift "
+    "daughter school piano lesson weekend movie novel chapter running marathon injury doctor medicine sleep "
+    "dream weather rain umbrella project server database backup deploy release weekend holiday beach sunset"
+).split()
+
+
+def vocabulary(size: int = 4000) -> list[str]:
+    """Most frequent multi-character words of jieba's dictionary, interleaved with English words."""
+    path = Path(jieba.__file__).parent / "dict.txt"
+    rows = (line.split() for line in path.read_text(encoding="utf-8").splitlines())
+    words = sorted(((int(r[1]), r[0]) for r in rows if len(r) >= 2 and len(r[0]) >= 2), reverse=True)
+    zh = [word for _, word in words[: size - len(EN)]]
+    return [word for pair in zip(zh, EN * (len(zh) // len(EN) + 1), strict=False) for word in pair][:size]
+
+
+def generate(*, messages: int, memories: int, vocab: list[str]) -> None:
+    """Append rows until the tables hold the wanted counts; words Zipf-like (random()^3)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM messages")
+        have = cursor.fetchone()[0]
+        cursor.execute("SELECT count(*) FROM entities WHERE primary_component = 'semantic_memory'")
+        have_memories = cursor.fetchone()[0]
+        cursor.execute(
+            "INSERT INTO persons (slug, display_name, created_at) VALUES ('bench', 'bench', now())"
+            " ON CONFLICT DO NOTHING"
+        )
+        cursor.execute("SELECT id FROM persons WHERE slug = 'bench'")
+        person = cursor.fetchone()[0]
+        text = (
+            "(SELECT string_agg((%(vocab)s::text[])[1 + floor(power(random(), 3) * %(n)s)::int], ' ')"
+            " FROM generate_series(1, 6 + (g %% 12)) AS w)"
+        )
+        params = {"vocab": vocab, "n": len(vocab), "person": person}
+        if messages > have:
+            cursor.execute(
+                "INSERT INTO conversations (external_id, platform, channel, chat_id, person_id, title, archived,"
+                " system_prompt, temporal_day, created_at, updated_at)"
+                " SELECT 'bench-' || g, 'web', 'web', '', %(person)s, '', false, '', '{}', now(), now()"
+                " FROM generate_series(%(start)s, %(stop)s) AS g ON CONFLICT DO NOTHING",
+                {**params, "start": have // 100, "stop": messages // 100},
+            )
+            cursor.execute(
+                "INSERT INTO messages (conversation_id, role, name, content, fts_segmented, created_at)"
+                f" SELECT c.id, CASE WHEN g %% 2 = 0 THEN 'user' ELSE 'assistant' END, '', txt, txt,"
+                "        now() - g * interval '1 minute'"
+                f" FROM (SELECT g, {text} AS txt FROM generate_series(%(start)s, %(stop)s) AS g) s"
+                " JOIN conversations c ON c.external_id = 'bench-' || (g / 100)",
+                {**params, "start": have, "stop": messages - 1},
+            )
+        if memories > have_memories:
+            cursor.execute(
+                "INSERT INTO entities (primary_component, title, summary, content, body, memory_type, status,"
+                " expired_reason, pinned, reference_count, person_id, source_channel, fts_segmented,"
+                " created_at, updated_at)"
+                f" SELECT 'semantic_memory', '', '', txt, '{{}}', 'world', 'active', '', false, 0,"
+                "        CASE WHEN g %% 3 = 0 THEN NULL ELSE %(person)s END, '', txt, now(), now()"
+                f" FROM (SELECT g, {text} AS txt FROM generate_series(%(start)s, %(stop)s) AS g) s",
+                {**params, "start": have_memories, "stop": memories - 1},
+            )
+        cursor.execute("ANALYZE messages")
+        cursor.execute("ANALYZE entities")
+
+
+def queries(vocab: list[str], count: int, seed: int = 11) -> list[str]:
+    rng = random.Random(seed)
+    picks = []
+    for _ in range(count):
+        words = [vocab[min(int(rng.random() ** 2 * len(vocab)), len(vocab) - 1)] for _ in range(rng.randint(1, 3))]
+        text = " ".join(words)
+        if search_query_build(text=text).tsquery:  # stopword-only queries would time nothing
+            picks.append(text)
+    return picks
+
+
+def floor_query(text: str, table: str, column: str) -> None:
+    """The same OR-ed tsquery recall builds, as one ranked FTS query on one table: no filters, no trigram, no RRF."""
+    tsquery = search_query_build(text=text).tsquery
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {table}, to_tsquery('english', %s) AS q WHERE {column} @@ q"
+            f" ORDER BY ts_rank_cd({column}, q, 32) DESC LIMIT 10",
+            [tsquery],
+        )
+        cursor.fetchall()
+
+
+def timed(fn, texts: list[str]) -> tuple[float, float]:
+    for text in texts[:5]:  # warm caches and jieba
+        fn(text)
+    samples = []
+    for text in texts:
+        started = time.perf_counter()
+        fn(text)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples), statistics.quantiles(samples, n=20)[-1]
+
+
+def report(label: str, rows: int, recall_fn, floor_fn, texts: list[str]) -> None:
+    recall_p50, recall_p95 = timed(recall_fn, texts)
+    floor_p50, floor_p95 = timed(floor_fn, texts)
+    print(
+        f"{label:<9} {rows:>9,}  recall p50 {recall_p50:7.1f} ms  p95 {recall_p95:7.1f} ms   "
+        f"floor p50 {floor_p50:6.1f} ms  p95 {floor_p95:6.1f} ms   p95 ratio {recall_p95 / floor_p95:5.2f}x",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="message counts, comma-separated, ascending")
+    parser.add_argument("--memories", default="10000,100000", help="semantic memory counts, ascending")
+    parser.add_argument("--queries", type=int, default=60)
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",") if size]
+    memory_sizes = [int(size) for size in args.memories.split(",") if size]
+    vocab = vocabulary()
+    texts = queries(vocab, args.queries)
+    with throwaway_database():
+        for size in sizes:
+            started = time.perf_counter()
+            generate(messages=size, memories=0, vocab=vocab)
+            print(f"generated {size:,} messages in {time.perf_counter() - started:.0f}s", flush=True)
+            report(
+                "session",
+                size,
+                lambda text: memory_recall(query=text, memory_types=["session"]),
+                lambda text: floor_query(text, "messages", "content_fts"),
+                texts,
+            )
+        for size in memory_sizes:
+            generate(messages=0, memories=size, vocab=vocab)
+            report(
+                "semantic",
+                size,
+                lambda text: memory_recall(query=text, memory_types=["semantic"]),
+                lambda text: floor_query(text, "entities", "search_fts"),
+                texts,
+            )
+
+
+if __name__ == "__main__":
+    main()

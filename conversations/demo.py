@@ -1,0 +1,42 @@
+"""The demo's prepared turn: Leo's morning Telegram chat, assembled on the evening of 2026-11-28."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from conversations.management.commands.prepare_turn import messages_print
+from conversations.models import Conversation
+from conversations.turn import PEERS_NAME, prepare_turn
+from temporal.tick import BUCKET, temporal_tick_run
+
+DEMO_CONVERSATION = "demo-conv-leo-tg-1128-am"
+DEMO_DAY_START = datetime.fromisoformat("2026-11-28T10:00+08:00")
+# Evening, so Maya's 20:30 chat and Leo's 21:00 CLI chat sit in closed buckets as peers.
+DEMO_AT = datetime.fromisoformat("2026-11-28T21:45+08:00")
+DEMO_MESSAGE = "今晚上线顺利吗？小雨最近还好吗？"
+
+
+def demo_prepared_turn(*, stdout) -> None:
+    """Run the day's half-hourly ticks on a simulated clock, then print one prepared turn (not stored).
+
+    Needs the bundled sample imported; safe to re-run (ticks add nothing new, rendered peer
+    blocks are frozen).
+    """
+    conversation = Conversation.objects.select_related("person").filter(external_id=DEMO_CONVERSATION).first()
+    if conversation is None:
+        stdout.write(f"conversation {DEMO_CONVERSATION} not found: import the demo sample first")
+        return
+    tick = DEMO_DAY_START + BUCKET
+    chunks = 0
+    while tick <= DEMO_AT:
+        chunks += temporal_tick_run(at=tick).get("chunks_written", 0)
+        tick += BUCKET
+    stdout.write(f"temporal ticks 10:30 … {(tick - BUCKET):%H:%M} on 2026-11-28 wrote {chunks} new chunks")
+    messages = prepare_turn(conversation=conversation, user_message=DEMO_MESSAGE, now=DEMO_AT, store=False)
+    names = [m["name"] for m in messages]
+    stdout.write(
+        f"prepare_turn --conversation {DEMO_CONVERSATION} --at {DEMO_AT.isoformat()} --no-store: "
+        f"{len(messages)} messages, {names.count(PEERS_NAME)} temporal_summary_peers block(s), "
+        f"passive recall {'yes' if 'passive_memory_context' in names else 'no'}"
+    )
+    messages_print(messages=messages, stdout=stdout)

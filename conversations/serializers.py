@@ -1,0 +1,150 @@
+"""API representations of conversations, messages, people and history."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from rest_framework import serializers
+
+from anima.api.serializers import BoundedDateTimeField, MomentField, StrictModelSerializer, StrictSerializer
+from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Role
+
+SLUG_REGEX = r"^[a-z0-9_-]+$"
+
+
+class PersonSlugField(serializers.SlugRelatedField):
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("queryset", Person.objects.all())
+        super().__init__(slug_field="slug", **kwargs)
+
+
+class ConversationSerializer(StrictModelSerializer):
+    person = PersonSlugField(required=False, allow_null=True)
+    external_id = serializers.CharField(max_length=200, required=False, allow_null=True, allow_blank=True)
+
+    def validate_external_id(self, value: str | None) -> str | None:
+        # Blank means "no external id"; a real one must be unused.
+        if not value:
+            return None
+        taken = Conversation.objects.filter(external_id=value)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise serializers.ValidationError(f"a conversation with external_id {value!r} already exists")
+        return value
+
+    class Meta:
+        model = Conversation
+        fields = [
+            "id",
+            "external_id",
+            "platform",
+            "channel",
+            "chat_id",
+            "person",
+            "title",
+            "archived",
+            "system_prompt",
+            "system_prompt_built_at",
+            "temporal_day",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["system_prompt", "system_prompt_built_at", "temporal_day", "created_at", "updated_at"]
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Message
+        fields = ["id", "conversation", "role", "name", "content", "tool_payload", "external_id", "created_at"]
+        read_only_fields = fields
+
+
+class MessageCreateSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=128, default="")
+    tool_payload = serializers.JSONField(required=False, allow_null=True, default=None)
+    external_id = serializers.CharField(required=False, allow_null=True, max_length=200, default=None)
+    created_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
+
+
+class IdentitySerializer(serializers.ModelSerializer):
+    person = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Identity
+        fields = ["id", "channel", "external_id", "person", "created_at"]
+        read_only_fields = fields
+
+
+class IdentityMapSerializer(StrictSerializer):
+    channel = serializers.CharField(max_length=64)
+    external_id = serializers.CharField(max_length=200)
+    person = serializers.RegexField(SLUG_REGEX, max_length=64)
+    display_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class PersonSerializer(StrictModelSerializer):
+    slug = serializers.RegexField(SLUG_REGEX, max_length=64)
+    identities = IdentitySerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Person
+        fields = ["id", "slug", "display_name", "identities", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def validate_slug(self, value: str) -> str:
+        taken = Person.objects.filter(slug=value)
+        if self.instance is not None:
+            taken = taken.exclude(pk=self.instance.pk)
+        if taken.exists():
+            raise serializers.ValidationError(f"a person with slug {value!r} already exists")
+        return value
+
+
+class HistoryEntrySerializer(serializers.ModelSerializer):
+    cursor = serializers.IntegerField(read_only=True)
+    person = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = HistoryEntry
+        fields = ["cursor", "timestamp", "content", "channel", "person", "conversation"]
+        read_only_fields = fields
+
+
+class HistoryAppendSerializer(StrictSerializer):
+    content = serializers.CharField(max_length=100_000)
+    timestamp = BoundedDateTimeField(required=False, default=None, allow_null=True)
+    channel = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    person = PersonSlugField(required=False, allow_null=True, default=None)
+    conversation = serializers.PrimaryKeyRelatedField(
+        queryset=Conversation.objects.all(), required=False, allow_null=True, default=None
+    )
+
+    def validate_timestamp(self, value):
+        return value or timezone.now()
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    q = serializers.CharField(required=False, allow_blank=True, max_length=10_000, default="")
+    since = MomentField(required=False, default=None)
+    until = MomentField(required=False, default=None)
+    channel = serializers.CharField(required=False, max_length=64, default=None)
+    person = PersonSlugField(required=False, default=None)
+    scope = serializers.ChoiceField(choices=["all", "global"], required=False, default="all")
+
+
+class IdentityQuerySerializer(serializers.Serializer):
+    channel = serializers.CharField(max_length=64)
+    external_id = serializers.CharField(max_length=200)
+
+
+class PrepareTurnSerializer(StrictSerializer):
+    user_message = serializers.CharField(max_length=100_000, trim_whitespace=False)
+    store = serializers.BooleanField(default=True, help_text="Store the user message (default true).")
+
+
+class TurnMessageSerializer(serializers.Serializer):
+    role = serializers.CharField()
+    name = serializers.CharField(allow_blank=True)
+    content = serializers.CharField(allow_blank=True)

@@ -1,0 +1,238 @@
+"""Short-term memory summary (SPEC M9): an LLM-authored summary rendered in place of older raw messages.
+
+The ``update_short_term_memory`` tool writes the summary beside the messages (never instead of
+them) for both scopes — user (person + conversation) and server (conversation / channel) — as
+database rows, so it survives restarts. A summary is live for ``stm.summary_ttl_hours``
+(24 h) after its last write; raw messages lapse after ``stm.raw_ttl_hours`` (12 h) of silence.
+Past ``stm.consolidate_after_messages`` raw messages, the older ones are archived as
+HistoryEntry rows (global, and the person's when the identity resolves) and folded into the
+summary; messages are never deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from anima.config import config_get
+from anima.llm import LlmError
+from conversations.models import (
+    Conversation,
+    HistoryEntry,
+    Message,
+    Person,
+    Role,
+    ShortTermMemory,
+    StmScope,
+)
+from conversations.services import identity_resolve
+from temporal.tick import messages_digest
+
+logger = logging.getLogger(__name__)
+
+RENDERED_ROLES = (Role.USER, Role.ASSISTANT)
+# "Remember that …" / 「记住…」: the user wants long-term memory, so the short-term tool is not offered.
+_LONG_TERM_INTENT = re.compile(
+    r"记住|记下来|别忘了|不要忘记|永远记得|长期记忆|\bremember (?:this|that|me|my)\b|\bdon'?t forget\b|"
+    r"\bkeep in mind\b|\bsave (?:this|that) to (?:your )?memory\b|\bnote (?:this|that) down\b",
+    re.IGNORECASE,
+)
+
+
+def long_term_intent_detect(*, text: str) -> bool:
+    """True when the user explicitly asks the companion to remember something for the long term."""
+    return bool(_LONG_TERM_INTENT.search(text or ""))
+
+
+def conversation_person(*, conversation: Conversation) -> Person | None:
+    """The person behind the conversation: its own person, else the identity its channel account resolves to."""
+    if conversation.person_id:
+        return conversation.person
+    if conversation.chat_id:
+        return identity_resolve(channel=conversation.channel or conversation.platform, external_id=conversation.chat_id)
+    return None
+
+
+def _current_turn_id(conversation: Conversation) -> str:
+    latest = conversation.messages.filter(role=Role.USER).order_by("-created_at", "-pk").values_list("pk", flat=True)
+    return str(latest.first() or "")
+
+
+def _latest_message(conversation: Conversation) -> Message | None:
+    return conversation.messages.filter(role__in=RENDERED_ROLES).order_by("-created_at", "-pk").first()
+
+
+def stm_tool_available(
+    *, conversation: Conversation, turn_id: str | None = None, long_term_intent: bool = False
+) -> bool:
+    """Whether ``update_short_term_memory`` may be offered in this turn (the seed's two guards)."""
+    if long_term_intent:
+        return False
+    turn = turn_id if turn_id is not None else _current_turn_id(conversation)
+    return (
+        not ShortTermMemory.objects.filter(conversation=conversation, last_turn_id=turn)
+        .exclude(last_turn_id="")
+        .exists()
+    )
+
+
+def update_short_term_memory(
+    *,
+    conversation: Conversation,
+    summary: str,
+    turn_id: str | None = None,
+    long_term_intent: bool = False,
+    now: datetime | None = None,
+) -> dict:
+    """The tool: store ``summary`` (silently cut to ``stm.max_summary_chars``) for both scopes.
+
+    Covers every message stored so far. Refused when the turn shows explicit long-term-memory
+    intent or the tool already succeeded in this turn (``turn_id``, default: the latest user
+    message). ``now`` simulates the clock (tests, ``--at``).
+    Returns ``{success, message}`` or ``{success: False, error}``.
+    """
+    if long_term_intent:
+        return {"success": False, "error": "not available: the user asked for long-term memory; use memory_remember"}
+    # PostgreSQL text cannot hold NUL; a model that emits one still gets its summary stored.
+    text = summary.replace("\x00", "").strip() if isinstance(summary, str) else ""
+    if not text:
+        return {"success": False, "error": "summary must be a non-empty string"}
+    now = now or timezone.now()
+    turn = str(turn_id) if turn_id is not None else _current_turn_id(conversation)
+    latest = _latest_message(conversation)
+    with transaction.atomic():
+        # Lock the conversation so two calls in one turn cannot both pass the guard.
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        if not stm_tool_available(conversation=conversation, turn_id=turn):
+            return {"success": False, "error": "the short-term memory was already updated in this turn"}
+        text = text[: config_get(section="stm")["max_summary_chars"]]
+        _write(
+            conversation=conversation,
+            summary=text,
+            covers_until=latest.created_at if latest else now,
+            covers_until_message_id=latest.pk if latest else None,
+            turn_id=turn,
+            at=now,
+        )
+    return {"success": True, "message": f"short-term memory updated ({len(text)} characters)"}
+
+
+def _write(
+    *,
+    conversation: Conversation,
+    summary: str,
+    covers_until: datetime,
+    covers_until_message_id: int | None,
+    turn_id: str | None,
+    at: datetime,
+) -> None:
+    person = conversation_person(conversation=conversation)
+    channel = conversation.channel or conversation.platform
+    for scope in (StmScope.USER, StmScope.SERVER):
+        defaults = {
+            "person": person if scope == StmScope.USER else None,
+            "channel": channel,
+            "summary": summary,
+            "covers_until": covers_until,
+            "covers_until_message_id": covers_until_message_id,
+            "updated_at": at,
+        }
+        if turn_id is not None:
+            defaults["last_turn_id"] = turn_id
+        ShortTermMemory.objects.update_or_create(conversation=conversation, scope=scope, defaults=defaults)
+
+
+@dataclass(frozen=True)
+class ShortTermView:
+    """What turn assembly renders of a conversation: the live summary (if any) and the raw messages after it."""
+
+    summary: str
+    summary_until: datetime | None
+    messages: list[Message]
+
+
+def _after(messages: QuerySet[Message], *, at: datetime, message_id: int | None) -> QuerySet[Message]:
+    if message_id is None:
+        return messages.filter(created_at__gt=at)
+    return messages.filter(Q(created_at__gt=at) | Q(created_at=at, pk__gt=message_id))
+
+
+def _view(*, conversation: Conversation, now: datetime, config: dict) -> ShortTermView:
+    """The live summary and the raw messages it does not cover, up to ``now``.
+
+    Raw messages before a silence of ``raw_ttl_hours`` (or older than that when the
+    conversation has been quiet since) have lapsed from short-term memory; recall still finds them.
+    """
+    messages = conversation.messages.filter(role__in=RENDERED_ROLES, created_at__lte=now)
+    row = _summary_row(conversation=conversation, now=now, ttl=timedelta(hours=config["summary_ttl_hours"]))
+    if row is not None:
+        messages = _after(messages, at=row.covers_until, message_id=row.covers_until_message_id)
+    raw = list(messages.order_by("created_at", "pk"))
+    raw_ttl = timedelta(hours=config["raw_ttl_hours"])
+    moments = [m.created_at for m in raw] + [now]
+    start = 0
+    for index in range(1, len(moments)):
+        if moments[index] - moments[index - 1] >= raw_ttl:
+            start = index
+    return ShortTermView(
+        summary=row.summary if row else "", summary_until=row.covers_until if row else None, messages=raw[start:]
+    )
+
+
+def _summary_row(*, conversation: Conversation, now: datetime, ttl: timedelta) -> ShortTermMemory | None:
+    scope = StmScope.USER if conversation_person(conversation=conversation) else StmScope.SERVER
+    return ShortTermMemory.objects.filter(conversation=conversation, scope=scope, updated_at__gt=now - ttl).first()
+
+
+def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTermView:
+    """The view turn assembly renders, consolidating first when past ``stm.consolidate_after_messages``.
+
+    Consolidation archives all but the newest half-threshold raw messages: one global
+    HistoryEntry and, when the identity resolves, one for the person, whose digest is folded
+    into the summary, which then covers them. Messages are never deleted. An LLM failure
+    leaves everything raw (the next turn tries again).
+    """
+    config = config_get(section="stm")
+    view = _view(conversation=conversation, now=now, config=config)
+    threshold = config["consolidate_after_messages"]
+    if len(view.messages) <= threshold:
+        return view
+    archived = view.messages[: len(view.messages) - threshold // 2]
+    cap = config["max_summary_chars"]
+    try:
+        digest = messages_digest(conversation=conversation, messages=archived, earlier=[], max_chars=cap)
+    except LlmError as exc:
+        logger.warning("short-term consolidation of conversation %s postponed: %s", conversation.pk, exc)
+        return view
+    person = conversation_person(conversation=conversation)
+    last = archived[-1]
+    with transaction.atomic():
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        current = _view(conversation=conversation, now=now, config=config)
+        if not current.messages or current.messages[0].pk != view.messages[0].pk:
+            return current  # a concurrent turn consolidated first
+        for owner in (None, person) if person else (None,):
+            HistoryEntry.objects.create(
+                timestamp=last.created_at,
+                content=digest,
+                channel=conversation.channel or conversation.platform,
+                person=owner,
+                conversation=conversation,
+            )
+        # The newest material wins the cap: the older summary gives way from its start.
+        merged = f"{view.summary}\n{digest}" if view.summary else digest
+        _write(
+            conversation=conversation,
+            summary=merged[-cap:].lstrip(),
+            covers_until=last.created_at,
+            covers_until_message_id=last.pk,
+            turn_id=None,
+            at=now,
+        )
+    return _view(conversation=conversation, now=now, config=config)

@@ -1,0 +1,172 @@
+"""Turn assembly (SPEC M8): the exact message list the agent runtime sends to its LLM.
+
+Order, built for a stable prefix (the LLM's KV cache):
+1. the system prompt snapshot — self layer, resident memory, person memory, 「## 时间摘要」,
+   citation rule — rebuilt only on the first turn after a local 02:00 boundary;
+2. the conversation: the live short-term summary, then the raw messages it does not cover;
+3. one ``temporal_summary_peers`` assistant message per closed half-hour bucket of today (and of
+   yesterday until 02:00), at the bucket's end on the timeline; frozen (``PeerBlock``) the first
+   time it is rendered, so later activity elsewhere only ever adds blocks for newer buckets;
+4. the runtime-only tail: ``passive_memory_context`` and the new user message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+
+from django.utils import timezone
+
+from anima.config import config_get
+from conversations.models import Conversation, PeerBlock, Person, Role
+from conversations.services import message_create
+from conversations.stm import ShortTermView, conversation_person, short_term_prepare
+from memory.models import SemanticMemory
+from memory.selectors import active_semantic_memories, passive_recall, resident_memories, self_layer_text
+from temporal.rollup import bucket_sources, day_chunks_by_conversation, peer_rollup_get
+from temporal.selectors import temporal_prompt_section
+from temporal.tick import BUCKET, closed_buckets, local_day
+
+PEERS_NAME = "temporal_summary_peers"
+SUMMARY_NAME = "short_term_memory"
+REBUILD_HOUR = 2
+PERSON_MEMORY_LIMIT = 30
+
+CITATION_RULE = (
+    "## Memory citations\n"
+    "Whenever a reply uses a semantic memory — from the resident list, a memory_recall or "
+    "memory_semantic_search semantic hit, or a marker in an earlier message — append its [[anima:ID]] "
+    "marker at the end of the reply body, one per memory used. Session, limbic and autobiographical hits "
+    "take no marker.\n"
+    "回复用到语义记忆（常驻列表、memory_recall / memory_semantic_search 的语义结果、或之前消息中的标记）时，"
+    "在回复正文末尾附上每条记忆的 [[anima:ID]]。"
+)
+
+
+def rebuild_boundary(*, now: datetime) -> datetime:
+    """The latest local 02:00 at or before ``now``: the system prompt is a snapshot since then."""
+    local = timezone.localtime(now)
+    boundary = timezone.make_aware(datetime.combine(local.date(), time(REBUILD_HOUR)), local.tzinfo)
+    return boundary if boundary <= local else boundary - timedelta(days=1)
+
+
+def _memory_lines(memories) -> str:
+    return "\n".join(f"- {memory.content} [[anima:{memory.pk}]]" for memory in memories)
+
+
+def _person_memories(person: Person, *, exclude: set[int]) -> list[SemanticMemory]:
+    """That person's own active memories (most referenced first) not already resident."""
+    return list(
+        active_semantic_memories()
+        .filter(person=person)
+        .exclude(pk__in=exclude)
+        .order_by("-reference_count", "-id")[:PERSON_MEMORY_LIMIT]
+    )
+
+
+def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
+    """The full system prompt as of ``now`` (no peers of today: those live on the timeline)."""
+    person = conversation_person(conversation=conversation)
+    sections = []
+    self_layer = self_layer_text()
+    if self_layer:
+        sections.append(f"# Self\n\n{self_layer}")
+    resident = resident_memories(person=person)
+    if resident:
+        sections.append(f"## Resident memory\n{_memory_lines(resident)}")
+    if person is not None:
+        about = _person_memories(person, exclude={memory.pk for memory in resident})
+        if about:
+            sections.append(f"## About {person.display_name or person.slug}\n{_memory_lines(about)}")
+    config = config_get(section="memory.temporal_summary")
+    if config["enabled"]:
+        section = temporal_prompt_section(today=local_day(now), max_chars=config["system_prompt_chars"])
+        if section:
+            sections.append(section)
+    sections.append(CITATION_RULE)
+    return "\n\n".join(sections)
+
+
+def system_prompt_ensure(*, conversation: Conversation, now: datetime) -> str:
+    """The stored snapshot, rebuilt when it predates the latest 02:00 boundary."""
+    built_at = conversation.system_prompt_built_at
+    if conversation.system_prompt and built_at is not None and built_at >= rebuild_boundary(now=now):
+        return conversation.system_prompt
+    prompt = system_prompt_build(conversation=conversation, now=now)
+    # Conditional write: of two turns racing over the boundary, the first snapshot wins.
+    updated = Conversation.objects.filter(pk=conversation.pk, system_prompt_built_at=built_at).update(
+        system_prompt=prompt, system_prompt_built_at=now
+    )
+    if updated:
+        conversation.system_prompt, conversation.system_prompt_built_at = prompt, now
+    else:
+        conversation.refresh_from_db(fields=["system_prompt", "system_prompt_built_at"])
+    return conversation.system_prompt
+
+
+def _peer_text(*, bucket: datetime, summary: str) -> str:
+    start = timezone.localtime(bucket)
+    return f"Other conversations {start:%H:%M}–{start + BUCKET:%H:%M} (其他会话):\n{summary}"
+
+
+def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[datetime, str]]:
+    """(bucket end, text) for today's closed buckets with peer activity, as first rendered for this viewer.
+
+    Until the 02:00 rebuild yesterday's blocks stay too, so midnight does not break the prefix.
+    """
+    days = sorted({local_day(rebuild_boundary(now=now)), local_day(now)})
+    buckets = [bucket for day in days for bucket in closed_buckets(day=day, now=now)]
+    if not buckets:
+        return []
+    stored = PeerBlock.objects.filter(conversation=conversation, bucket__gte=buckets[0], bucket__lte=buckets[-1])
+    frozen = dict(stored.values_list("bucket", "content"))
+    missing = [bucket for bucket in buckets if bucket not in frozen]
+    if missing:
+        chunks = {day: day_chunks_by_conversation(day=day) for day in {local_day(bucket) for bucket in missing}}
+        new = []
+        for bucket in missing:
+            day = local_day(bucket)
+            sources = bucket_sources(chunks=chunks[day], bucket=bucket, viewer_id=conversation.pk)
+            rollup = peer_rollup_get(day=day, bucket=bucket, sources=sources)
+            text = _peer_text(bucket=bucket, summary=rollup["summary"]) if rollup and rollup["summary"] else ""
+            new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))
+        # A concurrent turn may have frozen some first: theirs stand, so re-read.
+        PeerBlock.objects.bulk_create(new, ignore_conflicts=True)
+        frozen = dict(stored.values_list("bucket", "content"))
+    return [(bucket + BUCKET, frozen[bucket]) for bucket in sorted(frozen) if frozen[bucket]]
+
+
+def _timeline(*, view: ShortTermView, blocks: list[tuple[datetime, str]]) -> list[dict]:
+    rendered = []
+    if view.summary:
+        rendered.append(
+            {"role": Role.ASSISTANT.value, "name": SUMMARY_NAME, "content": f"Conversation so far:\n{view.summary}"}
+        )
+    # Blocks the summary already stands for are left out with the messages they sit between.
+    pending = [(end, text) for end, text in blocks if view.summary_until is None or end > view.summary_until]
+    for message in view.messages:
+        while pending and pending[0][0] <= message.created_at:
+            rendered.append({"role": Role.ASSISTANT.value, "name": PEERS_NAME, "content": pending.pop(0)[1]})
+        rendered.append({"role": message.role, "name": message.name, "content": message.content})
+    rendered.extend({"role": Role.ASSISTANT.value, "name": PEERS_NAME, "content": text} for _, text in pending)
+    return rendered
+
+
+def prepare_turn(
+    *, conversation: Conversation, user_message: str, now: datetime | None = None, store: bool = True
+) -> list[dict]:
+    """The message list for the next LLM call, each ``{role, name, content}``.
+
+    Stores the user message (at ``now``) unless ``store`` is false.
+    """
+    now = now or timezone.now()
+    system = system_prompt_ensure(conversation=conversation, now=now)
+    view = short_term_prepare(conversation=conversation, now=now)
+    messages = [{"role": Role.SYSTEM.value, "name": "", "content": system}]
+    messages.extend(_timeline(view=view, blocks=peer_blocks(conversation=conversation, now=now)))
+    passive = passive_recall(conversation=conversation, user_message=user_message).as_message()
+    if passive:
+        messages.append(passive)
+    messages.append({"role": Role.USER.value, "name": "", "content": user_message})
+    if store:
+        message_create(conversation=conversation, role=Role.USER, content=user_message, created_at=now)
+    return messages

@@ -1,0 +1,153 @@
+"""API views for semantic memories, recall and the diary (thin adapters over services and selectors)."""
+
+from __future__ import annotations
+
+import django_filters
+from django.db.models import Case, IntegerField, Prefetch, QuerySet, Value, When
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from anima.api.views import ApiView, ApiViewSet
+from anima.models import Entity, MemoryStatus, MemoryType
+from conversations.models import Person
+from memory.models import DiaryEntry, SemanticMemory
+from memory.search import MAX_LIMIT
+from memory.selectors import memory_recall, memory_semantic_search
+from memory.serializers import (
+    DeprecateSerializer,
+    DiaryEntrySerializer,
+    RecallQuerySerializer,
+    RecallResultSerializer,
+    RememberSerializer,
+    SemanticMemorySerializer,
+)
+from memory.services import (
+    memory_delete,
+    memory_deprecate,
+    memory_pin,
+    memory_remember_or_get,
+    memory_restore,
+    memory_unpin,
+)
+
+
+class MemoryFilter(django_filters.FilterSet):
+    memory_type = django_filters.ChoiceFilter(choices=MemoryType.choices)
+    status = django_filters.ChoiceFilter(choices=MemoryStatus.choices)
+    person = django_filters.CharFilter(field_name="person__slug")
+    pinned = django_filters.BooleanFilter()
+    q = django_filters.CharFilter(method="search", max_length=10_000, label="Hybrid search (active memories)")
+
+    class Meta:
+        model = SemanticMemory
+        fields = ["memory_type", "status", "person", "pinned", "q"]
+
+    def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        """Hybrid-search hits first-ranked first (retrieval only covers active memories)."""
+        slug = self.data.get("person")
+        person = Person.objects.filter(slug=slug).first() if slug else None
+        hits = memory_semantic_search(query=value, limit=MAX_LIMIT, person=person)
+        rank = Case(
+            *[When(pk=hit["id"], then=Value(index)) for index, hit in enumerate(hits)],
+            output_field=IntegerField(),
+        )
+        return queryset.filter(pk__in=[hit["id"] for hit in hits]).annotate(search_rank=rank).order_by("search_rank")
+
+
+class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ApiViewSet):
+    """Semantic memories: list / filter / search, remember, curate; DELETE is a physical delete (staff)."""
+
+    queryset = SemanticMemory.objects.select_related("person").order_by("-created_at", "-id")
+    serializer_class = SemanticMemorySerializer
+    filterset_class = MemoryFilter
+    lookup_value_regex = r"\d{1,18}"
+
+    def get_permissions(self):
+        if self.action == "destroy":
+            return [IsAdminUser()]
+        return [IsAuthenticated()]
+
+    @extend_schema(request=RememberSerializer, responses={200: SemanticMemorySerializer, 201: SemanticMemorySerializer})
+    def create(self, request: Request) -> Response:
+        """Remember a fact; an identical active fact for the same person is returned (200) instead of duplicated."""
+        data = RememberSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        memory, created = memory_remember_or_get(**data.validated_data)
+        return Response(
+            SemanticMemorySerializer(memory).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
+
+    def perform_destroy(self, instance: SemanticMemory) -> None:
+        memory_delete(memory=instance)
+
+    def _curate(self, request: Request, change) -> Response:
+        memory = change(memory=self.get_object())
+        return Response(SemanticMemorySerializer(memory).data)
+
+    @extend_schema(request=DeprecateSerializer, responses={200: SemanticMemorySerializer})
+    @action(detail=True, methods=["post"])
+    def deprecate(self, request: Request, pk: str) -> Response:
+        data = DeprecateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._curate(request, lambda memory: memory_deprecate(memory=memory, **data.validated_data))
+
+    @extend_schema(request=None, responses={200: SemanticMemorySerializer})
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, pk: str) -> Response:
+        return self._curate(request, memory_restore)
+
+    @extend_schema(request=None, responses={200: SemanticMemorySerializer})
+    @action(detail=True, methods=["post"])
+    def pin(self, request: Request, pk: str) -> Response:
+        return self._curate(request, memory_pin)
+
+    @extend_schema(request=None, responses={200: SemanticMemorySerializer})
+    @action(detail=True, methods=["post"])
+    def unpin(self, request: Request, pk: str) -> Response:
+        return self._curate(request, memory_unpin)
+
+
+class RecallView(ApiView):
+    @extend_schema(
+        parameters=[RecallQuerySerializer],
+        responses={200: inline_serializer("RecallResponse", {"results": RecallResultSerializer(many=True)})},
+    )
+    def get(self, request: Request) -> Response:
+        """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list."""
+        params = RecallQuerySerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        query = params.validated_data
+        results = memory_recall(
+            query=query["q"],
+            memory_types=query["types"],
+            limit=query["limit"],
+            person=query["person"],
+            since=query["since"],
+            until=query["until"],
+            channel=query["channel"],
+        )
+        return Response({"results": results})
+
+
+class DiaryFilter(django_filters.FilterSet):
+    since = django_filters.DateFilter(field_name="source_day", lookup_expr="gte")
+    until = django_filters.DateFilter(field_name="source_day", lookup_expr="lte")
+
+    class Meta:
+        model = DiaryEntry
+        fields = ["since", "until"]
+
+
+class DiaryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
+    """Diary entries (one per local day) with their limbic, narrative and dream blocks."""
+
+    queryset = DiaryEntry.objects.prefetch_related(
+        Prefetch("blocks", queryset=Entity.objects.order_by("created_at", "id"))
+    ).order_by("-source_day")
+    serializer_class = DiaryEntrySerializer
+    filterset_class = DiaryFilter
+    lookup_value_regex = r"\d{1,18}"

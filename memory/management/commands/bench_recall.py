@@ -1,0 +1,126 @@
+"""Recall quality on MADial-Bench: R@k of Anima's hybrid recall beside BM25, zh and en.
+
+Memories are loaded into a throwaway database (``anima_bench_<pid>`` on the same
+server, migrated, dropped at the end). Each dialogue is queried with its turns
+before the test turn (``dialogue[1:test_turn]``, as written). R@k is the share of
+a dialogue's relevant memories found in the top k, averaged over dialogues (this
+reproduces the published BM25 figures). Candidates are the dialogue user's
+memories where the memory file gives a ``user-id`` (zh), otherwise all (en).
+BM25 (rank_bm25) ranks jieba search tokens (lower-cased words) of the whole pre-test dialogue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jieba
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+from rank_bm25 import BM25Okapi
+
+from anima.models import Component, MemoryStatus, MemoryType
+from anima.segmentation import segment_text
+from conversations.models import Person
+from memory.models import SemanticMemory
+from memory.selectors import memory_semantic_search
+
+KS = (1, 3, 5, 10, 20)
+_WORD_RE = re.compile(r"\w")
+
+
+class Command(BaseCommand):
+    help = "R@1/3/5/10/20 of hybrid recall vs BM25 on MADial-Bench (zh and en), in a throwaway database."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--data", required=True, help="MADial-Bench directory, relative to the repo root")
+        parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
+
+    def handle(self, *args, **options) -> None:
+        data = Path(options["data"])
+        if not data.is_absolute():
+            data = Path(settings.BASE_DIR) / data
+        if not data.is_dir():
+            raise CommandError(f"no MADial-Bench directory at {data}")
+        with throwaway_database():
+            report = {lang: _bench_language(data, lang) for lang in ("zh", "en")}
+        for lang, figures in report.items():
+            self.stdout.write(f"{lang} (n={figures['n']})")
+            for system in ("anima", "bm25"):
+                cells = "  ".join(f"{name} {value:5.1f}" for name, value in figures[system].items())
+                self.stdout.write(f"  {system:<6} {cells}")
+        if options["json"]:
+            self.stdout.write(json.dumps(report))
+
+
+@contextmanager
+def throwaway_database() -> Iterator[None]:
+    """Run the block against a fresh migrated database ``anima_bench_<pid>``, dropped afterwards."""
+    connection = connections["default"]
+    connection.settings_dict["TEST"]["NAME"] = f"anima_bench_{os.getpid()}"
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(connection.settings_dict["NAME"], verbosity=0)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _tokens(text: str) -> list[str]:
+    return [token.lower() for token in jieba.cut_for_search(text) if _WORD_RE.search(token)]
+
+
+def _bench_language(data: Path, lang: str) -> dict[str, Any]:
+    memories = [next(iter(item.items())) for item in _read_jsonl(data / f"MADial-Bench-{lang}-memory.json")]
+    dialogues = _read_jsonl(data / f"MADial-Bench-{lang}-dialogue.json")
+    scoped = any("user-id" in memory for _, memory in memories)
+    persons = {
+        user: Person.objects.create(slug=f"bench-{lang}-{user}")
+        for user in sorted({str(memory.get("user-id", "all")) for _, memory in memories})
+    }
+    rows = [
+        SemanticMemory(
+            primary_component=Component.SEMANTIC_MEMORY,
+            memory_type=MemoryType.EXPERIENCE,
+            status=MemoryStatus.ACTIVE,
+            external_id=f"bench-{lang}-{key}",
+            content=memory["event"],
+            fts_segmented=segment_text(memory["event"]),
+            person=persons[str(memory.get("user-id", "all"))],
+        )
+        for key, memory in memories
+    ]
+    SemanticMemory.objects.bulk_create(rows)
+    corpus = {str(memory.get("user-id", "all")): [] for _, memory in memories}
+    for key, memory in memories:
+        corpus[str(memory.get("user-id", "all"))].append((key, _tokens(memory["event"])))
+    bm25 = {user: BM25Okapi([tokens for _, tokens in docs]) for user, docs in corpus.items()}
+    anima_hits, bm25_hits = dict.fromkeys(KS, 0.0), dict.fromkeys(KS, 0.0)
+    for dialogue in dialogues:
+        user = str(dialogue["user-id"]) if scoped else "all"
+        query = "\n".join(line.strip() for line in dialogue["dialogue"][1 : dialogue["test-turn"][0]])
+        relevant = {str(key) for key in dialogue["relevant-id"]}
+        results = memory_semantic_search(query=query, limit=max(KS), person=persons[user])
+        ranked = [hit["external_id"].removeprefix(f"bench-{lang}-") for hit in results]
+        scores = bm25[user].get_scores(_tokens(query))
+        keys = [key for key, _ in corpus[user]]
+        bm25_ranked = [keys[i] for i in sorted(range(len(keys)), key=lambda i: -scores[i])]
+        for k in KS:
+            anima_hits[k] += len(relevant.intersection(ranked[:k])) / len(relevant)
+            bm25_hits[k] += len(relevant.intersection(bm25_ranked[:k])) / len(relevant)
+    n = len(dialogues)
+    return {
+        "n": n,
+        "anima": {f"R@{k}": round(100 * anima_hits[k] / n, 1) for k in KS},
+        "bm25": {f"R@{k}": round(100 * bm25_hits[k] / n, 1) for k in KS},
+    }

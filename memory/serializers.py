@@ -1,0 +1,118 @@
+"""API representations of semantic memories, recall and the diary."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from anima.api.serializers import MomentField, StrictSerializer
+from anima.models import Entity, MemoryType
+from conversations.models import Conversation
+from conversations.serializers import PersonSlugField
+from memory.models import DiaryEntry, SemanticMemory
+from memory.search import MAX_LIMIT
+from memory.selectors import MEMORY_TYPES
+
+
+class SemanticMemorySerializer(serializers.ModelSerializer):
+    person = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    citation = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SemanticMemory
+        fields = [
+            "id",
+            "memory_type",
+            "status",
+            "title",
+            "content",
+            "person",
+            "pinned",
+            "reference_count",
+            "source_conversation",
+            "source_channel",
+            "source_day",
+            "expired_reason",
+            "superseded_by",
+            "body",
+            "citation",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_citation(self, memory: SemanticMemory) -> str:
+        return f"[[anima:{memory.pk}]]"
+
+
+class RememberSerializer(StrictSerializer):
+    content = serializers.CharField(max_length=10_000)
+    memory_type = serializers.ChoiceField(choices=MemoryType.choices, default=MemoryType.WORLD)
+    person = PersonSlugField(required=False, allow_null=True, default=None)
+    pinned = serializers.BooleanField(default=False)
+    source_conversation = serializers.PrimaryKeyRelatedField(
+        queryset=Conversation.objects.all(), required=False, allow_null=True, default=None
+    )
+    source_channel = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class DeprecateSerializer(StrictSerializer):
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class RecallQuerySerializer(serializers.Serializer):
+    q = serializers.CharField(max_length=10_000)
+    types = serializers.CharField(
+        required=False, default=None, help_text=f"Comma-separated subset of {', '.join(MEMORY_TYPES)}."
+    )
+    person = PersonSlugField(required=False, default=None)
+    since = MomentField(required=False, default=None)
+    until = MomentField(required=False, default=None)
+    channel = serializers.CharField(max_length=64, required=False, default=None)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=10)
+
+    def validate_types(self, value: str | None) -> list[str] | None:
+        if value is None:
+            return None
+        types = [part.strip() for part in value.split(",") if part.strip()]
+        unknown = [t for t in types if t not in MEMORY_TYPES]
+        if unknown or not types:
+            raise serializers.ValidationError(f"unknown memory type(s) {unknown}; use {', '.join(MEMORY_TYPES)}")
+        return types
+
+
+class RecallResultSerializer(serializers.Serializer):
+    memory_type = serializers.CharField()
+    id = serializers.IntegerField()
+    external_id = serializers.CharField(allow_null=True)
+    score = serializers.FloatField()
+    snippet = serializers.CharField()
+    created_at = serializers.CharField()
+    conversation_external_id = serializers.CharField(allow_null=True)
+    message_external_id = serializers.CharField(allow_null=True)
+    ranks = serializers.DictField(child=serializers.IntegerField())
+    semantic_memory_id = serializers.IntegerField(required=False)
+    role = serializers.CharField(required=False)
+
+
+class ContentBlockSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Entity
+        fields = ["id", "tag", "content", "body", "created_at"]
+        read_only_fields = fields
+
+
+class DiaryEntrySerializer(serializers.ModelSerializer):
+    blocks = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DiaryEntry
+        fields = ["id", "source_day", "title", "blocks", "created_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(ContentBlockSerializer(many=True))
+    def get_blocks(self, entry: DiaryEntry) -> list[dict]:
+        # Limbic before narrative before dream (the diary's reading order), then by time.
+        order = {"limbic": 0, "narrative": 1, "dream": 2}
+        blocks = sorted(entry.blocks.all(), key=lambda block: (order.get(block.tag, 3), block.created_at, block.pk))
+        return ContentBlockSerializer(blocks, many=True).data

@@ -1,0 +1,56 @@
+"""API representations of sleep-cycle runs and the request that triggers one."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from anima.api.serializers import BoundedDateField, StrictSerializer
+from sleep.cycle import SLEEP_CYCLE
+from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun
+
+
+class PipelineStepRunSerializer(serializers.ModelSerializer):
+    duration_seconds = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = PipelineStepRun
+        fields = ["id", "step", "status", "attempt", "output", "error", "started_at", "finished_at", "duration_seconds"]
+        read_only_fields = fields
+
+
+class PipelineRunSerializer(serializers.ModelSerializer):
+    steps = PipelineStepRunSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = PipelineRun
+        fields = [
+            "id",
+            "pipeline",
+            "day",
+            "trigger",
+            "mode",
+            "status",
+            "options",
+            "error",
+            "started_at",
+            "finished_at",
+            "steps",
+        ]
+        read_only_fields = fields
+
+
+class SleepTriggerSerializer(StrictSerializer):
+    day = BoundedDateField(
+        required=False, allow_null=True, default=None, help_text="Local day to sleep (default: yesterday)."
+    )
+    step = serializers.ChoiceField(
+        choices=[step.name for step in SLEEP_CYCLE.steps],
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Run only this step (default: the whole cycle).",
+    )
+    force = serializers.BooleanField(default=False, help_text="Skip dependency checks; may change locked blocks.")
+    mode = serializers.ChoiceField(
+        choices=DeepSleepMode.choices, required=False, allow_null=True, default=None, help_text="Deep-sleep mode."
+    )

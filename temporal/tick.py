@@ -1,0 +1,205 @@
+"""The half-hourly temporal tick (SPEC M7): one chunk per conversation with new messages today.
+
+Each user-facing conversation (cron and debug excluded, as for light sleep: they are not
+dialogue with a person) with dialogue after its watermark in the local day gets one chunk
+``{at, bucket, summary, watermark_message_id, watermark_at}`` appended to
+``conversations.temporal_day`` ``{cst_date, chunks[]}``. Chunks are never changed once
+written; a new local day starts a new list.
+
+Two ticks may run at once (beat + an operator): each conversation is claimed with a
+transaction-level advisory lock and its watermark re-read inside the lock, so a second tick
+either skips a conversation being written or finds nothing new — no duplicate, no lost chunk.
+The row itself is not locked during the LLM call, so new messages keep flowing meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import date, datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from anima.config import config_get
+from anima.llm import LlmError, llm_json
+from conversations.models import Conversation, Message
+from sleep.steps.common import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, clip, day_start
+from temporal.services import SUMMARY_SCHEMA
+
+logger = logging.getLogger(__name__)
+
+BUCKET = timedelta(minutes=30)
+# Messages up to a minute ahead of the tick still count: beat may fire a little early.
+LOOKAHEAD = timedelta(seconds=60)
+_LOCK_NAMESPACE = 0x7E4D
+_MESSAGE_CHARS = 1000
+# A first consolidation (conversations/stm.py) may span thousands of messages: the newest that fit are sent.
+_DIALOGUE_CHARS = 60_000
+
+CHUNK_INSTRUCTIONS = (
+    "Summarise what this conversation covered in the new messages, as one objective digest: the themes and "
+    "outcomes, not a replay. `earlier_chunks` are today's earlier digests of the same conversation, given as "
+    "context only: do not repeat them. Omit internal ids, step-by-step tool or configuration actions and "
+    "timestamps. Write in the language of the messages, at most `max_chars` characters, with no preamble. "
+    'Answer JSON: {"summary": str}.'
+)
+
+# Acknowledgement openers a model puts before the digest ("好的，", "Sure, here is …:").
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:好的|好|收到|明白了?|当然|没问题|以下是[^：:\n]{0,20}|"
+    r"sure|ok(?:ay)?|certainly|of course|got it|here(?:'s| is) (?:the |a |your )?[a-z ]{0,30})"
+    r"\s*[,，。.!！:：…]+\s*)+",
+    re.IGNORECASE,
+)
+
+
+def local_day(at: datetime) -> date:
+    return timezone.localtime(at).date()
+
+
+def bucket_start(at: datetime) -> datetime:
+    """The local half-hour bucket containing ``at``."""
+    local = timezone.localtime(at)
+    return local.replace(minute=local.minute // 30 * 30, second=0, microsecond=0)
+
+
+def bucket_label(start: datetime) -> str:
+    """A bucket as written in chunks and cache keys: ``2026-07-18T06:00+08:00``."""
+    return timezone.localtime(start).isoformat(timespec="minutes")
+
+
+def closed_buckets(*, day: date, now: datetime) -> list[datetime]:
+    """The half-hour buckets of local ``day`` that have ended by ``now``, oldest first."""
+    start, end = day_start(day), day_start(day + timedelta(days=1))
+    buckets = []
+    while start + BUCKET <= min(now, end):
+        buckets.append(start)
+        start += BUCKET
+    return buckets
+
+
+def summary_clean(text: str, *, max_chars: int) -> str:
+    """Strip acknowledgement preambles (and NUL, which JSONB refuses) and hard-cut to the cap."""
+    return clip(_PREAMBLE.sub("", text.replace("\x00", "").strip(), count=1), max_chars)
+
+
+def day_chunks(*, conversation: Conversation, day: date) -> list[dict]:
+    """The conversation's chunks of ``day`` (an older list counts as empty)."""
+    state = conversation.temporal_day or {}
+    return list(state.get("chunks") or []) if state.get("cst_date") == day.isoformat() else []
+
+
+def messages_digest(*, conversation: Conversation, messages: list[Message], earlier: list[str], max_chars: int) -> str:
+    """One objective digest of ``messages`` (LLM purpose ``temporal.chunk``); raises LlmError."""
+    item = DayConversation(conversation, messages)
+    dialogue, used = [], 0
+    for turn in reversed(item.dialogue()):
+        used += min(len(turn["content"]), _MESSAGE_CHARS)
+        if used > _DIALOGUE_CHARS:
+            break
+        dialogue.append({**turn, "content": turn["content"][:_MESSAGE_CHARS]})
+    dialogue.reverse()
+    answer = llm_json(
+        purpose="temporal.chunk",
+        instructions=CHUNK_INSTRUCTIONS,
+        payload={**item.meta(), "earlier_chunks": earlier, "dialogue": dialogue, "max_chars": max_chars},
+        schema=SUMMARY_SCHEMA,
+    )
+    return summary_clean(answer["summary"], max_chars=max_chars)
+
+
+def temporal_tick_run(*, at: datetime | None = None) -> dict:
+    """Run one tick as of ``at`` (default now); returns what it did."""
+    from temporal.rollup import peer_rollups_warm
+
+    now = at or timezone.now()
+    config = config_get(section="memory.temporal_summary")
+    if not config["enabled"]:
+        return {"skipped_reason": "disabled"}
+    # The tick at 10:30 closes the 10:00 bucket; the one at 00:00 closes yesterday's last.
+    reference = now - LOOKAHEAD
+    day = local_day(reference)
+    recent = Message.objects.filter(
+        conversation=OuterRef("pk"),
+        role__in=DIALOGUE_ROLES,
+        created_at__gte=day_start(day),
+        created_at__lte=now + LOOKAHEAD,
+    )
+    candidates = list(
+        Conversation.objects.exclude(platform__in=EXCLUDED_PLATFORMS)
+        .filter(Exists(recent))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    outcomes = {"written": 0, "unchanged": 0, "busy": 0, "failed": 0}
+    for conversation_id in candidates:
+        outcome = _conversation_tick(
+            conversation_id=conversation_id,
+            day=day,
+            bucket=bucket_start(reference),
+            now=now,
+            max_chars=config["chunk_chars"],
+        )
+        outcomes[outcome] += 1
+    return {
+        "at": now.isoformat(),
+        "cst_date": day.isoformat(),
+        "conversations": len(candidates),
+        "chunks_written": outcomes["written"],
+        "unchanged": outcomes["unchanged"],
+        "busy": outcomes["busy"],
+        "failed": outcomes["failed"],
+        "rollups_warmed": peer_rollups_warm(day=day, now=now),
+    }
+
+
+def _conversation_tick(*, conversation_id: int, day: date, bucket: datetime, now: datetime, max_chars: int) -> str:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_try_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, conversation_id % 2_147_483_647]
+            )
+            if not cursor.fetchone()[0]:
+                return "busy"  # another tick is writing this conversation's chunk right now
+        # Re-read inside the lock: the watermark may have moved since the candidate scan.
+        conversation = Conversation.objects.select_related("person").get(pk=conversation_id)
+        chunks = day_chunks(conversation=conversation, day=day)
+        new = list(_after_watermark(conversation=conversation, chunks=chunks, day=day, until=now + LOOKAHEAD))
+        if not new:
+            return "unchanged"
+        try:
+            summary = messages_digest(
+                conversation=conversation,
+                messages=new,
+                earlier=[chunk["summary"] for chunk in chunks],
+                max_chars=max_chars,
+            )
+        except LlmError as exc:
+            # The watermark stays put, so the next tick covers these messages.
+            logger.warning("temporal tick: no chunk for conversation %s: %s", conversation_id, exc)
+            return "failed"
+        last = new[-1]
+        chunk = {
+            "at": now.isoformat(),
+            "bucket": bucket_label(bucket),
+            "summary": summary,
+            "watermark_message_id": str(last.pk),
+            "watermark_at": last.created_at.isoformat(),
+        }
+        Conversation.objects.filter(pk=conversation_id).update(
+            temporal_day={"cst_date": day.isoformat(), "chunks": [*chunks, chunk]}
+        )
+    return "written"
+
+
+def _after_watermark(*, conversation: Conversation, chunks: list[dict], day: date, until: datetime):
+    messages = Message.objects.filter(
+        conversation=conversation, role__in=DIALOGUE_ROLES, created_at__gte=day_start(day), created_at__lte=until
+    )
+    if chunks:
+        mark_at = datetime.fromisoformat(chunks[-1]["watermark_at"])
+        mark_id = int(chunks[-1]["watermark_message_id"])
+        messages = messages.filter(Q(created_at__gt=mark_at) | Q(created_at=mark_at, pk__gt=mark_id))
+    return messages.order_by("created_at", "pk")

@@ -1,0 +1,197 @@
+"""API-wide guarantees: authentication everywhere, staff-only operations, JSON 4xx for bad input, config, tokens."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.core.management import call_command
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from anima.api.testing import api_client
+from anima.config import config_get
+from anima.models import RuntimeConfigChange
+from tests.factories import ConversationFactory, SemanticMemoryFactory, UserFactory
+
+
+def _api_routes() -> list[str]:
+    """Every URL pattern under /api/, with sample values in place of its parameters."""
+    routes: list[str] = []
+
+    def walk(patterns, prefix: str) -> None:
+        for pattern in patterns:
+            text = prefix + str(pattern.pattern).lstrip("^").rstrip("$")
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, text)
+            elif isinstance(pattern, URLPattern) and text.startswith("api/"):
+                routes.append(text)
+
+    walk(get_resolver().url_patterns, "")
+    samples = {"pk": "1", "slug": "leo", "section": "sleep", "name": "memory_recall", "format": "json"}
+    concrete = set()
+    for route in routes:
+        route = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: samples[m.group(1)], route)
+        route = re.sub(r"<(?:\w+:)?(\w+)>", lambda m: samples[m.group(1)], route)
+        concrete.add("/" + route.replace("\\.", ".").replace("/?", "/").rstrip("/") + "/")
+    return sorted(r for r in concrete if "json/" not in r)
+
+
+ROUTES = _api_routes()
+
+
+def test_the_route_list_covers_the_api():
+    assert {"/api/recall/", "/api/memories/1/", "/api/tools/memory_recall/", "/api/schema/", "/api/docs/"} <= set(
+        ROUTES
+    )
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("method", ["get", "post", "patch", "delete"])
+def test_every_route_refuses_anonymous_access(route, method):
+    ConversationFactory(pk=1)
+    SemanticMemoryFactory(pk=1)
+
+    response = getattr(APIClient(), method)(route, {}, format="json")
+
+    assert response.status_code in (401, 403), (route, method, response.status_code)
+
+
+def test_a_bad_token_is_refused():
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+
+    assert client.get("/api/memories/").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("post", "/api/sleep-runs/", {"step": "memory-ref-sync"}),
+        ("patch", "/api/config/sleep/", {"token_budget": 5000}),
+        ("delete", "/api/memories/{memory}/", None),
+    ],
+)
+def test_non_staff_tokens_cannot_reach_staff_only_operations(method, route, body):
+    memory = SemanticMemoryFactory()
+    client = api_client(staff=False)
+
+    response = getattr(client, method)(route.format(memory=memory.pk), body, format="json")
+
+    assert response.status_code == 403
+    assert config_get(section="sleep")["token_budget"] != 5000
+    assert memory.__class__.objects.filter(pk=memory.pk).exists()
+
+
+def test_session_authentication_works_for_a_logged_in_user(client):
+    user = UserFactory()
+    client.force_login(user)
+
+    assert client.get("/api/memories/").status_code == 200
+
+
+def test_drf_create_token_command_creates_a_working_token(capsys):
+    user = UserFactory(username="runtime")
+
+    call_command("drf_create_token", "runtime")
+
+    key = Token.objects.get(user=user).key
+    assert key in capsys.readouterr().out
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert client.get("/api/tools/").status_code == 200
+
+
+# --- Bad input is a JSON 4xx naming the field ----------------------------------------------------
+
+
+def test_malformed_json_is_a_400_naming_the_body():
+    response = api_client().post("/api/memories/", '{"content": ', content_type="application/json")
+
+    assert response.status_code == 400
+    assert "body" in response.json()
+
+
+def test_unknown_fields_are_refused_by_name():
+    response = api_client().post("/api/memories/", {"content": "x", "colour": "red"}, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"colour": ["Unknown or read-only field."]}
+
+
+def test_wrong_types_and_unknown_choices_name_the_field():
+    response = api_client().post("/api/memories/", {"content": ["x"], "memory_type": "gossip"}, format="json")
+
+    assert response.status_code == 400
+    assert set(response.json()) == {"content", "memory_type"}
+
+
+def test_nul_characters_are_refused_in_bodies_and_query_strings():
+    client = api_client()
+
+    body = client.post("/api/memories/", {"content": "a\x00b"}, format="json")
+    nested = client.post("/api/tools/memory_recall/", {"query": "ok", "memory_types": ["a\x00"]}, format="json")
+    query = client.get("/api/recall/", {"q": "a\x00b"})
+
+    assert body.status_code == nested.status_code == query.status_code == 400
+    assert "content" in body.json() and "memory_types.0" in nested.json() and "q" in query.json()
+
+
+@pytest.mark.parametrize(("size", "status"), [(900, 201), (5000, 413)])
+def test_bodies_over_the_configured_limit_are_refused(settings, size, status):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
+
+    response = api_client().post("/api/memories/", {"content": "x" * size}, format="json")
+
+    assert response.status_code == status
+    if status == 413:
+        assert "2048 bytes" in response.json()["detail"]
+
+
+def test_invalid_dates_name_the_parameter():
+    response = api_client().get("/api/recall/", {"q": "python", "since": "2026-02-30"})
+
+    assert response.status_code == 400
+    assert "since" in response.json()
+
+
+def test_bad_ids_are_404_not_500():
+    client = api_client()
+
+    assert client.get("/api/memories/99999999999999999/").status_code == 404
+    assert client.get("/api/memories/abc/").status_code == 404
+
+
+# --- Runtime config -------------------------------------------------------------------------------
+
+
+def test_config_lists_sections_and_staff_patches_with_validation():
+    staff = api_client(username="ops", staff=True)
+
+    listed = staff.get("/api/config/").json()
+    changed = staff.patch("/api/config/memory.passive_recall/", {"limit": 7}, format="json")
+    refused = staff.patch("/api/config/memory.passive_recall/", {"limit": 999, "enabled": True}, format="json")
+    unknown = staff.patch("/api/config/memory.passive_recall/", {"colour": 1}, format="json")
+
+    assert "memory.passive_recall" in listed and listed["sleep"]["token_budget"] > 0
+    assert changed.status_code == 200 and changed.json()["limit"] == 7
+    assert refused.status_code == 400 and "limit" in refused.json()
+    assert unknown.status_code == 400 and "colour" in unknown.json()
+    assert config_get(section="memory.passive_recall")["limit"] == 7  # never half-applied
+    assert RuntimeConfigChange.objects.get().changed_by == "ops"
+
+
+def test_unknown_config_section_is_404():
+    assert api_client(staff=True).get("/api/config/nope/").status_code == 404
+
+
+def test_schema_and_docs_are_served_to_authenticated_users():
+    client = api_client()
+
+    schema = client.get("/api/schema/", {"format": "json"})
+    docs = client.get("/api/docs/")
+
+    assert schema.status_code == 200 and "/api/recall/" in json.loads(schema.content)["paths"]
+    assert docs.status_code == 200

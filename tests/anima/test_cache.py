@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import logging
+
+import pytest
+from django.core.cache import caches
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anima.cache import cache_get_json, cache_set_json
+
+CLOSED_PORT_REDIS = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": "redis://127.0.0.1:1/0",
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.DefaultClient",
+            "SOCKET_CONNECT_TIMEOUT": 0.2,
+            "SOCKET_TIMEOUT": 0.2,
+        },
+    }
+}
+
+
+@pytest.fixture
+def private_cache(settings):
+    """An empty in-process default cache for one test, whatever REDIS_URL says.
+
+    Test databases restart their ids, so keys such as peer-rollup fingerprints would repeat
+    across runs on a shared Redis; the integration tests cover Redis itself.
+    """
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "tests"}}
+    caches["default"].clear()
+
+
+@pytest.fixture
+def redis_down(settings, monkeypatch):
+    settings.CACHES = CLOSED_PORT_REDIS
+    # The outage pause is process-wide: undo it so later tests see a healthy cache again.
+    monkeypatch.setattr("anima.cache._down_until", 0.0)
+
+
+def test_values_round_trip_through_the_in_process_default(private_cache):
+    cache_set_json(key="anima:test:plain", value={"summary": "上线顺利", "n": 2}, timeout_seconds=60)
+    assert cache_get_json(key="anima:test:plain") == {"summary": "上线顺利", "n": 2}
+    assert cache_get_json(key="anima:test:absent") is None
+
+
+def test_redis_down_warns_and_falls_back_in_process_instead_of_failing(redis_down, caplog):
+    with caplog.at_level(logging.WARNING, logger="anima.cache"):
+        cache_set_json(key="anima:test:down", value={"summary": "kept"}, timeout_seconds=60)
+        value = cache_get_json(key="anima:test:down")
+
+    assert value == {"summary": "kept"}
+    # One warning: after the first failure Redis is left alone for a while, not retried per call.
+    [warning] = [record.message for record in caplog.records if "cache unavailable" in record.message]
+    assert "127.0.0.1:1" in warning and warning.endswith("in-process fallback for anima:test:down")
+
+
+def test_redis_down_and_nothing_cached_is_a_miss_not_an_error(redis_down):
+    assert cache_get_json(key="anima:test:never-written") is None
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda inner: st.lists(inner)))
+def test_any_json_value_survives_the_fallback(redis_down, value):
+    cache_set_json(key="anima:test:any", value=value, timeout_seconds=60)
+    assert cache_get_json(key="anima:test:any") == value

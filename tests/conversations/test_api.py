@@ -1,0 +1,182 @@
+"""Conversations, messages, people, identities and history over the API."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from anima.api.testing import api_client
+from conversations.models import Conversation, HistoryEntry, Identity, Message, Person
+from memory.models import MemoryReference
+from tests.factories import (
+    ConversationFactory,
+    HistoryEntryFactory,
+    IdentityFactory,
+    MessageFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
+
+
+def test_create_list_filter_and_update_conversations():
+    client = api_client()
+    PersonFactory(slug="leo")
+
+    created = client.post(
+        "/api/conversations/",
+        {"platform": "telegram", "channel": "telegram", "chat_id": "42", "person": "leo"},
+        format="json",
+    )
+    ConversationFactory(platform="web")
+    listed = client.get("/api/conversations/", {"platform": "telegram"}).json()
+    patched = client.patch(f"/api/conversations/{created.json()['id']}/", {"title": "Evening chat"}, format="json")
+
+    assert created.status_code == 201 and created.json()["person"] == "leo"
+    assert [c["chat_id"] for c in listed["results"]] == ["42"]
+    assert patched.json()["title"] == "Evening chat"
+
+
+def test_conversation_validation_names_fields():
+    client = api_client()
+    ConversationFactory(external_id="taken")
+
+    response = client.post(
+        "/api/conversations/", {"platform": "pigeon", "person": "nobody", "external_id": "taken"}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert set(response.json()) == {"platform", "person", "external_id"}
+
+
+def test_posting_a_message_records_its_citations():
+    conversation = ConversationFactory()
+    memory = SemanticMemoryFactory()
+
+    response = api_client().post(
+        f"/api/conversations/{conversation.pk}/messages/",
+        {"role": "assistant", "content": f"You like Python [[anima:{memory.pk}]]"},
+        format="json",
+    )
+
+    assert response.status_code == 201
+    assert MemoryReference.objects.filter(entity=memory, message_id=response.json()["id"]).exists()
+    memory.refresh_from_db()
+    assert memory.reference_count > 0
+
+
+def test_message_post_is_idempotent_on_external_id():
+    conversation = ConversationFactory()
+    client = api_client()
+    body = {"role": "user", "content": "hello", "external_id": "tg-1", "created_at": "2026-10-01T10:00:00+08:00"}
+
+    first = client.post(f"/api/conversations/{conversation.pk}/messages/", body, format="json")
+    second = client.post(f"/api/conversations/{conversation.pk}/messages/", body, format="json")
+
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    assert Message.objects.filter(conversation=conversation).count() == 1
+
+
+def test_messages_list_oldest_first_and_refuses_bad_roles():
+    conversation = ConversationFactory()
+    older = MessageFactory(conversation=conversation, created_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    newer = MessageFactory(conversation=conversation, created_at=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+    client = api_client()
+
+    listed = client.get(f"/api/conversations/{conversation.pk}/messages/").json()
+    bad = client.post(
+        f"/api/conversations/{conversation.pk}/messages/", {"role": "narrator", "content": "x"}, format="json"
+    )
+    far = client.post(
+        f"/api/conversations/{conversation.pk}/messages/",
+        {"role": "user", "content": "x", "created_at": "0001-01-01T00:00:00+14:00"},
+        format="json",
+    )
+
+    assert [m["id"] for m in listed["results"]] == [older.pk, newer.pk]
+    assert bad.status_code == 400 and "role" in bad.json()
+    assert far.status_code == 400 and "created_at" in far.json()
+
+
+def test_prepare_turn_returns_the_message_list_and_stores_the_user_message():
+    conversation = ConversationFactory()
+
+    response = api_client().post(
+        f"/api/conversations/{conversation.pk}/prepare-turn/", {"user_message": "早上好"}, format="json"
+    )
+
+    assert response.status_code == 200
+    messages = response.json()["messages"]
+    assert messages[0]["role"] == "system" and messages[-1] == {"role": "user", "name": "", "content": "早上好"}
+    assert Message.objects.filter(conversation=conversation, content="早上好").exists()
+
+
+def test_persons_and_identity_mapping():
+    client = api_client()
+
+    created = client.post("/api/persons/", {"slug": "leo", "display_name": "Leo"}, format="json")
+    duplicate = client.post("/api/persons/", {"slug": "leo"}, format="json")
+    bad_slug = client.post("/api/persons/", {"slug": "Leo Big"}, format="json")
+    mapped = client.post(
+        "/api/identities/",
+        {"channel": "telegram", "external_id": "123", "person": "mia", "display_name": "Mia"},
+        format="json",
+    )
+    moved = client.post(
+        "/api/identities/", {"channel": "telegram", "external_id": "123", "person": "leo"}, format="json"
+    )
+    resolved = client.get("/api/identities/resolve/", {"channel": "telegram", "external_id": "123"})
+    unknown = client.get("/api/identities/resolve/", {"channel": "telegram", "external_id": "999"})
+    person = client.get("/api/persons/leo/").json()
+
+    assert created.status_code == 201
+    assert duplicate.status_code == 400 and "slug" in duplicate.json()
+    assert bad_slug.status_code == 400 and "slug" in bad_slug.json()
+    assert mapped.status_code == 201 and Person.objects.get(slug="mia").display_name == "Mia"
+    assert moved.json()["person"] == "leo" and Identity.objects.count() == 1
+    assert resolved.json()["slug"] == "leo"
+    assert unknown.status_code == 404
+    assert person["identities"][0]["external_id"] == "123"
+
+
+def test_identities_filter_by_person():
+    IdentityFactory(person=PersonFactory(slug="leo"))
+    IdentityFactory(person=PersonFactory(slug="mia"))
+
+    listed = api_client().get("/api/identities/", {"person": "mia"}).json()
+
+    assert [identity["person"] for identity in listed["results"]] == ["mia"]
+
+
+def test_history_search_and_append():
+    leo = PersonFactory(slug="leo")
+    HistoryEntryFactory(
+        person=leo, channel="telegram", content="讨论了杭州的天气", timestamp=dt.datetime(2026, 10, 3, tzinfo=dt.UTC)
+    )
+    HistoryEntryFactory(
+        person=None, channel="cli", content="部署了新版本", timestamp=dt.datetime(2026, 10, 4, tzinfo=dt.UTC)
+    )
+    client = api_client()
+
+    text = client.get("/api/history/", {"q": "杭州"}).json()
+    channel = client.get("/api/history/", {"channel": "cli"}).json()
+    scoped = client.get("/api/history/", {"scope": "global"}).json()
+    window = client.get("/api/history/", {"since": "2026-10-04", "until": "2026-10-05"}).json()
+    appended = client.post(
+        "/api/history/", {"content": "Leo 搬家了", "person": "leo", "channel": "telegram"}, format="json"
+    )
+    bad = client.get("/api/history/", {"until": "next week"})
+
+    assert [e["content"] for e in text["results"]] == ["讨论了杭州的天气"]
+    assert [e["content"] for e in channel["results"]] == ["部署了新版本"]
+    assert [e["person"] for e in scoped["results"]] == [None]
+    assert [e["content"] for e in window["results"]] == ["部署了新版本"]
+    assert appended.status_code == 201 and HistoryEntry.objects.filter(person=leo).count() == 2
+    assert bad.status_code == 400 and "until" in bad.json()
+
+
+def test_conversations_are_paginated():
+    ConversationFactory.create_batch(3)
+
+    page = api_client().get("/api/conversations/", {"page_size": 2}).json()
+
+    assert page["count"] == Conversation.objects.count() and len(page["results"]) == 2 and page["next"]

@@ -1,0 +1,61 @@
+"""history_search: text (segmented, mixed Chinese/English), time range, channel and person filters."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conversations.selectors import history_search
+from tests.factories import HistoryEntryFactory, PersonFactory
+
+DAY = dt.datetime(2026, 10, 3, 12, 0, tzinfo=dt.UTC)
+
+
+def _contents(entries) -> list[str]:
+    return [entry.content for entry in entries]
+
+
+def test_text_matches_segmented_chinese_and_stemmed_english():
+    HistoryEntryFactory(content="你的邮箱是 leo@example.com", timestamp=DAY)
+    HistoryEntryFactory(content="We were running late", timestamp=DAY)
+    HistoryEntryFactory(content="无关的事情", timestamp=DAY)
+
+    assert _contents(history_search(text="邮箱")) == ["你的邮箱是 leo@example.com"]
+    assert _contents(history_search(text="run")) == ["We were running late"]
+
+
+def test_time_range_is_inclusive_of_whole_days_and_exact_datetimes():
+    for offset in range(3):
+        HistoryEntryFactory(content=f"day {offset}", timestamp=DAY + dt.timedelta(days=offset))
+
+    by_day = history_search(since=(DAY + dt.timedelta(days=1)).date(), until=(DAY + dt.timedelta(days=2)).date())
+    by_moment = history_search(until=DAY + dt.timedelta(days=1))
+
+    assert _contents(by_day) == ["day 1", "day 2"]
+    assert _contents(by_moment) == ["day 0", "day 1"]
+
+
+def test_channel_person_and_global_scopes():
+    leo = PersonFactory(slug="leo")
+    HistoryEntryFactory(person=leo, channel="telegram", content="leo on telegram", timestamp=DAY)
+    HistoryEntryFactory(person=leo, channel="cli", content="leo on cli", timestamp=DAY)
+    HistoryEntryFactory(person=None, channel="cli", content="global on cli", timestamp=DAY)
+
+    assert _contents(history_search(person=leo, channel="cli")) == ["leo on cli"]
+    assert _contents(history_search(global_only=True)) == ["global on cli"]
+    assert len(history_search(channel="cli")) == 2
+
+
+def test_limit_caps_results_newest_ranked_first_for_text():
+    for offset in range(5):
+        HistoryEntryFactory(content=f"咖啡 {offset}", timestamp=DAY + dt.timedelta(hours=offset))
+
+    assert _contents(history_search(text="咖啡", limit=2)) == ["咖啡 4", "咖啡 3"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=200))
+def test_no_text_makes_the_database_raise(text):
+    list(history_search(text=text, limit=5))

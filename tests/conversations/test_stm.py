@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.db import ProgrammingError, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anima.config import config_update
+from conversations.models import HistoryEntry, Role, ShortTermMemory, StmScope
+from conversations.stm import long_term_intent_detect, stm_tool_available, update_short_term_memory
+from conversations.turn import SUMMARY_NAME, prepare_turn
+from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
+from tests.factories import ConversationFactory, IdentityFactory, MessageFactory, PersonFactory, ShortTermMemoryFactory
+
+pytestmark = pytest.mark.usefixtures("private_cache")
+
+
+def at(hhmm: str, day: str = "2026-11-28") -> datetime:
+    return datetime.fromisoformat(f"{day}T{hhmm}:00+08:00")
+
+
+def rendered(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages[1:-1] if m["name"] != "passive_memory_context"]
+
+
+@pytest.fixture
+def chat():
+    conversation = ConversationFactory()
+    MessageFactory(conversation=conversation, content="Let's plan the Lisbon trip.", created_at=at("09:00"))
+    MessageFactory(conversation=conversation, role=Role.ASSISTANT, content="Sure, which dates?", created_at=at("09:01"))
+    MessageFactory(conversation=conversation, content="December 3 to 10.", created_at=at("09:02"))
+    return conversation
+
+
+def test_the_summary_replaces_the_covered_messages_on_the_next_turn(chat):
+    result = update_short_term_memory(conversation=chat, summary="Planning Lisbon, Dec 3–10.", now=at("09:03"))
+    assert result["success"] is True
+    MessageFactory(conversation=chat, role=Role.ASSISTANT, content="Noted the dates.", created_at=at("09:04"))
+
+    messages = prepare_turn(conversation=chat, user_message="Hotels?", now=at("09:10"))
+
+    summary = messages[1]
+    assert (summary["role"], summary["name"]) == ("assistant", SUMMARY_NAME)
+    assert "Planning Lisbon, Dec 3–10." in summary["content"]
+    assert rendered(messages)[1:] == ["Noted the dates."]
+    assert chat.messages.count() == 5  # written beside the messages, never instead of them
+
+
+def test_both_scopes_are_written_durably(chat):
+    update_short_term_memory(conversation=chat, summary="Planning Lisbon.", now=at("09:03"))
+
+    rows = {row.scope: row for row in ShortTermMemory.objects.filter(conversation=chat)}
+    assert set(rows) == {StmScope.USER, StmScope.SERVER}
+    assert rows[StmScope.USER].person == chat.person and rows[StmScope.SERVER].person is None
+    assert {row.summary for row in rows.values()} == {"Planning Lisbon."}
+
+
+def test_the_person_scope_follows_identity_resolution():
+    maya = PersonFactory(slug="maya")
+    IdentityFactory(channel="telegram", external_id="4242", person=maya)
+    conversation = ConversationFactory(person=None, channel="telegram", chat_id="4242")
+    MessageFactory(conversation=conversation, created_at=at("09:00"))
+
+    update_short_term_memory(conversation=conversation, summary="Maya's exam.", now=at("09:01"))
+
+    assert ShortTermMemory.objects.get(conversation=conversation, scope=StmScope.USER).person == maya
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(summary=st.text(min_size=1, max_size=4000).filter(lambda s: s.replace("\x00", "").strip()))
+def test_long_summaries_are_cut_silently_to_the_configured_cap(summary):
+    conversation = ConversationFactory()
+    MessageFactory(conversation=conversation, created_at=at("09:00"))
+
+    result = update_short_term_memory(conversation=conversation, summary=summary, now=at("09:01"))
+
+    assert result["success"] is True
+    stored = ShortTermMemory.objects.get(conversation=conversation, scope=StmScope.SERVER).summary
+    assert stored == summary.replace("\x00", "").strip()[:1500]
+
+
+def test_the_cap_is_configurable(chat):
+    config_update(section="stm", values={"max_summary_chars": 100})
+    update_short_term_memory(conversation=chat, summary="x" * 300, now=at("09:03"))
+    assert len(ShortTermMemory.objects.filter(conversation=chat).first().summary) == 100
+
+
+def test_at_most_one_successful_call_per_turn(chat):
+    assert update_short_term_memory(conversation=chat, summary="first", now=at("09:03"))["success"] is True
+    assert not stm_tool_available(conversation=chat)
+    again = update_short_term_memory(conversation=chat, summary="second", now=at("09:03"))
+    assert again["success"] is False and "already" in again["error"]
+
+    prepare_turn(conversation=chat, user_message="Next question", now=at("09:05"))  # a new user turn
+    assert update_short_term_memory(conversation=chat, summary="second", now=at("09:06"))["success"] is True
+    assert ShortTermMemory.objects.filter(conversation=chat).first().summary == "second"
+
+
+def test_explicit_long_term_intent_hides_the_tool(chat):
+    assert long_term_intent_detect(text="请记住我女儿属虎") and long_term_intent_detect(
+        text="Please remember that I'm vegan"
+    )
+    assert not long_term_intent_detect(text="Do you remember Lisbon?")
+    assert not stm_tool_available(conversation=chat, long_term_intent=True)
+    result = update_short_term_memory(conversation=chat, summary="x", long_term_intent=True, now=at("09:03"))
+    assert result["success"] is False
+    assert not ShortTermMemory.objects.exists()
+
+
+def test_an_empty_summary_is_refused(chat):
+    assert update_short_term_memory(conversation=chat, summary="   ", now=at("09:03"))["success"] is False
+
+
+def test_summaries_live_24_hours_and_raw_messages_12(chat):
+    update_short_term_memory(conversation=chat, summary="Planning Lisbon.", now=at("09:03"))
+    MessageFactory(conversation=chat, role=Role.ASSISTANT, content="Noted.", created_at=at("09:04"))
+
+    # 20 h later: the summary is live; the raw message after it lapsed in the 12 h silence.
+    later = prepare_turn(conversation=chat, user_message="Back!", now=at("05:00", "2026-11-29"), store=False)
+    assert later[1]["name"] == SUMMARY_NAME and rendered(later) == [later[1]["content"]]
+
+    # 25 h later: the summary has expired too; nothing of the old session is rendered.
+    expired = prepare_turn(conversation=chat, user_message="Back!", now=at("10:00", "2026-11-29"), store=False)
+    assert rendered(expired) == []
+
+
+def test_raw_messages_stay_while_the_conversation_is_active(chat):
+    messages = prepare_turn(conversation=chat, user_message="More?", now=at("20:00"))
+    assert rendered(messages) == ["Let's plan the Lisbon trip.", "Sure, which dates?", "December 3 to 10."]
+
+
+def test_consolidation_archives_older_messages_as_history_and_covers_them():
+    config_update(section="stm", values={"consolidate_after_messages": 10})
+    conversation = ConversationFactory()
+    start = at("09:00")
+    for i in range(14):
+        MessageFactory(
+            conversation=conversation,
+            role=Role.USER if i % 2 == 0 else Role.ASSISTANT,
+            content=f"We compared Lisbon hotel option {i} near the river." if i % 2 == 0 else f"Noted option {i}.",
+            created_at=start + timedelta(minutes=i),
+        )
+
+    messages = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"))
+
+    assert messages[1]["name"] == SUMMARY_NAME and "Lisbon" in messages[1]["content"]
+    assert rendered(messages)[1:] == [m.content for m in conversation.messages.order_by("created_at")[9:14]]
+    entries = HistoryEntry.objects.filter(conversation=conversation)
+    assert {entry.person for entry in entries} == {None, conversation.person}
+    assert all("Lisbon" in entry.content for entry in entries)
+    assert conversation.messages.count() == 15  # nothing deleted
+    with pytest.raises(ProgrammingError), transaction.atomic():
+        entries.update(content="rewritten")
+
+
+def test_a_conversation_without_a_person_renders_the_server_scope():
+    conversation = ConversationFactory(person=None, chat_id="")
+    MessageFactory(conversation=conversation, content="Shift swap on Friday.", created_at=at("09:00"))
+    ShortTermMemoryFactory(
+        conversation=conversation,
+        scope=StmScope.USER,
+        summary="not this one",
+        covers_until=at("09:00"),
+        updated_at=at("09:01"),
+    )
+    ShortTermMemoryFactory(
+        conversation=conversation,
+        scope=StmScope.SERVER,
+        summary="Swapped shifts.",
+        covers_until=at("09:00"),
+        updated_at=at("09:01"),
+    )
+
+    messages = prepare_turn(conversation=conversation, user_message="ok", now=at("09:10"), store=False)
+
+    assert messages[1]["content"].endswith("Swapped shifts.")
+    assert rendered(messages) == [messages[1]["content"]]

@@ -1,0 +1,295 @@
+from __future__ import annotations
+
+import io
+import itertools
+from datetime import date, datetime, timedelta
+
+import pytest
+from django.core.cache import cache
+from django.db import ProgrammingError, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anima.config import config_update
+from anima.management.commands.demo import FIXTURES as DEMO_FIXTURES
+from conversations.demo import DEMO_MESSAGE, demo_prepared_turn
+from conversations.models import Message, PeerBlock, Role
+from conversations.services import conversations_import
+from conversations.turn import PEERS_NAME, prepare_turn
+from memory.services import memories_import
+from temporal.tick import temporal_tick_run
+from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    PeerBlockFactory,
+    PersonFactory,
+    SelfLayerBlockFactory,
+    SemanticMemoryFactory,
+    TemporalSummaryFactory,
+)
+
+pytestmark = pytest.mark.usefixtures("private_cache")
+
+
+def at(hhmm: str, day: str = "2026-11-28") -> datetime:
+    return datetime.fromisoformat(f"{day}T{hhmm}:00+08:00")
+
+
+def peers(messages: list[dict]) -> list[dict]:
+    return [m for m in messages if m["name"] == PEERS_NAME]
+
+
+def test_the_system_prompt_carries_self_resident_person_memory_time_summary_and_the_citation_rule():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    SelfLayerBlockFactory(content="I am Anima, a companion who remembers.")
+    pinned = SemanticMemoryFactory(person=None, pinned=True, content="Anima 的生日是 3 月 1 日")
+    about_leo = SemanticMemoryFactory(person=leo, content="Leo 住在杭州，是软件工程师")
+    other = SemanticMemoryFactory(person=PersonFactory(slug="maya"), content="Maya 在学葡萄牙语")
+    TemporalSummaryFactory(source_day=date(2026, 11, 27), content="Leo 的产品上线成功。")
+    TemporalSummaryFactory(source_day=date(2026, 11, 24), content="Maya 计划去里斯本。")
+    conversation = ConversationFactory(person=leo)
+
+    system = prepare_turn(conversation=conversation, user_message="早", now=at("10:00"))[0]
+
+    assert system["role"] == "system"
+    text = system["content"]
+    assert "I am Anima" in text
+    assert f"Anima 的生日是 3 月 1 日 [[anima:{pinned.pk}]]" in text
+    assert f"Leo 住在杭州，是软件工程师 [[anima:{about_leo.pk}]]" in text
+    assert other.content not in text
+    assert "## 时间摘要" in text
+    assert (
+        text.index("### 昨天") < text.index("Leo 的产品上线成功") < text.index("### 近 7 天") < text.index("Maya 计划")
+    )
+    assert "[[anima:ID]]" in text  # the citation rule
+
+
+def test_the_system_prompt_is_a_snapshot_until_the_next_0200_boundary():
+    conversation = ConversationFactory()
+    first = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00"))[0]["content"]
+    added = SemanticMemoryFactory(person=None, pinned=True, content="The launch date is December 3")
+
+    assert prepare_turn(conversation=conversation, user_message="hi", now=at("23:00"))[0]["content"] == first
+    late = prepare_turn(conversation=conversation, user_message="hi", now=at("01:59", "2026-11-29"))[0]["content"]
+    assert late == first
+
+    rebuilt = prepare_turn(conversation=conversation, user_message="hi", now=at("02:05", "2026-11-29"))[0]["content"]
+    assert f"[[anima:{added.pk}]]" in rebuilt
+    conversation.refresh_from_db()
+    assert conversation.system_prompt == rebuilt
+    assert conversation.system_prompt_built_at == at("02:05", "2026-11-29")
+
+
+def test_history_then_passive_recall_right_before_the_user_message_which_is_stored():
+    leo = PersonFactory(slug="leo")
+    fact = SemanticMemoryFactory(person=leo, content="Leo 的猫叫 Miso，是一只橘猫")
+    conversation = ConversationFactory(person=leo)
+    MessageFactory(conversation=conversation, content="早上好", created_at=at("09:00"))
+    MessageFactory(conversation=conversation, role=Role.ASSISTANT, content="早上好，Leo！", created_at=at("09:01"))
+
+    messages = prepare_turn(conversation=conversation, user_message="我的猫叫什么名字？", now=at("09:05"))
+
+    assert [(m["role"], m["content"]) for m in messages[1:3]] == [("user", "早上好"), ("assistant", "早上好，Leo！")]
+    passive, user = messages[-2:]
+    assert passive["role"] == "assistant" and passive["name"] == "passive_memory_context"
+    assert f"[[anima:{fact.pk}]]" in passive["content"]
+    assert user == {"role": "user", "name": "", "content": "我的猫叫什么名字？"}
+    stored = conversation.messages.order_by("-created_at").first()
+    assert (stored.content, stored.created_at) == ("我的猫叫什么名字？", at("09:05"))
+
+
+def test_no_store_leaves_the_conversation_untouched():
+    conversation = ConversationFactory()
+    prepare_turn(conversation=conversation, user_message="just looking", now=at("09:05"), store=False)
+    assert not conversation.messages.exists()
+
+
+def _busy_morning():
+    """Viewer talks at 10:10 and 10:40; two peers talk in the 10:00 bucket, one of them twice."""
+    viewer = ConversationFactory()
+    MessageFactory(conversation=viewer, content="viewer early", created_at=at("10:10"))
+    MessageFactory(conversation=viewer, content="viewer late", created_at=at("10:40"))
+    maya, leo = ConversationFactory(), ConversationFactory()
+    MessageFactory(conversation=maya, content="Maya planned the Lisbon trip itinerary.", created_at=at("10:02"))
+    temporal_tick_run(at=at("10:15"))
+    MessageFactory(conversation=maya, content="Maya booked the Lisbon hotel by the river.", created_at=at("10:20"))
+    MessageFactory(conversation=leo, content="Leo finished the payment migration checklist.", created_at=at("10:25"))
+    temporal_tick_run(at=at("10:30"))
+    return viewer, maya, leo
+
+
+def test_one_merged_peer_block_per_closed_bucket_placed_at_the_bucket_end():
+    viewer, maya, _ = _busy_morning()
+    maya.refresh_from_db()
+    assert len(maya.temporal_day["chunks"]) == 2  # two raw chunks in one bucket…
+
+    messages = prepare_turn(conversation=viewer, user_message="now?", now=at("10:45"))
+
+    [block] = peers(messages)  # …rendered as one block, never side by side
+    assert block["role"] == "assistant"
+    assert "Lisbon" in block["content"] and "payment" in block["content"]
+    order = [m["content"] if m["name"] != PEERS_NAME else "PEERS" for m in messages[1:]]
+    assert order[:3] == ["viewer early", "PEERS", "viewer late"]
+    assert "viewer" not in block["content"]  # the viewer's own chunk is not a peer
+
+
+def test_peers_are_never_in_the_system_prompt():
+    viewer, _, _ = _busy_morning()
+    messages = prepare_turn(conversation=viewer, user_message="now?", now=at("10:45"))
+    assert "Lisbon" not in messages[0]["content"] and "payment" not in messages[0]["content"]
+
+
+def test_an_open_bucket_has_no_block_yet():
+    viewer, _, _ = _busy_morning()
+    assert peers(prepare_turn(conversation=viewer, user_message="now?", now=at("10:29"), store=False)) == []
+
+
+def test_older_buckets_are_never_rewritten():
+    viewer, maya, _ = _busy_morning()
+    before = peers(prepare_turn(conversation=viewer, user_message="now?", now=at("10:45")))
+    # A late chunk lands in the already-rendered 10:00 bucket, and new activity opens 11:00.
+    late = ConversationFactory()
+    late.temporal_day = {
+        "cst_date": "2026-11-28",
+        "chunks": [{"at": "2026-11-28T10:50:00+08:00", "bucket": "2026-11-28T10:00+08:00", "summary": "Late news."}],
+    }
+    late.save()
+    MessageFactory(conversation=maya, content="Maya packed for Lisbon.", created_at=at("11:10"))
+    temporal_tick_run(at=at("11:30"))
+
+    after = peers(prepare_turn(conversation=viewer, user_message="and now?", now=at("11:35")))
+
+    assert after[0] == before[0]
+    assert "Late news" not in after[0]["content"]
+    assert len(after) == 2 and "packed" in after[1]["content"]
+    with pytest.raises(ProgrammingError, match="Cannot update"), transaction.atomic():
+        PeerBlock.objects.filter(conversation=viewer).update(content="rewritten")
+
+
+# --- KV-cache stability property ---------------------------------------------------------------
+
+_days = itertools.count()
+_words = st.sampled_from(
+    [
+        "Maya planned the Lisbon trip itinerary.",
+        "The payment migration finished without errors.",
+        "Booked a hotel near the river.",
+        "我的猫 Miso 今天去看了兽医。",
+        "明天晚上产品就要上线了。",
+        "The exam moved to Friday afternoon.",
+    ]
+)
+_step = st.one_of(
+    st.tuples(st.just("peer"), st.integers(0, 2), st.lists(_words, min_size=1, max_size=3)),
+    st.tuples(st.just("tick"), st.just(0), st.just([])),
+    st.tuples(st.just("turn"), st.just(0), st.lists(_words, min_size=1, max_size=3)),
+    # The cache is lost (Redis restart) and an operator changes the rollup cap: re-merged text differs.
+    st.tuples(st.just("evict"), st.integers(50, 120), st.just([])),
+)
+
+
+def _runtime_tail(messages: list[dict]) -> int:
+    return 2 if len(messages) > 1 and messages[-2]["name"] == "passive_memory_context" else 1
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(_step, st.sampled_from([0, 1, 7, 29, 30, 31, 45])), min_size=4, max_size=16))
+def test_the_prefix_already_sent_stays_byte_identical(steps):
+    # A fresh day per example keeps examples apart (they share one database).
+    day = (date(2030, 1, 1) + timedelta(days=next(_days))).isoformat()
+    config_update(section="memory.temporal_summary", values={"peer_rollup_chars": 500})
+    SemanticMemoryFactory(person=None, content="Miso 是 Leo 的猫，Lisbon trip in December")
+    viewer = ConversationFactory()
+    others = ConversationFactory.create_batch(3)
+    now = at("08:00", day)
+    previous: list[dict] | None = None
+    for (kind, index, words), minutes in steps:
+        now += timedelta(minutes=minutes)
+        if now >= at("23:59", day):
+            break
+        if kind == "peer":
+            MessageFactory(conversation=others[index], content=" ".join(words), created_at=now)
+        elif kind == "tick":
+            temporal_tick_run(at=now)
+        elif kind == "evict":
+            cache.clear()
+            config_update(section="memory.temporal_summary", values={"peer_rollup_chars": index})
+        else:
+            messages = prepare_turn(conversation=viewer, user_message=" ".join(words), now=now)
+            MessageFactory(conversation=viewer, role=Role.ASSISTANT, content="ok: " + " ".join(words), created_at=now)
+            if previous is not None:
+                prefix = previous[: -_runtime_tail(previous)]
+                assert messages[: len(prefix)] == prefix
+            previous = messages
+
+
+def test_a_stored_block_is_what_renders_whatever_the_peers_did_since():
+    viewer, _, _ = _busy_morning()
+    PeerBlockFactory(conversation=viewer, bucket=at("10:00"), content="Other conversations 10:00–10:30: as first shown")
+
+    [block] = peers(prepare_turn(conversation=viewer, user_message="now?", now=at("10:45")))
+
+    assert block["content"] == "Other conversations 10:00–10:30: as first shown"
+
+
+def test_the_demo_prints_a_prepared_turn_with_peers_and_passive_recall():
+    for name, importer in (("conversations.jsonl", conversations_import), ("memories.jsonl", memories_import)):
+        with (DEMO_FIXTURES / name).open(encoding="utf-8") as handle:
+            importer(lines=handle)
+    out = io.StringIO()
+
+    demo_prepared_turn(stdout=out)
+
+    text = out.getvalue()
+    assert "(temporal_summary_peers)" in text and "Maya" in text
+    assert "(passive_memory_context)" in text and "小雨" in text
+    assert text.rstrip().endswith(DEMO_MESSAGE)
+    assert not Message.objects.filter(content=DEMO_MESSAGE).exists()
+
+
+def test_the_time_summary_section_rolls_from_yesterday_back_to_years_and_is_capped():
+    def summary(window: str, start: date, content: str):
+        return TemporalSummaryFactory(
+            source_day=start, content=content, body={"window": window, "period_start": start.isoformat()}
+        )
+
+    summary("day", date(2026, 11, 28), "today is not summarised yet")
+    summary("day", date(2026, 11, 10), "day −18")
+    summary("month", date(2026, 10, 1), "October")
+    summary("month", date(2026, 5, 1), "May")
+    summary("year", date(2024, 1, 1), "Year 2024")
+    summary("year", date(2026, 1, 1), "this year so far")
+    conversation = ConversationFactory()
+
+    system = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00"))[0]["content"]
+
+    assert "today is not summarised yet" not in system and "this year so far" not in system
+    order = ["## 时间摘要", "### 近 30 天", "- 2026-11-10: day −18", "### 近 90 天", "- 2026-10: October"]
+    order += ["### 近一年", "- 2026-05: May", "### 更早", "- 2024: Year 2024"]
+    assert [system.index(part) for part in order] == sorted(system.index(part) for part in order)
+
+    summary("day", date(2026, 11, 29), "长" * 9000)
+    rebuilt = prepare_turn(conversation=conversation, user_message="hi", now=at("03:00", "2026-11-30"))[0]["content"]
+    section = rebuilt[rebuilt.index("## 时间摘要") : rebuilt.index("## Memory citations")]
+    assert 5000 < len(section.strip()) <= 6000
+
+
+def test_yesterdays_blocks_stay_until_the_0200_rebuild():
+    viewer, _, _ = _busy_morning()
+    evening = prepare_turn(conversation=viewer, user_message="late", now=at("23:50"))
+
+    after_midnight = prepare_turn(conversation=viewer, user_message="later", now=at("00:40", "2026-11-29"))
+    prefix = evening[: -_runtime_tail(evening)]
+    assert after_midnight[: len(prefix)] == prefix and peers(prefix)
+
+    next_morning = prepare_turn(conversation=viewer, user_message="morning", now=at("02:10", "2026-11-29"))
+    assert peers(next_morning) == []
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=300))
+def test_any_user_message_assembles_and_ends_the_list_verbatim(text):
+    conversation = ConversationFactory()
+    messages = prepare_turn(conversation=conversation, user_message=text, now=at("12:00"), store=False)
+    assert messages[-1] == {"role": "user", "name": "", "content": text}

@@ -1,0 +1,114 @@
+"""Memories over the API: remember, list / filter / search, curate, physical delete; recall; diary."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from anima.api.testing import api_client
+from anima.models import BlockTag, MemoryStatus
+from memory.models import SemanticMemory
+from tests.factories import ContentBlockFactory, DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
+
+
+def test_remember_creates_once_and_returns_the_existing_fact_after():
+    PersonFactory(slug="leo")
+    client = api_client()
+
+    first = client.post(
+        "/api/memories/", {"content": "Leo 喜欢 Python", "memory_type": "preference", "person": "leo"}, format="json"
+    )
+    again = client.post(
+        "/api/memories/",
+        {"content": "  leo 喜欢  python ", "memory_type": "preference", "person": "leo"},
+        format="json",
+    )
+    global_fact = client.post("/api/memories/", {"content": "Leo 喜欢 Python"}, format="json")
+
+    assert (first.status_code, again.status_code, global_fact.status_code) == (201, 200, 201)
+    assert first.json()["id"] == again.json()["id"] != global_fact.json()["id"]
+    assert first.json()["citation"] == f"[[anima:{first.json()['id']}]]"
+    assert SemanticMemory.objects.count() == 2
+
+
+def test_list_filters_and_hybrid_search():
+    leo = PersonFactory(slug="leo")
+    SemanticMemoryFactory(person=leo, content="Leo 喜欢 Python", memory_type="preference", pinned=True)
+    SemanticMemoryFactory(person=leo, content="Leo 住在杭州", memory_type="world")
+    SemanticMemoryFactory(person=None, content="杭州的冬天很冷", memory_type="world", status=MemoryStatus.DEPRECATED)
+    client = api_client()
+
+    by_type = client.get("/api/memories/", {"memory_type": "preference"}).json()
+    by_status = client.get("/api/memories/", {"status": "deprecated"}).json()
+    pinned = client.get("/api/memories/", {"pinned": "true", "person": "leo"}).json()
+    searched = client.get("/api/memories/", {"q": "杭州"}).json()
+    bad = client.get("/api/memories/", {"memory_type": "gossip"})
+
+    assert [m["content"] for m in by_type["results"]] == ["Leo 喜欢 Python"]
+    assert [m["content"] for m in by_status["results"]] == ["杭州的冬天很冷"]
+    assert [m["content"] for m in pinned["results"]] == ["Leo 喜欢 Python"]
+    assert [m["content"] for m in searched["results"]] == ["Leo 住在杭州"]  # search covers active memories
+    assert bad.status_code == 400 and "memory_type" in bad.json()
+
+
+def test_deprecate_restore_pin_unpin():
+    memory = SemanticMemoryFactory()
+    client = api_client()
+    base = f"/api/memories/{memory.pk}"
+
+    deprecated = client.post(f"{base}/deprecate/", {"reason": "wrong"}, format="json").json()
+    restored = client.post(f"{base}/restore/").json()
+    pinned = client.post(f"{base}/pin/").json()
+    unpinned = client.post(f"{base}/unpin/").json()
+
+    assert deprecated["status"] == "deprecated" and deprecated["body"]["deprecated_reason"] == "wrong"
+    assert restored["status"] == "active"
+    assert pinned["pinned"] is True and unpinned["pinned"] is False
+
+
+def test_physical_delete_by_staff():
+    memory = SemanticMemoryFactory()
+
+    response = api_client(staff=True).delete(f"/api/memories/{memory.pk}/")
+
+    assert response.status_code == 204
+    assert not SemanticMemory.objects.filter(pk=memory.pk).exists()
+
+
+def test_recall_ranks_across_sources_and_validates_parameters():
+    SemanticMemoryFactory(person=None, content="用户的邮箱是 leo@example.com")
+    client = api_client()
+
+    hits = client.get("/api/recall/", {"q": "你的邮箱是啥？", "types": "semantic,session", "limit": 5}).json()
+    bad_type = client.get("/api/recall/", {"q": "x", "types": "semantic,gossip"})
+    missing = client.get("/api/recall/")
+    bad_limit = client.get("/api/recall/", {"q": "x", "limit": 1000})
+    bad_query = client.get("/api/recall/", {"q": "python AND"})
+
+    assert hits["results"][0]["memory_type"] == "semantic" and "semantic_memory_id" in hits["results"][0]
+    assert bad_type.status_code == 400 and "types" in bad_type.json()
+    assert missing.status_code == 400 and "q" in missing.json()
+    assert bad_limit.status_code == 400 and "limit" in bad_limit.json()
+    assert bad_query.status_code == 400 and "q" in bad_query.json()
+
+
+def test_recall_person_scope():
+    leo, mia = PersonFactory(slug="leo"), PersonFactory(slug="mia")
+    SemanticMemoryFactory(person=leo, content="喜欢 咖啡")
+    SemanticMemoryFactory(person=mia, content="也 喜欢 咖啡")
+
+    hits = api_client().get("/api/recall/", {"q": "咖啡", "person": "leo", "types": "semantic"}).json()["results"]
+
+    assert [hit["snippet"] for hit in hits] == ["喜欢 咖啡"]
+
+
+def test_diary_lists_days_with_blocks_in_reading_order():
+    day = DiaryEntryFactory(source_day=dt.date(2026, 10, 1))
+    ContentBlockFactory(parent=day, tag=BlockTag.DREAM, content="a dream")
+    ContentBlockFactory(parent=day, tag=BlockTag.NARRATIVE, content="what happened")
+    ContentBlockFactory(parent=day, tag=BlockTag.LIMBIC, content="I feel calm", body={"intensity": 0.4})
+    DiaryEntryFactory(source_day=dt.date(2026, 9, 1))
+
+    listed = api_client().get("/api/diary/", {"since": "2026-09-15"}).json()
+
+    assert [entry["source_day"] for entry in listed["results"]] == ["2026-10-01"]
+    assert [block["tag"] for block in listed["results"][0]["blocks"]] == ["limbic", "narrative", "dream"]

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anima.models import Component, MemoryStatus
+from memory.search import (
+    QuerySyntaxError,
+    entity_source,
+    hybrid_search,
+    message_source,
+    pool_size,
+    rrf_merge,
+    search_query_build,
+)
+from tests.factories import MessageFactory, SemanticMemoryFactory
+
+SEMANTIC_WHERE = f"t.primary_component = '{Component.SEMANTIC_MEMORY}' AND t.status = '{MemoryStatus.ACTIVE}'"
+
+
+def _semantic_ids(text: str, *, limit: int = 10) -> list[int]:
+    source = entity_source(name="semantic", where_sql=SEMANTIC_WHERE, person_id=None, since=None, until=None)
+    return [hit.id for hit in hybrid_search(query=search_query_build(text=text), sources=[source], limit=limit)]
+
+
+def test_plain_words_are_or_joined():
+    cat = SemanticMemoryFactory(content="The cat sleeps on the sofa")
+    dog = SemanticMemoryFactory(content="A dog barks at night")
+    assert set(_semantic_ids("cat dog")) == {cat.pk, dog.pk}
+
+
+def test_english_words_are_stemmed_like_the_index():
+    runner = SemanticMemoryFactory(content="Leo runs every morning")
+    assert _semantic_ids("running") == [runner.pk]
+
+
+def test_chinese_question_finds_its_content_word_through_bigrams():
+    email = SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    SemanticMemoryFactory(content="Leo 喜欢 Python")
+    assert _semantic_ids("你的邮箱是啥？") == [email.pk]
+    assert "'邮箱'" in search_query_build(text="你的邮箱是啥？").tsquery
+
+
+def test_an_email_address_finds_the_text_that_holds_it():
+    email = SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    SemanticMemoryFactory(content="example of a leo")
+    assert _semantic_ids("leo@example.com")[0] == email.pk
+
+
+def test_explicit_and_not_are_honoured():
+    both = SemanticMemoryFactory(content="coffee and tea every day")
+    coffee = SemanticMemoryFactory(content="coffee only")
+    tea = SemanticMemoryFactory(content="tea only")
+    assert _semantic_ids("coffee AND tea") == [both.pk]
+    assert _semantic_ids("coffee AND NOT tea") == [coffee.pk]
+    # Lower-case "and" is a plain (stop) word, never an operator: the words stay OR-ed.
+    assert set(_semantic_ids("coffee and tea")) == {both.pk, coffee.pk, tea.pk}
+
+
+def test_quoted_phrase_keeps_adjacency():
+    adjacent = SemanticMemoryFactory(content="she loves green tea")
+    SemanticMemoryFactory(content="green shirt, black tea")
+    assert _semantic_ids('"green tea"') == [adjacent.pk]
+
+
+@pytest.mark.parametrize("text", ["cat AND", "cat OR", "NOT", "cat AND NOT", "AND cat", "cat AND OR dog"])
+def test_dangling_operators_are_refused_with_a_clear_error(text):
+    with pytest.raises(QuerySyntaxError, match="operator"):
+        search_query_build(text=text)
+
+
+def test_rrf_fuses_branches_and_dedupes_by_source_and_id():
+    hits = rrf_merge(rows=[("semantic", "fts", 7, 2), ("semantic", "trigram", 7, 1), ("session", "fts", 7, 1)])
+    assert [(hit.source, hit.id) for hit in hits] == [("semantic", 7), ("session", 7)]
+    assert hits[0].score == pytest.approx(1 / 62 + 1 / 61)
+    assert hits[0].ranks == {"fts": 2, "trigram": 1}
+
+
+def test_branch_pool_is_three_times_the_limit_at_least_twenty_and_clamped():
+    assert pool_size(limit=1) == 20
+    assert pool_size(limit=10) == 30
+    assert pool_size(limit=10_000) == 300
+
+
+def test_trigram_branch_finds_what_fts_cannot():
+    typo = SemanticMemoryFactory(content="Maya adores her cat Miso")
+    assert _semantic_ids("Misso") == [typo.pk]
+
+
+NASTY = st.one_of(
+    st.text(),
+    st.text(alphabet=st.sampled_from(list("\"'\\:*&|!()<>-ab 邮箱你的 AND OR NOT \x00\x01\n\t😀")), max_size=80),
+    st.lists(st.sampled_from(["AND", "OR", "NOT", '"', "a:*", "&", "|", "!", "(", ")", "\\", "邮箱", "🙂", "x"])).map(
+        " ".join
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=NASTY)
+def test_no_input_makes_the_database_raise(text):
+    sources = [
+        entity_source(name="semantic", where_sql=SEMANTIC_WHERE, person_id=None, since=None, until=None),
+        message_source(name="session", person_id=None, since=None, until=None, channel=None),
+    ]
+    try:
+        query = search_query_build(text=text)
+    except QuerySyntaxError:
+        return
+    hybrid_search(query=query, sources=sources, limit=5)
+
+
+@pytest.mark.parametrize("text", ["邮" * 10_000, "a:* " * 2_500, '"' * 10_000, "\\" * 10_000, "词语 " * 3_000])
+def test_ten_kilobyte_queries_run(text):
+    SemanticMemoryFactory(content="邮箱 词语")
+    _semantic_ids(text)
+
+
+def test_fts_and_trigram_branches_use_the_gin_indexes():
+    MessageFactory(content="hello world")
+    query = search_query_build(text="hello")
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute("EXPLAIN SELECT id FROM entities WHERE search_fts @@ to_tsquery('english', %s)", [query.tsquery])
+        entity_fts = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("EXPLAIN SELECT id FROM entities WHERE %s <%% fts_segmented", [query.trigram_text])
+        entity_trgm = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            "EXPLAIN SELECT id FROM messages WHERE content_fts @@ to_tsquery('english', %s)", [query.tsquery]
+        )
+        message_fts = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("EXPLAIN SELECT id FROM messages WHERE %s <%% fts_segmented", [query.trigram_text])
+        message_trgm = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("RESET enable_seqscan")
+    assert "Bitmap Index Scan on entities_search_fts_gin" in entity_fts
+    assert "Bitmap Index Scan on entities_fts_segmented_trgm" in entity_trgm
+    assert "Bitmap Index Scan on messages_content_fts_gin" in message_fts
+    assert "Bitmap Index Scan on messages_fts_segmented_trgm" in message_trgm
+
+
+def test_a_long_dialogue_is_searched_by_its_weighted_keywords():
+    trip = SemanticMemoryFactory(content="Bart flew a kite at the beach and felt very happy")
+    SemanticMemoryFactory(content="Bart ate ice cream and felt very happy")
+    dialogue = "\n".join(
+        [
+            '<Bart>: "The wind is so strong today, I want to go outside!"',
+            '<Assistant>: "Windy days are great for outdoor games. What do you have in mind?"',
+            '<Bart>: "Maybe the beach? The sea looks wild when the wind blows."',
+            '<Assistant>: "The beach sounds lovely. Remember the kite with the red tail?"',
+            '<Bart>: "Yes! Could we bring a kite again and run along the sand?"',
+        ]
+    )
+    query = search_query_build(text=dialogue)
+    assert query.weighted_terms  # quotes in prose are not phrase syntax
+    assert _semantic_ids(dialogue)[0] == trip.pk
+
+
+def test_a_ten_kilobyte_passage_of_distinct_words_runs():
+    SemanticMemoryFactory(content="word42 appears here")
+    passage = " ".join(f'word{n} "q{n}\\ 词{n}' for n in range(700))[:10_000]
+    assert search_query_build(text=passage).weighted_terms
+    _semantic_ids(passage)

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import pytest
+from django.utils import timezone
+
+from anima.models import BlockTag, MemoryStatus
+from conversations.models import Platform, Role
+from memory.search import QuerySyntaxError
+from memory.selectors import (
+    memory_recall,
+    memory_semantic_search,
+    passive_recall,
+    resident_memories,
+    resident_memory_lines,
+)
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    MessageFactory,
+    PersonFactory,
+    RuntimeConfigFactory,
+    SemanticMemoryFactory,
+)
+
+
+def _found(results) -> set[tuple[str, int]]:
+    return {(r["memory_type"], r["id"]) for r in results}
+
+
+def test_recall_ranks_all_four_sources_in_one_list():
+    semantic = SemanticMemoryFactory(content="Leo 的猫叫 Miso")
+    message = MessageFactory(content="我的猫 Miso 今天很调皮", role=Role.USER)
+    limbic = ContentBlockFactory(tag=BlockTag.LIMBIC, content="I feel warm when Leo talks about Miso")
+    narrative = ContentBlockFactory(tag=BlockTag.NARRATIVE, content="The week Miso arrived")
+    results = memory_recall(query="Miso")
+    assert _found(results) == {
+        ("semantic", semantic.pk),
+        ("session", message.pk),
+        ("limbic", limbic.pk),
+        ("autobiographical", narrative.pk),
+    }
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+    by_type = {r["memory_type"]: r for r in results}
+    assert by_type["semantic"]["semantic_memory_id"] == semantic.pk
+    assert "semantic_memory_id" not in by_type["session"]
+    assert by_type["session"]["conversation_external_id"] == message.conversation.external_id
+    assert by_type["semantic"]["ranks"]["fts"] >= 1
+
+
+def test_recall_can_be_restricted_to_some_types_and_refuses_unknown_ones():
+    SemanticMemoryFactory(content="tea ceremony")
+    MessageFactory(content="tea ceremony tomorrow")
+    assert {r["memory_type"] for r in memory_recall(query="tea", memory_types=["session"])} == {"session"}
+    with pytest.raises(ValueError, match="unknown memory type"):
+        memory_recall(query="tea", memory_types=["dreams"])
+
+
+def test_session_recall_skips_cron_conversations_tool_and_system_messages():
+    kept = MessageFactory(content="blue whale facts", role=Role.ASSISTANT)
+    MessageFactory(content="blue whale facts", conversation=ConversationFactory(platform=Platform.CRON))
+    MessageFactory(content="blue whale facts", role=Role.TOOL)
+    MessageFactory(content="blue whale facts", role=Role.SYSTEM)
+    assert _found(memory_recall(query="whale", memory_types=["session"])) == {("session", kept.pk)}
+
+
+def test_semantic_search_returns_only_active_semantic_memories():
+    active = SemanticMemoryFactory(content="likes jasmine tea")
+    SemanticMemoryFactory(content="likes jasmine tea", status=MemoryStatus.DEPRECATED)
+    MessageFactory(content="jasmine tea")
+    assert _found(memory_semantic_search(query="jasmine")) == {("semantic", active.pk)}
+
+
+def test_person_scope_never_leaks_another_persons_memories_or_messages():
+    maya, leo = PersonFactory(slug="maya"), PersonFactory(slug="leo")
+    maya_memory = SemanticMemoryFactory(content="allergic to peanuts", person=maya)
+    leo_memory = SemanticMemoryFactory(content="allergic to peanuts", person=leo)
+    global_memory = SemanticMemoryFactory(content="peanuts are legumes", person=None)
+    maya_message = MessageFactory(content="no peanuts please", conversation=ConversationFactory(person=maya))
+    MessageFactory(content="no peanuts please", conversation=ConversationFactory(person=leo))
+    found = _found(memory_recall(query="peanut allergy", person=maya, limit=50))
+    assert found == {("semantic", maya_memory.pk), ("semantic", global_memory.pk), ("session", maya_message.pk)}
+    assert ("semantic", leo_memory.pk) in _found(memory_recall(query="peanut allergy", person=leo))
+
+
+def test_since_and_until_bound_by_day_inclusive():
+    day = dt.date(2026, 3, 10)
+    at = timezone.make_aware(dt.datetime(2026, 3, 10, 23, 30))
+    inside = MessageFactory(content="orchid bloom", created_at=at)
+    MessageFactory(content="orchid bloom", created_at=at + dt.timedelta(days=2))
+    found = _found(memory_recall(query="orchid", memory_types=["session"], since=day, until=day))
+    assert found == {("session", inside.pk)}
+
+
+def test_channel_restricts_session_hits():
+    telegram = MessageFactory(content="sunset photo", conversation=ConversationFactory(channel="telegram"))
+    MessageFactory(content="sunset photo", conversation=ConversationFactory(channel="web"))
+    assert _found(memory_recall(query="sunset", memory_types=["session"], channel="telegram")) == {
+        ("session", telegram.pk)
+    }
+
+
+def test_malformed_query_raises_query_syntax_error():
+    with pytest.raises(QuerySyntaxError):
+        memory_recall(query="tea NOT")
+
+
+def test_passive_recall_cuts_by_relative_score_and_excludes_resident():
+    person = PersonFactory()
+    conversation = ConversationFactory(person=person)
+    strong = SemanticMemoryFactory(content="Maya's cat Miso likes tuna", person=person)
+    weak = SemanticMemoryFactory(content="tuna sandwiches are fine", person=person)
+    SemanticMemoryFactory(content="Miso cat tuna", person=PersonFactory())
+    pinned = SemanticMemoryFactory(content="Miso is a cat", person=person, pinned=True)
+    recall = passive_recall(conversation=conversation, user_message="What does Miso the cat like?")
+    ids = [hit["id"] for hit in recall.hits]
+    assert ids[0] == strong.pk
+    assert pinned.pk not in ids
+    assert weak.pk not in ids  # below top × min_relative_score
+    message = recall.as_message()
+    assert message["name"] == "passive_memory_context"
+    assert message["role"] == "assistant"
+    assert f"[[anima:{strong.pk}]]" in message["content"]
+
+
+def test_passive_recall_is_skipped_for_cron_and_when_disabled():
+    SemanticMemoryFactory(content="Miso likes tuna", person=None)
+    cron = ConversationFactory(platform=Platform.CRON)
+    assert passive_recall(conversation=cron, user_message="Miso").as_message() is None
+    RuntimeConfigFactory(section="memory.passive_recall", values={"enabled": False})
+    assert passive_recall(conversation=ConversationFactory(), user_message="Miso").hits == []
+
+
+def test_passive_recall_respects_max_chars():
+    for n in range(5):
+        SemanticMemoryFactory(content=f"kiwi fact {n} " + "x" * 80, person=None)
+    RuntimeConfigFactory(section="memory.passive_recall", values={"max_chars": 150, "min_relative_score": 0.0})
+    recall = passive_recall(conversation=ConversationFactory(), user_message="kiwi")
+    assert len(recall.hits) == 1
+    assert len(recall.text) <= 150 + len("Possibly relevant memories:\n")
+
+
+def test_resident_memory_is_global_plus_the_persons_own_with_citation_markers():
+    maya, leo = PersonFactory(), PersonFactory()
+    mine = SemanticMemoryFactory(content="Maya is a nurse", person=maya, pinned=True)
+    shared = SemanticMemoryFactory(content="Anima lives on a server", person=None, pinned=True)
+    other = SemanticMemoryFactory(content="Leo codes", person=leo, pinned=True)
+    assert {m.pk for m in resident_memories(person=maya)} == {mine.pk, shared.pk}
+    assert {m.pk for m in resident_memories()} == {mine.pk, shared.pk, other.pk}
+    assert all(line.endswith("]]") for line in resident_memory_lines(person=maya))
+    assert f"Maya is a nurse [[anima:{mine.pk}]]" in "\n".join(resident_memory_lines(person=maya))
+
+
+def test_resident_memory_cuts_pinned_beyond_forty_with_a_warning(caplog):
+    for n in range(42):
+        SemanticMemoryFactory(content=f"pinned {n}", person=None, pinned=True)
+    with caplog.at_level(logging.WARNING, logger="memory.selectors"):
+        assert len(resident_memories()) == 40
+    assert "more than 40 pinned" in caplog.text

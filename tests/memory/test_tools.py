@@ -1,0 +1,181 @@
+"""Agent tools: one schema both published and enforced; person memory actions; remember dedupe."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from anima.api.testing import api_client
+from anima.tools import TOOLS, ToolError, tool_call, tool_schemas
+from memory.models import SemanticMemory
+from memory.services import memory_remember
+from tests.factories import (
+    ConversationFactory,
+    HistoryEntryFactory,
+    IdentityFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
+
+
+def test_the_published_schemas_are_openai_function_definitions():
+    schemas = api_client().get("/api/tools/").json()
+
+    assert schemas == tool_schemas()
+    names = [schema["function"]["name"] for schema in schemas]
+    assert names == ["memory_recall", "memory_semantic_search", "memory_remember", "memory", "update_short_term_memory"]
+    for schema in schemas:
+        assert schema["type"] == "function"
+        assert schema["function"]["parameters"]["type"] == "object"
+        assert schema["function"]["parameters"]["additionalProperties"] is False
+    by_name = {schema["function"]["name"]: schema["function"] for schema in schemas}
+    assert "[[anima:ID]]" in by_name["memory_recall"]["description"]
+    assert "next week" in by_name["memory_remember"]["description"]  # writing guidelines
+    assert by_name["memory"]["parameters"]["properties"]["action"]["enum"] == [
+        "recall",
+        "remember",
+        "search_history",
+        "map_identity",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "field"),
+    [
+        ("memory_recall", {}, "query"),
+        ("memory_recall", {"query": "x", "limit": "ten"}, "limit"),
+        ("memory_recall", {"query": "x", "memory_types": ["gossip"]}, "memory_types[0]"),
+        ("memory_recall", {"query": "x", "since": "someday"}, "since"),
+        ("memory_recall", {"query": "python AND"}, "query"),
+        ("memory_remember", {"content": "x", "mood": "happy"}, "mood"),
+        ("memory", {"action": "fly"}, "action"),
+        ("memory", {"action": "remember", "person": "leo"}, "content"),
+        ("memory", {"action": "map_identity", "channel": "tg", "chat_id": "1", "person": "Not A Slug"}, "person"),
+        ("memory", {"action": "recall", "person": "nobody"}, "person"),
+    ],
+)
+def test_arguments_are_validated_against_the_published_schema(name, arguments, field):
+    with pytest.raises(ToolError) as caught:
+        tool_call(name=name, arguments=arguments)
+
+    assert caught.value.field == field
+    response = api_client().post(f"/api/tools/{name}/", arguments, format="json")
+    assert response.status_code == 400 and field in response.json()
+
+
+def test_unknown_tool_is_404():
+    assert api_client().post("/api/tools/teleport/", {}, format="json").status_code == 404
+
+
+def test_recall_and_semantic_search_tools():
+    SemanticMemoryFactory(person=None, content="Leo 喜欢 Python")
+
+    recall = api_client().post("/api/tools/memory_recall/", {"query": "Python", "limit": 3}, format="json").json()
+    semantic = tool_call(name="memory_semantic_search", arguments={"query": "Python"})
+
+    assert recall["results"][0]["snippet"] == "Leo 喜欢 Python"
+    assert semantic["results"][0]["semantic_memory_id"] == recall["results"][0]["id"]
+
+
+def test_person_memory_tool_round():
+    map_result = tool_call(
+        name="memory",
+        arguments={
+            "action": "map_identity",
+            "channel": "telegram",
+            "chat_id": "123",
+            "person": "leo",
+            "display_name": "Leo",
+        },
+    )
+    remembered = tool_call(
+        name="memory",
+        arguments={
+            "action": "remember",
+            "channel": "telegram",
+            "chat_id": "123",
+            "content": "位置: 杭州",
+            "scope": "source",
+        },
+    )
+    recalled = tool_call(name="memory", arguments={"action": "recall", "person": "leo"})
+    searched = tool_call(name="memory", arguments={"action": "recall", "person": "leo", "query": "杭州"})
+
+    assert map_result["identity"] == {"channel": "telegram", "chat_id": "123", "person": "leo"}
+    memory = SemanticMemory.objects.get(pk=remembered["memory"]["id"])
+    assert (memory.person.slug, memory.source_channel, memory.body["source_id"]) == ("leo", "telegram", "123")
+    assert [m["content"] for m in recalled["memories"]] == ["位置: 杭州"]
+    assert searched["results"][0]["id"] == memory.pk
+
+
+def test_remember_needs_a_resolvable_person():
+    with pytest.raises(ToolError) as caught:
+        tool_call(name="memory", arguments={"action": "remember", "channel": "tg", "chat_id": "9", "content": "x"})
+
+    assert caught.value.field == "chat_id"
+
+
+def test_search_history_action_filters_by_person_channel_and_time():
+    leo = PersonFactory(slug="leo")
+    IdentityFactory(person=leo, channel="telegram", external_id="1")
+    HistoryEntryFactory(person=leo, channel="telegram", content="聊了 咖啡")
+    HistoryEntryFactory(person=leo, channel="cli", content="也聊了 咖啡")
+
+    result = tool_call(
+        name="memory",
+        arguments={
+            "action": "search_history",
+            "person": "leo",
+            "query": "咖啡",
+            "channel": "telegram",
+            "since": "2020-01-01",
+        },
+    )
+
+    assert [entry["content"] for entry in result["entries"]] == ["聊了 咖啡"]
+    assert result["entries"][0]["person"] == "leo"
+
+
+def test_update_short_term_memory_tool():
+    conversation = ConversationFactory()
+
+    result = tool_call(
+        name="update_short_term_memory", arguments={"conversation_id": conversation.pk, "summary": "聊了天气"}
+    )
+    missing = api_client().post(
+        "/api/tools/update_short_term_memory/", {"conversation_id": 10**9, "summary": "x"}, format="json"
+    )
+
+    assert result["success"] is True
+    assert missing.status_code == 400 and "conversation_id" in missing.json()
+
+
+def test_remember_tool_dedupes_and_api_executes_it():
+    client = api_client()
+
+    first = client.post("/api/tools/memory_remember/", {"content": "Prefers tea"}, format="json").json()
+    second = client.post("/api/tools/memory_remember/", {"content": "prefers   TEA"}, format="json").json()
+
+    assert first["memory"]["id"] == second["memory"]["id"]
+    assert SemanticMemory.objects.count() == 1
+
+
+def test_registry_names_are_unique():
+    assert len({tool.name for tool in TOOLS}) == len(TOOLS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    content=st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=80)
+)
+def test_remembering_the_same_text_twice_never_duplicates(content):
+    assume(content.strip())
+    person = PersonFactory(slug="hypo")
+    before = SemanticMemory.objects.count()
+
+    first = memory_remember(content=content, person=person)
+    again = memory_remember(content=f"  {content.upper()} ", person=person) if content.isascii() else first
+
+    assert first.pk == again.pk == memory_remember(content=content, person=person).pk
+    assert SemanticMemory.objects.count() - before <= 1
