@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db.models import Count
 
 from anima.models import Component, Entity
+from conversations.demo import demo_prepared_turn
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
 from memory.services import memories_import
@@ -50,6 +51,19 @@ class Command(BaseCommand):
             call_command("sleep_cycle", day=day, stdout=self.stdout, stderr=self.stderr)
             self.stdout.write("")
         self._print_slept()
+
+        self._section("6. A prepared turn (system prompt, peers of other conversations, passive recall)")
+        demo_prepared_turn(stdout=self.stdout)
+
+        self._section("Next")
+        self.stdout.write(
+            "console: python manage.py runserver, then http://127.0.0.1:8000/admin/"
+            " (Sleep page: /admin/sleep/dashboard/)"
+        )
+        self.stdout.write(
+            f"API token: python manage.py drf_create_token {settings.ANIMA_ADMIN_USERNAME}; docs at /api/docs/"
+        )
+        self.stdout.write('recall: python manage.py recall "你的邮箱是啥？"')
 
     def _section(self, title: str) -> None:
         self.stdout.write("")
