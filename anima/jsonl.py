@@ -6,10 +6,12 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+
+T = TypeVar("T")
 
 
 class LineError(ValueError):
@@ -108,3 +110,27 @@ def datetime_field(obj: dict[str, Any], key: str, *, where: str) -> datetime | N
 
 
 ProgressCallback = Callable[[ImportReport], None]
+
+
+def jsonl_import(
+    *,
+    lines: Iterable[str],
+    parse: Callable[[int, dict[str, Any]], T],
+    store: Callable[[list[T], ImportReport], None],
+    batch_lines: int,
+    progress: ProgressCallback | None = None,
+) -> ImportReport:
+    """Validate lines with ``parse`` (raising LineError), hand each batch of good ones to ``store``."""
+    report = ImportReport()
+    for batch in batched(numbered_objects(lines, report), batch_lines):
+        parsed: list[T] = []
+        for number, obj in batch:
+            try:
+                parsed.append(parse(number, obj))
+            except LineError as exc:
+                report.errors.append((number, str(exc)))
+        if parsed:
+            store(parsed, report)
+        if progress:
+            progress(report)
+    return report

@@ -19,11 +19,10 @@ from anima.jsonl import (
     ImportReport,
     LineError,
     ProgressCallback,
-    batched,
     check_keys,
     datetime_field,
     json_field,
-    numbered_objects,
+    jsonl_import,
     text_field,
 )
 from anima.segmentation import segment_text
@@ -164,19 +163,13 @@ def conversations_import(
     *, lines: Iterable[str], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
 ) -> ImportReport:
     """Import conversations JSONL; idempotent (existing conversations and messages are kept as they are)."""
-    report = ImportReport()
-    for batch in batched(numbered_objects(lines, report), batch_lines):
-        parsed: list[_ParsedConversation] = []
-        for number, obj in batch:
-            try:
-                parsed.append(_parse_conversation_line(number, obj))
-            except LineError as exc:
-                report.errors.append((number, str(exc)))
-        if parsed:
-            _store_conversations(parsed, report)
-        if progress:
-            progress(report)
-    return report
+    return jsonl_import(
+        lines=lines,
+        parse=_parse_conversation_line,
+        store=_store_conversations,
+        batch_lines=batch_lines,
+        progress=progress,
+    )
 
 
 def _store_conversations(parsed: list[_ParsedConversation], report: ImportReport) -> None:

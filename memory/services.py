@@ -15,11 +15,10 @@ from anima.jsonl import (
     ImportReport,
     LineError,
     ProgressCallback,
-    batched,
     check_keys,
     datetime_field,
     json_field,
-    numbered_objects,
+    jsonl_import,
     text_field,
 )
 from anima.models import BlockTag, Component, Entity, MemoryStatus, MemoryType
@@ -113,19 +112,9 @@ def memories_import(
 
     Idempotent: a line whose external_id is already stored for its kind is left as it is.
     """
-    report = ImportReport()
-    for batch in batched(numbered_objects(lines, report), batch_lines):
-        parsed: list[_ParsedMemory] = []
-        for number, obj in batch:
-            try:
-                parsed.append(_parse_memory_line(number, obj))
-            except LineError as exc:
-                report.errors.append((number, str(exc)))
-        if parsed:
-            _store_memories(parsed, report)
-        if progress:
-            progress(report)
-    return report
+    return jsonl_import(
+        lines=lines, parse=_parse_memory_line, store=_store_memories, batch_lines=batch_lines, progress=progress
+    )
 
 
 def _store_memories(parsed: list[_ParsedMemory], report: ImportReport) -> None:
