@@ -8,7 +8,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from anima.models import AutoLlmRun, BlockTag, Component, MemoryStatus, MemoryType, RuntimeConfig
+from anima.models import AutoLlmRun, BlockTag, Component, MemoryStatus, MemoryType, RuntimeConfig, RuntimeConfigChange
 from conversations.models import (
     Conversation,
     HistoryEntry,
@@ -198,3 +198,13 @@ class PeerBlockFactory(factory.django.DjangoModelFactory):
     conversation = factory.SubFactory(ConversationFactory)
     bucket = factory.Sequence(lambda n: dt.datetime(2026, 11, 28, tzinfo=dt.UTC) + dt.timedelta(minutes=30 * n))
     content = factory.Sequence(lambda n: f"Other conversations: peer digest {n}")
+
+
+class RuntimeConfigChangeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RuntimeConfigChange
+
+    section = "memory.passive_recall"
+    before = factory.LazyFunction(dict)
+    after = factory.LazyFunction(lambda: {"limit": 7})
+    changed_by = "operator"

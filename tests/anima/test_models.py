@@ -7,6 +7,7 @@ from tests.factories import (
     IdentityFactory,
     MemoryReferenceFactory,
     PipelineStepRunFactory,
+    RuntimeConfigChangeFactory,
     RuntimeConfigFactory,
     SelfLayerBlockFactory,
     SemanticMemoryFactory,
@@ -26,3 +27,4 @@ def test_every_factory_writes_a_row_with_its_searchable_text_segmented():
     assert AutoLlmRunFactory().total_tokens == 0
     assert PipelineStepRunFactory().attempt == 1
     assert RuntimeConfigFactory().section == "memory.passive_recall"
+    assert RuntimeConfigChangeFactory().after == {"limit": 7}
