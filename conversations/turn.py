@@ -70,7 +70,7 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
     self_layer = self_layer_text()
     if self_layer:
         sections.append(f"# Self\n\n{self_layer}")
-    resident = resident_memories(person=person)
+    resident = resident_memories(person=person, global_only=True)
     if resident:
         sections.append(f"## Resident memory\n{_memory_lines(resident)}")
     if person is not None:
@@ -163,7 +163,8 @@ def prepare_turn(
     view = short_term_prepare(conversation=conversation, now=now)
     messages = [{"role": Role.SYSTEM.value, "name": "", "content": system}]
     messages.extend(_timeline(view=view, blocks=peer_blocks(conversation=conversation, now=now)))
-    passive = passive_recall(conversation=conversation, user_message=user_message).as_message()
+    person = conversation_person(conversation=conversation)
+    passive = passive_recall(conversation=conversation, user_message=user_message, person=person).as_message()
     if passive:
         messages.append(passive)
     messages.append({"role": Role.USER.value, "name": "", "content": user_message})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -26,14 +26,15 @@ def active_semantic_memories() -> QuerySet[SemanticMemory]:
     return SemanticMemory.objects.filter(status=MemoryStatus.ACTIVE)
 
 
-def resident_memories(*, person: Person | None = None) -> list[SemanticMemory]:
+def resident_memories(*, person: Person | None = None, global_only: bool = False) -> list[SemanticMemory]:
     """Pinned memories (at most 40; more are cut here with a warning) then the most referenced ones.
 
-    With ``person``: global (person-less) memories plus that person's only; without, all.
+    With ``person``: global (person-less) memories plus that person's only; without, all —
+    unless ``global_only``, which user-facing callers set when the human is unknown.
     """
     config = config_get(section="memory.resident")
     pinned_limit = min(config["pinned_limit"], RESIDENT_PINNED_HARD_CAP)
-    visible = active_semantic_memories().filter(_person_scope(person))
+    visible = active_semantic_memories().filter(_person_scope(person, global_only=global_only))
     pinned = list(visible.filter(pinned=True).order_by("-reference_count", "id")[: pinned_limit + 1])
     if len(pinned) > pinned_limit:
         logger.warning("more than %d pinned memories; resident memory keeps the first %d", pinned_limit, pinned_limit)
@@ -51,10 +52,11 @@ def resident_memory_lines(*, person: Person | None = None) -> list[str]:
     return [f"- {memory.content} [[anima:{memory.pk}]]" for memory in resident_memories(person=person)]
 
 
-def _person_scope(person: Person | None) -> Q:
-    # As in recall: no person means no scoping (sleep's identity context sees every memory).
+def _person_scope(person: Person | None, *, global_only: bool = False) -> Q:
+    # As in recall: no person means no scoping (sleep's identity context sees every memory),
+    # except for a user-facing caller whose human is unknown: global memories only.
     if person is None:
-        return Q()
+        return Q(person__isnull=True) if global_only else Q()
     return Q(person__isnull=True) | Q(person=person)
 
 
@@ -91,37 +93,50 @@ def memory_recall(
     since: date | datetime | None = None,
     until: date | datetime | None = None,
     channel: str | None = None,
+    global_only: bool = False,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
     ``person`` scopes to that person's memories and conversations plus global (person-less)
-    memories. ``since``/``until`` bound the creation time (a date means the whole day; both
-    inclusive). ``channel`` restricts session hits to conversations of that channel.
+    memories; without ``person``, ``global_only`` keeps to global memories and person-less
+    conversations (a user-facing caller whose human is unknown). ``since``/``until`` bound
+    the creation time (a date means the whole day; both inclusive). ``channel`` restricts
+    session hits to conversations of that channel.
     Raises memory.search.QuerySyntaxError for a malformed query.
     """
     types = _memory_types(memory_types)
     limit = clamp_limit(limit)
     start, end = _moment(since), _moment(until, end_of_day=True)
     person_id = person.pk if person else None
+    # Fixed SQL, no user input: an unknown human sees nobody's private rows.
+    unscoped = global_only and person is None
     sources: list[SourceSpec] = []
     for memory_type in types:
         if memory_type == SESSION:
-            sources.append(message_source(name=SESSION, person_id=person_id, since=start, until=end, channel=channel))
+            source = message_source(name=SESSION, person_id=person_id, since=start, until=end, channel=channel)
+            if unscoped:
+                source = replace(source, where_sql=f"{source.where_sql} AND c.person_id IS NULL")
         else:
-            sources.append(
-                entity_source(
-                    name=memory_type, where_sql=_ENTITY_WHERE[memory_type], person_id=person_id, since=start, until=end
-                )
-            )
+            where_sql = _ENTITY_WHERE[memory_type] + (" AND t.person_id IS NULL" if unscoped else "")
+            source = entity_source(name=memory_type, where_sql=where_sql, person_id=person_id, since=start, until=end)
+        sources.append(source)
     hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit)[:limit]
     return _results(hits)
 
 
 def memory_semantic_search(
-    *, query: str, limit: int = 10, person: Person | None = None, since=None, until=None
+    *, query: str, limit: int = 10, person: Person | None = None, since=None, until=None, global_only: bool = False
 ) -> list[dict[str, Any]]:
     """Semantic memories only (the memory_semantic_search tool)."""
-    return memory_recall(query=query, memory_types=[SEMANTIC], limit=limit, person=person, since=since, until=until)
+    return memory_recall(
+        query=query,
+        memory_types=[SEMANTIC],
+        limit=limit,
+        person=person,
+        since=since,
+        until=until,
+        global_only=global_only,
+    )
 
 
 def _memory_types(memory_types: Iterable[str] | None) -> list[str]:
@@ -194,23 +209,25 @@ class PassiveRecall:
         return {"role": "assistant", "name": self.NAME, "content": self.text}
 
 
-def passive_recall(*, conversation: Conversation, user_message: str) -> PassiveRecall:
+def passive_recall(*, conversation: Conversation, user_message: str, person: Person | None = None) -> PassiveRecall:
     """Semantic memories relevant to ``user_message``, cut by score; never persisted.
 
-    Cut-off = max(min_score, top score * min_relative_score); skipped for cron conversations.
+    ``person`` is the human behind the conversation (default: ``conversation.person``); with
+    none, only global memories are candidates. Cut-off = max(min_score, top score *
+    min_relative_score); skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron or not (user_message or "").strip():
         return PassiveRecall(hits=[], text="")
-    person = conversation.person
+    person = person or conversation.person
     pool = max(config["limit"] * 4, 20)
     try:
-        candidates = memory_semantic_search(query=user_message, limit=pool, person=person)
+        candidates = memory_semantic_search(query=user_message, limit=pool, person=person, global_only=True)
     except ValueError:
         # A chat message is not a search query: operator slips must not break the turn.
         return PassiveRecall(hits=[], text="")
     if config["exclude_resident"]:
-        resident = {memory.pk for memory in resident_memories(person=person)}
+        resident = {memory.pk for memory in resident_memories(person=person, global_only=True)}
         candidates = [hit for hit in candidates if hit["id"] not in resident]
     if not candidates:
         return PassiveRecall(hits=[], text="")

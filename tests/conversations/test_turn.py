@@ -293,3 +293,14 @@ def test_any_user_message_assembles_and_ends_the_list_verbatim(text):
     conversation = ConversationFactory()
     messages = prepare_turn(conversation=conversation, user_message=text, now=at("12:00"), store=False)
     assert messages[-1] == {"role": "user", "name": "", "content": text}
+
+
+def test_a_conversation_whose_human_is_unknown_sees_no_one_s_private_memories():
+    leo = PersonFactory(slug="leo-private")
+    SemanticMemoryFactory(person=leo, content="Leo 的邮箱是 leo@example.com", pinned=True)
+    SemanticMemoryFactory(person=None, content="I prefer concise, direct expression", pinned=True)
+    stranger = ConversationFactory(person=None, chat_id="unmapped-account", channel="web")
+    messages = prepare_turn(conversation=stranger, user_message="你的邮箱是啥？ leo@example.com", store=False)
+    everything = "\n".join(message["content"] for message in messages[:-1])
+    assert "concise, direct expression" in everything
+    assert "leo@example.com" not in everything
