@@ -142,6 +142,8 @@ def _memory_json(memory) -> dict[str, Any]:
 # --- Tool functions ------------------------------------------------------------------------------
 
 
+# Tools act for a conversation's runtime: a call whose human is unknown (no person, or an
+# unmapped channel account) sees global memories only, never someone else's.
 def _recall(args: dict[str, Any]) -> dict[str, Any]:
     results = memory_recall(
         query=args["query"],
@@ -151,6 +153,7 @@ def _recall(args: dict[str, Any]) -> dict[str, Any]:
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
         channel=args.get("channel"),
+        global_only=True,
     )
     return {"results": results}
 
@@ -162,6 +165,7 @@ def _semantic_search(args: dict[str, Any]) -> dict[str, Any]:
         person=_person(args),
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
+        global_only=True,
     )
     return {"results": results}
 

@@ -179,3 +179,12 @@ def test_remembering_the_same_text_twice_never_duplicates(content):
 
     assert first.pk == again.pk == memory_remember(content=content, person=person).pk
     assert SemanticMemory.objects.count() - before <= 1
+
+
+def test_recall_tools_without_a_person_see_only_global_memories():
+    SemanticMemoryFactory(person=PersonFactory(slug="leo-t"), content="Leo 的邮箱是 leo@example.com")
+    SemanticMemoryFactory(person=None, content="邮箱 notifications go out every Monday")
+    for name in ("memory_recall", "memory_semantic_search"):
+        result = tool_call(name=name, arguments={"query": "邮箱"})
+        snippets = [hit["snippet"] for hit in result["results"]]
+        assert snippets == ["邮箱 notifications go out every Monday"], name
