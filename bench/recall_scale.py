@@ -36,7 +36,7 @@ import jieba  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from memory.management.commands.bench_recall import throwaway_database  # noqa: E402
-from memory.search import search_query_build  # noqa: E402
+from memory.search import search_query_build, term_stats_clear  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
 
 EN = (
@@ -102,6 +102,8 @@ def generate(*, messages: int, memories: int, vocab: list[str]) -> None:
             )
         cursor.execute("ANALYZE messages")
         cursor.execute("ANALYZE entities")
+    # Recall caches the statistics ANALYZE just replaced.
+    term_stats_clear()
 
 
 def queries(vocab: list[str], count: int, seed: int = 11) -> list[str]:

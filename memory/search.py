@@ -7,15 +7,19 @@ normalised the indexed text (stemming, stopwords). The trigram branch gets the
 query's content words, also as a parameter.
 
 Both branches of every source run in one SQL statement (CTEs), one round trip:
-that is the "parallel wave". Ranks are fused in Python by RRF.
+that is the "parallel wave". Ranks are fused in Python by RRF. Before it, a plain
+query's words are normalised and looked up in ANALYZE's lexeme statistics (cached),
+so that words common in a source only fill up its ranking (``branch_plan_build``).
 """
 
 from __future__ import annotations
 
+import math
 import re
+import time
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cache
 
@@ -40,6 +44,20 @@ LONG_QUERY_WORDS = 24
 LONG_QUERY_KEYWORDS = 60
 TRIGRAM_WORDS = 8
 IDF_SAMPLE = 10_000
+# Document-frequency pruning (IDF stopwording). A lexeme estimated, from PostgreSQL's statistics, to occur
+# in more than COMMON_TERM_ROWS rows of a source is "common": rows holding a rarer query word are ranked
+# first (by the whole query), rows holding only common words just fill up the pool, from at most
+# COMMON_CANDIDATES recent matches. ts_rank_cd must otherwise rank every match: "morning" alone matched
+# 23% of 1M messages, 0.4 s (bench/recall_scale.py). Common words also leave the trigram branch, which is
+# for typos and partial words (a misspelling is never common) and whose index scan grows with them.
+COMMON_TERM_ROWS = 500
+COMMON_CANDIDATES = 200
+# The newest-rows window is read through the primary key and each row tested, without the GIN index (whose
+# posting list for a word in 10% of 1M rows alone takes 12 ms); past this many rows the term is sparse
+# enough for the index, which tier 2's fallback uses.
+COMMON_WINDOW_MAX = 20_000
+# pg_stats changes only at ANALYZE; re-reading it per query costs ~3 ms.
+TERM_STATS_TTL = 60.0
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -77,6 +95,10 @@ class SearchQuery:
     trigram_text: str
     # Long passages: (word, weight) pairs; FTS then ranks by the summed weight of the words a row holds.
     weighted_terms: tuple[tuple[str, float], ...] = ()
+    # A plain query (no operators or quotes): ``tsquery`` is exactly these lexemes OR-ed, and
+    # ``trigram_text`` these words joined; they let document-frequency pruning drop common ones.
+    terms: tuple[str, ...] = ()
+    trigram_words: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -93,6 +115,8 @@ class SourceSpec:
     fts_column: str
     segmented_column: str
     params: dict = field(default_factory=dict)
+    # The table ``t`` is (for its statistics and its newest id); empty: no document-frequency pruning.
+    table: str = ""
 
 
 @dataclass
@@ -180,6 +204,7 @@ def search_query_build(*, text: str) -> SearchQuery:
         return _passage_query(text)
     items: list[tuple[str, str]] = []  # ("op", symbol) or ("term", tsquery operand)
     plain_words: list[str] = []
+    plain_lexemes: list[str] = []  # every OR-ed operand, unquoted (what the tsquery holds if has_syntax stays False)
     has_syntax = False
     lexeme_count = 0
     for match in _TOKEN_RE.finditer(text):
@@ -209,13 +234,19 @@ def search_query_build(*, text: str) -> SearchQuery:
             lexemes = lexemes[: MAX_LEXEMES - lexeme_count]
             items.append(("term", _or_group(lexemes)))
             plain_words.extend(words)
+            plain_lexemes.extend(lexemes)
             lexeme_count += len(lexemes)
     tsquery = _join_items(items)
     if has_syntax:
         # Similarity cannot honour AND / NOT or adjacency: explicit syntax searches by FTS alone.
         return SearchQuery(tsquery=tsquery, trigram_text="")
     trigram_words = list(dict.fromkeys(plain_words))[:TRIGRAM_WORDS]
-    return SearchQuery(tsquery=tsquery, trigram_text=" ".join(trigram_words))
+    return SearchQuery(
+        tsquery=tsquery,
+        trigram_text=" ".join(trigram_words),
+        terms=tuple(dict.fromkeys(plain_lexemes)),
+        trigram_words=tuple(trigram_words),
+    )
 
 
 def _passage_query(text: str) -> SearchQuery:
@@ -265,7 +296,109 @@ def clamp_limit(limit: int) -> int:
     return max(1, min(int(limit), MAX_LIMIT))
 
 
-def _branch_sql(source: SourceSpec, index: int, *, fts: bool, trigram: bool, weighted: bool) -> list[str]:
+@dataclass(frozen=True)
+class TermStats:
+    """PostgreSQL's estimate of a tsvector column: rows, and the fraction of rows holding each common lexeme."""
+
+    rows: float
+    frequencies: dict[str, float]
+
+    def rows_estimate(self, *, lexemes: Sequence[str]) -> float:
+        """Rows estimated to hold all of ``lexemes`` (one query operand); 0 for none (a stopword).
+
+        A lexeme ANALYZE did not list is rarer than every listed one but by how much is unknown:
+        it counts as 0, i.e. it is never pruned.
+        """
+        if not lexemes:
+            return 0.0
+        return self.rows * min(self.frequencies.get(lexeme, 0.0) for lexeme in lexemes)
+
+
+_term_stats_cache: dict[tuple[str, str, str], tuple[float, TermStats | None]] = {}
+
+
+def term_stats_get(*, table: str, column: str) -> TermStats | None:
+    """The column's lexeme statistics (from ANALYZE, cached TERM_STATS_TTL seconds); None before any ANALYZE."""
+    key = (str(connection.settings_dict["NAME"]), table, column)
+    cached = _term_stats_cache.get(key)
+    if cached and time.monotonic() - cached[0] < TERM_STATS_TTL:
+        return cached[1]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples"
+            " FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname"
+            " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename"
+            " WHERE s.schemaname = current_schema() AND s.tablename = %s AND s.attname = %s AND NOT s.inherited",
+            [table, column],
+        )
+        row = cursor.fetchone()
+    stats = None
+    if row and row[0] and row[1] and row[2] and row[2] > 0:
+        elements, frequencies, rows = row
+        # most_common_elem_freqs has three more values (min, max, null frequency): zip stops before them.
+        stats = TermStats(rows=float(rows), frequencies=dict(zip(elements, frequencies, strict=False)))
+    _term_stats_cache[key] = (time.monotonic(), stats)
+    return stats
+
+
+def term_stats_clear() -> None:
+    """Forget cached statistics (after bulk loads and ANALYZE, e.g. in benchmarks)."""
+    _term_stats_cache.clear()
+
+
+def _lexemes_get(*, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each word as the database normalises it for the index (stemmed, stopwords dropped), one round trip."""
+    if not words:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT w, tsvector_to_array(to_tsvector('english', w)) FROM unnest(%s::text[]) AS w", [list(words)]
+        )
+        return {word: tuple(lexemes) for word, lexemes in cursor.fetchall()}
+
+
+@dataclass(frozen=True)
+class BranchPlan:
+    """What one source's branches search: rare terms ranked in full, common ones only to fill up."""
+
+    rare_tsquery: str
+    common_tsquery: str = ""
+    # Common-only matches are first looked for in the newest ``common_window`` rows (about COMMON_CANDIDATES
+    # of them hold a common term), i.e. with ids above ``newer_than``; a constant, so the planner can
+    # weigh that id range against the GIN index.
+    common_window: int = 0
+    newer_than: int = 0
+    trigram_text: str = ""
+
+
+def branch_plan_build(
+    *, query: SearchQuery, stats: TermStats | None, lexemes: dict[str, tuple[str, ...]]
+) -> BranchPlan:
+    """Split a plain query's terms by estimated document frequency (IDF stopwording).
+
+    Without statistics, or when no term is common, the plan is the query itself. Every row found
+    is still ranked by the whole query; only which rows get ranked changes.
+    """
+    if stats is None or not query.terms:
+        return BranchPlan(rare_tsquery=query.tsquery, trigram_text=query.trigram_text)
+    estimates = {term: stats.rows_estimate(lexemes=lexemes.get(term, ())) for term in query.terms}
+    common = [term for term in query.terms if estimates[term] > COMMON_TERM_ROWS]
+    rare = [term for term in query.terms if estimates[term] <= COMMON_TERM_ROWS]
+    trigram_words = [
+        word for word in query.trigram_words if stats.rows_estimate(lexemes=lexemes.get(word, ())) <= COMMON_TERM_ROWS
+    ]
+    if not common:
+        return BranchPlan(rare_tsquery=query.tsquery, trigram_text=" ".join(trigram_words))
+    densest = max(estimates[term] for term in common) / stats.rows
+    return BranchPlan(
+        rare_tsquery=_or_group(rare),
+        common_tsquery=_or_group(common),
+        common_window=min(math.ceil(COMMON_CANDIDATES / densest), COMMON_WINDOW_MAX),
+        trigram_text=" ".join(trigram_words),
+    )
+
+
+def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, weighted: bool) -> list[str]:
     prefix = f"s{index}"
     ctes = []
     col = f"t.{source.fts_column}"
@@ -290,33 +423,72 @@ def _branch_sql(source: SourceSpec, index: int, *, fts: bool, trigram: bool, wei
     else:
         score = f"ts_rank_cd({col}, q.tsq, 32)"
         from_sql = f"{source.from_sql} CROSS JOIN q"
-    if fts:
+    if fts and not plan.common_tsquery:
         ctes.append(
             f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
             f" SELECT t.id, {score} AS score"
             f" FROM {from_sql} WHERE {col} @@ q.tsq AND {source.where_sql}"
             f" ORDER BY score DESC, t.id LIMIT %(pool)s) ranked)"
         )
-    if trigram:
+    elif fts:
+        ctes.extend(_tiered_fts_sql(source, prefix, plan=plan))
+    if plan.trigram_text:
         ctes.append(
             f"{prefix}_trgm AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
-            f" SELECT id, word_similarity(%(trgm)s, segmented) AS score FROM ("
+            f" SELECT id, word_similarity(%({prefix}_trgm)s, segmented) AS score FROM ("
             f" SELECT t.id, t.{source.segmented_column} AS segmented FROM {source.from_sql}"
-            f" WHERE %(trgm)s <%% t.{source.segmented_column} AND {source.where_sql}"
+            f" WHERE %({prefix}_trgm)s <%% t.{source.segmented_column} AND {source.where_sql}"
             f" LIMIT {TRIGRAM_CANDIDATES}) candidates"
             f" ORDER BY score DESC, id LIMIT %(pool)s) ranked)"
         )
     return ctes
 
 
+def _tiered_fts_sql(source: SourceSpec, prefix: str, *, plan: BranchPlan) -> list[str]:
+    """FTS when the query has common terms (see branch_plan_build); every row is ranked by the whole query.
+
+    Tier 1 ranks the rows holding a rare term. Only if they are fewer than the pool, tier 2 adds rows
+    holding a common term: up to COMMON_CANDIDATES among the newest ``window`` rows (newer first is
+    the tiebreak a conversation wants), then, if still short (filters, a small source inside a big
+    table), up to COMMON_CANDIDATES anywhere. An uncorrelated count is a one-time filter: a tier
+    that is not needed is never scanned.
+    """
+    col = f"t.{source.fts_column}"
+    rank = "ts_rank_cd(c.fts, q.tsq, 32)"
+    rare, common = (f"to_tsquery('english', %({prefix}_{part})s)" for part in ("rare", "common"))
+    candidates = f"SELECT t.id, {col} AS fts FROM {source.from_sql} WHERE {source.where_sql}"
+    if plan.rare_tsquery:
+        tier1 = (
+            f"SELECT t.id, ts_rank_cd({col}, q.tsq, 32) AS score FROM {source.from_sql} CROSS JOIN q"
+            f" WHERE {col} @@ {rare} AND {source.where_sql} ORDER BY score DESC, t.id DESC LIMIT %(pool)s"
+        )
+    else:
+        tier1 = "SELECT NULL::bigint AS id, NULL::real AS score WHERE false"
+    return [
+        f"{prefix}_fts1 AS ({tier1})",
+        # ts_match_vq is @@ spelled as a function: the planner cannot take the GIN index for it.
+        f"{prefix}_fts2 AS (SELECT c.id, {rank} AS score FROM ({candidates}"
+        f" AND t.id > %({prefix}_newer_than)s AND ts_match_vq({col}, {common})"
+        f" AND (SELECT count(*) FROM {prefix}_fts1) < %(pool)s LIMIT {COMMON_CANDIDATES}) c CROSS JOIN q)",
+        f"{prefix}_fts3 AS (SELECT c.id, {rank} AS score FROM ({candidates} AND {col} @@ {common}"
+        f" AND (SELECT count(*) FROM {prefix}_fts1) + (SELECT count(*) FROM {prefix}_fts2) < %(pool)s"
+        f" LIMIT {COMMON_CANDIDATES}) c CROSS JOIN q)",
+        f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY tier, score DESC, id DESC) AS rank FROM ("
+        f" SELECT id, min(tier) AS tier, max(score) AS score FROM ("
+        f" SELECT id, 1 AS tier, score FROM {prefix}_fts1 UNION ALL SELECT id, 2, score FROM {prefix}_fts2"
+        f" UNION ALL SELECT id, 2, score FROM {prefix}_fts3) tiers GROUP BY id"
+        f" ORDER BY tier, score DESC, id DESC LIMIT %(pool)s) ranked)",
+    ]
+
+
 def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: int) -> list[Hit]:
     """Rank rows of ``sources`` by RRF over their FTS and trigram branches (one SQL statement)."""
     if query.is_empty or not sources:
         return []
-    fts, trigram = bool(query.tsquery), bool(query.trigram_text)
+    fts = bool(query.tsquery)
     weighted = bool(query.weighted_terms)
     ctes = ["q AS (SELECT to_tsquery('english', %(tsq)s) AS tsq)"]
-    params: dict = {"tsq": query.tsquery, "trgm": query.trigram_text, "pool": pool_size(limit=limit)}
+    params: dict = {"tsq": query.tsquery, "pool": pool_size(limit=limit)}
     if weighted:
         ctes.append(
             "kw AS (SELECT to_tsquery('english', term) AS tsq, weight"
@@ -325,17 +497,29 @@ def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: i
         params["kw_terms"] = [term for term, _ in query.weighted_terms]
         params["kw_weights"] = [weight for _, weight in query.weighted_terms]
     selects = []
-    for index, source in enumerate(sources):
-        ctes.extend(_branch_sql(source, index, fts=fts, trigram=trigram, weighted=weighted))
-        params.update(source.params)
-        for branch, enabled in (("fts", fts), ("trigram", trigram)):
-            if enabled:
-                table = f"s{index}_{'fts' if branch == 'fts' else 'trgm'}"
-                selects.append(f"SELECT %(src{index})s, %(branch_{branch})s, id, rank FROM {table}")
-        params[f"src{index}"] = source.name
-    params.update(branch_fts="fts", branch_trigram="trigram")
-    sql = "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects)
     with transaction.atomic(), connection.cursor() as cursor:
+        plans = _branch_plans(query=query, sources=sources)
+        for index, (source, plan) in enumerate(zip(sources, plans, strict=True)):
+            prefix = f"s{index}"
+            params.update(
+                {
+                    f"{prefix}_rare": plan.rare_tsquery,
+                    f"{prefix}_common": plan.common_tsquery,
+                    f"{prefix}_newer_than": plan.newer_than,
+                    f"{prefix}_trgm": plan.trigram_text,
+                }
+            )
+            ctes.extend(_branch_sql(source, index, plan=plan, fts=fts, weighted=weighted))
+            params.update(source.params)
+            for branch, enabled in (("fts", fts), ("trigram", bool(plan.trigram_text))):
+                if enabled:
+                    table = f"{prefix}_{'fts' if branch == 'fts' else 'trgm'}"
+                    selects.append(f"SELECT %(src{index})s, %(branch_{branch})s, id, rank FROM {table}")
+            params[f"src{index}"] = source.name
+        if not selects:
+            return []
+        params.update(branch_fts="fts", branch_trigram="trigram")
+        sql = "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects)
         # The threshold is read by the `<%` operator and so by the trigram index. The planner prices `<%`
         # like a cheap operator and, below ~100k rows, scans every row computing word_similarity (250 ms
         # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
@@ -348,6 +532,30 @@ def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: i
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return rrf_merge(rows=rows)
+
+
+def _branch_plans(*, query: SearchQuery, sources: Sequence[SourceSpec]) -> list[BranchPlan]:
+    """One plan per source; statistics are read only for a plain query over sources that name their table."""
+    stats = [
+        term_stats_get(table=source.table, column=source.fts_column) if query.terms and source.table else None
+        for source in sources
+    ]
+    lexemes = _lexemes_get(words=list(dict.fromkeys(query.terms + query.trigram_words))) if any(stats) else {}
+    plans = [branch_plan_build(query=query, stats=source_stats, lexemes=lexemes) for source_stats in stats]
+    newest: dict[str, int] = {}  # semantic, limbic and autobiographical share ``entities``
+    for index, (source, plan) in enumerate(zip(sources, plans, strict=True)):
+        if plan.common_tsquery:
+            if source.table not in newest:
+                newest[source.table] = _newest_id(table=source.table)
+            plans[index] = replace(plan, newer_than=newest[source.table] - plan.common_window)
+    return plans
+
+
+def _newest_id(*, table: str) -> int:
+    # Its own statement: under hybrid_search's planner settings max(id) could not use the primary key.
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
+        return cursor.fetchone()[0]
 
 
 def rrf_merge(*, rows: Sequence[tuple[str, str, int, int]]) -> list[Hit]:
@@ -375,6 +583,7 @@ def entity_source(
         fts_column="search_fts",
         segmented_column="fts_segmented",
         params={"person_id": person_id, "since": since, "until": until},
+        table="entities",
     )
 
 
@@ -395,6 +604,7 @@ def message_source(
         fts_column="content_fts",
         segmented_column="fts_segmented",
         params={"person_id": person_id, "since": since, "until": until, "channel": channel},
+        table="messages",
     )
 
 

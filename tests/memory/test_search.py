@@ -6,14 +6,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.models import Component, MemoryStatus
+from memory import search
 from memory.search import (
+    COMMON_CANDIDATES,
+    COMMON_TERM_ROWS,
     QuerySyntaxError,
+    TermStats,
+    branch_plan_build,
     entity_source,
     hybrid_search,
     message_source,
     pool_size,
     rrf_merge,
     search_query_build,
+    term_stats_clear,
+    term_stats_get,
 )
 from tests.factories import MessageFactory, SemanticMemoryFactory
 
@@ -162,3 +169,129 @@ def test_a_ten_kilobyte_passage_of_distinct_words_runs():
     passage = " ".join(f'word{n} "q{n}\\ 词{n}' for n in range(700))[:10_000]
     assert search_query_build(text=passage).weighted_terms
     _semantic_ids(passage)
+
+
+# --- Document-frequency pruning (IDF stopwording) ---
+
+MILLION = 1_000_000.0
+
+
+def _session_ids(text: str, *, limit: int = 10) -> list[int]:
+    source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
+    return [hit.id for hit in hybrid_search(query=search_query_build(text=text), sources=[source], limit=limit)]
+
+
+@pytest.fixture
+def fake_stats(monkeypatch):
+    """Statistics that call ``common`` lexemes frequent (half the rows of a million) and nothing else."""
+    common: set[str] = set()
+    monkeypatch.setattr(
+        search,
+        "term_stats_get",
+        lambda *, table, column: TermStats(rows=MILLION, frequencies=dict.fromkeys(common, 0.5)),
+    )
+    return common
+
+
+def test_common_terms_are_pruned_when_rarer_ones_exist():
+    query = search_query_build(text="morning Miso")
+    stats = TermStats(rows=MILLION, frequencies={"morn": 0.3, "miso": 0.0001})
+    plan = branch_plan_build(query=query, stats=stats, lexemes={"morning": ("morn",), "miso": ("miso",)})
+    assert plan.rare_tsquery == "'miso'"
+    assert plan.common_tsquery == "'morning'"
+    # The newest rows expected to hold COMMON_CANDIDATES "morning"s; a typo search for "morning" is pointless.
+    assert plan.common_window == round(COMMON_CANDIDATES / 0.3)
+    assert plan.trigram_text == "miso"
+
+
+def test_all_common_terms_leave_only_the_capped_fill_up():
+    query = search_query_build(text="morning coffee")
+    stats = TermStats(rows=MILLION, frequencies={"morn": 0.3, "coffe": 0.2})
+    plan = branch_plan_build(query=query, stats=stats, lexemes={"morning": ("morn",), "coffee": ("coffe",)})
+    assert plan.rare_tsquery == ""
+    assert plan.common_tsquery == "( 'morning' | 'coffee' )"
+    assert plan.trigram_text == ""
+
+
+def test_without_statistics_or_common_terms_the_plan_is_the_query():
+    query = search_query_build(text="morning Miso")
+    lexemes = {"morning": ("morn",), "miso": ("miso",)}
+    # A lexeme ANALYZE did not list, one under the threshold, a stopword: none is pruned.
+    few = TermStats(rows=MILLION, frequencies={"morn": (COMMON_TERM_ROWS - 1) / MILLION})
+    for stats in (None, few):
+        plan = branch_plan_build(query=query, stats=stats, lexemes=lexemes)
+        assert (plan.rare_tsquery, plan.common_tsquery, plan.trigram_text) == (query.tsquery, "", query.trigram_text)
+    passage = search_query_build(text=" ".join(f"word{n}" for n in range(40)))
+    plan = branch_plan_build(query=passage, stats=few, lexemes={})
+    assert (plan.rare_tsquery, plan.common_tsquery) == (passage.tsquery, "")
+
+
+def test_term_statistics_are_read_from_analyze_and_cached():
+    for n in range(40):
+        MessageFactory(content=f"good morning number{n}")
+    term_stats_clear()
+    try:
+        assert term_stats_get(table="messages", column="content_fts") is None  # never analysed
+        term_stats_clear()
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE messages")
+        stats = term_stats_get(table="messages", column="content_fts")
+        assert stats is not None and stats.rows == pytest.approx(40)
+        assert stats.frequencies["morn"] == pytest.approx(1.0)
+        assert stats.rows_estimate(lexemes=("morn",)) == pytest.approx(40)
+        assert stats.rows_estimate(lexemes=("unlisted",)) == 0
+    finally:
+        # ANALYZE's figures roll back with the test; the cache must not outlive them.
+        term_stats_clear()
+
+
+def test_rows_with_a_rare_term_rank_before_rows_with_only_common_ones(fake_stats):
+    fake_stats.add("morn")
+    dense = MessageFactory(content="morning morning morning, a good morning")
+    miso = MessageFactory(content="Miso slept late this morning")
+    assert _session_ids("morning Miso") == [miso.pk, dense.pk]
+    # Unpruned, cover density puts the row full of "morning" first.
+    fake_stats.clear()
+    assert _session_ids("morning Miso") == [dense.pk, miso.pk]
+
+
+def test_a_query_of_common_terms_fills_the_pool_newest_first(fake_stats):
+    fake_stats.add("morn")
+    older, newer = MessageFactory(content="morning"), MessageFactory(content="morning")
+    MessageFactory(content="evening")
+    assert _session_ids("morning") == [newer.pk, older.pk]
+
+
+def test_common_matches_outside_the_newest_rows_are_still_found(fake_stats, monkeypatch):
+    fake_stats.add("morn")
+    monkeypatch.setattr(search, "COMMON_CANDIDATES", 1)  # the window: the newest two rows of "the million"
+    old = MessageFactory(content="morning walk")
+    for _ in range(3):
+        MessageFactory(content="evening walk")
+    assert _session_ids("morning") == [old.pk]
+
+
+def test_pruned_search_honours_the_sources_filters(fake_stats):
+    fake_stats.add("morn")
+    MessageFactory(content="morning tea", role="tool")
+    user = MessageFactory(content="morning")
+    assert _session_ids("morning") == [user.pk]  # common only: the fill-up tier
+    assert _session_ids("tea morning") == [user.pk]  # the rare tier finds no user/assistant row
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=NASTY)
+def test_no_input_makes_the_database_raise_when_terms_are_pruned(text, fake_stats):
+    # Lexemes of an even length count as common: queries mix both tiers.
+    fake_stats.clear()
+    fake_stats.update(f"{c}{c}" for c in "abcdefghijklmnopqrstuvwxyz")
+    fake_stats.update({"邮箱", "x", "ab", "and", "or", "not"})
+    sources = [
+        entity_source(name="semantic", where_sql=SEMANTIC_WHERE, person_id=None, since=None, until=None),
+        message_source(name="session", person_id=None, since=None, until=None, channel=None),
+    ]
+    try:
+        query = search_query_build(text=text)
+    except QuerySyntaxError:
+        return
+    hybrid_search(query=query, sources=sources, limit=5)

@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from anima.models import BlockTag, MemoryStatus
 from conversations.models import Platform, Role
-from memory.search import QuerySyntaxError
+from memory import search
+from memory.search import QuerySyntaxError, TermStats
 from memory.selectors import (
     memory_recall,
     memory_semantic_search,
@@ -83,6 +84,14 @@ def test_person_scope_never_leaks_another_persons_memories_or_messages():
     found = _found(memory_recall(query="peanut allergy", person=maya, limit=50))
     assert found == {("semantic", maya_memory.pk), ("semantic", global_memory.pk), ("session", maya_message.pk)}
     assert ("semantic", leo_memory.pk) in _found(memory_recall(query="peanut allergy", person=leo))
+
+
+@pytest.mark.parametrize("common", [{"peanut"}, {"peanut", "allergi"}])
+def test_person_scope_holds_when_common_terms_are_pruned(common, monkeypatch):
+    # As if ANALYZE had found these lexemes in half of a million rows: recall ranks in tiers then.
+    stats = TermStats(rows=1_000_000, frequencies=dict.fromkeys(common, 0.5))
+    monkeypatch.setattr(search, "term_stats_get", lambda *, table, column: stats)
+    test_person_scope_never_leaks_another_persons_memories_or_messages()
 
 
 def test_since_and_until_bound_by_day_inclusive():
