@@ -32,12 +32,15 @@ def json_block(value: Any) -> SafeString:
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Audit rows: browsable, never edited by hand."""
+    """Audit rows: browsable, never edited or deleted by hand."""
 
     def has_add_permission(self, request) -> bool:
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
 

@@ -217,3 +217,10 @@ def test_llm_audit_shows_prompt_and_response_readably(staff_client):
     page = staff_client.get(reverse("admin:anima_autollmrun_change", args=[run.pk])).content.decode()
     assert "&quot;content&quot;: &quot;今天聊了什么？&quot;" in page
     assert "&quot;住在杭州&quot;" in page
+
+
+def test_audit_rows_cannot_be_deleted_from_the_console(staff_client):
+    run = AutoLlmRunFactory()
+    response = staff_client.post(reverse("admin:anima_autollmrun_delete", args=[run.pk]), {"post": "yes"})
+    assert response.status_code == 403
+    assert type(run).objects.filter(pk=run.pk).exists()
