@@ -148,9 +148,6 @@ class HistoryEntryAdmin(ReadOnlyAdmin):
     list_filter = ("channel", "person")
     search_fields = ("content",)
 
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False  # append-only, as the database enforces
-
     @admin.display(description="content")
     def short_content(self, obj: HistoryEntry) -> str:
         return obj.content[:100]
