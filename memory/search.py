@@ -524,14 +524,23 @@ def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: i
         # like a cheap operator and, below ~100k rows, scans every row computing word_similarity (250 ms
         # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
         # take the GIN indexes, the right path at every size.
+        # Transaction-local settings outlive this statement inside a caller's transaction: restore them.
         cursor.execute(
-            "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
-            " set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)",
-            [str(TRIGRAM_THRESHOLD)],
+            "SELECT current_setting('pg_trgm.word_similarity_threshold'), current_setting('enable_seqscan'),"
+            " current_setting('enable_indexscan')"
         )
+        previous = list(cursor.fetchone())
+        cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off"])
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+        cursor.execute(_PLANNER_SETTINGS_SQL, previous)
     return rrf_merge(rows=rows)
+
+
+_PLANNER_SETTINGS_SQL = (
+    "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
+    " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true)"
+)
 
 
 def _branch_plans(*, query: SearchQuery, sources: Sequence[SourceSpec]) -> list[BranchPlan]:
@@ -593,7 +602,12 @@ def message_source(
     """User/assistant messages of non-cron conversations (optionally one person's, one channel's)."""
     clauses = ["t.role IN ('user', 'assistant')", "c.platform <> 'cron'"]
     if person_id is not None:
-        clauses.append("c.person_id = %(person_id)s")
+        # A conversation belongs to its person, or, without one, to whoever its channel account maps to.
+        clauses.append(
+            "(c.person_id = %(person_id)s OR (c.person_id IS NULL AND EXISTS (SELECT 1 FROM identities i"
+            " WHERE i.person_id = %(person_id)s AND i.channel = COALESCE(NULLIF(c.channel, ''), c.platform)"
+            " AND i.external_id = c.chat_id)))"
+        )
     if channel:
         clauses.append("c.channel = %(channel)s")
     clauses.extend(_time_clauses(since=since, until=until))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -98,8 +98,8 @@ def memory_recall(
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
     ``person`` scopes to that person's memories and conversations plus global (person-less)
-    memories; without ``person``, ``global_only`` keeps to global memories and person-less
-    conversations (a user-facing caller whose human is unknown). ``since``/``until`` bound
+    memories; without ``person``, ``global_only`` keeps to global memories and no
+    conversation snippets (a user-facing caller whose human is unknown). ``since``/``until`` bound
     the creation time (a date means the whole day; both inclusive). ``channel`` restricts
     session hits to conversations of that channel.
     Raises memory.search.QuerySyntaxError for a malformed query.
@@ -113,9 +113,9 @@ def memory_recall(
     sources: list[SourceSpec] = []
     for memory_type in types:
         if memory_type == SESSION:
-            source = message_source(name=SESSION, person_id=person_id, since=start, until=end, channel=channel)
             if unscoped:
-                source = replace(source, where_sql=f"{source.where_sql} AND c.person_id IS NULL")
+                continue  # every conversation is someone's: an unknown human sees none of them
+            source = message_source(name=SESSION, person_id=person_id, since=start, until=end, channel=channel)
         else:
             where_sql = _ENTITY_WHERE[memory_type] + (" AND t.person_id IS NULL" if unscoped else "")
             source = entity_source(name=memory_type, where_sql=where_sql, person_id=person_id, since=start, until=end)

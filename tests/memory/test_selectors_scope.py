@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from django.db import connection, transaction
+
 from anima.config import config_update
-from memory.selectors import memory_semantic_search, passive_recall, resident_memories
-from tests.factories import ConversationFactory, PersonFactory, SemanticMemoryFactory
+from conversations.models import Identity
+from memory.selectors import memory_recall, memory_semantic_search, passive_recall, resident_memories
+from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 
 def _shared_vocabulary():
@@ -35,3 +38,35 @@ def test_passive_recall_for_an_unknown_human_is_global():
     config_update(section="memory.passive_recall", values={"exclude_resident": False})
     recall = passive_recall(conversation=stranger, user_message="tell me about the cat Miso")
     assert [hit["snippet"] for hit in recall.hits] == ["a cat named Miso appears in many stories"]
+
+
+def _mapped_conversation_of_leo():
+    leo = PersonFactory(slug="leo-m")
+    Identity.objects.create(channel="telegram", external_id="555", person=leo)
+    conversation = ConversationFactory(person=None, platform="telegram", channel="telegram", chat_id="555")
+    MessageFactory(conversation=conversation, content="my bank password is zebrafish42")
+    return leo
+
+
+def test_an_unknown_human_gets_no_conversation_snippets_at_all():
+    _mapped_conversation_of_leo()
+    hits = memory_recall(query="zebrafish42 password", global_only=True)
+    assert hits == []
+    assert memory_recall(query="zebrafish42 password", memory_types=["session"], global_only=True) == []
+
+
+def test_a_person_sees_conversations_their_channel_account_maps_to_and_others_do_not():
+    leo = _mapped_conversation_of_leo()
+    maya = PersonFactory(slug="maya-m")
+    assert [hit["snippet"] for hit in memory_recall(query="zebrafish42", person=leo)] == [
+        "my bank password is zebrafish42"
+    ]
+    assert memory_recall(query="zebrafish42", person=maya) == []
+
+
+def test_recall_inside_a_callers_transaction_leaves_planner_settings_as_they_were():
+    SemanticMemoryFactory(content="a cat named Miso")
+    with transaction.atomic(), connection.cursor() as cursor:
+        memory_recall(query="Miso")
+        cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('enable_indexscan')")
+        assert cursor.fetchone() == ("on", "on")
