@@ -244,6 +244,15 @@ def subject_keywords(memory: SemanticMemory) -> set[str]:
     return words
 
 
+def memory_owner(memory: SemanticMemory) -> str:
+    """Whose fact this is: a person, else the one conversation it came from (unknown humans never mix)."""
+    if memory.person_id:
+        return f"person:{memory.person_id}"
+    if memory.source_conversation_id:
+        return f"conversation:{memory.source_conversation_id}"
+    return "global"
+
+
 def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
     """Memories of one person linked by a shared subject keyword (connected components, size ≥ 2)."""
     parent = {m.pk: m.pk for m in memories}
@@ -254,10 +263,10 @@ def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]
             pk = parent[pk]
         return pk
 
-    owners: dict[tuple[int | None, str], int] = {}
+    owners: dict[tuple[str, str], int] = {}
     for memory in memories:
         for word in subject_keywords(memory):
-            key = (memory.person_id, word)
+            key = (memory_owner(memory), word)
             if key in owners:
                 parent[find(memory.pk)] = find(owners[key])
             else:
@@ -282,7 +291,9 @@ def _contradiction_round(r: _Round) -> str:
             for item in answer["expire"]:
                 memory = by_id.get(item["id"])
                 successor = by_id.get(item["superseded_by"]) if item.get("superseded_by") is not None else None
-                valid_successor = item.get("superseded_by") is None or (successor and successor is not memory)
+                valid_successor = item.get("superseded_by") is None or (
+                    successor is not None and successor is not memory and successor.status == MemoryStatus.ACTIVE
+                )
                 # Only ids of the group shown may be retired, and each only once.
                 if memory is None or memory.status != MemoryStatus.ACTIVE or not valid_successor:
                     r.rejected.append(item["id"])
@@ -349,14 +360,17 @@ def _split_round(r: _Round) -> str:
                 if source is None or source.status != MemoryStatus.ACTIVE or len(item["parts"]) < 2:
                     r.rejected.append(item["id"])
                     continue
+                # The source's updated_at is in the id: a split that an operator restored can split again.
+                version = int(source.updated_at.timestamp() * 1000)
+                distinct = {content_key(part["content"]): part for part in item["parts"]}
                 parts = [
                     _derived_memory(
                         source,
                         content=part["content"],
                         memory_type=part["memory_type"],
-                        external_id=f"ds:split:{source.pk}:{content_key(part['content'])}",
+                        external_id=f"ds:split:{source.pk}:{version}:{key}",
                     )
-                    for part in item["parts"]
+                    for key, part in distinct.items()
                 ]
                 ids = ", ".join(f"#{p.pk}" for p in parts)
                 r.expire(source, reason=f"split into {ids}", superseded_by=parts[0])
@@ -391,11 +405,12 @@ def _merge_round(r: _Round) -> str:
                 if (
                     len(ids) < 2
                     or any(s is None or s.status != MemoryStatus.ACTIVE for s in sources)
-                    or len({s.person_id for s in sources}) != 1
+                    or len({memory_owner(s) for s in sources}) != 1
                 ):
                     r.rejected.extend(ids)
                     continue
-                digest = hashlib.sha1(",".join(map(str, ids)).encode()).hexdigest()[:16]
+                versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
+                digest = hashlib.sha1(versions.encode()).hexdigest()[:16]
                 merged = _derived_memory(
                     sources[0],
                     content=item["content"],

@@ -13,7 +13,7 @@ from conversations.models import Role
 from memory.models import SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep, light_sleep
-from sleep.steps.deep import CHANGE_REASON, subject_groups
+from sleep.steps.deep import CHANGE_REASON, memory_owner, subject_groups
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -214,7 +214,37 @@ def test_contradiction_groups_never_mix_people(rows):
     ]
     for group in subject_groups(memories):
         assert len(group) >= 2
-        assert len({m.person_id for m in group}) == 1
+        assert len({memory_owner(m) for m in group}) == 1
+
+
+def test_facts_of_two_unknown_humans_are_never_compared():
+    first, second = ConversationFactory(person=None), ConversationFactory(person=None)
+    memories = [
+        SemanticMemory(pk=1, content="用户的女儿属虎", source_conversation=first),
+        SemanticMemory(pk=2, content="用户的女儿属羊", source_conversation=second),
+    ]
+    assert subject_groups(memories) == []
+    memories[1].source_conversation = first
+    assert [[m.pk for m in group] for group in subject_groups(memories)] == [[1, 2]]
+
+
+def test_two_memories_naming_each_other_as_successor_retire_only_one(leo):
+    tiger = _memory(leo, "Leo 的女儿小雨属虎", observed="2026-11-01T08:00:00+08:00")
+    goat = _memory(leo, "Leo 的女儿小雨属羊", observed="2026-11-02T08:00:00+08:00")
+    answer = {
+        "expire": [
+            {"id": tiger.pk, "superseded_by": goat.pk, "kind": "contradiction", "reason": "zodiac"},
+            {"id": goat.pk, "superseded_by": tiger.pk, "kind": "contradiction", "reason": "zodiac"},
+        ]
+    }
+    quiet = {
+        "deep-sleep.split": [{"splits": []}] * 3,
+        "deep-sleep.merge": [{"merges": []}] * 3,
+        "deep-sleep.pins": [{"unpin": [], "pin": []}] * 3,
+    }
+    with scripted({"deep-sleep.contradiction": [answer], **quiet}):
+        deep_sleep(_ctx())
+    assert sorted([_status(tiger), _status(goat)]) == [MemoryStatus.ACTIVE, MemoryStatus.EXPIRED]
 
 
 def test_an_english_change_of_taste_is_a_change_not_a_contradiction(maya):
