@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from conversations.models import Conversation, Role
 from sleep.context import StepContext
+from temporal.selectors import day_start
 
 STALE_AFTER = timedelta(hours=24)
 
@@ -19,6 +20,8 @@ def conversation_cleanup(ctx: StepContext) -> dict:
         Conversation.objects.filter(archived=False, updated_at__lt=timezone.now() - STALE_AFTER)
         # History entries keep their conversation (PROTECT): a consolidated conversation is never dropped.
         .filter(history_entries__isnull=True)
+        # Messages of the day being slept (or later) wait for light sleep to read them first.
+        .exclude(messages__created_at__gte=day_start(ctx.day))
         .annotate(
             message_count=Count("messages", distinct=True),
             reply_count=Count("messages", filter=Q(messages__role=Role.ASSISTANT), distinct=True),

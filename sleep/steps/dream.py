@@ -9,7 +9,6 @@ import random
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 
 from anima.config import config_get
 from anima.llm import llm_json
@@ -64,7 +63,9 @@ def dream(ctx: StepContext) -> dict:
     start = day_start(ctx.day)
     end = start + ANCHOR_WINDOW
     anchors = sorted(
-        LimbicBlock.objects.filter(Q(created_at__gte=start, created_at__lt=end) | Q(source_day=ctx.day)),
+        # Light sleep stamps each anchor with its day; created_at would also catch the previous
+        # night's anchors, written at 02:00 on this day.
+        LimbicBlock.objects.filter(source_day=ctx.day),
         key=lambda block: (-float((block.body or {}).get("intensity", 0)), block.pk),
     )[:TOP_ANCHORS]
     if not anchors or float(anchors[0].body.get("intensity", 0)) <= threshold:

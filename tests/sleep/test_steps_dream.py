@@ -32,6 +32,21 @@ def _anchor(intensity: float, content: str = "我感到担心：Leo 说上线前
     )
 
 
+def test_the_previous_nights_anchors_do_not_make_a_dream():
+    # Written at 02:00 on DAY by the sleep of the day before: created on DAY, but about DAY - 1.
+    ContentBlockFactory(
+        parent=DiaryEntryFactory(source_day=DAY - dt.timedelta(days=1)),
+        tag=BlockTag.LIMBIC,
+        content="我感到非常焦虑",
+        body={"intensity": 0.9, "valence": -0.8, "kind": "spike"},
+        created_at=timezone.make_aware(dt.datetime.combine(DAY, dt.time(2, 5))),
+    )
+    _anchor(0.4)
+    with scripted({}) as provider:
+        assert dream(_ctx()) == {"skipped_reason": "no_strong_emotion"}
+    assert provider.calls == []
+
+
 def test_a_calm_day_has_no_dream():
     _anchor(0.4)
     with scripted({}) as provider:
