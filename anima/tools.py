@@ -200,13 +200,15 @@ def _person_memory(args: dict[str, Any]) -> dict[str, Any]:
         _person(args, required=True)
         return _remember(args)
     if action == "search_history":
-        person = _person({"person": args.get("person")}) if args.get("person") else None
+        # The person's timeline (by slug, or the mapped channel account), else the global one only.
+        person = _person(args)
         entries = history_search(
             text=args.get("query", ""),
             since=moment_parse(args.get("since"), field="since"),
             until=moment_parse(args.get("until"), field="until"),
             channel=args.get("channel"),
             person=person,
+            global_only=person is None,
             limit=int(args.get("limit", 10)),
         )
         return {
@@ -307,12 +309,10 @@ TOOLS: tuple[Tool, ...] = (
         description=(
             "Person memory. Actions: recall (a person's memories; with query, search them), remember (a stable "
             "fact about a person; scope=source ties it to the channel account channel+chat_id), search_history "
-            "(timeline events by text, time range and channel; omit person for all), map_identity (map "
-            "channel+chat_id to person, creating the person). Name the person by slug, or by channel+chat_id "
-            "of a mapped account. Do not edit SOUL.md / USER.md / memory/MEMORY.md: the sleep cycle owns them. "
-            + WRITING_GUIDELINES
-            + " "
-            + CITATION_RULE
+            "(timeline events by text, time range and channel; without a person, the global timeline), "
+            "map_identity (map channel+chat_id to person, creating the person). Name the person by slug, or by "
+            "channel+chat_id of a mapped account. Do not edit SOUL.md / USER.md / memory/MEMORY.md: the sleep "
+            "cycle owns them. " + WRITING_GUIDELINES + " " + CITATION_RULE
         ),
         parameters=_object(
             {

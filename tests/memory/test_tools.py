@@ -137,6 +137,22 @@ def test_search_history_action_filters_by_person_channel_and_time():
     assert result["entries"][0]["person"] == "leo"
 
 
+def test_search_history_without_a_person_sees_the_global_timeline_only():
+    HistoryEntryFactory(person=PersonFactory(slug="maya"), channel="web", content="maya secret diagnosis")
+    HistoryEntryFactory(person=None, channel="web", content="global diagnosis checklist")
+    leo = PersonFactory(slug="leo")
+    IdentityFactory(person=leo, channel="telegram", external_id="7")
+
+    anonymous = tool_call(name="memory", arguments={"action": "search_history", "query": "diagnosis"})
+    as_leo = tool_call(
+        name="memory",
+        arguments={"action": "search_history", "query": "diagnosis", "channel": "telegram", "chat_id": "7"},
+    )
+
+    assert [entry["content"] for entry in anonymous["entries"]] == ["global diagnosis checklist"]
+    assert as_leo["entries"] == []
+
+
 def test_update_short_term_memory_tool():
     conversation = ConversationFactory()
 
