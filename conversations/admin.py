@@ -145,6 +145,7 @@ class MessageAdmin(admin.ModelAdmin):
 @admin.register(HistoryEntry)
 class HistoryEntryAdmin(ReadOnlyAdmin):
     list_display = ("id", "timestamp", "channel", "person", "short_content")
+    list_select_related = ("person",)
     list_filter = ("channel", "person")
     search_fields = ("content",)
 

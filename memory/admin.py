@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from django.contrib import admin, messages
@@ -26,6 +27,8 @@ from memory.models import (
 from memory.search import MAX_LIMIT, QuerySyntaxError, entity_source, hybrid_search, search_query_build
 
 SEARCH_RANK = "search_rank"
+# "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
+CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
 # Every semantic memory, whatever its status: operators search deprecated and expired ones too.
 _ALL_SEMANTIC = f"t.primary_component = '{Component.SEMANTIC_MEMORY}'"
 CITING_MESSAGES_SHOWN = 50
@@ -107,8 +110,8 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         except QuerySyntaxError as exc:
             self.message_user(request, f"Search not run: {exc}", messages.ERROR)
             return queryset.none(), False
-        if term.lstrip("#").isdigit():  # an operator pasting a cited id
-            ids = [int(term.lstrip("#")), *ids]
+        if cited := CITED_ID_RE.fullmatch(term):  # an operator pasting a cited id
+            ids = [int(cited[1]), *ids]
         if not ids:
             return queryset.none(), False
         rank = Case(*(When(pk=pk, then=position) for position, pk in enumerate(ids)), output_field=IntegerField())
@@ -254,20 +257,25 @@ class DiaryEntryAdmin(admin.ModelAdmin):
     def dream_count(self, obj: DiaryEntry) -> int:
         return obj.dream_blocks
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # A day's deletion would cascade into its limbic blocks, which the database refuses to delete.
+        return False
+
 
 @admin.register(ContentBlock)
 class ContentBlockAdmin(admin.ModelAdmin):
     list_display = ("id", "tag", "source_day", "short_content", "person")
     list_filter = ("tag", "source_day", "person")
+    list_select_related = ("person",)
     search_fields = ("content", "title")
     raw_id_fields = ("parent",)
     fields = ("parent", "tag", "title", "content", "body", "person", "source_day", "created_at")
 
     def has_change_permission(self, request, obj=None) -> bool:
-        return obj is None or obj.tag != BlockTag.LIMBIC
+        return super().has_change_permission(request, obj) and (obj is None or obj.tag != BlockTag.LIMBIC)
 
     def has_delete_permission(self, request, obj=None) -> bool:
-        return obj is None or obj.tag != BlockTag.LIMBIC
+        return super().has_delete_permission(request, obj) and (obj is None or obj.tag != BlockTag.LIMBIC)
 
     @admin.display(description="content")
     def short_content(self, obj: ContentBlock) -> str:

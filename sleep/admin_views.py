@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -71,7 +71,10 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
 
 
 def _retry(request: HttpRequest) -> HttpResponse:
-    failed = get_object_or_404(PipelineStepRun.objects.select_related("run"), pk=request.POST.get("retry"))
+    raw = request.POST.get("retry", "")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise Http404("no such step run")
+    failed = get_object_or_404(PipelineStepRun.objects.select_related("run"), pk=int(raw))
     if failed.status != StepStatus.FAILED:
         messages.error(request, f"{failed.step} #{failed.attempt} did not fail; nothing to retry.")
     else:

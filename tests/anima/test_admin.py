@@ -224,3 +224,24 @@ def test_audit_rows_cannot_be_deleted_from_the_console(staff_client):
     response = staff_client.post(reverse("admin:anima_autollmrun_delete", args=[run.pk]), {"post": "yes"})
     assert response.status_code == 403
     assert type(run).objects.filter(pk=run.pk).exists()
+
+
+def test_a_staff_user_without_permissions_cannot_touch_diary_blocks(client):
+    client.force_login(UserFactory(username="viewer", is_staff=True))
+    narrative = ContentBlockFactory(tag=BlockTag.NARRATIVE)
+    assert client.get(reverse("admin:memory_contentblock_changelist")).status_code == 403
+    client.post(reverse("admin:memory_contentblock_delete", args=[narrative.pk]), {"post": "yes"})
+    assert type(narrative).objects.filter(pk=narrative.pk).exists()
+
+
+def test_a_diary_day_cannot_be_deleted_from_the_console(staff_client):
+    limbic = ContentBlockFactory(tag=BlockTag.LIMBIC)
+    response = staff_client.post(reverse("admin:memory_diaryentry_delete", args=[limbic.parent_id]), {"post": "yes"})
+    assert response.status_code == 403
+    assert type(limbic).objects.filter(pk=limbic.pk).exists()
+
+
+@pytest.mark.parametrize("term", ["²", "١٢", "#", "#12", "99999999999999999999999"])
+def test_id_like_searches_answer_without_an_error(staff_client, term):
+    response = staff_client.get(reverse("admin:memory_semanticmemory_changelist"), {"q": term})
+    assert response.status_code == 200

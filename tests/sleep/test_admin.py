@@ -144,3 +144,9 @@ def test_with_a_broker_the_run_is_queued_on_celery_not_run_here(
 @pytest.mark.parametrize("url_name", ["admin:sleep_pipelinerun_changelist", "admin:index"])
 def test_console_links_to_the_sleep_page(admin_client, url_name):
     assert f'href="{DASHBOARD}"' in admin_client.get(reverse(url_name)).content.decode()
+
+
+@pytest.mark.parametrize("value", ["abc", "", "٣", "1" * 30])
+def test_a_malformed_retry_id_is_a_404_not_an_error(admin_client, value):
+    response = admin_client.post("/admin/sleep/dashboard/", {"retry": value})
+    assert response.status_code == 404
