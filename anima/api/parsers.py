@@ -1,8 +1,9 @@
-"""JSON bodies with a size limit and no NUL characters (PostgreSQL cannot store them)."""
+"""JSON bodies with a size limit and no NUL characters or lone surrogates (PostgreSQL cannot store them)."""
 
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from django.conf import settings
@@ -18,15 +19,21 @@ class PayloadTooLarge(exceptions.APIException):
         super().__init__(f"Request body larger than {limit} bytes (ANIMA_MAX_BODY_BYTES).")
 
 
+# JSON may escape a NUL (\u0000) or half a surrogate pair (\ud800); neither can be stored as UTF-8 text.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def nul_paths(value: Any, path: str = "") -> list[str]:
-    """Paths (``items.2.title``) of every key or string holding a NUL character."""
+    """Paths (``items.2.title``) of every key or string holding a NUL character or a lone surrogate."""
     if isinstance(value, str):
-        return [path or "body"] if "\x00" in value else []
+        return [path or "body"] if _UNSTORABLE.search(value) else []
     found: list[str] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            child = f"{path}.{key}" if path else str(key)
-            if "\x00" in str(key):
+            # The path names the field in the error body, which must itself be encodable.
+            label = _UNSTORABLE.sub("\ufffd", str(key))
+            child = f"{path}.{label}" if path else label
+            if _UNSTORABLE.search(str(key)):
                 found.append(child)
             found.extend(nul_paths(item, child))
     elif isinstance(value, list):
@@ -38,7 +45,9 @@ def nul_paths(value: Any, path: str = "") -> list[str]:
 def nul_refuse(value: Any) -> None:
     paths = nul_paths(value)
     if paths:
-        raise exceptions.ValidationError({path: ["NUL characters are not allowed."] for path in paths})
+        raise exceptions.ValidationError(
+            {path: ["NUL characters and lone surrogates are not allowed."] for path in paths}
+        )
 
 
 class LimitedJSONParser(JSONParser):

@@ -139,6 +139,23 @@ def test_nul_characters_are_refused_in_bodies_and_query_strings():
     assert "content" in body.json() and "memory_types.0" in nested.json() and "q" in query.json()
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/conversations/{id}/messages/", '{"role": "user", "content": "x", "tool_payload": {"a": "\\ud800"}}'),
+        ("/api/conversations/{id}/messages/", '{"role": "user", "content": "x", "tool_payload": {"\\udfff": 1}}'),
+        ("/api/memories/", '{"content": "half a pair \\ud83d"}'),
+    ],
+)
+def test_lone_surrogates_are_refused_with_a_400_naming_the_field(path, body):
+    conversation = ConversationFactory()
+    response = api_client(staff=True).generic(
+        "POST", path.format(id=conversation.pk), body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert "lone surrogates" in response.content.decode()
+
+
 @pytest.mark.parametrize(("size", "status"), [(900, 201), (5000, 413)])
 def test_bodies_over_the_configured_limit_are_refused(settings, size, status):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
