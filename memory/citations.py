@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from anima.models import BlockTag, Component, Entity
-from conversations.models import Message, Role
+from conversations.models import Conversation, Message, Platform, Role
 from memory.models import MemoryReference
 
 CITATION_RE = re.compile(r"\[\[anima:(\d{1,18})\]\]")
@@ -44,6 +44,13 @@ def citations_record(*, messages: Iterable[Message], now: datetime | None = None
     ]
     if not wanted:
         return
+    # Cron conversations are background jobs, not dialogue: as in memory_ref_sync, they never count.
+    cron = set(
+        Conversation.objects.filter(
+            pk__in={message.conversation_id for message, _ in wanted}, platform=Platform.CRON
+        ).values_list("pk", flat=True)
+    )
+    wanted = [(message, entity_id) for message, entity_id in wanted if message.conversation_id not in cron]
     existing = set(
         Entity.objects.filter(pk__in={entity_id for _, entity_id in wanted})
         .exclude(primary_component=Component.CONTENT_BLOCK, tag=BlockTag.LIMBIC)

@@ -54,3 +54,11 @@ def test_sync_removes_references_whose_marker_is_gone_and_reweights_by_age():
     assert summary["weights_changed"] == 1
     assert list(MemoryReference.objects.values_list("message_id", "weight")) == [(other.pk, 1)]
     assert _count(memory) == 1
+
+
+def test_a_cron_conversation_citing_a_memory_never_counts_on_write():
+    memory = SemanticMemoryFactory()
+    cron = ConversationFactory(platform=Platform.CRON)
+    message_create(conversation=cron, role=Role.ASSISTANT, content=f"nightly report [[anima:{memory.pk}]]")
+    assert _count(memory) == 0
+    assert memory_ref_sync()["counts_changed"] == 0
