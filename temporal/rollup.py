@@ -20,8 +20,8 @@ from anima.config import config_get
 from anima.llm import LlmError, llm_json
 from conversations.models import Conversation
 from sleep.steps.common import clip
-from temporal.services import SUMMARY_SCHEMA
-from temporal.tick import bucket_label, closed_buckets, summary_clean
+from temporal.services import SUMMARY_SCHEMA, summary_clean
+from temporal.tick import bucket_label, closed_buckets
 
 logger = logging.getLogger(__name__)
 

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 from django.db import transaction
 
 from anima.config import config_get
 from anima.llm import llm_json
+from sleep.steps.common import clip
 from temporal.models import TemporalSummary, Window
 from temporal.selectors import day_conversations, temporal_summaries, temporal_summary_get
+
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:好的|好|收到|明白了?|当然|没问题|以下是[^：:\n]{0,20}|"
+    r"sure|ok(?:ay)?|certainly|of course|got it|here(?:'s| is) (?:the |a |your )?[a-z ]{0,30})"
+    r"\s*[,，。.!！:：…]+\s*)+",
+    re.IGNORECASE,
+)
+
+
+def summary_clean(text: str, *, max_chars: int) -> str:
+    """Strip acknowledgement preambles (and NUL, which JSONB refuses) and hard-cut to the cap."""
+    return clip(_PREAMBLE.sub("", text.replace("\x00", "").strip(), count=1), max_chars)
+
 
 _RULES = (
     "Write an objective digest: the themes and outcomes of what happened, covering every conversation without "
@@ -53,7 +68,7 @@ def _write(
         token_budget=token_budget,
     )
     # The model was told the cap; an answer over it is hard-cut (FreeAnima does the same).
-    summary = answer["summary"].strip()[:cap].rstrip()
+    summary = summary_clean(answer["summary"], max_chars=cap)
     if not summary:
         return {"window": str(window), "period_start": period_start.isoformat(), "skipped_reason": "empty_summary"}
     row = temporal_summary_upsert(window=window, period_start=period_start, content=summary)

@@ -15,7 +15,6 @@ The row itself is not locked during the LLM call, so new messages keep flowing m
 from __future__ import annotations
 
 import logging
-import re
 from datetime import date, datetime, timedelta
 
 from django.db import connection, transaction
@@ -25,8 +24,8 @@ from django.utils import timezone
 from anima.config import config_get
 from anima.llm import LlmError, llm_json
 from conversations.models import Conversation, Message
-from sleep.steps.common import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, clip, day_start
-from temporal.services import SUMMARY_SCHEMA
+from sleep.steps.common import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, day_start
+from temporal.services import SUMMARY_SCHEMA, summary_clean
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +46,6 @@ CHUNK_INSTRUCTIONS = (
 )
 
 # Acknowledgement openers a model puts before the digest ("好的，", "Sure, here is …:").
-_PREAMBLE = re.compile(
-    r"^\s*(?:(?:好的|好|收到|明白了?|当然|没问题|以下是[^：:\n]{0,20}|"
-    r"sure|ok(?:ay)?|certainly|of course|got it|here(?:'s| is) (?:the |a |your )?[a-z ]{0,30})"
-    r"\s*[,，。.!！:：…]+\s*)+",
-    re.IGNORECASE,
-)
 
 
 def local_day(at: datetime) -> date:
@@ -78,11 +71,6 @@ def closed_buckets(*, day: date, now: datetime) -> list[datetime]:
         buckets.append(start)
         start += BUCKET
     return buckets
-
-
-def summary_clean(text: str, *, max_chars: int) -> str:
-    """Strip acknowledgement preambles (and NUL, which JSONB refuses) and hard-cut to the cap."""
-    return clip(_PREAMBLE.sub("", text.replace("\x00", "").strip(), count=1), max_chars)
 
 
 def day_chunks(*, conversation: Conversation, day: date) -> list[dict]:

@@ -10,7 +10,7 @@ from conversations.models import Platform, Role
 from sleep.context import StepContext
 from sleep.steps import temporal_summary_cascade, temporal_summary_day
 from temporal.models import TemporalSummary
-from temporal.services import temporal_summary_write_day
+from temporal.services import summary_clean, temporal_summary_write_day
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, TemporalSummaryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -64,8 +64,17 @@ def test_day_summary_sends_no_internal_ids_or_tool_output():
     )
     with scripted({"temporal.day": [{"summary": "Maya asked about the weather in Lisbon."}]}) as provider:
         temporal_summary_write_day(day=DAY, run_key="test")
-    payload = str(provider.calls[0].payload)
-    assert "call-XYZ" not in payload and str(conversation.pk) not in payload.replace("2026-11-26", "")
+    payload = provider.calls[0].payload
+    assert "call-XYZ" not in str(payload)
+    assert not [key for key in _keys(payload) if key == "id" or key.endswith("_id")]
+
+
+def _keys(value) -> list[str]:
+    if isinstance(value, dict):
+        return [*value, *(key for item in value.values() for key in _keys(item))]
+    if isinstance(value, list):
+        return [key for item in value for key in _keys(item)]
+    return []
     assert TemporalSummary.objects.get().content == "Maya asked about the weather in Lisbon."
 
 
@@ -105,3 +114,7 @@ def test_year_summary_is_written_on_december_31_from_the_months():
     assert year.body == {"window": "year", "period_start": "2026-01-01"}
     assert "the launch" in year.content
     assert set(output) == {"month", "year"}
+
+
+def test_a_summary_answer_loses_its_preamble_and_nul_before_it_is_stored():
+    assert summary_clean("好的，\x00今天 Leo 上线成功。", max_chars=800) == "今天 Leo 上线成功。"

@@ -16,8 +16,9 @@ from anima.llm.providers import Completion, provider_override
 from anima.llm.testing import scripted
 from anima.models import AutoLlmRun
 from conversations.models import Conversation, Platform, Role
+from temporal.services import summary_clean
 from temporal.tasks import temporal_tick
-from temporal.tick import summary_clean, temporal_tick_run
+from temporal.tick import temporal_tick_run
 from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
 from tests.factories import ConversationFactory, MessageFactory
 
