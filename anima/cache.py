@@ -56,6 +56,9 @@ def cache_get_json(*, key: str) -> Any | None:
             return caches["default"].get(key)
         raw = client.get(key)
         return None if raw is None else json.loads(raw)
+    except ValueError:
+        logger.warning("cache value under %s is not JSON; treating it as a miss", key)
+        return None
     except _CACHE_ERRORS as exc:
         _cache_failed(exc, key)
         return _fallback.get(key)
