@@ -525,9 +525,11 @@ def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: i
         # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
         # take the GIN indexes, the right path at every size.
         # Transaction-local settings outlive this statement inside a caller's transaction: restore them.
+        # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
         cursor.execute(
-            "SELECT current_setting('pg_trgm.word_similarity_threshold'), current_setting('enable_seqscan'),"
-            " current_setting('enable_indexscan')"
+            "SELECT COALESCE(current_setting('pg_trgm.word_similarity_threshold', true), %s),"
+            " current_setting('enable_seqscan'), current_setting('enable_indexscan')",
+            [PG_TRGM_DEFAULT_WORD_SIMILARITY],
         )
         previous = list(cursor.fetchone())
         cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off"])
@@ -537,6 +539,7 @@ def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: i
     return rrf_merge(rows=rows)
 
 
+PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"
 _PLANNER_SETTINGS_SQL = (
     "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
     " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.db import connection, transaction
 
 from anima.config import config_update
@@ -70,3 +71,10 @@ def test_recall_inside_a_callers_transaction_leaves_planner_settings_as_they_wer
         memory_recall(query="Miso")
         cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('enable_indexscan')")
         assert cursor.fetchone() == ("on", "on")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_recall_on_a_fresh_connection_before_pg_trgm_is_loaded():
+    SemanticMemoryFactory(content="Leo 住在杭州")
+    connection.close()  # a new session: pg_trgm's settings are not defined until its library loads
+    assert [hit["snippet"] for hit in memory_semantic_search(query="杭州在哪")] == ["Leo 住在杭州"]
