@@ -191,6 +191,9 @@ def _batches(lines: list[str], *, limit: int) -> list[list[str]]:
     return [batch for batch in batches if batch]
 
 
+ROUND_MAX_TOKENS = 8000
+
+
 class _Round:
     def __init__(self, ctx: StepContext, *, log: list[dict], now: datetime) -> None:
         self.ctx = ctx
@@ -210,6 +213,8 @@ class _Round:
             schema=schema,
             run_key=self.ctx.run_key,
             token_budget=self.ctx.token_budget,
+            # A round over a large batch may rewrite many entries; a cut-off answer fails the round.
+            max_tokens=ROUND_MAX_TOKENS,
         )
 
     def memory_batches(self, memories: list[SemanticMemory]) -> list[str]:
