@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime, time, timedelta
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from anima.config import config_get
@@ -24,7 +25,7 @@ from memory.models import SemanticMemory
 from memory.selectors import active_semantic_memories, passive_recall, resident_memories, self_layer_text
 from temporal.rollup import bucket_sources, day_chunks_by_conversation, peer_rollup_get
 from temporal.selectors import temporal_prompt_section
-from temporal.tick import BUCKET, closed_buckets, local_day
+from temporal.tick import BUCKET, closed_buckets, local_day, tick_mark_bucket
 
 PEERS_NAME = "temporal_summary_peers"
 SUMMARY_NAME = "short_term_memory"
@@ -108,6 +109,12 @@ def _peer_text(*, bucket: datetime, summary: str) -> str:
     return f"Other conversations {start:%H:%M}–{start + BUCKET:%H:%M} (其他会话):\n{summary}"
 
 
+def _frozen(stored: QuerySet[PeerBlock]) -> dict[datetime, tuple[str, datetime]]:
+    return {
+        bucket: (content, created) for bucket, content, created in stored.values_list("bucket", "content", "created_at")
+    }
+
+
 def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[datetime, str]]:
     """(bucket end, text) for today's closed buckets with peer activity, as first rendered for this viewer.
 
@@ -118,8 +125,12 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
     if not buckets:
         return []
     stored = PeerBlock.objects.filter(conversation=conversation, bucket__gte=buckets[0], bucket__lte=buckets[-1])
-    frozen = dict(stored.values_list("bucket", "content"))
-    missing = [bucket for bucket in buckets if bucket not in frozen]
+    frozen = {
+        bucket: (content, created) for bucket, content, created in stored.values_list("bucket", "content", "created_at")
+    }
+    # Only buckets a finished tick has summarised may freeze; a later one waits for its chunks.
+    ticked = tick_mark_bucket()
+    missing = [bucket for bucket in buckets if bucket not in frozen and ticked is not None and bucket <= ticked]
     if missing:
         chunks = {day: day_chunks_by_conversation(day=day) for day in {local_day(bucket) for bucket in missing}}
         new = []
@@ -131,8 +142,15 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
             new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))
         # A concurrent turn may have frozen some first: theirs stand, so re-read.
         PeerBlock.objects.bulk_create(new, ignore_conflicts=True)
-        frozen = dict(stored.values_list("bucket", "content"))
-    return [(bucket + BUCKET, frozen[bucket]) for bucket in sorted(frozen) if frozen[bucket]]
+        frozen = {
+            bucket: (content, created)
+            for bucket, content, created in stored.values_list("bucket", "content", "created_at")
+        }
+    # A block sits at its bucket's end, or where it was first shown if that came later: it never
+    # lands before messages an earlier turn already sent without it.
+    return [
+        (max(bucket + BUCKET, created), content) for bucket, (content, created) in sorted(frozen.items()) if content
+    ]
 
 
 def _timeline(*, view: ShortTermView, blocks: list[tuple[datetime, str]]) -> list[dict]:

@@ -23,3 +23,20 @@ class TemporalSummary(ComponentProxy):
     class Meta:
         proxy = True
         verbose_name_plural = "temporal summaries"
+
+
+class TickMark(models.Model):
+    """The newest half-hour bucket a finished temporal tick has summarised (a single row).
+
+    Turn assembly freezes a bucket's peer block only once a tick has written that bucket's
+    chunks: a turn between the bucket's close and the tick would otherwise freeze it empty.
+    """
+
+    bucket = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "temporal_tick_mark"
+
+    def __str__(self) -> str:
+        return f"ticked through {self.bucket:%Y-%m-%d %H:%M}"

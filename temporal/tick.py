@@ -25,6 +25,7 @@ from anima.config import config_get
 from anima.llm import LlmError, llm_json
 from conversations.models import Conversation, Message
 from sleep.steps.common import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, day_start
+from temporal.models import TickMark
 from temporal.services import SUMMARY_SCHEMA, summary_clean
 
 logger = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ def temporal_tick_run(*, at: datetime | None = None) -> dict:
             max_chars=config["chunk_chars"],
         )
         outcomes[outcome] += 1
+    tick_mark_advance(bucket=bucket_start(reference), now=now)
     return {
         "at": now.isoformat(),
         "cst_date": day.isoformat(),
@@ -141,6 +143,21 @@ def temporal_tick_run(*, at: datetime | None = None) -> dict:
         "failed": outcomes["failed"],
         "rollups_warmed": peer_rollups_warm(day=day, now=now),
     }
+
+
+def tick_mark_advance(*, bucket: datetime, now: datetime) -> None:
+    """Record that ticks have summarised ``bucket``; the mark only moves forward (ticks may overlap)."""
+    with transaction.atomic():
+        mark, created = TickMark.objects.select_for_update().get_or_create(
+            pk=1, defaults={"bucket": bucket, "finished_at": now}
+        )
+        if not created and bucket > mark.bucket:
+            TickMark.objects.filter(pk=1).update(bucket=bucket, finished_at=now)
+
+
+def tick_mark_bucket() -> datetime | None:
+    """The newest bucket a finished tick has summarised, or None before the first tick."""
+    return TickMark.objects.filter(pk=1).values_list("bucket", flat=True).first()
 
 
 def _conversation_tick(*, conversation_id: int, day: date, bucket: datetime, now: datetime, max_chars: int) -> str:

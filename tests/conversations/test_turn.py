@@ -130,8 +130,38 @@ def test_one_merged_peer_block_per_closed_bucket_placed_at_the_bucket_end():
     assert block["role"] == "assistant"
     assert "Lisbon" in block["content"] and "payment" in block["content"]
     order = [m["content"] if m["name"] != PEERS_NAME else "PEERS" for m in messages[1:]]
-    assert order[:3] == ["viewer early", "PEERS", "viewer late"]
+    # "viewer late" (10:40) is older than the block's first showing (10:45): the block never
+    # lands before a message that may already have been sent without it.
+    assert order == ["viewer early", "viewer late", "PEERS", "now?"]
     assert "viewer" not in block["content"]  # the viewer's own chunk is not a peer
+
+
+def test_a_turn_right_after_the_tick_shows_the_block_at_the_bucket_end():
+    viewer = ConversationFactory()
+    MessageFactory(conversation=viewer, content="viewer early", created_at=at("10:10"))
+    MessageFactory(conversation=ConversationFactory(), content="Maya booked the Lisbon hotel.", created_at=at("10:20"))
+    temporal_tick_run(at=at("10:30"))
+
+    messages = prepare_turn(conversation=viewer, user_message="now?", now=at("10:31"))
+
+    order = [m["content"] if m["name"] != PEERS_NAME else "PEERS" for m in messages[1:]]
+    assert order == ["viewer early", "PEERS", "now?"]
+
+
+def test_a_turn_before_the_tick_does_not_freeze_the_bucket_empty():
+    viewer = ConversationFactory()
+    MessageFactory(conversation=ConversationFactory(), content="Maya booked the Lisbon hotel.", created_at=at("10:20"))
+    temporal_tick_run(at=at("10:00"))
+    first = prepare_turn(conversation=viewer, user_message="still there?", now=at("10:30") + timedelta(seconds=5))
+    assert peers(first) == []  # the 10:00 bucket has closed, but no tick has summarised it yet
+
+    temporal_tick_run(at=at("10:30"))  # the beat's 10:30 tick, finishing after that turn
+    second = prepare_turn(conversation=viewer, user_message="and now?", now=at("10:45"))
+
+    [block] = peers(second)
+    assert "Lisbon" in block["content"]
+    sent = [m for m in first if m["name"] != "passive_memory_context"]
+    assert second[: len(sent)] == sent  # what was sent stays a byte-identical prefix
 
 
 def test_peers_are_never_in_the_system_prompt():
