@@ -185,9 +185,11 @@ def _view(*, conversation: Conversation, now: datetime, config: dict) -> ShortTe
     )
 
 
-def _summary_row(*, conversation: Conversation, now: datetime, ttl: timedelta) -> ShortTermMemory | None:
+def _summary_row(*, conversation: Conversation, now: datetime, ttl: timedelta | None = None) -> ShortTermMemory | None:
+    """The conversation's summary row, if still live after ``ttl`` (any age without one)."""
     scope = StmScope.USER if conversation_person(conversation=conversation) else StmScope.SERVER
-    return ShortTermMemory.objects.filter(conversation=conversation, scope=scope, updated_at__gt=now - ttl).first()
+    rows = ShortTermMemory.objects.filter(conversation=conversation, scope=scope)
+    return (rows.filter(updated_at__gt=now - ttl) if ttl is not None else rows).first()
 
 
 def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTermView:
@@ -201,9 +203,15 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
     config = config_get(section="stm")
     view = _view(conversation=conversation, now=now, config=config)
     threshold = config["consolidate_after_messages"]
-    if len(view.messages) <= threshold:
+    # An expired summary no longer renders, but what it covered is archived already: never twice.
+    covered = _summary_row(conversation=conversation, now=now)
+    pending = view.messages
+    if covered is not None:
+        mark = (covered.covers_until, covered.covers_until_message_id or 0)
+        pending = [m for m in view.messages if (m.created_at, m.pk) > mark]
+    if len(pending) <= threshold:
         return view
-    archived = view.messages[: len(view.messages) - threshold // 2]
+    archived = pending[: len(pending) - threshold // 2]
     cap = config["max_summary_chars"]
     try:
         digest = messages_digest(conversation=conversation, messages=archived, earlier=[], max_chars=cap)

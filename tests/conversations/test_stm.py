@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.config import config_update
+from anima.llm.testing import scripted
 from conversations.models import HistoryEntry, Role, ShortTermMemory, StmScope
 from conversations.stm import long_term_intent_detect, stm_tool_available, update_short_term_memory
 from conversations.turn import SUMMARY_NAME, prepare_turn
@@ -177,3 +178,22 @@ def test_a_conversation_without_a_person_renders_the_server_scope():
 
     assert messages[1]["content"].endswith("Swapped shifts.")
     assert rendered(messages) == [messages[1]["content"]]
+
+
+def test_messages_archived_once_are_never_archived_again_after_the_summary_expires():
+    config_update(section="stm", values={"consolidate_after_messages": 10})
+    chat = ConversationFactory()
+    start = at("09:00")
+    for n in range(12):
+        MessageFactory(conversation=chat, content=f"early message {n}", created_at=start + timedelta(minutes=n))
+    with scripted({"temporal.chunk": [{"summary": f"digest {n}"} for n in range(10)]}) as provider:
+        moment = start + timedelta(minutes=15)
+        prepare_turn(conversation=chat, user_message="first", now=moment, store=False)
+        # A message every five hours for 30 hours: the summary expires (24 h) before the raw messages
+        # reach the threshold again, and no 12 h silence comes.
+        for n in range(6):
+            moment += timedelta(hours=5)
+            MessageFactory(conversation=chat, content=f"later message {n}", created_at=moment)
+            prepare_turn(conversation=chat, user_message="again", now=moment, store=False)
+    sent = [turn["content"] for call in provider.calls for turn in call.payload["dialogue"]]
+    assert sent and len(sent) == len(set(sent))
