@@ -16,11 +16,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-from django.utils.text import slugify
 
 from anima.llm.schema import SchemaError, schema_validate
 from anima.models import MemoryType
-from conversations.models import Conversation, Person
+from conversations.models import Conversation, Person, person_slug_valid
 from conversations.selectors import history_search
 from conversations.services import identity_map, identity_resolve
 from conversations.stm import update_short_term_memory
@@ -225,7 +224,7 @@ def _person_memory(args: dict[str, Any]) -> dict[str, Any]:
         }
     # map_identity
     _require(args, "channel", "chat_id", "person")
-    if slugify(args["person"]) != args["person"]:
+    if not person_slug_valid(args["person"]):
         raise ToolError("person", "person must be a slug (lowercase letters, digits, - or _)")
     identity = identity_map(
         channel=args["channel"],

@@ -9,8 +9,16 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.text import slugify
 
 from anima.models import SegmentedTextModel, search_vector_of
+
+PERSON_SLUG_MAX_LENGTH = 64
+
+
+def person_slug_valid(value: object) -> bool:
+    """A person slug as every entry point accepts it: what Django's slugify leaves unchanged, ≤ 64 chars."""
+    return isinstance(value, str) and 0 < len(value) <= PERSON_SLUG_MAX_LENGTH and slugify(value) == value
 
 
 class Person(models.Model):

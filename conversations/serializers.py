@@ -6,9 +6,28 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from anima.api.serializers import BoundedDateTimeField, MomentField, StrictModelSerializer, StrictSerializer
-from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Role
+from conversations.models import (
+    PERSON_SLUG_MAX_LENGTH,
+    Conversation,
+    HistoryEntry,
+    Identity,
+    Message,
+    Person,
+    Role,
+    person_slug_valid,
+)
 
-SLUG_REGEX = r"^[a-z0-9_-]+$"
+
+class PersonSlugValueField(serializers.CharField):
+    """A new person's slug, valid by the same rule as the importers and the memory tool."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not person_slug_valid(value):
+            raise serializers.ValidationError(
+                "must be a slug: lowercase letters, digits, single - or _ inside, at most 64 characters"
+            )
+        return value
 
 
 class PersonSlugField(serializers.SlugRelatedField):
@@ -80,12 +99,12 @@ class IdentitySerializer(serializers.ModelSerializer):
 class IdentityMapSerializer(StrictSerializer):
     channel = serializers.CharField(max_length=64)
     external_id = serializers.CharField(max_length=200)
-    person = serializers.RegexField(SLUG_REGEX, max_length=64)
+    person = PersonSlugValueField(max_length=PERSON_SLUG_MAX_LENGTH)
     display_name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
 class PersonSerializer(StrictModelSerializer):
-    slug = serializers.RegexField(SLUG_REGEX, max_length=64)
+    slug = PersonSlugValueField(max_length=PERSON_SLUG_MAX_LENGTH)
     identities = IdentitySerializer(many=True, read_only=True)
 
     class Meta:

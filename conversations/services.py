@@ -13,7 +13,6 @@ from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Greatest
 from django.utils import timezone
-from django.utils.text import slugify
 
 from anima.jsonl import (
     ImportReport,
@@ -26,7 +25,16 @@ from anima.jsonl import (
     text_field,
 )
 from anima.segmentation import segment_text
-from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Platform, Role
+from conversations.models import (
+    Conversation,
+    HistoryEntry,
+    Identity,
+    Message,
+    Person,
+    Platform,
+    Role,
+    person_slug_valid,
+)
 from memory.citations import CITATION_RE, citations_record
 
 IMPORT_BATCH_LINES = 200
@@ -49,7 +57,7 @@ def persons_ensure(*, slugs: Iterable[str]) -> dict[str, Person]:
 def person_slug(value: Any, *, where: str) -> str | None:
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or slugify(value) != value:
+    if not person_slug_valid(value):
         raise LineError(f"{where} must be a slug (lowercase letters, digits, - or _), got {value!r}")
     return value
 

@@ -34,10 +34,9 @@ import yaml
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.text import slugify
 
 from anima.models import MemoryType
-from conversations.models import HistoryEntry, Identity, Person
+from conversations.models import HistoryEntry, Identity, Person, person_slug_valid
 from conversations.services import history_append, identity_map, person_get_or_create
 from memory.models import SelfBlock, SelfLayerBlock
 from memory.selectors import active_semantic_memories
@@ -387,7 +386,7 @@ def _parse_identity_map(text: str, name: str, errors: _Errors) -> dict[str, _Per
     if "persons" not in top:
         return persons
     for slug, (line, node) in _mapping(top["persons"][1], name, "persons", errors).items():
-        if not slug or slugify(slug) != slug:
+        if not person_slug_valid(slug):
             errors.add(name, line, f"person {slug!r} must be a slug (lowercase letters, digits, - or _)")
             continue
         fields = _mapping(node, name, f"person {slug}", errors, {"display_name", "ids"})
@@ -445,7 +444,7 @@ def _workspace_parse(root: Path) -> _Workspace:
             continue
         slug = directory.name
         base = f"{PERSONS}/{slug}"
-        if slugify(slug) != slug:
+        if not person_slug_valid(slug):
             errors.add(base, 1, f"person directory {slug!r} must be a slug (lowercase letters, digits, - or _)")
             continue
         person = workspace.persons.setdefault(slug, _PersonFiles())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from anima.api.testing import api_client
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Person
 from memory.models import MemoryReference
@@ -180,3 +182,10 @@ def test_conversations_are_paginated():
     page = api_client().get("/api/conversations/", {"page_size": 2}).json()
 
     assert page["count"] == Conversation.objects.count() and len(page["results"]) == 2 and page["next"]
+
+
+@pytest.mark.parametrize("slug", ["a--b", "-leo", "x_", "Leo", "李雷", "a" * 65])
+def test_person_slugs_follow_the_same_rule_as_the_importers(slug):
+    response = api_client().post("/api/persons/", {"slug": slug}, format="json")
+    assert response.status_code == 400
+    assert "slug" in response.json()
