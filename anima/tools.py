@@ -174,6 +174,10 @@ def _remember(args: dict[str, Any]) -> dict[str, Any]:
     source = args.get("scope") == "source"
     if source:
         _require(args, "channel", "chat_id")
+        # A source note belongs to the account's own person: never file it under someone else.
+        owner = identity_resolve(channel=args["channel"], external_id=args["chat_id"])
+        if owner is None or owner != person:
+            raise ToolError("chat_id", f"{args['channel']}:{args['chat_id']} is not mapped to this person")
     memory = memory_remember(
         content=args["content"],
         memory_type=args.get("memory_type", MemoryType.WORLD),

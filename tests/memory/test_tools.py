@@ -204,3 +204,22 @@ def test_recall_tools_without_a_person_see_only_global_memories():
         result = tool_call(name=name, arguments={"query": "邮箱"})
         snippets = [hit["snippet"] for hit in result["results"]]
         assert snippets == ["邮箱 notifications go out every Monday"], name
+
+
+def test_a_source_note_is_refused_for_an_account_mapped_to_someone_else():
+    PersonFactory(slug="leo")
+    IdentityFactory(person=PersonFactory(slug="maya"), channel="telegram", external_id="999")
+    with pytest.raises(ToolError) as caught:
+        tool_call(
+            name="memory",
+            arguments={
+                "action": "remember",
+                "person": "leo",
+                "content": "Leo likes tea",
+                "scope": "source",
+                "channel": "telegram",
+                "chat_id": "999",
+            },
+        )
+    assert caught.value.field == "chat_id"
+    assert not SemanticMemory.objects.exists()
