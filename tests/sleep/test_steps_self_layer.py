@@ -8,7 +8,9 @@ from anima.llm import LlmInvalidOutput
 from anima.llm.testing import scripted
 from memory.models import SelfBlock, SelfLayerBlock
 from sleep.context import StepContext
+from sleep.offline import self_layer_answer
 from sleep.steps import self_layer_refresh
+from sleep.steps.common import is_chinese
 from tests.factories import SelfLayerBlockFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -60,3 +62,18 @@ def test_nothing_learned_means_nothing_to_refresh():
     with scripted({}) as provider:
         assert self_layer_refresh(_ctx()) == {"skipped_reason": "nothing_new"}
     assert provider.calls == []
+
+
+@pytest.mark.parametrize(
+    ("facts", "chinese"),
+    [(["Leo 的女儿小雨属虎", "Leo 住在杭州"], True), (["Maya lives in Lisbon", "Maya is a nurse"], False)],
+)
+def test_the_offline_self_layer_speaks_the_days_language(facts, chinese):
+    payload = {
+        "day": "2026-11-28",
+        "force": False,
+        "blocks": {},
+        "today": {"facts": facts, "anchors": [], "narratives": [{"title": facts[0], "content": facts[0]}]},
+    }
+    answer = self_layer_answer(payload)
+    assert {key: is_chinese(text) for key, text in answer.items()} == {key: chinese for key in answer}
