@@ -207,13 +207,26 @@ def search_query_build(*, text: str) -> SearchQuery:
     plain_lexemes: list[str] = []  # every OR-ed operand, unquoted (what the tsquery holds if has_syntax stays False)
     has_syntax = False
     lexeme_count = 0
+    dropped = False  # the last operand said nothing searchable (a stopword, or past the lexeme cap)
+
+    def drop_operand() -> None:
+        # An operand that says nothing takes the operators that were waiting for it along.
+        nonlocal dropped
+        while items and items[-1][0] == "op":
+            items.pop()
+        dropped = True
+
     for match in _TOKEN_RE.finditer(text):
         phrase, word = match.group(1), match.group(2)
         if word is not None and word in OPERATORS:
-            items.append(("op", OPERATORS[word]))
+            symbol = OPERATORS[word]
+            if dropped and symbol != "!" and (not items or items[-1][0] == "op"):
+                continue  # a binary operator right after a dropped operand joins nothing
+            items.append(("op", symbol))
             has_syntax = True
             continue
         if lexeme_count >= MAX_LEXEMES:
+            drop_operand()
             continue
         if phrase is not None:
             has_syntax = True
@@ -224,6 +237,9 @@ def search_query_build(*, text: str) -> SearchQuery:
                 items.append(("term", _quote_lexeme(segmented)))
                 plain_words.extend(words)
                 lexeme_count += 1
+                dropped = False
+            else:
+                drop_operand()
             continue
         words = _content_words(word)
         lexemes = words + _bigrams(word)
@@ -236,6 +252,9 @@ def search_query_build(*, text: str) -> SearchQuery:
             plain_words.extend(words)
             plain_lexemes.extend(lexemes)
             lexeme_count += len(lexemes)
+            dropped = False
+        else:
+            drop_operand()
     tsquery = _join_items(items)
     if has_syntax:
         # Similarity cannot honour AND / NOT or adjacency: explicit syntax searches by FTS alone.

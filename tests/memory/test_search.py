@@ -295,3 +295,21 @@ def test_no_input_makes_the_database_raise_when_terms_are_pruned(text, fake_stat
     except QuerySyntaxError:
         return
     hybrid_search(query=query, sources=sources, limit=5)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('cat AND "the"', "'cat'"),
+        ("the OR cat", "'cat'"),
+        ("cat AND the AND miso", "'cat' & 'miso'"),
+        ("cat AND NOT the", "'cat'"),
+    ],
+)
+def test_an_operand_that_is_only_stopwords_drops_with_its_operator(text, expected):
+    assert search_query_build(text=text).tsquery == expected
+
+
+def test_a_query_that_really_ends_in_an_operator_is_still_refused():
+    with pytest.raises(QuerySyntaxError):
+        search_query_build(text="cat AND")
