@@ -40,8 +40,12 @@ from memory.citations import CITATION_RE, citations_record
 IMPORT_BATCH_LINES = 200
 
 
-def person_get_or_create(*, slug: str, display_name: str = "") -> Person:
-    person, _ = Person.objects.get_or_create(slug=slug, defaults={"display_name": display_name or slug})
+def person_ensure(*, slug: str, display_name: str = "") -> Person:
+    """The person with ``slug``, created on first sight; a given ``display_name`` also renames them."""
+    person, created = Person.objects.get_or_create(slug=slug, defaults={"display_name": display_name or slug})
+    if not created and display_name and person.display_name != display_name:
+        person.display_name = display_name
+        person.save(update_fields=["display_name"])
     return person
 
 
@@ -300,10 +304,7 @@ def identity_map(*, channel: str, external_id: str, person_slug: str, display_na
     A given ``display_name`` also renames an existing person.
     """
     with transaction.atomic():
-        person = person_get_or_create(slug=person_slug, display_name=display_name)
-        if display_name and person.display_name != display_name:
-            person.display_name = display_name
-            person.save(update_fields=["display_name"])
+        person = person_ensure(slug=person_slug, display_name=display_name)
         identity, _ = Identity.objects.update_or_create(
             channel=channel, external_id=external_id, defaults={"person": person}
         )

@@ -37,7 +37,7 @@ from django.utils.dateparse import parse_datetime
 
 from anima.models import MemoryType
 from conversations.models import HistoryEntry, Identity, Person, person_slug_valid
-from conversations.services import history_append, identity_map, person_get_or_create
+from conversations.services import history_append, identity_map, person_ensure
 from memory.models import SelfBlock, SelfLayerBlock
 from memory.selectors import active_semantic_memories
 from memory.services import memory_pin, memory_remember_or_get
@@ -483,10 +483,7 @@ def workspace_import(*, root: Path, force: bool = False) -> Counter:
             _import_memory(item, person=None, counts=counts)
         _import_history(workspace.history, person=None, counts=counts)
         for slug, files in workspace.persons.items():
-            person = person_get_or_create(slug=slug, display_name=files.display_name)
-            if files.display_name and person.display_name != files.display_name:
-                person.display_name = files.display_name
-                person.save(update_fields=["display_name"])
+            person = person_ensure(slug=slug, display_name=files.display_name)
             for channel, external_id in files.ids:
                 if not Identity.objects.filter(channel=channel, external_id=external_id, person=person).exists():
                     identity_map(channel=channel, external_id=external_id, person_slug=slug)
