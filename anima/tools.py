@@ -178,7 +178,7 @@ def _remember(args: dict[str, Any]) -> dict[str, Any]:
         owner = identity_resolve(channel=args["channel"], external_id=args["chat_id"])
         if owner is None or owner != person:
             raise ToolError("chat_id", f"{args['channel']}:{args['chat_id']} is not mapped to this person")
-    memory = memory_remember(
+    memory, _ = memory_remember(
         content=args["content"],
         memory_type=args.get("memory_type", MemoryType.WORLD),
         person=person,

@@ -29,7 +29,7 @@ from memory.services import (
     memory_delete,
     memory_deprecate,
     memory_pin,
-    memory_remember_or_get,
+    memory_remember,
     memory_restore,
     memory_unpin,
 )
@@ -76,7 +76,7 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         """Remember a fact; an identical active fact for the same person is returned (200) instead of duplicated."""
         data = RememberSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        memory, created = memory_remember_or_get(**data.validated_data)
+        memory, created = memory_remember(**data.validated_data)
         return Response(
             SemanticMemorySerializer(memory).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )

@@ -203,35 +203,12 @@ def memory_remember(
     source_conversation: Conversation | None = None,
     source_channel: str = "",
     source_id: str = "",
-) -> SemanticMemory:
-    """Write one semantic memory, or return the active one already holding the same fact for ``person``.
-
-    ``source_id`` (with ``source_channel``) scopes a person memory to one channel account,
-    the workspace's ``sources/<channel>_<id>.md`` notes.
-    """
-    memory, _ = memory_remember_or_get(
-        content=content,
-        memory_type=memory_type,
-        person=person,
-        pinned=pinned,
-        source_conversation=source_conversation,
-        source_channel=source_channel,
-        source_id=source_id,
-    )
-    return memory
-
-
-def memory_remember_or_get(
-    *,
-    content: str,
-    memory_type: str = MemoryType.WORLD,
-    person: Person | None = None,
-    pinned: bool = False,
-    source_conversation: Conversation | None = None,
-    source_channel: str = "",
-    source_id: str = "",
 ) -> tuple[SemanticMemory, bool]:
-    """``memory_remember`` that also says whether the memory is new (``created``)."""
+    """Write one semantic memory, or find the active one already holding the same fact for ``person``.
+
+    Returns ``(memory, created)``. ``source_id`` (with ``source_channel``) scopes a person memory
+    to one channel account, the workspace's ``sources/<channel>_<id>.md`` notes.
+    """
     content = content.strip()
     if not content:
         raise ValidationError({"content": "content must not be empty"})

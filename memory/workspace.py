@@ -40,7 +40,7 @@ from conversations.models import HistoryEntry, Identity, Person, person_slug_val
 from conversations.services import history_append, identity_map, person_ensure
 from memory.models import SelfBlock, SelfLayerBlock
 from memory.selectors import active_semantic_memories
-from memory.services import memory_pin, memory_remember_or_get
+from memory.services import memory_pin, memory_remember
 
 SOUL = "SOUL.md"
 USER = "USER.md"
@@ -513,7 +513,7 @@ def _import_soul(blocks: dict[str, str], counts: Counter, *, force: bool) -> Non
 def _import_memory(
     item: _MemoryItem, *, person: Person | None, counts: Counter, source: tuple[str, str] | None = None
 ) -> None:
-    memory, created = memory_remember_or_get(
+    memory, created = memory_remember(
         content=item.content,
         memory_type=item.memory_type,
         person=person,

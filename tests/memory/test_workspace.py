@@ -47,7 +47,7 @@ def _populate() -> None:
     memory_remember(content="在 Telegram 上用语音", person=leo, source_channel="wechat_work", source_id="a/b c")
     memory_remember(content="Short answers please", memory_type=MemoryType.PREFERENCE)
     memory_remember(content="杭州的冬天很冷")
-    retired = memory_remember(content="an old belief")
+    retired, _ = memory_remember(content="an old belief")
     SemanticMemory.objects.filter(pk=retired.pk).update(status=MemoryStatus.DEPRECATED)
     HistoryEntryFactory(
         person=None, channel="cli", content="第一次部署", timestamp=dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
