@@ -22,7 +22,7 @@ from conversations.models import Conversation, PeerBlock, Person, Role
 from conversations.services import message_create
 from conversations.stm import ShortTermView, conversation_person, short_term_prepare
 from memory.models import SemanticMemory
-from memory.selectors import active_semantic_memories, passive_recall, resident_memories, self_layer_text
+from memory.selectors import active_semantic_memories, memory_line, passive_recall, resident_memories, self_layer_text
 from temporal.rollup import bucket_sources, day_chunks_by_conversation, peer_rollup_get
 from temporal.selectors import temporal_prompt_section
 from temporal.tick import BUCKET, closed_buckets, local_day, tick_mark_bucket
@@ -51,7 +51,7 @@ def rebuild_boundary(*, now: datetime) -> datetime:
 
 
 def _memory_lines(memories) -> str:
-    return "\n".join(f"- {memory.content} [[anima:{memory.pk}]]" for memory in memories)
+    return "\n".join(memory_line(content=memory.content, entity_id=memory.pk) for memory in memories)
 
 
 def _person_memories(person: Person, *, exclude: set[int]) -> list[SemanticMemory]:

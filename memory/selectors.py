@@ -47,9 +47,14 @@ def resident_memories(*, person: Person | None = None, global_only: bool = False
     return pinned + top
 
 
+def memory_line(*, content: str, entity_id: int) -> str:
+    """One memory as a prompt line, ending in the marker that cites it."""
+    return f"- {content} [[anima:{entity_id}]]"
+
+
 def resident_memory_lines(*, person: Person | None = None) -> list[str]:
     """One line per resident memory, each ending in its citation marker."""
-    return [f"- {memory.content} [[anima:{memory.pk}]]" for memory in resident_memories(person=person)]
+    return [memory_line(content=memory.content, entity_id=memory.pk) for memory in resident_memories(person=person)]
 
 
 def _person_scope(person: Person | None, *, global_only: bool = False) -> Q:
@@ -236,7 +241,7 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
     for hit in candidates:
         if hit["score"] < cutoff or len(hits) >= config["limit"]:
             break
-        line = f"- {hit['snippet']} [[anima:{hit['id']}]]"
+        line = memory_line(content=hit["snippet"], entity_id=hit["id"])
         if used + len(line) + 1 > config["max_chars"]:
             break
         hits.append(hit)
