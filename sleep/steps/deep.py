@@ -157,7 +157,7 @@ PINS_SCHEMA = {
 }
 
 
-def memory_line(memory: SemanticMemory, *, with_status: bool = False) -> str:
+def memory_json_line(memory: SemanticMemory, *, with_status: bool = False) -> str:
     body = memory.body or {}
     row = {
         "id": memory.pk,
@@ -218,7 +218,7 @@ class _Round:
         )
 
     def memory_batches(self, memories: list[SemanticMemory]) -> list[str]:
-        lines = [memory_line(m) for m in memories]
+        lines = [memory_json_line(m) for m in memories]
         size = sum(len(line.encode()) + 1 for line in lines)
         if size > self.warn_bytes:
             logger.warning("deep sleep: %d bytes of memory lines in one round", size)
@@ -290,7 +290,7 @@ def _contradiction_round(r: _Round) -> str:
             purpose="deep-sleep.contradiction",
             instructions=CONTRADICTION_INSTRUCTIONS,
             schema=CONTRADICTION_SCHEMA,
-            payload={"group": "\n".join(memory_line(m) for m in group)},
+            payload={"group": "\n".join(memory_json_line(m) for m in group)},
         )
         with transaction.atomic():
             for item in answer["expire"]:
@@ -453,8 +453,8 @@ def _pin_round(r: _Round) -> str:
         instructions=PINS_INSTRUCTIONS,
         schema=PINS_SCHEMA,
         payload={
-            "pinned": "\n".join(memory_line(m, with_status=True) for m in pinned),
-            "memories": "\n".join(memory_line(m) for m in active),
+            "pinned": "\n".join(memory_json_line(m, with_status=True) for m in pinned),
+            "memories": "\n".join(memory_json_line(m) for m in active),
         },
     )
     pinned_count = sum(1 for m in pinned if m.status == MemoryStatus.ACTIVE)
