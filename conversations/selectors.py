@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import F, Q, QuerySet
-from django.utils import timezone
 
 from anima.models import FTS_CONFIG
 from anima.segmentation import segment_text
 from conversations.models import HistoryEntry, Person
+from temporal.selectors import moment_bound
 
 HISTORY_MAX_LIMIT = 200
 _WORD_RE = re.compile(r"\w+")
-
-
-def _moment(value: date | datetime, *, end_of_day: bool = False) -> datetime:
-    """Start of a local day (of the next one for an inclusive ``until``); datetimes pass through."""
-    if isinstance(value, datetime):
-        return value
-    day = value + timedelta(days=1) if end_of_day else value
-    return timezone.make_aware(datetime.combine(day, time.min))
 
 
 def history_search(
@@ -43,11 +35,11 @@ def history_search(
     """
     entries = HistoryEntry.objects.select_related("person")
     if since is not None:
-        entries = entries.filter(timestamp__gte=_moment(since))
+        entries = entries.filter(timestamp__gte=moment_bound(since))
     if isinstance(until, datetime):
         entries = entries.filter(timestamp__lte=until)
     elif until is not None:
-        entries = entries.filter(timestamp__lt=_moment(until, end_of_day=True))
+        entries = entries.filter(timestamp__lt=moment_bound(until, end_of_day=True))
     if channel:
         entries = entries.filter(channel=channel)
     if person is not None:

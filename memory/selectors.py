@@ -5,17 +5,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 
 from anima.config import config_get
 from anima.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from memory.models import SelfLayerBlock, SemanticMemory
 from memory.search import SourceSpec, clamp_limit, entity_source, hybrid_search, message_source, search_query_build
+from temporal.selectors import moment_bound
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def memory_recall(
     """
     types = _memory_types(memory_types)
     limit = clamp_limit(limit)
-    start, end = _moment(since), _moment(until, end_of_day=True)
+    start, end = moment_bound(since), moment_bound(until, end_of_day=True)
     person_id = person.pk if person else None
     # Fixed SQL, no user input: an unknown human sees nobody's private rows.
     unscoped = global_only and person is None
@@ -152,13 +152,6 @@ def _memory_types(memory_types: Iterable[str] | None) -> list[str]:
     if unknown or not types:
         raise ValueError(f"unknown memory type(s) {unknown or types}; use {', '.join(MEMORY_TYPES)}")
     return types
-
-
-def _moment(value: date | datetime | None, *, end_of_day: bool = False) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    day = value + timedelta(days=1) if end_of_day else value
-    return timezone.make_aware(datetime.combine(day, time.min))
 
 
 def _results(hits) -> list[dict[str, Any]]:

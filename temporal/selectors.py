@@ -21,6 +21,13 @@ def day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
 
 
+def moment_bound(value: date | datetime | None, *, end_of_day: bool = False) -> datetime | None:
+    """A filter bound: a datetime as is; a local date as its midnight, or the next one for an inclusive end."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return day_start(value + timedelta(days=1) if end_of_day else value)
+
+
 def day_window(day: date) -> tuple[datetime, datetime]:
     return day_start(day), day_start(day + timedelta(days=1))
 
