@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, When
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -25,8 +25,8 @@ from memory.models import (
     SemanticMemory,
 )
 from memory.search import MAX_LIMIT, QuerySyntaxError, entity_source, hybrid_search, search_query_build
+from memory.selectors import SEARCH_RANK, ranked_by_ids
 
-SEARCH_RANK = "search_rank"
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
 # Every semantic memory, whatever its status: operators search deprecated and expired ones too.
@@ -112,10 +112,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
             return queryset.none(), False
         if cited := CITED_ID_RE.fullmatch(term):  # an operator pasting a cited id
             ids = [int(cited[1]), *ids]
-        if not ids:
-            return queryset.none(), False
-        rank = Case(*(When(pk=pk, then=position) for position, pk in enumerate(ids)), output_field=IntegerField())
-        return queryset.filter(pk__in=ids).annotate(**{SEARCH_RANK: rank}), False
+        return ranked_by_ids(queryset, ids=ids), False
 
     @admin.display(description="content")
     def short_content(self, obj: SemanticMemory) -> str:

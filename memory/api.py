@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import django_filters
-from django.db.models import Case, IntegerField, Prefetch, QuerySet, Value, When
+from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -16,7 +16,7 @@ from anima.models import Entity, MemoryStatus, MemoryType
 from conversations.models import Person
 from memory.models import DiaryEntry, SemanticMemory
 from memory.search import MAX_LIMIT
-from memory.selectors import memory_recall, memory_semantic_search
+from memory.selectors import SEARCH_RANK, memory_recall, memory_semantic_search, ranked_by_ids
 from memory.serializers import (
     DeprecateSerializer,
     DiaryEntrySerializer,
@@ -51,11 +51,7 @@ class MemoryFilter(django_filters.FilterSet):
         slug = self.data.get("person")
         person = Person.objects.filter(slug=slug).first() if slug else None
         hits = memory_semantic_search(query=value, limit=MAX_LIMIT, person=person)
-        rank = Case(
-            *[When(pk=hit["id"], then=Value(index)) for index, hit in enumerate(hits)],
-            output_field=IntegerField(),
-        )
-        return queryset.filter(pk__in=[hit["id"] for hit in hits]).annotate(search_rank=rank).order_by("search_rank")
+        return ranked_by_ids(queryset, ids=[hit["id"] for hit in hits]).order_by(SEARCH_RANK)
 
 
 class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ApiViewSet):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from anima.config import config_get
 from anima.models import BlockTag, Component, Entity, MemoryStatus
@@ -45,6 +45,17 @@ def resident_memories(*, person: Person | None = None, global_only: bool = False
         ]
     )
     return pinned + top
+
+
+SEARCH_RANK = "search_rank"
+
+
+def ranked_by_ids(queryset: QuerySet, *, ids: list[int]) -> QuerySet:
+    """``queryset`` narrowed to ``ids``, annotated with each row's position there as ``search_rank``."""
+    if not ids:
+        return queryset.none()
+    rank = Case(*(When(pk=pk, then=Value(position)) for position, pk in enumerate(ids)), output_field=IntegerField())
+    return queryset.filter(pk__in=ids).annotate(**{SEARCH_RANK: rank})
 
 
 def memory_line(*, content: str, entity_id: int) -> str:
