@@ -12,7 +12,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
-from anima.models import BlockTag, Component
+from anima.models import BlockTag
 from memory import services as memory_services
 from memory.models import (
     ContentBlock,
@@ -24,24 +24,12 @@ from memory.models import (
     SelfLayerBlock,
     SemanticMemory,
 )
-from memory.search import MAX_LIMIT, QuerySyntaxError, entity_source, hybrid_search, search_query_build
-from memory.selectors import SEARCH_RANK, ranked_by_ids
+from memory.search import QuerySyntaxError
+from memory.selectors import SEARCH_RANK, ranked_by_ids, semantic_memory_search_ids
 
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
-# Every semantic memory, whatever its status: operators search deprecated and expired ones too.
-_ALL_SEMANTIC = f"t.primary_component = '{Component.SEMANTIC_MEMORY}'"
 CITING_MESSAGES_SHOWN = 50
-
-
-def semantic_memory_search_ids(*, text: str) -> list[int]:
-    """Ids of semantic memories (any status) matching ``text``, best first, by the API's hybrid retrieval.
-
-    Raises QuerySyntaxError for a malformed query.
-    """
-    source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
-    hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT)
-    return [hit.id for hit in hits]
 
 
 class RankedChangeList(ChangeList):

@@ -14,7 +14,15 @@ from anima.config import config_get
 from anima.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from memory.models import SelfLayerBlock, SemanticMemory
-from memory.search import SourceSpec, clamp_limit, entity_source, hybrid_search, message_source, search_query_build
+from memory.search import (
+    MAX_LIMIT,
+    SourceSpec,
+    clamp_limit,
+    entity_source,
+    hybrid_search,
+    message_source,
+    search_query_build,
+)
 from temporal.selectors import moment_bound
 
 logger = logging.getLogger(__name__)
@@ -48,6 +56,18 @@ def resident_memories(*, person: Person | None = None, global_only: bool = False
 
 
 SEARCH_RANK = "search_rank"
+# Every semantic memory, whatever its status: operators search deprecated and expired ones too.
+_ALL_SEMANTIC = f"t.primary_component = '{Component.SEMANTIC_MEMORY}'"
+
+
+def semantic_memory_search_ids(*, text: str) -> list[int]:
+    """Ids of semantic memories of any status matching ``text``, best first (the console's search).
+
+    Raises QuerySyntaxError for a malformed query.
+    """
+    source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
+    hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT)
+    return [hit.id for hit in hits]
 
 
 def ranked_by_ids(queryset: QuerySet, *, ids: list[int]) -> QuerySet:
