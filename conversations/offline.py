@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from anima.llm.offline import offline_handler
-from sleep.steps.common import clip
+from anima.text import clip
 from temporal.offline import conversation_digest
 from temporal.rollup import summaries_concat
 

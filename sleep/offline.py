@@ -11,7 +11,7 @@ import re
 from itertools import combinations
 
 from anima.llm.offline import offline_handler
-from sleep.steps.common import clip, is_chinese, normalized, text_keywords
+from anima.text import clip, is_chinese, normalized, text_keywords
 
 # ---------------------------------------------------------------- stage 1: facts
 

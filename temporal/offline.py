@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from anima.llm.offline import offline_handler
-from sleep.steps.common import clip, is_chinese, text_keywords
+from anima.text import clip, is_chinese, text_keywords
 
 _SENTENCES = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
 # Acknowledgements carry no theme ("好的", "Sure, …").

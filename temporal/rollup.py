@@ -18,8 +18,8 @@ from django.utils import timezone
 from anima.cache import cache_get_json, cache_set_json
 from anima.config import config_get
 from anima.llm import LlmError, llm_json
+from anima.text import clip
 from conversations.models import Conversation
-from sleep.steps.common import clip
 from temporal.services import SUMMARY_SCHEMA, summary_clean
 from temporal.tick import bucket_label, closed_buckets
 

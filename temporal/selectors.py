@@ -8,6 +8,7 @@ from datetime import date, datetime, time, timedelta
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from anima.text import clip
 from conversations.models import Conversation, Message, Platform, Role
 from temporal.models import TemporalSummary, Window
 
@@ -111,7 +112,6 @@ def temporal_prompt_section(*, today: date, max_chars: int) -> str:
     昨天 = day −1; 近 7 天 = days −7…−2; 近 30 天 = days −30…−8; 近 90 天 and 近一年 = month
     summaries starting in [−90, −30) and [−365, −90); 更早 = years before the one a year ago.
     """
-    from datetime import timedelta
 
     def ago(days: int) -> date:
         return today - timedelta(days=days)
@@ -128,6 +128,4 @@ def temporal_prompt_section(*, today: date, max_chars: int) -> str:
     body = "\n\n".join(f"### {title}\n" + "\n".join(lines) for title, lines in parts if lines)
     if not body:
         return ""
-    from sleep.steps.common import clip
-
     return clip(f"## 时间摘要\n\n{body}", max_chars)

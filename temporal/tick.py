@@ -24,8 +24,8 @@ from django.utils import timezone
 from anima.config import config_get
 from anima.llm import LlmError, llm_json
 from conversations.models import Conversation, Message
-from sleep.steps.common import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, day_start
 from temporal.models import TickMark
+from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, day_start
 from temporal.services import SUMMARY_SCHEMA, summary_clean
 
 logger = logging.getLogger(__name__)

@@ -20,10 +20,10 @@ from django.utils import timezone
 from anima.config import config_get
 from anima.llm import llm_json
 from anima.models import MemoryStatus, MemoryType
+from anima.text import content_key
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from sleep.context import StepContext
-from sleep.steps.common import content_key
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,12 @@ from django.db import IntegrityError, transaction
 from anima.config import config_get
 from anima.llm import llm_json
 from anima.models import BlockTag
+from anima.text import clip
 from conversations.models import Message
 from memory.models import ContentBlock, DreamBlock, LimbicBlock
 from memory.services import diary_entries_ensure
 from sleep.context import StepContext
-from sleep.steps.common import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, clip, day_start
+from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, day_start
 
 TOP_ANCHORS = 3
 SNIPPETS = 5

@@ -13,6 +13,7 @@ from django.db import transaction
 from anima.config import config_get
 from anima.llm import llm_json
 from anima.models import BlockTag, Entity, MemoryStatus, MemoryType
+from anima.text import content_key
 from memory.models import (
     ContentBlock,
     LimbicBlock,
@@ -23,7 +24,7 @@ from memory.models import (
 )
 from memory.services import diary_entries_ensure
 from sleep.context import StepContext
-from sleep.steps.common import DayConversation, content_key, day_conversations
+from temporal.selectors import DayConversation, day_conversations
 
 MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]

@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 
 from anima.llm.testing import scripted
 from anima.models import BlockTag
+from anima.text import is_chinese
 from conversations.models import Role
 from memory.models import DreamBlock
 from sleep.context import StepContext
 from sleep.offline import dream_answer
 from sleep.steps import dream
-from sleep.steps.common import is_chinese
 from tests.factories import ContentBlockFactory, DiaryEntryFactory, MessageFactory
 
 DAY = dt.date(2026, 11, 26)

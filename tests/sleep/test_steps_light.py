@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from anima.llm import LlmBudgetExceeded, LlmInvalidOutput
 from anima.llm.testing import scripted
 from anima.models import BlockTag, MemoryStatus, MemoryType
+from anima.text import is_chinese
 from conversations.models import Platform, Role
 from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
 from sleep.offline import facts_extract
 from sleep.steps import light_sleep
-from sleep.steps.common import is_chinese
 from sleep.steps.light import NO_OUTLINE, autobiography_outline_refresh
 from tests.factories import (
     AutoLlmRunFactory,

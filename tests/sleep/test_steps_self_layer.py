@@ -6,11 +6,11 @@ import pytest
 
 from anima.llm import LlmInvalidOutput
 from anima.llm.testing import scripted
+from anima.text import is_chinese
 from memory.models import SelfBlock, SelfLayerBlock
 from sleep.context import StepContext
 from sleep.offline import self_layer_answer
 from sleep.steps import self_layer_refresh
-from sleep.steps.common import is_chinese
 from tests.factories import SelfLayerBlockFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)

@@ -1,36 +1,10 @@
-"""Text helpers shared by the sleep steps and the offline handlers: language, caps, deterministic ids."""
+"""Language-agnostic text helpers: language detection, sentence-aware caps, dedupe keys, keywords."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import unicodedata
-
-# Day reads live in temporal.selectors; re-exported here for the steps and the temporal tick.
-from temporal.selectors import (
-    DIALOGUE_ROLES,
-    EXCLUDED_PLATFORMS,
-    DayConversation,
-    day_conversations,
-    day_messages,
-    day_start,
-    day_window,
-)
-
-__all__ = [
-    "DIALOGUE_ROLES",
-    "EXCLUDED_PLATFORMS",
-    "DayConversation",
-    "clip",
-    "content_key",
-    "day_conversations",
-    "day_messages",
-    "day_start",
-    "day_window",
-    "is_chinese",
-    "normalized",
-    "text_keywords",
-]
 
 _CJK_RE = re.compile(r"[\u3400-\u9fff]")
 _LATIN_RE = re.compile(r"[A-Za-z]")
