@@ -73,7 +73,7 @@ def semantic_memory_search_ids(*, text: str) -> list[int]:
 def ranked_by_ids(queryset: QuerySet, *, ids: list[int]) -> QuerySet:
     """``queryset`` narrowed to ``ids``, annotated with each row's position there as ``search_rank``."""
     if not ids:
-        return queryset.none()
+        return queryset.none().annotate(**{SEARCH_RANK: Value(0)})  # still orderable by the rank
     rank = Case(*(When(pk=pk, then=Value(position)) for position, pk in enumerate(ids)), output_field=IntegerField())
     return queryset.filter(pk__in=ids).annotate(**{SEARCH_RANK: rank})
 

@@ -112,3 +112,10 @@ def test_diary_lists_days_with_blocks_in_reading_order():
 
     assert [entry["source_day"] for entry in listed["results"]] == ["2026-10-01"]
     assert [block["tag"] for block in listed["results"][0]["blocks"]] == ["limbic", "narrative", "dream"]
+
+
+def test_a_search_that_finds_nothing_is_an_empty_page():
+    SemanticMemoryFactory(content="Leo 住在杭州")
+    response = api_client().get("/api/memories/", {"q": "zebrafish"})
+    assert response.status_code == 200
+    assert response.json()["results"] == []
