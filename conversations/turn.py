@@ -115,8 +115,8 @@ def _frozen(stored: QuerySet[PeerBlock]) -> dict[datetime, tuple[str, datetime]]
     }
 
 
-def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[datetime, str]]:
-    """(bucket end, text) for today's closed buckets with peer activity, as first rendered for this viewer.
+def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[datetime, datetime, str]]:
+    """(bucket end, place on the timeline, text) for today's closed buckets with peer activity, as first rendered.
 
     Until the 02:00 rebuild yesterday's blocks stay too, so midnight does not break the prefix.
     """
@@ -125,9 +125,7 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
     if not buckets:
         return []
     stored = PeerBlock.objects.filter(conversation=conversation, bucket__gte=buckets[0], bucket__lte=buckets[-1])
-    frozen = {
-        bucket: (content, created) for bucket, content, created in stored.values_list("bucket", "content", "created_at")
-    }
+    frozen = _frozen(stored)
     # Only buckets a finished tick has summarised may freeze; a later one waits for its chunks.
     ticked = tick_mark_bucket()
     missing = [bucket for bucket in buckets if bucket not in frozen and ticked is not None and bucket <= ticked]
@@ -142,25 +140,24 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
             new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))
         # A concurrent turn may have frozen some first: theirs stand, so re-read.
         PeerBlock.objects.bulk_create(new, ignore_conflicts=True)
-        frozen = {
-            bucket: (content, created)
-            for bucket, content, created in stored.values_list("bucket", "content", "created_at")
-        }
+        frozen = _frozen(stored)
     # A block sits at its bucket's end, or where it was first shown if that came later: it never
     # lands before messages an earlier turn already sent without it.
     return [
-        (max(bucket + BUCKET, created), content) for bucket, (content, created) in sorted(frozen.items()) if content
+        (bucket + BUCKET, max(bucket + BUCKET, created), content)
+        for bucket, (content, created) in sorted(frozen.items())
+        if content
     ]
 
 
-def _timeline(*, view: ShortTermView, blocks: list[tuple[datetime, str]]) -> list[dict]:
+def _timeline(*, view: ShortTermView, blocks: list[tuple[datetime, datetime, str]]) -> list[dict]:
     rendered = []
     if view.summary:
         rendered.append(
             {"role": Role.ASSISTANT.value, "name": SUMMARY_NAME, "content": f"Conversation so far:\n{view.summary}"}
         )
-    # Blocks the summary already stands for are left out with the messages they sit between.
-    pending = [(end, text) for end, text in blocks if view.summary_until is None or end > view.summary_until]
+    # Blocks of buckets the summary already stands for are left out with the messages of that time.
+    pending = [(at, text) for end, at, text in blocks if view.summary_until is None or end > view.summary_until]
     for message in view.messages:
         while pending and pending[0][0] <= message.created_at:
             rendered.append({"role": Role.ASSISTANT.value, "name": PEERS_NAME, "content": pending.pop(0)[1]})

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from anima.config import config_update
 from anima.management.commands.demo import FIXTURES as DEMO_FIXTURES
 from conversations.demo import DEMO_MESSAGE, demo_prepared_turn
-from conversations.models import Message, PeerBlock, Role
+from conversations.models import Message, PeerBlock, Role, StmScope
 from conversations.services import conversations_import
 from conversations.turn import PEERS_NAME, prepare_turn
 from memory.services import memories_import
@@ -26,6 +26,7 @@ from tests.factories import (
     PersonFactory,
     SelfLayerBlockFactory,
     SemanticMemoryFactory,
+    ShortTermMemoryFactory,
     TemporalSummaryFactory,
 )
 
@@ -334,3 +335,17 @@ def test_a_conversation_whose_human_is_unknown_sees_no_one_s_private_memories():
     everything = "\n".join(message["content"] for message in messages[:-1])
     assert "concise, direct expression" in everything
     assert "leo@example.com" not in everything
+
+
+def test_blocks_of_buckets_the_summary_covers_stay_out_even_when_first_shown_late():
+    viewer = ConversationFactory()
+    MessageFactory(conversation=viewer, content="viewer early", created_at=at("10:10"))
+    MessageFactory(conversation=ConversationFactory(), content="Maya booked the Lisbon hotel.", created_at=at("10:20"))
+    temporal_tick_run(at=at("10:30"))
+    ShortTermMemoryFactory(
+        conversation=viewer, scope=StmScope.USER, summary="We talked about the morning.", covers_until=at("11:00")
+    )
+
+    messages = prepare_turn(conversation=viewer, user_message="later", now=at("11:45"), store=False)
+
+    assert peers(messages) == []  # the 10:00 bucket lies inside what the summary stands for
