@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from anima.env import env_bool, env_choice, env_float, env_int, env_list, env_str, env_time_zone, env_url
+from anima.core.env import env_bool, env_choice, env_float, env_int, env_list, env_str, env_time_zone, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("ANIMA_VAR_DIR") or BASE_DIR / "var")
@@ -51,12 +51,15 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
-    "anima",
+    "anima.core",
     "conversations",
+    "temporal",
     "memory",
     "sleep",
-    "temporal",
+    "anima.agent",
 ]
+# The core app keeps the label and the migrations it had before the layers were split out.
+MIGRATION_MODULES = {"anima": "anima.migrations"}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -97,7 +100,7 @@ if DATABASE_URL:
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "anima.embedded",
+            "ENGINE": "anima.core.embedded",
             "NAME": ANIMA_EMBEDDED_PG_DATABASE,
             "USER": "postgres",
             "CONN_MAX_AGE": 60,
@@ -178,10 +181,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "anima.api.pagination.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "anima.core.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PARSER_CLASSES": ["anima.api.parsers.LimitedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["anima.core.api.parsers.LimitedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

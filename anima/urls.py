@@ -1,6 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path
 
+admin.site.site_header = "Anima Habitat"
+admin.site.site_title = "Habitat"
+admin.site.index_title = "Memory console"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("anima.api.urls")),

@@ -38,12 +38,13 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from anima.models import Component, MemoryType  # noqa: E402
+from anima.agent.turn import prepare_turn  # noqa: E402
+from anima.core.calendar import BUCKET  # noqa: E402
+from anima.core.models import Component, MemoryType  # noqa: E402
 from conversations.models import Conversation, Message, Person, Role  # noqa: E402
-from conversations.turn import prepare_turn  # noqa: E402
 from memory.models import SemanticMemory  # noqa: E402
 from memory.selectors import passive_recall  # noqa: E402
-from temporal.tick import BUCKET, temporal_tick_run  # noqa: E402
+from temporal.tick import temporal_tick_run  # noqa: E402
 
 NOW = datetime.fromisoformat("2026-11-28T23:40+08:00")
 ZH = "今天 我们 讨论 产品 发布 的 问题 我 有点 担心 支付 迁移 周末 徒步 杭州 性能 回滚 方案".split()

@@ -35,7 +35,7 @@ django.setup()
 import jieba  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from memory.management.commands.bench_recall import throwaway_database  # noqa: E402
+from anima.core.db import throwaway_database  # noqa: E402
 from memory.search import search_query_build, term_stats_clear  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
 

@@ -9,7 +9,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from anima.admin import ReadOnlyAdmin, ReadOnlyInlineMixin
+from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person, ShortTermMemory
 
 MESSAGES_PER_PAGE = 50

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import django_filters
 from django.db import IntegrityError
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from anima.api.views import ApiGenericView, ApiViewSet, AtomicWritesMixin
+from anima.core.api.views import ApiGenericView, ApiViewSet, AtomicWritesMixin
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Platform
 from conversations.selectors import history_search, persons_with_identities
 from conversations.serializers import (
@@ -25,11 +25,8 @@ from conversations.serializers import (
     MessageCreateSerializer,
     MessageSerializer,
     PersonSerializer,
-    PrepareTurnSerializer,
-    TurnMessageSerializer,
 )
 from conversations.services import history_append, identity_map, identity_resolve, message_create
-from conversations.turn import prepare_turn
 
 
 class ConversationFilter(django_filters.FilterSet):
@@ -84,19 +81,6 @@ class ConversationViewSet(
                 raise
             return Response(MessageSerializer(message).data, status=status.HTTP_200_OK)
         return Response(MessageSerializer(message).data, status=status.HTTP_201_CREATED)
-
-    @extend_schema(
-        request=PrepareTurnSerializer,
-        responses={200: inline_serializer("PreparedTurn", {"messages": TurnMessageSerializer(many=True)})},
-    )
-    @action(detail=True, methods=["post"], url_path="prepare-turn", filterset_class=None)
-    def prepare_turn(self, request: Request, pk: str) -> Response:
-        """The exact message list for the next LLM call (system prompt, timeline, passive recall, user message)."""
-        conversation = self.get_object()
-        data = PrepareTurnSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        messages = prepare_turn(conversation=conversation, **data.validated_data)
-        return Response({"messages": messages})
 
     @staticmethod
     def _stored_message(conversation: Conversation, external_id: str | None) -> Message | None:

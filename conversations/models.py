@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
-from anima.models import SegmentedTextModel, search_vector_of
+from anima.core.models import SegmentedTextModel, search_vector_of
 
 PERSON_SLUG_MAX_LENGTH = 64
 

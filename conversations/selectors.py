@@ -8,10 +8,10 @@ from datetime import date, datetime
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import F, Q, QuerySet
 
-from anima.models import FTS_CONFIG
-from anima.segmentation import segment_text
+from anima.core.calendar import moment_bound
+from anima.core.models import FTS_CONFIG
+from anima.core.segmentation import segment_text
 from conversations.models import HistoryEntry, Person
-from temporal.selectors import moment_bound
 
 HISTORY_MAX_LIMIT = 200
 _WORD_RE = re.compile(r"\w+")

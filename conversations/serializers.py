@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 from rest_framework import serializers
 
-from anima.api.serializers import BoundedDateTimeField, MomentField, StrictModelSerializer, StrictSerializer
+from anima.core.api.serializers import BoundedDateTimeField, MomentField, StrictModelSerializer, StrictSerializer
 from conversations.models import (
     PERSON_SLUG_MAX_LENGTH,
     Conversation,
@@ -156,14 +156,3 @@ class HistoryQuerySerializer(serializers.Serializer):
 class IdentityQuerySerializer(serializers.Serializer):
     channel = serializers.CharField(max_length=64)
     external_id = serializers.CharField(max_length=200)
-
-
-class PrepareTurnSerializer(StrictSerializer):
-    user_message = serializers.CharField(max_length=100_000, trim_whitespace=False)
-    store = serializers.BooleanField(default=True, help_text="Store the user message (default true).")
-
-
-class TurnMessageSerializer(serializers.Serializer):
-    role = serializers.CharField()
-    name = serializers.CharField(allow_blank=True)
-    content = serializers.CharField(allow_blank=True)

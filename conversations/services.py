@@ -14,7 +14,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from anima.jsonl import (
+from anima.core.jsonl import (
     ImportReport,
     LineError,
     ProgressCallback,
@@ -24,7 +24,7 @@ from anima.jsonl import (
     jsonl_import,
     text_field,
 )
-from anima.segmentation import segment_text
+from anima.core.segmentation import segment_text
 from conversations.models import (
     Conversation,
     HistoryEntry,
@@ -35,7 +35,7 @@ from conversations.models import (
     Role,
     person_slug_valid,
 )
-from memory.citations import CITATION_RE, citations_record
+from conversations.signals import messages_stored
 
 IMPORT_BATCH_LINES = 200
 
@@ -76,7 +76,7 @@ def message_create(
     external_id: str | None = None,
     created_at: datetime | None = None,
 ) -> Message:
-    """Store one message, record its citations and touch the conversation, in one transaction."""
+    """Store one message and touch the conversation, in one transaction (``messages_stored`` is sent inside it)."""
     with transaction.atomic():
         message = Message(
             conversation=conversation,
@@ -88,7 +88,7 @@ def message_create(
             created_at=created_at or timezone.now(),
         )
         message.save()
-        citations_record(messages=[message])
+        messages_stored.send(sender=Message, messages=[message])
         Conversation.objects.filter(pk=conversation.pk).update(updated_at=Greatest("updated_at", message.created_at))
     return message
 
@@ -220,7 +220,7 @@ def _store_conversations(parsed: list[_ParsedConversation], report: ImportReport
                 message.conversation = conversation
                 messages.append(message)
         report.count("messages", _copy_messages(messages))
-        _record_imported_citations(messages)
+        messages_stored.send(sender=Message, messages=messages)
         # A conversation's updated_at follows its newest message (light sleep and cleanup read it).
         newest = Message.objects.filter(conversation=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
         Conversation.objects.filter(pk__in=[c.pk for c in by_external_id.values()]).update(
@@ -277,16 +277,6 @@ def _copy_messages(messages: list[Message]) -> int:
         inserted = cursor.rowcount
         cursor.execute("TRUNCATE import_messages")
     return inserted
-
-
-def _record_imported_citations(messages: list[Message]) -> None:
-    citing = [m for m in messages if CITATION_RE.search(m.content)]
-    if not citing:
-        return
-    stored = Message.objects.filter(
-        conversation__in={m.conversation_id for m in citing}, external_id__in={m.external_id for m in citing}
-    )
-    citations_record(messages=stored)
 
 
 # --- Identity resolution and history (person-memory.md) ------------------------------------------

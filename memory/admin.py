@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from anima.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
-from anima.models import BlockTag
+from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
+from anima.core.models import BlockTag
 from memory import services as memory_services
 from memory.models import (
     ContentBlock,

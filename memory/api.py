@@ -11,8 +11,8 @@ from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from anima.api.views import ApiView, ApiViewSet
-from anima.models import Entity, MemoryStatus, MemoryType
+from anima.core.api.views import ApiView, ApiViewSet
+from anima.core.models import Entity, MemoryStatus, MemoryType
 from conversations.models import Person
 from memory.models import DiaryEntry, SemanticMemory
 from memory.search import MAX_LIMIT

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
-from anima.models import BlockTag, Component, Entity
+from anima.core.models import BlockTag, Component, Entity
 from conversations.models import Conversation, Message, Platform, Role
 from memory.models import MemoryReference
 
@@ -68,6 +68,21 @@ def citations_record(*, messages: Iterable[Message], now: datetime | None = None
     ]
     # ON CONFLICT DO NOTHING: re-recording a message (re-import) never counts twice.
     MemoryReference.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+def citations_on_messages_stored(*, messages: Iterable[Message], **_signal) -> None:
+    """``conversations.signals.messages_stored`` receiver: count the citations of messages just stored.
+
+    Rows stored by COPY come without a primary key and are read back, only when they cite something.
+    """
+    citing = [m for m in messages if CITATION_RE.search(m.content)]
+    if not citing:
+        return
+    if any(m.pk is None for m in citing):
+        citing = Message.objects.filter(
+            conversation__in={m.conversation_id for m in citing}, external_id__in={m.external_id for m in citing}
+        )
+    citations_record(messages=citing)
 
 
 # Every (message, entity) a user/assistant message of a non-cron conversation cites, with its weight

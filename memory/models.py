@@ -6,30 +6,14 @@ import pgtrigger
 from django.db import models
 from django.utils import timezone
 
-from anima.models import BlockTag, Component, Entity, MemoryStatus
+from anima.core.models import BlockTag, Component, ComponentKind, ComponentManager, Entity, MemoryStatus
 
 
-class ComponentManager(models.Manager):
-    def __init__(self, component: str, **filters) -> None:
-        super().__init__()
-        self.component = component
-        self.filters = filters
-
-    def get_queryset(self) -> models.QuerySet:
-        return super().get_queryset().filter(primary_component=self.component, **self.filters)
-
-
-class ComponentProxy(Entity):
-    """Base for per-kind proxies: a save always stamps the kind."""
-
-    component: str = ""
+class ComponentProxy(ComponentKind, Entity):
+    """Base of memory's per-kind proxies."""
 
     class Meta:
         proxy = True
-
-    def save(self, *args, **kwargs) -> None:
-        self.primary_component = self.component
-        super().save(*args, **kwargs)
 
 
 class SemanticMemory(ComponentProxy):

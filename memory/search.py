@@ -26,6 +26,8 @@ from functools import cache
 import jieba
 from django.db import connection, transaction
 
+from anima.core.errors import AnimaError
+
 RRF_K = 60
 MAX_LIMIT = 100
 MIN_POOL = 20
@@ -83,8 +85,10 @@ STOPWORDS = frozenset(
 )
 
 
-class QuerySyntaxError(ValueError):
+class QuerySyntaxError(AnimaError):
     """The query is malformed (e.g. ends in an operator); the message says how."""
+
+    default_field = "q"
 
 
 @dataclass(frozen=True)

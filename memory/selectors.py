@@ -10,8 +10,9 @@ from typing import Any
 
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
-from anima.config import config_get
-from anima.models import BlockTag, Component, Entity, MemoryStatus
+from anima.core.calendar import moment_bound
+from anima.core.config import config_get
+from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from memory.models import SelfLayerBlock, SemanticMemory
 from memory.search import (
@@ -23,7 +24,6 @@ from memory.search import (
     message_source,
     search_query_build,
 )
-from temporal.selectors import moment_bound
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,13 @@ def self_layer_text() -> str:
     """The six self-layer blocks as prompt text (empty blocks left out)."""
     blocks = SelfLayerBlock.objects.exclude(content="").order_by("id")
     return "\n\n".join(f"## {block.get_key_display()}\n{block.content}" for block in blocks)
+
+
+def identity_context() -> str:
+    """Who is thinking: the self layer's blocks and the resident memories, with their citations."""
+    self_layer = self_layer_text() or "(self layer empty)"
+    resident = "\n".join(resident_memory_lines()) or "(no resident memories)"
+    return f"# Identity context\n\n{self_layer}\n\n## Resident memory\n{resident}"
 
 
 # --- Recall (SPEC M4) ---

@@ -5,8 +5,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from anima.api.serializers import MomentField, StrictSerializer
-from anima.models import Entity, MemoryType
+from anima.core.api.serializers import MomentField, StrictSerializer
+from anima.core.models import Entity, MemoryType
 from conversations.models import Conversation
 from conversations.serializers import PersonSlugField
 from memory.models import DiaryEntry, SemanticMemory

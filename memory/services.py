@@ -11,7 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from anima.jsonl import (
+from anima.core.calendar import local_day
+from anima.core.jsonl import (
     ImportReport,
     LineError,
     ProgressCallback,
@@ -21,8 +22,8 @@ from anima.jsonl import (
     jsonl_import,
     text_field,
 )
-from anima.models import BlockTag, Component, Entity, MemoryStatus, MemoryType
-from anima.segmentation import segment_text
+from anima.core.models import BlockTag, Component, Entity, MemoryStatus, MemoryType
+from anima.core.segmentation import segment_text
 from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
 from memory.models import DiaryEntry, SemanticMemory
@@ -31,11 +32,6 @@ from memory.selectors import active_semantic_memories
 IMPORT_BATCH_LINES = 500
 _MEMORY_KEYS = {"external_id", "memory_type", "content", "person", "created_at", "tags", "pinned", "title", "body"}
 BLOCK_TYPES = {tag.value for tag in BlockTag}
-
-
-def local_day(moment: datetime) -> date:
-    """The companion's calendar day (ANIMA_TIME_ZONE) of an instant."""
-    return timezone.localtime(moment).date()
 
 
 def diary_entries_ensure(*, days: Iterable[date]) -> dict[date, Entity]:

@@ -33,9 +33,9 @@ from urllib.parse import quote, unquote
 import yaml
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from anima.models import MemoryType
+from anima.core.calendar import moment_from_iso
+from anima.core.models import MemoryType
 from conversations.models import HistoryEntry, Identity, Person, person_slug_valid
 from conversations.services import history_append, identity_map, person_ensure
 from memory.models import SelfBlock, SelfLayerBlock
@@ -330,15 +330,7 @@ def _parse_history(text: str, name: str, errors: _Errors) -> list[_HistoryItem]:
 
 
 def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = parse_datetime(value)
-    except ValueError:
-        return None
-    if parsed is not None and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed)
-    return parsed
+    return moment_from_iso(value) if isinstance(value, str) else None
 
 
 def _scalar(node: yaml.Node, name: str, what: str, errors: _Errors) -> str | None:

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, path
 from django.utils.safestring import SafeString
 
-from anima.admin import ReadOnlyInlineMixin
+from anima.core.admin import ReadOnlyInlineMixin
 from sleep.admin_views import sleep_dashboard, step_output_render
 from sleep.models import PipelineRun, PipelineStepRun
 

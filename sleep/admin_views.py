@@ -17,11 +17,12 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from anima.admin import json_block
+from anima.core.admin import json_block
 from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
 from sleep.pipeline import PipelineError
-from sleep.services import sleep_cycle_enqueue, sleep_cycle_run
+from sleep.services import sleep_cycle_run
+from sleep.tasks import sleep_cycle_enqueue
 
 RUNS_PER_PAGE = 15
 FULL_CYCLE = ""

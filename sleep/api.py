@@ -12,12 +12,13 @@ from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from anima.api.views import ApiViewSet
+from anima.core.api.views import ApiViewSet
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun, RunStatus, RunTrigger
 from sleep.pipeline import PipelineBusy, PipelineError
 from sleep.serializers import PipelineRunSerializer, SleepTriggerSerializer
-from sleep.services import sleep_cycle_enqueue, sleep_cycle_run
+from sleep.services import sleep_cycle_run
+from sleep.tasks import sleep_cycle_enqueue
 
 
 class SleepBusy(APIException):

@@ -10,8 +10,8 @@ import json
 import re
 from itertools import combinations
 
-from anima.llm.offline import offline_handler
-from anima.text import clip, is_chinese, normalized, text_keywords
+from anima.core.llm.offline import offline_handler
+from anima.core.text import clip, is_chinese, normalized, text_keywords
 
 # ---------------------------------------------------------------- stage 1: facts
 

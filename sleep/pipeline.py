@@ -25,7 +25,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from anima.llm import LlmBudgetExceeded
+from anima.core.llm import LlmBudgetExceeded
 from sleep.context import StepContext
 from sleep.models import PipelineRun, PipelineStepRun, RunStatus, StepStatus
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from anima.api.serializers import BoundedDateField, StrictSerializer
+from anima.core.api.serializers import BoundedDateField, StrictSerializer
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun
 

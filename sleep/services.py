@@ -8,11 +8,10 @@ import zoneinfo
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from anima.config import config_get
+from anima.core.config import config_get
 from conversations.models import Message
 from sleep.cycle import CATCH_UP_MAX_DAYS, SLEEP_CYCLE, sleep_cycle_default_day, sleep_cycle_mode
 from sleep.models import DeepSleepMode, PipelineRun, RunStatus, RunTrigger
@@ -58,22 +57,6 @@ def sleep_cycle_run(
             step=step,
             token_budget=token_budget,
         )
-
-
-def sleep_cycle_enqueue(
-    *, day: dt.date | None = None, step: str | None = None, force: bool = False, mode: str | None = None
-) -> None:
-    """Queue a manual run on the Celery worker once the current transaction commits."""
-    from sleep.tasks import run_sleep_cycle
-
-    kwargs = {
-        "day": day.isoformat() if day else None,
-        "step": step,
-        "force": force,
-        "mode": mode,
-        "trigger": RunTrigger.MANUAL.value,
-    }
-    transaction.on_commit(lambda: run_sleep_cycle.delay(**kwargs))
 
 
 def sleep_cycle_missed_days(*, day: dt.date) -> list[dt.date]:

@@ -1,4 +1,4 @@
-"""Celery tasks of the sleep cycle; thin adapters over ``sleep.services``."""
+"""Celery tasks of the sleep cycle (thin adapters over ``sleep.services``) and the call that queues one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 import logging
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 
 from sleep.models import RunTrigger
 from sleep.pipeline import PipelineBusy
@@ -37,3 +37,17 @@ def run_sleep_cycle(
         logger.warning("sleep cycle not started: %s", exc)
         return {"status": "busy", "error": str(exc)}
     return {"run_id": run.pk, "day": run.day.isoformat(), "status": run.status, "error": run.error}
+
+
+def sleep_cycle_enqueue(
+    *, day: dt.date | None = None, step: str | None = None, force: bool = False, mode: str | None = None
+) -> None:
+    """Queue a manual run on the Celery worker once the current transaction commits."""
+    kwargs = {
+        "day": day.isoformat() if day else None,
+        "step": step,
+        "force": force,
+        "mode": mode,
+        "trigger": RunTrigger.MANUAL.value,
+    }
+    transaction.on_commit(lambda: run_sleep_cycle.delay(**kwargs))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 from rest_framework import mixins
 
-from anima.api.views import ApiViewSet
+from anima.core.api.views import ApiViewSet
 from temporal.models import TemporalSummary, Window
 from temporal.serializers import TemporalSummarySerializer
 

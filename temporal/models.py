@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from anima.models import Component
-from memory.models import ComponentManager, ComponentProxy
+from anima.core.models import Component, ComponentKind, ComponentManager, Entity
 
 
 class Window(models.TextChoices):
@@ -14,7 +13,7 @@ class Window(models.TextChoices):
     YEAR = "year", "Year"
 
 
-class TemporalSummary(ComponentProxy):
+class TemporalSummary(ComponentKind, Entity):
     """Body is ``{window: day|month|year, period_start: YYYY-MM-DD}``; unique per (window, period_start)."""
 
     component = Component.TEMPORAL_SUMMARY

@@ -1,11 +1,13 @@
-"""Offline (no-LLM) day / month / year digests: extractive, capped, no internal ids."""
+"""Offline (no-LLM) temporal digests — half-hour chunks, peer rollups, days, months, years: extractive,
+capped, no internal ids."""
 
 from __future__ import annotations
 
 import re
 
-from anima.llm.offline import offline_handler
-from anima.text import clip, is_chinese, text_keywords
+from anima.core.llm.offline import offline_handler
+from anima.core.text import clip, is_chinese, text_keywords
+from temporal.rollup import summaries_concat
 
 _SENTENCES = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
 # Acknowledgements carry no theme ("好的", "Sure, …").
@@ -79,3 +81,14 @@ def month_answer(payload: dict) -> dict:
 @offline_handler("temporal.year")
 def year_answer(payload: dict) -> dict:
     return _rollup(payload, label_chars=7, part_chars=200)
+
+
+@offline_handler("temporal.chunk")
+def chunk_answer(payload: dict) -> dict:
+    """The theme and outcome of the new messages, in their language (earlier chunks are context only)."""
+    return {"summary": clip(conversation_digest(payload), payload["max_chars"])}
+
+
+@offline_handler("temporal.peer-rollup")
+def peer_rollup_answer(payload: dict) -> dict:
+    return {"summary": summaries_concat(payload["summaries"], max_chars=payload["max_chars"])}

@@ -15,13 +15,13 @@ from datetime import date, datetime
 
 from django.utils import timezone
 
-from anima.cache import cache_get_json, cache_set_json
-from anima.config import config_get
-from anima.llm import LlmError, llm_json
-from anima.text import clip
+from anima.core.cache import cache_get_json, cache_set_json
+from anima.core.calendar import bucket_label, closed_buckets
+from anima.core.config import config_get
+from anima.core.llm import LlmError, llm_json
+from anima.core.text import clip
 from conversations.models import Conversation
 from temporal.services import SUMMARY_SCHEMA, summary_clean
-from temporal.tick import bucket_label, closed_buckets
 
 logger = logging.getLogger(__name__)
 

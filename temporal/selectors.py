@@ -3,34 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, timedelta
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from anima.text import clip
+from anima.core.calendar import day_window
+from anima.core.text import clip
 from conversations.models import Conversation, Message, Platform, Role
 from temporal.models import TemporalSummary, Window
 
 # Conversations that never enter light sleep, dream or the day digest.
 EXCLUDED_PLATFORMS = (Platform.CRON, Platform.DEBUG)
 DIALOGUE_ROLES = (Role.USER, Role.ASSISTANT)
-
-
-def day_start(day: date) -> datetime:
-    """Local (ANIMA_TIME_ZONE) midnight of ``day`` as an aware datetime."""
-    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
-
-
-def moment_bound(value: date | datetime | None, *, end_of_day: bool = False) -> datetime | None:
-    """A filter bound: a datetime as is; a local date as its midnight, or the next one for an inclusive end."""
-    if value is None or isinstance(value, datetime):
-        return value
-    return day_start(value + timedelta(days=1) if end_of_day else value)
-
-
-def day_window(day: date) -> tuple[datetime, datetime]:
-    return day_start(day), day_start(day + timedelta(days=1))
 
 
 def day_messages(*, day: date) -> QuerySet[Message]:

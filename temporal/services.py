@@ -7,9 +7,9 @@ from datetime import date
 
 from django.db import transaction
 
-from anima.config import config_get
-from anima.llm import llm_json
-from anima.text import clip
+from anima.core.config import config_get
+from anima.core.llm import llm_json
+from anima.core.text import clip
 from temporal.models import TemporalSummary, Window
 from temporal.selectors import day_conversations, temporal_summaries, temporal_summary_get
 

@@ -21,16 +21,16 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from anima.config import config_get
-from anima.llm import LlmError, llm_json
+from anima.core.calendar import bucket_label, bucket_start, day_start, local_day
+from anima.core.config import config_get
+from anima.core.llm import LlmError, llm_json
 from conversations.models import Conversation, Message
 from temporal.models import TickMark
-from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, day_start
+from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation
 from temporal.services import SUMMARY_SCHEMA, summary_clean
 
 logger = logging.getLogger(__name__)
 
-BUCKET = timedelta(minutes=30)
 # Messages up to a minute ahead of the tick still count: beat may fire a little early.
 LOOKAHEAD = timedelta(seconds=60)
 _LOCK_NAMESPACE = 0x7E4D
@@ -47,31 +47,6 @@ CHUNK_INSTRUCTIONS = (
 )
 
 # Acknowledgement openers a model puts before the digest ("好的，", "Sure, here is …:").
-
-
-def local_day(at: datetime) -> date:
-    return timezone.localtime(at).date()
-
-
-def bucket_start(at: datetime) -> datetime:
-    """The local half-hour bucket containing ``at``."""
-    local = timezone.localtime(at)
-    return local.replace(minute=local.minute // 30 * 30, second=0, microsecond=0)
-
-
-def bucket_label(start: datetime) -> str:
-    """A bucket as written in chunks and cache keys: ``2026-07-18T06:00+08:00``."""
-    return timezone.localtime(start).isoformat(timespec="minutes")
-
-
-def closed_buckets(*, day: date, now: datetime) -> list[datetime]:
-    """The half-hour buckets of local ``day`` that have ended by ``now``, oldest first."""
-    start, end = day_start(day), day_start(day + timedelta(days=1))
-    buckets = []
-    while start + BUCKET <= min(now, end):
-        buckets.append(start)
-        start += BUCKET
-    return buckets
 
 
 def day_chunks(*, conversation: Conversation, day: date) -> list[dict]:

@@ -8,7 +8,15 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from anima.models import AutoLlmRun, BlockTag, Component, MemoryStatus, MemoryType, RuntimeConfig, RuntimeConfigChange
+from anima.core.models import (
+    AutoLlmRun,
+    BlockTag,
+    Component,
+    MemoryStatus,
+    MemoryType,
+    RuntimeConfig,
+    RuntimeConfigChange,
+)
 from conversations.models import (
     Conversation,
     HistoryEntry,

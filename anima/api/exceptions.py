@@ -9,9 +9,8 @@ from django.db import IntegrityError
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from anima.api.parsers import PayloadTooLarge
-from anima.tools import ToolError
-from memory.search import QuerySyntaxError
+from anima.core.api.parsers import PayloadTooLarge
+from anima.core.errors import AnimaError
 
 
 class Conflict(exceptions.APIException):
@@ -33,10 +32,8 @@ def _as_api_exception(exc):
         if hasattr(exc, "error_dict"):
             return exceptions.ValidationError(exc.message_dict)
         return exceptions.ValidationError({"non_field_errors": exc.messages})
-    if isinstance(exc, ToolError):
+    if isinstance(exc, AnimaError):
         return exceptions.ValidationError({exc.field: [str(exc)]})
-    if isinstance(exc, QuerySyntaxError):
-        return exceptions.ValidationError({"q": [str(exc)]})
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     if isinstance(exc, IntegrityError):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from anima.agent.api import PrepareTurnView
 from anima.api.views import ConfigViewSet, ToolCallView, ToolListView
 from conversations.api import ConversationViewSet, HistoryView, IdentityViewSet, PersonViewSet
 from memory.api import DiaryViewSet, MemoryViewSet, RecallView
@@ -29,5 +30,8 @@ urlpatterns = [
     path("history/", HistoryView.as_view(), name="api-history"),
     path("tools/", ToolListView.as_view(), name="api-tools"),
     path("tools/<str:name>/", ToolCallView.as_view(), name="api-tool-call"),
+    re_path(
+        r"^conversations/(?P<pk>\d{1,18})/prepare-turn/$", PrepareTurnView.as_view(), name="conversation-prepare-turn"
+    ),
     path("", include(router.urls)),
 ]

@@ -1,8 +1,7 @@
-"""Base view classes of the API, and the project-level views: agent tools and runtime config."""
+"""Project-level API views: the agent tools and the runtime config."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -11,50 +10,14 @@ from drf_spectacular.utils import (
     extend_schema_view,
     inline_serializer,
 )
-from rest_framework import exceptions, generics, serializers, status, viewsets
+from rest_framework import exceptions, serializers, status
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from anima.api.parsers import nul_paths
-from anima.config import SCHEMA, config_get, config_update
-from anima.tools import TOOLS, tool_call, tool_schemas, tools_registry
-
-
-class ApiMixin:
-    """Query strings are checked like bodies: a NUL character is a 400 naming the parameter."""
-
-    def initial(self, request: Request, *args, **kwargs) -> None:
-        super().initial(request, *args, **kwargs)
-        bad = [key for key, values in request.query_params.lists() if nul_paths([key, *values])]
-        if bad:
-            raise exceptions.ValidationError({key: ["NUL characters are not allowed."] for key in bad})
-
-
-class AtomicWritesMixin:
-    """Model writes in a savepoint, so a unique-key race (409) leaves the connection usable."""
-
-    def perform_create(self, serializer) -> None:
-        with transaction.atomic():
-            super().perform_create(serializer)
-
-    def perform_update(self, serializer) -> None:
-        with transaction.atomic():
-            super().perform_update(serializer)
-
-
-class ApiView(ApiMixin, APIView):
-    pass
-
-
-class ApiGenericView(ApiMixin, generics.GenericAPIView):
-    pass
-
-
-class ApiViewSet(ApiMixin, viewsets.GenericViewSet):
-    pass
-
+from anima.agent.tools import TOOLS, tool_call, tool_schemas, tools_registry
+from anima.core.api.views import ApiView, ApiViewSet
+from anima.core.config import SCHEMA, config_get, config_update
 
 _TOOL_SCHEMA = inline_serializer(
     "ToolSchema", {"type": serializers.CharField(), "function": serializers.DictField()}, many=True

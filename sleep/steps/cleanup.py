@@ -7,9 +7,9 @@ from datetime import timedelta
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from anima.core.calendar import day_start
 from conversations.models import Conversation, Role
 from sleep.context import StepContext
-from temporal.selectors import day_start
 
 STALE_AFTER = timedelta(hours=24)
 

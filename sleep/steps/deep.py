@@ -17,10 +17,10 @@ import jieba
 from django.db import transaction
 from django.utils import timezone
 
-from anima.config import config_get
-from anima.llm import llm_json
-from anima.models import MemoryStatus, MemoryType
-from anima.text import content_key
+from anima.core.config import config_get
+from anima.core.llm import llm_json
+from anima.core.models import MemoryStatus, MemoryType
+from anima.core.text import content_key
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from sleep.context import StepContext

@@ -10,15 +10,16 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 
-from anima.config import config_get
-from anima.llm import llm_json
-from anima.models import BlockTag
-from anima.text import clip
+from anima.core.calendar import day_start
+from anima.core.config import config_get
+from anima.core.llm import llm_json
+from anima.core.models import BlockTag
+from anima.core.text import clip
 from conversations.models import Message
 from memory.models import ContentBlock, DreamBlock, LimbicBlock
 from memory.services import diary_entries_ensure
 from sleep.context import StepContext
-from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, day_start
+from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS
 
 TOP_ANCHORS = 3
 SNIPPETS = 5

@@ -10,10 +10,10 @@ from datetime import date, timedelta
 
 from django.db import transaction
 
-from anima.config import config_get
-from anima.llm import llm_json
-from anima.models import BlockTag, Entity, MemoryStatus, MemoryType
-from anima.text import content_key
+from anima.core.config import config_get
+from anima.core.llm import llm_json
+from anima.core.models import BlockTag, Entity, MemoryStatus, MemoryType
+from anima.core.text import content_key
 from memory.models import (
     ContentBlock,
     LimbicBlock,

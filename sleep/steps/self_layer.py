@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from anima.llm import llm_json
-from anima.models import MemoryStatus
+from anima.core.llm import llm_json
+from anima.core.models import MemoryStatus
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
 

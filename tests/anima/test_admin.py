@@ -12,8 +12,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.config import SCHEMA, config_defaults, config_get
-from anima.models import AutoLlmRun, BlockTag, RuntimeConfig, RuntimeConfigChange
+from anima.core.config import SCHEMA, config_defaults, config_get
+from anima.core.models import AutoLlmRun, BlockTag, RuntimeConfig, RuntimeConfigChange
 from tests.factories import (
     AutoLlmRunFactory,
     ContentBlockFactory,

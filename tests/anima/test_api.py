@@ -12,8 +12,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from anima.api.testing import api_client
-from anima.config import config_get
-from anima.models import RuntimeConfigChange
+from anima.core.config import config_get
+from anima.core.models import RuntimeConfigChange
 from tests.factories import ConversationFactory, SemanticMemoryFactory, UserFactory
 
 

@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from anima.models import BlockTag, MemoryStatus
+from anima.core.models import BlockTag, MemoryStatus
 from conversations.models import Role
 from memory.models import SemanticMemory
 from sleep.models import PipelineRun, StepStatus

@@ -7,7 +7,7 @@ from django.core.cache import caches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.cache import cache_get_json, cache_set_json
+from anima.core.cache import cache_get_json, cache_set_json
 
 CLOSED_PORT_REDIS = {
     "default": {
@@ -37,7 +37,7 @@ def private_cache(settings):
 def redis_down(settings, monkeypatch):
     settings.CACHES = CLOSED_PORT_REDIS
     # The outage pause is process-wide: undo it so later tests see a healthy cache again.
-    monkeypatch.setattr("anima.cache._down_until", 0.0)
+    monkeypatch.setattr("anima.core.cache._down_until", 0.0)
 
 
 def test_values_round_trip_through_the_in_process_default(private_cache):
@@ -47,7 +47,7 @@ def test_values_round_trip_through_the_in_process_default(private_cache):
 
 
 def test_redis_down_warns_and_falls_back_in_process_instead_of_failing(redis_down, caplog):
-    with caplog.at_level(logging.WARNING, logger="anima.cache"):
+    with caplog.at_level(logging.WARNING, logger="anima.core.cache"):
         cache_set_json(key="anima:test:down", value={"summary": "kept"}, timeout_seconds=60)
         value = cache_get_json(key="anima:test:down")
 

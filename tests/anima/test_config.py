@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from anima.config import config_defaults, config_get, config_update, config_validate
-from anima.models import RuntimeConfigChange
+from anima.core.config import config_defaults, config_get, config_update, config_validate
+from anima.core.models import RuntimeConfigChange
 
 
 def test_defaults_come_from_code():

@@ -5,7 +5,7 @@ import io
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from anima.models import Entity
+from anima.core.models import Entity
 from conversations.models import Conversation, Message
 
 

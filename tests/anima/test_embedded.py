@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from anima.embedded.server import embedded_server
+from anima.core.embedded.server import embedded_server
 
 
 def test_a_data_directory_that_cannot_start_gives_a_clear_error(tmp_path):
@@ -28,4 +28,4 @@ def test_the_default_database_is_the_embedded_postgresql_18_with_trigram():
         assert cursor.fetchone()[0].startswith("18.")
         cursor.execute("SELECT word_similarity('邮箱', '你的 邮箱 是 啥')")
         assert cursor.fetchone()[0] == 1
-    assert connection.settings_dict["ENGINE"] == "anima.embedded"
+    assert connection.settings_dict["ENGINE"] == "anima.core.embedded"

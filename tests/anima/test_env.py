@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from anima.env import env_bool, env_choice, env_int, env_time_zone, env_url
+from anima.core.env import env_bool, env_choice, env_int, env_time_zone, env_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,6 +72,6 @@ def test_defaults_are_embedded_and_safe(settings):
         assert settings.DEBUG is False
     assert settings.TIME_ZONE == os.environ.get("ANIMA_TIME_ZONE", "Asia/Shanghai")
     if not os.environ.get("DATABASE_URL"):
-        assert settings.DATABASES["default"]["ENGINE"] == "anima.embedded"
+        assert settings.DATABASES["default"]["ENGINE"] == "anima.core.embedded"
     if not os.environ.get("CELERY_BROKER_URL"):
         assert settings.CELERY_TASK_ALWAYS_EAGER is True

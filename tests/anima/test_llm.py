@@ -7,11 +7,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from anima.llm import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError, llm_json, providers
-from anima.llm.offline import offline_handler
-from anima.llm.schema import SchemaError, schema_validate
-from anima.llm.testing import StubLlmServer, scripted
-from anima.models import AutoLlmRun
+from anima.core.llm import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError, llm_json, providers
+from anima.core.llm.offline import offline_handler
+from anima.core.llm.schema import SchemaError, schema_validate
+from anima.core.llm.testing import StubLlmServer, scripted
+from anima.core.models import AutoLlmRun
 from memory.models import SelfBlock
 from tests.factories import AutoLlmRunFactory, SelfLayerBlockFactory, SemanticMemoryFactory
 
@@ -269,7 +269,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text()
 @hypothesis_settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=60)
 @given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), prose=st.sampled_from(["", "Sure!\n"]))
 def test_any_json_object_survives_fences_and_prose(value, prose):
-    from anima.llm import json_extract
+    from anima.core.llm import json_extract
 
     encoded = json.dumps(value, ensure_ascii=False)
     assert json_extract(encoded) == value

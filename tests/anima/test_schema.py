@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from anima.models import BlockTag
+from anima.core.models import BlockTag
 from tests.factories import ContentBlockFactory, DiaryEntryFactory, SemanticMemoryFactory, TemporalSummaryFactory
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima import segmentation
-from anima.segmentation import segment_text
+from anima.core import segmentation
+from anima.core.segmentation import segment_text
 from conversations.models import Message
 from tests.factories import MessageFactory, SemanticMemoryFactory
 
@@ -36,7 +36,7 @@ def test_a_segmentation_failure_stores_null_logs_and_still_writes_the_row(monkey
         raise RuntimeError("dictionary corrupted")
 
     monkeypatch.setattr(jieba, "cut_for_search", broken)
-    with caplog.at_level(logging.WARNING, logger="anima.segmentation"):
+    with caplog.at_level(logging.WARNING, logger="anima.core.segmentation"):
         message = MessageFactory(content="这条消息仍然要保存")
     stored = Message.objects.get(pk=message.pk)
     assert stored.content == "这条消息仍然要保存"

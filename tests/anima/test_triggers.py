@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 
-from anima.models import BlockTag, Entity
+from anima.core.models import BlockTag, Entity
 from conversations.models import HistoryEntry
 from tests.factories import (
     ContentBlockFactory,

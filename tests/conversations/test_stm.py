@@ -7,11 +7,11 @@ from django.db import ProgrammingError, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.config import config_update
-from anima.llm.testing import scripted
+from anima.agent.stm import long_term_intent_detect, stm_tool_available, update_short_term_memory
+from anima.agent.turn import SUMMARY_NAME, prepare_turn
+from anima.core.config import config_update
+from anima.core.llm.testing import scripted
 from conversations.models import HistoryEntry, Role, ShortTermMemory, StmScope
-from conversations.stm import long_term_intent_detect, stm_tool_available, update_short_term_memory
-from conversations.turn import SUMMARY_NAME, prepare_turn
 from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
 from tests.factories import ConversationFactory, IdentityFactory, MessageFactory, PersonFactory, ShortTermMemoryFactory
 

@@ -10,12 +10,12 @@ from django.db import ProgrammingError, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.config import config_update
-from anima.management.commands.demo import FIXTURES as DEMO_FIXTURES
-from conversations.demo import DEMO_MESSAGE, demo_prepared_turn
+from anima.agent.demo import DEMO_MESSAGE, demo_prepared_turn
+from anima.agent.demo import FIXTURES as DEMO_FIXTURES
+from anima.agent.turn import PEERS_NAME, prepare_turn
+from anima.core.config import config_update
 from conversations.models import Message, PeerBlock, Role, StmScope
 from conversations.services import conversations_import
-from conversations.turn import PEERS_NAME, prepare_turn
 from memory.services import memories_import
 from temporal.tick import temporal_tick_run
 from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark

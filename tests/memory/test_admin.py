@@ -10,7 +10,7 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.models import BlockTag, MemoryStatus, MemoryType
+from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from conversations.models import Role
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SemanticMemory
 from tests.factories import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from anima.api.testing import api_client
-from anima.models import BlockTag, MemoryStatus
+from anima.core.models import BlockTag, MemoryStatus
 from memory.models import SemanticMemory
 from tests.factories import ContentBlockFactory, DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
 

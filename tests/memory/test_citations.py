@@ -4,7 +4,7 @@ import datetime as dt
 
 from django.utils import timezone
 
-from anima.models import Entity
+from anima.core.models import Entity
 from conversations.models import Platform, Role
 from conversations.services import message_create
 from memory.citations import memory_ref_sync

@@ -5,7 +5,7 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.models import Component, MemoryStatus
+from anima.core.models import Component, MemoryStatus
 from memory import search
 from memory.search import (
     COMMON_CANDIDATES,

@@ -6,7 +6,7 @@ import logging
 import pytest
 from django.utils import timezone
 
-from anima.models import BlockTag, MemoryStatus
+from anima.core.models import BlockTag, MemoryStatus
 from conversations.models import Platform, Role
 from memory import search
 from memory.search import QuerySyntaxError, TermStats

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from anima.config import config_update
+from anima.core.config import config_update
 from conversations.models import Identity
 from memory.selectors import memory_recall, memory_semantic_search, passive_recall, resident_memories
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory

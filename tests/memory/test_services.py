@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from anima.models import BlockTag, Entity
+from anima.core.models import BlockTag, Entity
 from memory.models import ContentBlock, DiaryEntry, SemanticMemory
 from memory.services import memories_import
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from anima.agent.tools import TOOLS, ToolError, tool_call, tool_schemas
 from anima.api.testing import api_client
-from anima.tools import TOOLS, ToolError, tool_call, tool_schemas
 from memory.models import SemanticMemory
 from memory.services import memory_remember
 from tests.factories import (

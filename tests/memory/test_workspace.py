@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.models import Entity, MemoryStatus, MemoryType
+from anima.core.models import Entity, MemoryStatus, MemoryType
 from conversations.models import HistoryEntry, Identity, Person
 from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.services import memory_remember

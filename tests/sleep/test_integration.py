@@ -18,7 +18,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from anima.models import AutoLlmRun
+from anima.core.models import AutoLlmRun
 from conversations.models import Role
 from memory.models import SemanticMemory
 from sleep.models import PipelineRun

@@ -4,8 +4,8 @@ import datetime as dt
 
 import pytest
 
-from anima.llm import LlmBudgetExceeded, llm_json
-from anima.llm.testing import scripted
+from anima.core.llm import LlmBudgetExceeded, llm_json
+from anima.core.llm.testing import scripted
 from sleep.context import StepContext
 from sleep.models import PipelineRun, PipelineStepRun
 from sleep.pipeline import Pipeline, PipelineBusy, PipelineError, Step, pipeline_execute, pipeline_lock

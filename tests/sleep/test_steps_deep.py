@@ -7,8 +7,8 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anima.llm.testing import scripted
-from anima.models import MemoryStatus, MemoryType
+from anima.core.llm.testing import scripted
+from anima.core.models import MemoryStatus, MemoryType
 from conversations.models import Role
 from memory.models import SemanticMemory
 from sleep.context import StepContext

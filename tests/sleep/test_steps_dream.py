@@ -6,9 +6,9 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anima.llm.testing import scripted
-from anima.models import BlockTag
-from anima.text import is_chinese
+from anima.core.llm.testing import scripted
+from anima.core.models import BlockTag
+from anima.core.text import is_chinese
 from conversations.models import Role
 from memory.models import DreamBlock
 from sleep.context import StepContext

@@ -7,10 +7,10 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anima.llm import LlmBudgetExceeded, LlmInvalidOutput
-from anima.llm.testing import scripted
-from anima.models import BlockTag, MemoryStatus, MemoryType
-from anima.text import is_chinese
+from anima.core.llm import LlmBudgetExceeded, LlmInvalidOutput
+from anima.core.llm.testing import scripted
+from anima.core.models import BlockTag, MemoryStatus, MemoryType
+from anima.core.text import is_chinese
 from conversations.models import Platform, Role
 from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from anima.models import Entity
+from anima.core.models import Entity
 from conversations.models import Role
 from sleep.context import StepContext
 from sleep.steps import memory_ref_sync

@@ -4,9 +4,9 @@ import datetime as dt
 
 import pytest
 
-from anima.llm import LlmInvalidOutput
-from anima.llm.testing import scripted
-from anima.text import is_chinese
+from anima.core.llm import LlmInvalidOutput
+from anima.core.llm.testing import scripted
+from anima.core.text import is_chinese
 from memory.models import SelfBlock, SelfLayerBlock
 from sleep.context import StepContext
 from sleep.offline import self_layer_answer

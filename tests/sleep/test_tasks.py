@@ -8,7 +8,7 @@ from sleep import tasks
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun
 from sleep.pipeline import PipelineError, pipeline_lock
-from sleep.services import sleep_cycle_enqueue
+from sleep.tasks import sleep_cycle_enqueue
 
 
 def test_the_task_runs_a_scheduled_cycle_from_plain_values():

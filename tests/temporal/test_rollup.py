@@ -5,9 +5,9 @@ from datetime import date, datetime
 
 import pytest
 
-from anima.cache import cache_get_json
-from anima.llm import LlmTransientError
-from anima.llm.testing import scripted
+from anima.core.cache import cache_get_json
+from anima.core.llm import LlmTransientError
+from anima.core.llm.testing import scripted
 from temporal.rollup import (
     bucket_sources,
     day_chunks_by_conversation,
@@ -111,7 +111,7 @@ def test_no_peers_no_rollup():
 
 def test_redis_down_still_answers(settings, monkeypatch):
     settings.CACHES = CLOSED_PORT_REDIS
-    monkeypatch.setattr("anima.cache._down_until", 0.0)
+    monkeypatch.setattr("anima.core.cache._down_until", 0.0)
     with_chunks("Leo fixed the payment migration.")
     chunks = day_chunks_by_conversation(day=DAY)
 

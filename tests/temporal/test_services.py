@@ -4,8 +4,8 @@ import datetime as dt
 
 from django.utils import timezone
 
-from anima.config import config_update
-from anima.llm.testing import scripted
+from anima.core.config import config_update
+from anima.core.llm.testing import scripted
 from conversations.models import Platform, Role
 from sleep.context import StepContext
 from sleep.steps import temporal_summary_cascade, temporal_summary_day

@@ -10,11 +10,11 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from anima.config import config_update
-from anima.llm import LlmTransientError
-from anima.llm.providers import Completion, provider_override
-from anima.llm.testing import scripted
-from anima.models import AutoLlmRun
+from anima.core.config import config_update
+from anima.core.llm import LlmTransientError
+from anima.core.llm.providers import Completion, provider_override
+from anima.core.llm.testing import scripted
+from anima.core.models import AutoLlmRun
 from conversations.models import Conversation, Platform, Role
 from temporal.services import summary_clean
 from temporal.tasks import temporal_tick

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from anima.management.jsonl_command import JsonlImportCommand
+from anima.core.commands import JsonlImportCommand
 from conversations.services import conversations_import
 
 

@@ -12,21 +12,18 @@ BM25 (rank_bm25) ranks jieba search tokens (lower-cased words) of the whole pre-
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import jieba
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
 from rank_bm25 import BM25Okapi
 
-from anima.models import Component, MemoryStatus, MemoryType
-from anima.segmentation import segment_text
+from anima.core.db import throwaway_database
+from anima.core.models import Component, MemoryStatus, MemoryType
+from anima.core.segmentation import segment_text
 from conversations.models import Person
 from memory.models import SemanticMemory
 from memory.selectors import memory_semantic_search
@@ -57,18 +54,6 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {system:<6} {cells}")
         if options["json"]:
             self.stdout.write(json.dumps(report))
-
-
-@contextmanager
-def throwaway_database() -> Iterator[None]:
-    """Run the block against a fresh migrated database ``anima_bench_<pid>``, dropped afterwards."""
-    connection = connections["default"]
-    connection.settings_dict["TEST"]["NAME"] = f"anima_bench_{os.getpid()}"
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    try:
-        yield
-    finally:
-        connection.creation.destroy_test_db(connection.settings_dict["NAME"], verbosity=0)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

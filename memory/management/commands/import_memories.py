@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from anima.management.jsonl_command import JsonlImportCommand
+from anima.core.commands import JsonlImportCommand
 from memory.services import memories_import
 
 

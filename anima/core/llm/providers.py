@@ -1,7 +1,7 @@
 """LLM providers: the deterministic offline one and any OpenAI-compatible HTTP server.
 
 A provider turns one request into raw answer text plus token usage; parsing, validation
-and auditing happen once, in ``anima.llm.llm_json``.
+and auditing happen once, in ``anima.core.llm.llm_json``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Protocol
 import openai
 from django.conf import settings
 
-from anima.llm.errors import LlmError, LlmTransientError
-from anima.llm.offline import offline_handler_get
+from anima.core.llm.errors import LlmError, LlmTransientError
+from anima.core.llm.offline import offline_handler_get
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
+from anima.core.calendar import moment_from_iso
 
 T = TypeVar("T")
 
@@ -98,14 +97,9 @@ def datetime_field(obj: dict[str, Any], key: str, *, where: str) -> datetime | N
         return None
     if not isinstance(value, str):
         raise LineError(f"{where}.{key} must be an ISO-8601 string")
-    try:
-        parsed = parse_datetime(value.strip())
-    except ValueError:
-        parsed = None
+    parsed = moment_from_iso(value)
     if parsed is None:
         raise LineError(f"{where}.{key} is not a valid ISO-8601 date-time: {value!r}")
-    if timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed)
     return parsed
 
 

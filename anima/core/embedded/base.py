@@ -5,7 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db.backends.postgresql import base as postgresql
 
-from anima.embedded.server import embedded_server
+from anima.core.embedded.server import embedded_server
 
 
 class DatabaseWrapper(postgresql.DatabaseWrapper):

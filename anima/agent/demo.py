@@ -1,14 +1,18 @@
-"""The demo's prepared turn: Leo's morning Telegram chat, assembled on the evening of 2026-11-28."""
+"""The demo's sample data and its prepared turn: Leo's morning Telegram chat, assembled on 2026-11-28's evening."""
 
 from __future__ import annotations
 
+import datetime as dt
 from datetime import datetime
+from pathlib import Path
 
-from conversations.management.commands.prepare_turn import messages_print
+from anima.agent.turn import PEERS_NAME, messages_format, prepare_turn
+from anima.core.calendar import BUCKET
 from conversations.models import Conversation
-from conversations.turn import PEERS_NAME, prepare_turn
-from temporal.tick import BUCKET, temporal_tick_run
+from temporal.tick import temporal_tick_run
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "demo"
+SAMPLE_DAYS = [dt.date(2026, 11, 26), dt.date(2026, 11, 27), dt.date(2026, 11, 28)]
 DEMO_CONVERSATION = "demo-conv-leo-tg-1128-am"
 DEMO_DAY_START = datetime.fromisoformat("2026-11-28T10:00+08:00")
 # Evening, so Maya's 20:30 chat and Leo's 21:00 CLI chat sit in closed buckets as peers.
@@ -39,4 +43,4 @@ def demo_prepared_turn(*, stdout) -> None:
         f"{len(messages)} messages, {names.count(PEERS_NAME)} temporal_summary_peers block(s), "
         f"passive recall {'yes' if 'passive_memory_context' in names else 'no'}"
     )
-    messages_print(messages=messages, stdout=stdout)
+    stdout.write(messages_format(messages=messages))

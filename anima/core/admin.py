@@ -14,12 +14,8 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from anima.config import SCHEMA, Field, config_get, config_update, config_validate
-from anima.models import AutoLlmRun, RuntimeConfig, RuntimeConfigChange
-
-admin.site.site_header = "Anima Habitat"
-admin.site.site_title = "Habitat"
-admin.site.index_title = "Memory console"
+from anima.core.config import SCHEMA, Field, config_get, config_update, config_validate
+from anima.core.models import AutoLlmRun, RuntimeConfig, RuntimeConfigChange
 
 AUDIT_DAYS_SHOWN = 31
 
@@ -161,7 +157,7 @@ def config_changed_values(*, section: str, values: dict[str, Any]) -> dict[str, 
 
 @admin.register(RuntimeConfig)
 class RuntimeConfigAdmin(admin.ModelAdmin):
-    """The runtime-config page (M11): every section with its defaults; edits go through ``anima.config``.
+    """The runtime-config page (M11): every section with its defaults; edits go through ``anima.core.config``.
 
     The raw JSON rows are never edited here, so nothing bypasses validation.
     """

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from rest_framework import serializers
 
-from anima.tools import YEAR_RANGE, ToolError, moment_parse
+from anima.core.calendar import MomentError, moment_parse, years_check
 
 
 class StrictFieldsMixin:
@@ -36,15 +36,15 @@ class MomentField(serializers.CharField):
         text = super().to_internal_value(data)
         try:
             return moment_parse(text, field=self.field_name)
-        except ToolError as exc:
+        except MomentError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
 
 def _year_check(value, field_name: str) -> None:
-    if not YEAR_RANGE[0] <= value.year <= YEAR_RANGE[1]:
-        raise serializers.ValidationError(
-            f"{field_name} must be between the years {YEAR_RANGE[0]} and {YEAR_RANGE[1]}."
-        )
+    try:
+        years_check(value, field=field_name)
+    except MomentError as exc:
+        raise serializers.ValidationError(f"{exc}.") from None
 
 
 class BoundedDateTimeField(serializers.DateTimeField):

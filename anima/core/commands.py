@@ -1,17 +1,29 @@
-"""Shared shape of the JSONL import commands: progress on stderr, bad lines by number, exit 1 if any."""
+"""Shared pieces of management commands: ISO moment arguments, and the JSONL import command's shape
+(progress on stderr, bad lines by number, exit 1 if any)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from anima.jsonl import ImportReport, ProgressCallback
+from anima.core.calendar import moment_from_iso
+from anima.core.jsonl import ImportReport, ProgressCallback
 
 MAX_ERRORS_SHOWN = 50
+
+
+def moment_arg(value: str) -> datetime:
+    """An argparse ``type=`` for ``--at``-style options: an ISO-8601 moment, naive = local time."""
+    moment = moment_from_iso(value)
+    if moment is None:
+        raise argparse.ArgumentTypeError(f"must be ISO-8601 (e.g. 2026-11-28T15:30+08:00), got {value!r}")
+    return moment
 
 
 class JsonlImportCommand(BaseCommand):

@@ -6,17 +6,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from anima.agent.turn import messages_format, prepare_turn
+from anima.core.commands import moment_arg
 from conversations.models import Conversation
-from conversations.turn import prepare_turn
-from temporal.management.commands.temporal_tick import parse_at
-
-
-def messages_print(*, messages: list[dict], stdout) -> None:
-    """The message list as an operator reads it: one headed block per message."""
-    for index, message in enumerate(messages):
-        name = f" ({message['name']})" if message["name"] else ""
-        stdout.write(f"--- [{index}] {message['role']}{name}")
-        stdout.write(message["content"])
 
 
 class Command(BaseCommand):
@@ -25,7 +17,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--conversation", required=True, help="the conversation's external id")
         parser.add_argument("--message", required=True, help="the new user message")
-        parser.add_argument("--at", help="assemble as of this moment (ISO-8601; naive = local time)")
+        parser.add_argument("--at", type=moment_arg, help="assemble as of this moment (ISO-8601; naive = local time)")
         parser.add_argument("--no-store", action="store_true", help="do not store the user message")
         parser.add_argument("--json", action="store_true", help='end with one line {"messages": [...]}')
 
@@ -37,10 +29,10 @@ class Command(BaseCommand):
         messages = prepare_turn(
             conversation=conversation,
             user_message=options["message"],
-            now=parse_at(options["at"]),
+            now=options["at"],
             store=not options["no_store"],
         )
         if options["json"]:
             self.stdout.write(json.dumps({"messages": messages}, ensure_ascii=False))
         else:
-            messages_print(messages=messages, stdout=self.stdout)
+            self.stdout.write(messages_format(messages=messages))

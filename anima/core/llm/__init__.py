@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Sum
 
-from anima.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
-from anima.llm.providers import Completion, LlmRequest, provider_get
-from anima.llm.schema import SchemaError, schema_validate
+from anima.core.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
+from anima.core.llm.providers import Completion, LlmRequest, provider_get
+from anima.core.llm.schema import SchemaError, schema_validate
+from anima.core.models import AutoLlmRun
 
 __all__ = ["LlmBudgetExceeded", "LlmError", "LlmInvalidOutput", "LlmTransientError", "llm_json"]
 
@@ -36,8 +38,6 @@ def llm_json(
     identity: bool = True,
 ) -> dict:
     """Ask the configured model for a JSON answer to ``payload`` and return it validated against ``schema``."""
-    from anima.models import AutoLlmRun
-
     if token_budget is not None:
         spent = llm_tokens_spent(run_key=run_key)
         if spent >= token_budget:
@@ -67,18 +67,24 @@ def llm_json(
 
 
 def llm_tokens_spent(*, run_key: str) -> int:
-    from anima.models import AutoLlmRun
-
     return AutoLlmRun.objects.filter(run_key=run_key).aggregate(total=Sum("total_tokens"))["total"] or 0
 
 
-def identity_context() -> str:
-    """Who is thinking: the self layer's blocks and the resident memories, with their citations."""
-    from memory.selectors import resident_memory_lines, self_layer_text
+IdentityProvider = Callable[[], str]
+_identity_provider: IdentityProvider | None = None
 
-    self_layer = self_layer_text() or "(self layer empty)"
-    resident = "\n".join(resident_memory_lines()) or "(no resident memories)"
-    return f"# Identity context\n\n{self_layer}\n\n## Resident memory\n{resident}"
+
+def identity_provider_set(provider: IdentityProvider) -> None:
+    """Register who is thinking: the app that owns the self layer and resident memory calls this at start-up."""
+    global _identity_provider
+    _identity_provider = provider
+
+
+def identity_context() -> str:
+    """The identity context every memory-processing call carries (self layer + resident memory)."""
+    if _identity_provider is None:
+        raise LlmError("no identity provider registered: the memory app must be installed")
+    return _identity_provider()
 
 
 def json_extract(text: str) -> Any:

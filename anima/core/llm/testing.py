@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from anima.llm.errors import LlmError
-from anima.llm.providers import Completion, LlmRequest, estimate_tokens, provider_override
+from anima.core.llm.errors import LlmError
+from anima.core.llm.providers import Completion, LlmRequest, estimate_tokens, provider_override
 
 
 class ScriptedProvider:

@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from anima.segmentation import segment_text
+from anima.core.segmentation import segment_text
 
 # The ``english`` config stems English words and leaves jieba's CJK tokens as they are.
 FTS_CONFIG = "english"
@@ -174,6 +174,28 @@ class Entity(SegmentedTextModel):
         return "\n".join(part for part in (self.title, self.content) if part)
 
 
+class ComponentManager(models.Manager):
+    """The rows of one entity kind (and, for diary blocks, one tag)."""
+
+    def __init__(self, component: str, **filters) -> None:
+        super().__init__()
+        self.component = component
+        self.filters = filters
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(primary_component=self.component, **self.filters)
+
+
+class ComponentKind:
+    """Mixin of the per-kind proxies of ``Entity``: a save always stamps the kind."""
+
+    component: str = ""
+
+    def save(self, *args, **kwargs) -> None:
+        self.primary_component = self.component
+        super().save(*args, **kwargs)
+
+
 class AutoLlmRun(models.Model):
     """One background LLM call (sleep stage, summary): audited here, never copied into conversations."""
 
@@ -200,7 +222,7 @@ class AutoLlmRun(models.Model):
 
 
 class RuntimeConfig(models.Model):
-    """Stored overrides of one runtime-config section; defaults live in ``anima.config.SCHEMA``."""
+    """Stored overrides of one runtime-config section; defaults live in ``anima.core.config.SCHEMA``."""
 
     section = models.CharField(max_length=64, unique=True)
     values = models.JSONField(default=dict)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from django.utils.module_loading import autodiscover_modules
 
-from anima.llm.errors import LlmError
+from anima.core.llm.errors import LlmError
 
 OfflineHandler = Callable[[dict], dict]
 

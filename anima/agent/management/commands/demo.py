@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import secrets
 from pathlib import Path
 
@@ -12,14 +11,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db.models import Count
 
-from anima.models import Component, Entity
-from conversations.demo import demo_prepared_turn
+from anima.agent.demo import FIXTURES, SAMPLE_DAYS, demo_prepared_turn
+from anima.core.models import Component, Entity
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
 from memory.services import memories_import
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
-SAMPLE_DAYS = [dt.date(2026, 11, 26), dt.date(2026, 11, 27), dt.date(2026, 11, 28)]
 
 
 class Command(BaseCommand):

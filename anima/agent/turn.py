@@ -17,15 +17,16 @@ from datetime import datetime, time, timedelta
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from anima.config import config_get
+from anima.agent.stm import ShortTermView, conversation_person, short_term_prepare
+from anima.core.calendar import BUCKET, closed_buckets, local_day
+from anima.core.config import config_get
 from conversations.models import Conversation, PeerBlock, Person, Role
 from conversations.services import message_create
-from conversations.stm import ShortTermView, conversation_person, short_term_prepare
 from memory.models import SemanticMemory
 from memory.selectors import active_semantic_memories, memory_line, passive_recall, resident_memories, self_layer_text
 from temporal.rollup import bucket_sources, day_chunks_by_conversation, peer_rollup_get
 from temporal.selectors import temporal_prompt_section
-from temporal.tick import BUCKET, closed_buckets, local_day, tick_mark_bucket
+from temporal.tick import tick_mark_bucket
 
 PEERS_NAME = "temporal_summary_peers"
 SUMMARY_NAME = "short_term_memory"
@@ -186,3 +187,12 @@ def prepare_turn(
     if store:
         message_create(conversation=conversation, role=Role.USER, content=user_message, created_at=now)
     return messages
+
+
+def messages_format(*, messages: list[dict]) -> str:
+    """The message list as an operator reads it: one headed block per message."""
+    blocks = []
+    for index, message in enumerate(messages):
+        name = f" ({message['name']})" if message["name"] else ""
+        blocks.append(f"--- [{index}] {message['role']}{name}\n{message['content']}")
+    return "\n".join(blocks)

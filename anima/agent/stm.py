@@ -20,8 +20,8 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from anima.config import config_get
-from anima.llm import LlmError
+from anima.core.config import config_get
+from anima.core.llm import LlmError
 from conversations.models import (
     Conversation,
     HistoryEntry,

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 
-from anima.llm.schema import SchemaError, schema_validate
-from anima.models import MemoryType
+from anima.agent.stm import update_short_term_memory
+from anima.core.calendar import MomentError, moment_parse
+from anima.core.errors import AnimaError
+from anima.core.llm.schema import SchemaError, schema_validate
+from anima.core.models import MemoryType
 from conversations.models import Conversation, Person, person_slug_valid
 from conversations.selectors import history_search
 from conversations.services import identity_map, identity_resolve
-from conversations.stm import update_short_term_memory
 from memory.search import MAX_LIMIT, QuerySyntaxError
 from memory.selectors import MEMORY_TYPES, active_semantic_memories, memory_recall, memory_semantic_search
 from memory.services import memory_remember
@@ -39,12 +39,11 @@ WRITING_GUIDELINES = (
 )
 
 
-class ToolError(ValueError):
+class ToolError(AnimaError):
     """A tool call that cannot run; ``field`` names the offending argument."""
 
     def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        super().__init__(message)
+        super().__init__(message, field=field)
 
 
 @dataclass(frozen=True)
@@ -79,27 +78,6 @@ _MEMORY_TYPE = {
 
 def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-
-
-# Far-off years are refused here rather than overflowing in date arithmetic further down.
-YEAR_RANGE = (1000, 9000)
-
-
-def moment_parse(value: Any, *, field: str) -> date | datetime | None:
-    """An ISO date or datetime argument (naive datetimes are local time)."""
-    if value is None or value == "":
-        return None
-    try:
-        parsed = parse_datetime(value) if "T" in value or " " in value.strip() else parse_date(value)
-    except ValueError:
-        parsed = None
-    if parsed is None:
-        raise ToolError(field, f"{field} must be an ISO date (YYYY-MM-DD) or datetime, got {value!r}")
-    if not YEAR_RANGE[0] <= parsed.year <= YEAR_RANGE[1]:
-        raise ToolError(field, f"{field} must be between the years {YEAR_RANGE[0]} and {YEAR_RANGE[1]}")
-    if isinstance(parsed, datetime) and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed)
-    return parsed
 
 
 def _person(args: dict[str, Any], *, required: bool = False) -> Person | None:
@@ -385,6 +363,8 @@ def tool_call(*, name: str, arguments: Any) -> dict[str, Any]:
         return tool.func(arguments)
     except ToolError:
         raise
+    except MomentError as exc:
+        raise ToolError(exc.field, str(exc)) from None
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ToolError(field, "; ".join(messages)) from None

@@ -14,6 +14,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from anima.core.models import RuntimeConfig, RuntimeConfigChange
+
 
 @dataclass(frozen=True)
 class Field:
@@ -92,8 +94,6 @@ def config_defaults(*, section: str) -> dict[str, Any]:
 
 def config_get(*, section: str) -> dict[str, Any]:
     """The effective values of one section: defaults overlaid with stored overrides."""
-    from anima.models import RuntimeConfig
-
     values = config_defaults(section=section)
     stored = RuntimeConfig.objects.filter(section=section).values_list("values", flat=True).first()
     if stored:
@@ -124,8 +124,6 @@ def config_validate(*, section: str, values: dict[str, Any]) -> dict[str, Any]:
 
 def config_update(*, section: str, values: dict[str, Any], changed_by: str = "") -> dict[str, Any]:
     """Apply a validated partial update atomically and record who changed what."""
-    from anima.models import RuntimeConfig, RuntimeConfigChange
-
     cleaned = config_validate(section=section, values=values)
     with transaction.atomic():
         row, _ = RuntimeConfig.objects.select_for_update().get_or_create(section=section)
