@@ -160,7 +160,6 @@ ANIMA_ADMIN_PASSWORD = env_str("ANIMA_ADMIN_PASSWORD")
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

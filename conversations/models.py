@@ -1,4 +1,4 @@
-"""What was said, by whom, on which channel (SPEC M2)."""
+"""What was said, by whom, on which channel."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ class Conversation(models.Model):
     archived = models.BooleanField(default=False)
     system_prompt = models.TextField(blank=True, default="")
     system_prompt_built_at = models.DateTimeField(null=True, blank=True)
-    # Today's half-hour chunks {cst_date, chunks[]} (SPEC M7); operational, not citable.
+    # Today's half-hour chunks {cst_date, chunks[]} written by the temporal tick; operational, not citable.
     temporal_day = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -91,6 +91,11 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title or self.external_id or f"conversation {self.pk}"
+
+    @property
+    def channel_name(self) -> str:
+        """The channel its account lives on (identities are keyed by it): the channel, else the platform."""
+        return self.channel or self.platform
 
     @property
     def is_cron(self) -> bool:
@@ -123,7 +128,7 @@ class Message(SegmentedTextModel):
         ordering = ["created_at", "id"]
         indexes = [
             GinIndex(fields=["content_fts"], name="messages_content_fts_gin"),
-            # Trigram branch of session recall (segmented text, see SPEC M3).
+            # Trigram branch of session recall, over the segmented text.
             GinIndex(fields=["fts_segmented"], opclasses=["gin_trgm_ops"], name="messages_fts_segmented_trgm"),
             # Timeline of one conversation; also the temporal tick's "after the watermark" scan.
             models.Index(fields=["conversation", "created_at", "id"], name="messages_conversation_timeline"),
@@ -189,7 +194,7 @@ class StmScope(models.TextChoices):
 
 
 class ShortTermMemory(models.Model):
-    """The LLM-authored short-term summary of a conversation (SPEC M9), one row per scope.
+    """The LLM-authored short-term summary of a conversation, one row per scope.
 
     Written beside the messages (never instead of them); turn assembly renders the summary in
     place of the raw messages it covers while it is live (``stm.summary_ttl_hours``).

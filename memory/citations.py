@@ -1,4 +1,4 @@
-"""``[[anima:ID]]`` citations in message bodies become memory references (SPEC M5).
+"""``[[anima:ID]]`` citations in message bodies become memory references.
 
 Only user and assistant bodies count; tool results, bare numbers and ids of
 entities that do not exist never do. Limbic blocks are append-only (a database

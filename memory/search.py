@@ -27,6 +27,7 @@ import jieba
 from django.db import connection, transaction
 
 from anima.core.errors import AnimaError
+from anima.core.text import FUNCTION_WORDS
 
 RRF_K = 60
 MAX_LIMIT = 100
@@ -67,22 +68,6 @@ OPERATORS = {"AND": "&", "OR": "|", "NOT": "!"}
 _TOKEN_RE = re.compile(r'"([^"]*)"?|(\S+)')
 _CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORDLIKE_RE = re.compile(r"\w", re.UNICODE)
-
-# Function words that carry no topic, dropped from every query. The ``english`` config
-# drops English stopwords in the database too; listing them here keeps them out of the
-# trigram text and of a passage's keywords.
-STOPWORDS = frozenset(
-    """
-    的 了 是 我 你 他 她 它 们 我们 你们 他们 她们 吗 呢 啊 吧 呀 哦 嗯 啥 什么 怎么 怎样 这 那 这个 那个 这些 那些
-    在 有 和 与 及 就 都 也 还 要 会 能 可以 对 把 被 给 让 从 到 向 又 很 太 更 最 没 没有 不 不是 一个 一些 一下
-    自己 这样 那样 如何 为什么 哪 哪里 哪儿 多少 几 个 么 着 过 得 地 之 其 而 或 但 但是 如果 因为 所以 然后 还是
-    真的 觉得 知道 记得 感觉 现在 时候 一起 一点 已经 非常 特别 今天 哈哈 好的 当然 是不是 有没有 一定 应该
-    a an the and or not but if of to in on at by for with from as is are was were be been being am do does did
-    have has had i me my you your he him his she her it its we us our they them their this that these those
-    what which who whom whose when where why how can could will would shall should may might must just so
-    very too also about into than then there here s t don didn doesn isn aren wasn weren im ive youre oh yes no
-    """.split()
-)
 
 
 class QuerySyntaxError(AnimaError):
@@ -146,7 +131,7 @@ def _content_words(text: str) -> list[str]:
     seen: dict[str, None] = {}
     for token in jieba.cut_for_search(text):
         word = token.strip().lower()
-        if word and _WORDLIKE_RE.search(word) and word not in STOPWORDS:
+        if word and _WORDLIKE_RE.search(word) and word not in FUNCTION_WORDS:
             seen.setdefault(word, None)
     return list(seen)
 

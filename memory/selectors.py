@@ -1,4 +1,4 @@
-"""Reads over memories: recall surfaces (SPEC M4), resident memory, the self layer."""
+"""Reads over memories: recall surfaces, resident memory, the self layer."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def identity_context() -> str:
     return f"# Identity context\n\n{self_layer}\n\n## Resident memory\n{resident}"
 
 
-# --- Recall (SPEC M4) ---
+# --- Recall ---
 
 SEMANTIC = "semantic"
 SESSION = "session"

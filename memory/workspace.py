@@ -1,4 +1,4 @@
-"""Person-memory workspace interop: the file layout of ``seeds/person-memory.md``.
+"""Person-memory workspace interop: the SOUL.md / USER.md / memory/ file layout agents keep.
 
 ::
 

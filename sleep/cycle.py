@@ -1,4 +1,4 @@
-"""The nightly sleep cycle as a pipeline DAG (SPEC M6) and its scheduling rules."""
+"""The nightly sleep cycle as a pipeline DAG and its scheduling rules."""
 
 from __future__ import annotations
 

@@ -11,12 +11,11 @@ import re
 from itertools import combinations
 
 from anima.core.llm.offline import offline_handler
-from anima.core.text import clip, is_chinese, normalized, text_keywords
+from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords
 
 # ---------------------------------------------------------------- stage 1: facts
 
 _ZH_CLAUSE_SPLIT = re.compile(r"[，,：:]")
-_SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
 _ZH_KIN = "女儿|儿子|老婆|妻子|老公|丈夫|孩子|猫|狗|妈妈|爸爸|父亲|母亲|家人|同事|朋友"
 _ZH_LEADING = re.compile(r"^(?:但是|但|不过|而且|其实|所以|对了|顺便记一下|说实话|嗯|哈哈|一是|二是|三是|还有)+")
 _ZH_RULES: tuple[tuple[re.Pattern, str], ...] = (
@@ -146,9 +145,7 @@ def facts_extract(text: str, *, name: str, context: dict | None = None) -> list[
     """
     facts = []
     context = {} if context is None else context
-    for sentence in _SENTENCE_SPLIT.split(text):
-        if not sentence.strip():
-            continue
+    for sentence in sentences(text):
         if is_chinese(sentence):
             facts.extend(_zh_facts(sentence, name or "用户", context))
         else:
@@ -266,9 +263,9 @@ def limbic_answer(payload: dict) -> dict:
     for turn in payload["dialogue"]:
         if turn["role"] != "user":
             continue
-        for sentence in _SENTENCE_SPLIT.split(turn["content"]):
+        for sentence in sentences(turn["content"]):
             for valence, arousal, intensity, family in _emotion_hits(sentence):
-                found.append((len(found), valence, arousal, intensity, family, sentence.strip()))
+                found.append((len(found), valence, arousal, intensity, family, sentence))
     if not found:
         return {"anchors": []}
     chinese = is_chinese(" ".join(t["content"] for t in payload["dialogue"]))
@@ -451,7 +448,7 @@ def split_answer(payload: dict) -> dict:
     for memory in _lines(payload["memories"]):
         if memory["id"] not in wanted or memory["type"] in {"procedural", "imprint"}:
             continue
-        parts = [p.strip() for p in re.split(r"(?<=[。！？!?；;])|(?<=\.)\s+", memory["content"]) if p.strip()]
+        parts = sentences(memory["content"])
         parts = [p for p in parts if len(normalized(p)) >= SPLIT_PART_MIN_CHARS]
         # A part that leans on the previous one ("She …") is not self-contained: leave the memory whole.
         if len(parts) >= 2 and not any(_PRONOUN_START.match(p) for p in parts[1:]):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from anima.core.config import config_get
 from conversations.models import Message
@@ -126,8 +127,6 @@ SCHEDULES = (
 
 def schedules_setup() -> list[tuple[str, str]]:
     """Create or update the beat schedules from code (idempotent); returns (name, what happened)."""
-    from django_celery_beat.models import CrontabSchedule, PeriodicTask
-
     results = []
     for schedule in SCHEDULES:
         crontab, _ = CrontabSchedule.objects.get_or_create(

@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
-from anima.core.text import clip, is_chinese, text_keywords
+from anima.core.text import clip, is_chinese, sentences, text_keywords
 from temporal.rollup import summaries_concat
 
-_SENTENCES = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
 # Acknowledgements carry no theme ("好的", "Sure, …").
 _PREAMBLE = re.compile(
     r"^(?:好的|好|收到|嗯|早上好|晚安|谢谢|哈哈|ok|okay|sure|thanks|hi|hello|good (?:morning|night))\b", re.I
@@ -17,15 +16,14 @@ _PREAMBLE = re.compile(
 
 
 def _user_sentences(dialogue: list[dict]) -> list[str]:
-    sentences = []
+    found = []
     for turn in dialogue:
         if turn["role"] != "user":
             continue
-        for sentence in _SENTENCES.split(turn["content"]):
-            sentence = sentence.strip()
+        for sentence in sentences(turn["content"]):
             if len(sentence) >= (6 if is_chinese(sentence) else 15) and not _PREAMBLE.match(sentence):
-                sentences.append(sentence)
-    return sentences
+                found.append(sentence)
+    return found
 
 
 def _short(text: str, limit: int) -> str:

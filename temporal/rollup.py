@@ -1,4 +1,4 @@
-"""Peer rollups (SPEC M7): one merged digest of the other conversations' chunks in a closed bucket.
+"""Peer rollups: one merged digest of the other conversations' chunks in a closed bucket.
 
 Cached under ``{prefix}:peer_roll:{date}:{bucket}:{sources_fp}``; ``sources_fp`` is a 16-hex
 fingerprint of the canonical sorted (conversation_id, at, summary) set without the viewer, so

@@ -48,7 +48,7 @@ class DayConversation:
     def meta(self) -> dict:
         return {
             "title": self.conversation.title,
-            "channel": self.conversation.channel or self.conversation.platform,
+            "channel": self.conversation.channel_name,
             "person": self.person_name,
         }
 

@@ -1,4 +1,4 @@
-"""The half-hourly temporal tick (SPEC M7): one chunk per conversation with new messages today.
+"""The half-hourly temporal tick: one chunk per conversation with new messages today.
 
 Each user-facing conversation (cron and debug excluded, as for light sleep: they are not
 dialogue with a person) with dialogue after its watermark in the local day gets one chunk
@@ -26,6 +26,7 @@ from anima.core.config import config_get
 from anima.core.llm import LlmError, llm_json
 from conversations.models import Conversation, Message
 from temporal.models import TickMark
+from temporal.rollup import peer_rollups_warm
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation
 from temporal.services import SUMMARY_SCHEMA, summary_clean
 
@@ -76,8 +77,6 @@ def messages_digest(*, conversation: Conversation, messages: list[Message], earl
 
 def temporal_tick_run(*, at: datetime | None = None) -> dict:
     """Run one tick as of ``at`` (default now); returns what it did."""
-    from temporal.rollup import peer_rollups_warm
-
     now = at or timezone.now()
     config = config_get(section="memory.temporal_summary")
     if not config["enabled"]:

@@ -1,4 +1,4 @@
-"""Short-term memory summary (SPEC M9): an LLM-authored summary rendered in place of older raw messages.
+"""Short-term memory summary: an LLM-authored summary rendered in place of older raw messages.
 
 The ``update_short_term_memory`` tool writes the summary beside the messages (never instead of
 them) for both scopes — user (person + conversation) and server (conversation / channel) — as
@@ -55,7 +55,7 @@ def conversation_person(*, conversation: Conversation) -> Person | None:
     if conversation.person_id:
         return conversation.person
     if conversation.chat_id:
-        return identity_resolve(channel=conversation.channel or conversation.platform, external_id=conversation.chat_id)
+        return identity_resolve(channel=conversation.channel_name, external_id=conversation.chat_id)
     return None
 
 
@@ -133,7 +133,7 @@ def _write(
     at: datetime,
 ) -> None:
     person = conversation_person(conversation=conversation)
-    channel = conversation.channel or conversation.platform
+    channel = conversation.channel_name
     for scope in (StmScope.USER, StmScope.SERVER):
         defaults = {
             "person": person if scope == StmScope.USER else None,
@@ -229,7 +229,7 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
             HistoryEntry.objects.create(
                 timestamp=last.created_at,
                 content=digest,
-                channel=conversation.channel or conversation.platform,
+                channel=conversation.channel_name,
                 person=owner,
                 conversation=conversation,
             )

@@ -1,4 +1,4 @@
-"""Turn assembly (SPEC M8): the exact message list the agent runtime sends to its LLM.
+"""Turn assembly: the exact message list the agent runtime sends to its LLM.
 
 Order, built for a stable prefix (the LLM's KV cache):
 1. the system prompt snapshot — self layer, resident memory, person memory, 「## 时间摘要」,

@@ -1,4 +1,4 @@
-"""Runtime configuration (SPEC M11): defaults in code, validated overrides stored in the database.
+"""Runtime configuration: defaults in code, validated overrides stored in the database.
 
 Sections are read with ``config_get(section=...)`` and changed with
 ``config_update(...)``; a change is validated as a whole and either applied whole

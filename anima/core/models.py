@@ -116,7 +116,8 @@ class Entity(SegmentedTextModel):
         verbose_name_plural = "entities"
         indexes = [
             GinIndex(fields=["search_fts"], name="entities_search_fts_gin"),
-            # Trigram branch of hybrid retrieval runs over the segmented text (see SPEC M3).
+            # Trigram branch of hybrid retrieval: over the segmented text, since an unsegmented Chinese
+            # sentence is one long "word" whose trigrams never match a query word.
             GinIndex(fields=["fts_segmented"], opclasses=["gin_trgm_ops"], name="entities_fts_segmented_trgm"),
             # Resident memory: pinned + most-referenced active semantic memories.
             models.Index(
@@ -158,7 +159,7 @@ class Entity(SegmentedTextModel):
             models.CheckConstraint(condition=Q(reference_count__gte=0), name="entities_reference_count_non_negative"),
         ]
         triggers = [
-            # Limbic memory is append-only: emotions are kept as felt (seeds/memory.md §3).
+            # Limbic memory is append-only: emotions are kept as they were felt, never rewritten.
             pgtrigger.Protect(
                 name="limbic_blocks_append_only",
                 operation=pgtrigger.Update | pgtrigger.Delete,

@@ -25,6 +25,16 @@ def is_chinese(text: str) -> bool:
     return len(_CJK_RE.findall(text)) * 3 >= max(len(_LATIN_RE.findall(text)), 1)
 
 
+# Sentence ends: CJK and Latin marks, semicolons, line breaks; a Latin period only before whitespace, so
+# "v1.2" and "leo@example.com" stay whole.
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``, stripped, empty ones left out."""
+    return [part.strip() for part in _SENTENCE_END.split(text) if part.strip()]
+
+
 def clip(text: str, limit: int) -> str:
     """Hard-cut to ``limit`` characters, preferring the last sentence end inside the limit."""
     text = text.strip()
@@ -36,15 +46,28 @@ def clip(text: str, limit: int) -> str:
     return cut[: best + 1].rstrip() if best >= limit // 2 else cut.rstrip()
 
 
-_EN_STOPWORDS = frozenset(
-    "about after again also am and any are because been before being but can could did does doing down during "
-    "each few for from further had has have having her here hers him his how into its just more most much must "
-    "not now off once only other our out over own same she should some such than that the their them then there "
-    "these they this those through too under until very was were what when where which while who why will with "
-    "would you your yours really maybe think thing things going today tomorrow yesterday morning night well okay "
-    "thanks thank haha feel felt said says like just got get gets much went gone definitely completely mostly "
-    "better worse probably actually little less lots kind sure good great always never ever every anything "
-    "something nothing time times tonight".split()
+# Function words that carry no topic, in Chinese and English: dropped from every query (the ``english``
+# config drops English ones in the database too; listing them keeps them out of the trigram text and of a
+# passage's keywords), from keywords and from the words that group facts by subject.
+FUNCTION_WORDS = frozenset(
+    """
+    的 了 是 我 你 他 她 它 们 我们 你们 他们 她们 吗 呢 啊 吧 呀 哦 嗯 啥 什么 怎么 怎样 这 那 这个 那个 这些 那些
+    在 有 和 与 及 就 都 也 还 要 会 能 可以 对 把 被 给 让 从 到 向 又 很 太 更 最 没 没有 不 不是 一个 一些 一下
+    自己 这样 那样 如何 为什么 哪 哪里 哪儿 多少 几 个 么 着 过 得 地 之 其 而 或 但 但是 如果 因为 所以 然后 还是
+    真的 觉得 知道 记得 感觉 现在 时候 一起 一点 已经 非常 特别 今天 哈哈 好的 当然 是不是 有没有 一定 应该
+    a an the and or not but if of to in on at by for with from as is are was were be been being am do does did
+    have has had i me my you your he him his she her it its we us our they them their this that these those
+    what which who whom whose when where why how can could will would shall should may might must just so
+    very too also about into than then there here s t don didn doesn isn aren wasn weren im ive youre oh yes no
+    """.split()
+)
+# Chat words that are not function words but make poor keywords of a day or a dream.
+KEYWORD_STOPWORDS = FUNCTION_WORDS | frozenset(
+    "after again any because before doing down during each few further having hers more most much now off once "
+    "only other out over own same some such through under until while yours really maybe think thing things going "
+    "today tomorrow yesterday morning night well okay thanks thank haha feel felt said says like got get gets went "
+    "gone definitely completely mostly better worse probably actually little less lots kind sure good great always "
+    "never ever every anything something nothing time times tonight".split()
 )
 
 
@@ -64,7 +87,7 @@ def text_keywords(text: str, *, count: int, script: str = "") -> list[str]:
         if script and (script == "latin") != word.isascii():
             continue
         if word.isascii():
-            if len(word) < 4 or not word.isalpha() or word.casefold() in _EN_STOPWORDS:
+            if len(word) < 4 or not word.isalpha() or word.casefold() in KEYWORD_STOPWORDS:
                 continue
         elif len(word) < 2 or not _CJK_RE.search(word):
             continue

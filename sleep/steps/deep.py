@@ -20,7 +20,7 @@ from django.utils import timezone
 from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.models import MemoryStatus, MemoryType
-from anima.core.text import content_key
+from anima.core.text import FUNCTION_WORDS, content_key
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from sleep.context import StepContext
@@ -33,12 +33,10 @@ SPLIT_MIN_CHARS = 50
 CHANGE_REASON = "superseded (changed over time)"
 MEMORY_TYPES = list(MemoryType.values)
 
-# Relation, time and function words: sharing one of these says nothing about sharing a subject.
-_GROUP_STOPWORDS = frozenset(
-    "喜欢 更喜欢 现在 以前 今年 周末 一名 一个 最近 经常 很多 因为 所以 但是 已经 还是 就是 没有 可以 自己 觉得 认为 "
-    "时候 非常 特别 真的 这个 那个 我们 他们 the and but for with about from into that this these those was were "
-    "are has have had his her their its now also very really likes like loves love prefers prefer works lives "
-    "used not any some more most".split()
+# Relation and time words (and function words): sharing one says nothing about sharing a subject.
+_GROUP_STOPWORDS = FUNCTION_WORDS | frozenset(
+    "喜欢 更喜欢 以前 今年 周末 一名 最近 经常 很多 就是 认为 now really likes like loves love prefers prefer works "
+    "lives used any some more most".split()
 )
 _COMMON = "Each memory is one compact JSON line. `changes` is the authoritative log of what earlier rounds changed."
 

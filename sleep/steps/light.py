@@ -233,7 +233,7 @@ def _provenance(item: DayConversation, day: date) -> dict:
     return {
         "person": conversation.person,
         "source_conversation": conversation,
-        "source_channel": conversation.channel or conversation.platform,
+        "source_channel": conversation.channel_name,
         "source_day": day,
     }
 

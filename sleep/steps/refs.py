@@ -1,4 +1,4 @@
-"""memory-ref-sync: recalibrate reference counts from the messages (SPEC M5)."""
+"""memory-ref-sync: recalibrate reference counts from the messages."""
 
 from __future__ import annotations
 
