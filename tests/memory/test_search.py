@@ -6,19 +6,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import Component, MemoryStatus
-from memory import search
 from memory.search import (
-    COMMON_CANDIDATES,
-    COMMON_TERM_ROWS,
     QuerySyntaxError,
-    TermStats,
-    branch_plan_build,
+    _sql,
+    _stats,
     entity_source,
     hybrid_search,
     message_source,
-    pool_size,
-    rrf_merge,
     search_query_build,
+)
+from memory.search._fusion import pool_size, rrf_merge
+from memory.search._stats import (
+    COMMON_CANDIDATES,
+    COMMON_TERM_ROWS,
+    TermStats,
+    branch_plan_build,
     term_stats_clear,
     term_stats_get,
 )
@@ -186,7 +188,7 @@ def fake_stats(monkeypatch):
     """Statistics that call ``common`` lexemes frequent (half the rows of a million) and nothing else."""
     common: set[str] = set()
     monkeypatch.setattr(
-        search,
+        _stats,
         "term_stats_get",
         lambda *, table, column: TermStats(rows=MILLION, frequencies=dict.fromkeys(common, 0.5)),
     )
@@ -264,7 +266,8 @@ def test_a_query_of_common_terms_fills_the_pool_newest_first(fake_stats):
 
 def test_common_matches_outside_the_newest_rows_are_still_found(fake_stats, monkeypatch):
     fake_stats.add("morn")
-    monkeypatch.setattr(search, "COMMON_CANDIDATES", 1)  # the window: the newest two rows of "the million"
+    for module in (_stats, _sql):  # the window: the newest two rows of "the million"
+        monkeypatch.setattr(module, "COMMON_CANDIDATES", 1)
     old = MessageFactory(content="morning walk")
     for _ in range(3):
         MessageFactory(content="evening walk")
