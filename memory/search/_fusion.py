@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from memory.search._query import SearchQuery
+from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
 from memory.search._sql import search_fetch, search_statement
 from memory.search._stats import branch_plans

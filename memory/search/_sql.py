@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memory.search._query import SearchQuery
+from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
 from memory.search._stats import COMMON_CANDIDATES, BranchPlan
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from django.db import connection
 
-from memory.search._query import SearchQuery, _or_group
+from anima.core.search_query import SearchQuery, tsquery_or
 from memory.search._sources import SourceSpec
 
 # Document-frequency pruning (IDF stopwording). A lexeme estimated, from PostgreSQL's statistics, to occur
@@ -127,8 +127,8 @@ def branch_plan_build(
         return BranchPlan(rare_tsquery=query.tsquery, trigram_text=" ".join(trigram_words))
     densest = max(estimates[term] for term in common) / stats.rows
     return BranchPlan(
-        rare_tsquery=_or_group(rare),
-        common_tsquery=_or_group(common),
+        rare_tsquery=tsquery_or(rare),
+        common_tsquery=tsquery_or(common),
         common_window=min(math.ceil(COMMON_CANDIDATES / densest), COMMON_WINDOW_MAX),
         trigram_text=" ".join(trigram_words),
     )

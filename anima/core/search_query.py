@@ -1,4 +1,7 @@
-"""The query language: user text to a tsquery string of quoted lexemes and a trigram text.
+"""The search query language: user text to a tsquery string of quoted lexemes and a trigram text.
+
+One language for every text search (memory recall, the history timeline), so ``AND`` /
+``OR`` / ``NOT`` and ``"quoted phrases"`` mean the same wherever the agent tools offer them.
 
 User text never reaches SQL as SQL. The FTS query is a tsquery *string* of quoted
 lexemes joined by operators we emit ourselves; it travels as a parameter to
@@ -51,6 +54,8 @@ class SearchQuery:
     # ``trigram_text`` these words joined; they let document-frequency pruning drop common ones.
     terms: tuple[str, ...] = ()
     trigram_words: tuple[str, ...] = ()
+    # The text used operators or quotes: only FTS can honour it (no trigram text, no substring stand-in).
+    explicit: bool = False
 
     @property
     def is_empty(self) -> bool:
@@ -86,7 +91,8 @@ def _bigrams(text: str) -> list[str]:
     return grams
 
 
-def _or_group(lexemes: Sequence[str]) -> str:
+def tsquery_or(lexemes: Sequence[str]) -> str:
+    """A tsquery operand matching any of ``lexemes`` (quoted, deduplicated); "" for none."""
     unique = list(dict.fromkeys(lexemes))
     if not unique:
         return ""
@@ -178,7 +184,7 @@ def search_query_build(*, text: str) -> SearchQuery:
             lexemes.insert(0, word)
         if lexemes:
             lexemes = lexemes[: MAX_LEXEMES - lexeme_count]
-            items.append(("term", _or_group(lexemes)))
+            items.append(("term", tsquery_or(lexemes)))
             plain_words.extend(words)
             plain_lexemes.extend(lexemes)
             lexeme_count += len(lexemes)
@@ -188,7 +194,7 @@ def search_query_build(*, text: str) -> SearchQuery:
     tsquery = _join_items(items)
     if has_syntax:
         # Similarity cannot honour AND / NOT or adjacency: explicit syntax searches by FTS alone.
-        return SearchQuery(tsquery=tsquery, trigram_text="")
+        return SearchQuery(tsquery=tsquery, trigram_text="", explicit=True)
     trigram_words = list(dict.fromkeys(plain_words))[:TRIGRAM_WORDS]
     return SearchQuery(
         tsquery=tsquery,
@@ -203,7 +209,7 @@ def _passage_query(text: str) -> SearchQuery:
     keywords = _keywords(text)
     words = [word for word, _ in keywords]
     return SearchQuery(
-        tsquery=_or_group(words),
+        tsquery=tsquery_or(words),
         # Trigram similarity to a whole dialogue is noise: on MADial-Bench the branch cost ~15 points of R@10.
         trigram_text="",
         weighted_terms=tuple((_quote_lexeme(word), weight) for word, weight in keywords),
