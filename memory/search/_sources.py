@@ -27,15 +27,9 @@ def entity_source(
     clauses = [where_sql]
     if person_id is not None:
         clauses.append("(t.person_id = %(person_id)s OR t.person_id IS NULL)")
-    clauses.extend(_time_clauses(since=since, until=until))
-    return SourceSpec(
-        name=name,
-        from_sql="entities t",
-        where_sql=" AND ".join(clauses),
-        fts_column="search_fts",
-        segmented_column="fts_segmented",
-        params={"person_id": person_id, "since": since, "until": until},
-        table="entities",
+    params = {"person_id": person_id}
+    return _source(
+        name=name, table="entities", fts_column="search_fts", clauses=clauses, params=params, since=since, until=until
     )
 
 
@@ -53,22 +47,41 @@ def message_source(
         )
     if channel:
         clauses.append("c.channel = %(channel)s")
-    clauses.extend(_time_clauses(since=since, until=until))
-    return SourceSpec(
+    params = {"person_id": person_id, "channel": channel}
+    return _source(
         name=name,
-        from_sql="messages t JOIN conversations c ON c.id = t.conversation_id",
-        where_sql=" AND ".join(clauses),
-        fts_column="content_fts",
-        segmented_column="fts_segmented",
-        params={"person_id": person_id, "since": since, "until": until, "channel": channel},
         table="messages",
+        fts_column="content_fts",
+        clauses=clauses,
+        params=params,
+        since=since,
+        until=until,
+        joins=" JOIN conversations c ON c.id = t.conversation_id",
     )
 
 
-def _time_clauses(*, since: datetime | None, until: datetime | None) -> list[str]:
-    clauses = []
+def _source(
+    *,
+    name: str,
+    table: str,
+    fts_column: str,
+    clauses: list[str],
+    params: dict,
+    since: datetime | None,
+    until: datetime | None,
+    joins: str = "",
+) -> SourceSpec:
+    """Rows of ``table`` (as ``t``, with ``joins``) matching every clause and created in [since, until)."""
     if since is not None:
         clauses.append("t.created_at >= %(since)s")
     if until is not None:
         clauses.append("t.created_at < %(until)s")
-    return clauses
+    return SourceSpec(
+        name=name,
+        from_sql=f"{table} t{joins}",
+        where_sql=" AND ".join(clauses),
+        fts_column=fts_column,
+        segmented_column="fts_segmented",
+        params={**params, "since": since, "until": until},
+        table=table,
+    )

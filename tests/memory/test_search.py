@@ -101,9 +101,8 @@ NASTY = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=NASTY)
-def test_no_input_makes_the_database_raise(text):
+def _search_semantic_and_session(text: str) -> None:
+    """Both kinds of source in one statement; a malformed query may only be refused by QuerySyntaxError."""
     sources = [
         entity_source(name="semantic", where_sql=SEMANTIC_WHERE, person_id=None, since=None, until=None),
         message_source(name="session", person_id=None, since=None, until=None, channel=None),
@@ -113,6 +112,12 @@ def test_no_input_makes_the_database_raise(text):
     except QuerySyntaxError:
         return
     hybrid_search(query=query, sources=sources, limit=5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=NASTY)
+def test_no_input_makes_the_database_raise(text):
+    _search_semantic_and_session(text)
 
 
 @pytest.mark.parametrize("text", ["邮" * 10_000, "a:* " * 2_500, '"' * 10_000, "\\" * 10_000, "词语 " * 3_000])
@@ -283,12 +288,4 @@ def test_no_input_makes_the_database_raise_when_terms_are_pruned(text, fake_stat
     fake_stats.clear()
     fake_stats.update(f"{c}{c}" for c in "abcdefghijklmnopqrstuvwxyz")
     fake_stats.update({"邮箱", "x", "ab", "and", "or", "not"})
-    sources = [
-        entity_source(name="semantic", where_sql=SEMANTIC_WHERE, person_id=None, since=None, until=None),
-        message_source(name="session", person_id=None, since=None, until=None, channel=None),
-    ]
-    try:
-        query = search_query_build(text=text)
-    except QuerySyntaxError:
-        return
-    hybrid_search(query=query, sources=sources, limit=5)
+    _search_semantic_and_session(text)
