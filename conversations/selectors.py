@@ -6,11 +6,11 @@ import re
 from datetime import date, datetime
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, FloatField, Q, QuerySet, Value
 
 from anima.core.calendar import moment_bound
 from anima.core.models import FTS_CONFIG
-from anima.core.segmentation import segment_text
+from anima.core.search_query import search_query_build
 from conversations.models import HistoryEntry, Person
 
 HISTORY_MAX_LIMIT = 200
@@ -29,9 +29,12 @@ def history_search(
 ) -> QuerySet[HistoryEntry]:
     """Timeline entries filtered by text, time range (inclusive), channel and person.
 
-    Text matches the segmented full-text index (any word, ranked) or, failing that, a
-    substring of the entry; without text, entries come oldest first. ``person`` gives that
-    person's timeline, ``global_only`` the global one (person-less), neither gives both.
+    Text is read by the query language of memory recall (``anima.core.search_query``): words
+    are OR-ed, ``AND`` / ``OR`` / ``NOT`` and ``"quoted phrases"`` are honoured, and a
+    malformed query raises QuerySyntaxError. It matches the segmented full-text index
+    (ranked) or, for plain words, also a substring of the entry; text without a word
+    character is no filter, and without text entries come oldest first. ``person`` gives
+    that person's timeline, ``global_only`` the global one (person-less), neither gives both.
     """
     entries = HistoryEntry.objects.select_related("person")
     if since is not None:
@@ -46,18 +49,22 @@ def history_search(
         entries = entries.filter(person=person)
     elif global_only:
         entries = entries.filter(person__isnull=True)
-    # Only word characters reach websearch syntax, so quotes and "-" in user text are not operators.
-    words = _WORD_RE.findall(segment_text(text or "") or "")
-    if words:
-        # websearch syntax never raises; OR-ing the segmented words matches any of them.
-        query = SearchQuery(" or ".join(words), config=FTS_CONFIG, search_type="websearch")
-        entries = (
-            entries.filter(Q(search_fts=query) | Q(content__icontains=text.strip()))
-            .annotate(rank=SearchRank(F("search_fts"), query))
-            .order_by("-rank", "-timestamp", "-id")
-        )
-    else:
+    text = (text or "").strip()
+    query = search_query_build(text=text) if _WORD_RE.search(text) else None
+    if query is None:
         entries = entries.order_by("timestamp", "id")
+    elif query.explicit and not query.tsquery:
+        # Operators or quotes around nothing searchable (e.g. a quoted stopword): nothing matches.
+        entries = entries.none()
+    else:
+        # Explicit syntax is for full-text search alone: a substring cannot honour NOT or a phrase.
+        matches = Q() if query.explicit else Q(content__icontains=text)
+        rank = Value(0.0, output_field=FloatField())
+        if query.tsquery:
+            tsquery = SearchQuery(query.tsquery, config=FTS_CONFIG, search_type="raw")
+            matches |= Q(search_fts=tsquery)
+            rank = SearchRank(F("search_fts"), tsquery)
+        entries = entries.filter(matches).annotate(rank=rank).order_by("-rank", "-timestamp", "-id")
     if limit is not None:
         entries = entries[: max(1, min(limit, HISTORY_MAX_LIMIT))]
     return entries

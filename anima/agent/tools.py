@@ -20,10 +20,11 @@ from anima.core.calendar import MomentError, moment_parse
 from anima.core.errors import AnimaError
 from anima.core.llm.schema import SchemaError, schema_validate
 from anima.core.models import MemoryType
+from anima.core.search_query import QuerySyntaxError
 from conversations.models import Conversation, Person, person_slug_valid
 from conversations.selectors import history_search
 from conversations.services import identity_map, identity_resolve
-from memory.search import MAX_LIMIT, QuerySyntaxError
+from memory.search import MAX_LIMIT
 from memory.selectors import MEMORY_TYPES, active_semantic_memories, memory_recall, memory_semantic_search
 from memory.services import memory_remember
 

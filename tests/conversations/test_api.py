@@ -176,6 +176,21 @@ def test_history_search_and_append():
     assert bad.status_code == 400 and "until" in bad.json()
 
 
+def test_history_search_honours_phrases_and_not_and_refuses_a_dangling_operator_naming_q():
+    HistoryEntryFactory(content="she loves green tea")
+    HistoryEntryFactory(content="green shirt, black tea")
+    client = api_client()
+
+    phrase = client.get("/api/history/", {"q": '"green tea"'}).json()
+    negated = client.get("/api/history/", {"q": "green AND NOT shirt"}).json()
+    bad = client.get("/api/history/", {"q": "green tea AND"})
+
+    assert [e["content"] for e in phrase["results"]] == ["she loves green tea"]
+    assert [e["content"] for e in negated["results"]] == ["she loves green tea"]
+    assert bad.status_code == 400
+    assert list(bad.json()) == ["q"] and "operator" in bad.json()["q"][0]
+
+
 def test_conversations_are_paginated():
     ConversationFactory.create_batch(3)
 

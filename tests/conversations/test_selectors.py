@@ -1,12 +1,14 @@
-"""history_search: text (segmented, mixed Chinese/English), time range, channel and person filters."""
+"""history_search: text (segmented, mixed Chinese/English, recall's query language), time range, channel, person."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from anima.core.search_query import QuerySyntaxError
 from conversations.selectors import history_search
 from tests.factories import HistoryEntryFactory, PersonFactory
 
@@ -24,6 +26,30 @@ def test_text_matches_segmented_chinese_and_stemmed_english():
 
     assert _contents(history_search(text="邮箱")) == ["你的邮箱是 leo@example.com"]
     assert _contents(history_search(text="run")) == ["We were running late"]
+
+
+def test_text_reads_the_query_language_of_recall():
+    HistoryEntryFactory(content="she loves green tea", timestamp=DAY)
+    HistoryEntryFactory(content="green shirt, black tea", timestamp=DAY + dt.timedelta(hours=1))
+    HistoryEntryFactory(content="coffee only", timestamp=DAY + dt.timedelta(hours=2))
+    HistoryEntryFactory(content="你的邮箱是 leo@example.com", timestamp=DAY)
+
+    assert _contents(history_search(text='"green tea"')) == ["she loves green tea"]
+    assert _contents(history_search(text="tea AND NOT shirt")) == ["she loves green tea"]
+    assert _contents(history_search(text="coffee OR shirt")) == ["coffee only", "green shirt, black tea"]
+    assert _contents(history_search(text="你的邮箱是啥？")) == ["你的邮箱是 leo@example.com"]  # bigrams
+    # Plain words still match a substring too; explicit syntax is honoured by full-text search alone.
+    assert _contents(history_search(text="leo@exam")) == ["你的邮箱是 leo@example.com"]
+    assert _contents(history_search(text='"leo@exam"')) == []
+
+
+@pytest.mark.parametrize("text", ["green AND", "tea NOT", "OR tea"])
+def test_a_query_with_a_dangling_operator_is_refused(text):
+    HistoryEntryFactory(content="she loves green tea", timestamp=DAY)
+
+    with pytest.raises(QuerySyntaxError, match="operator") as caught:
+        history_search(text=text)
+    assert caught.value.field == "q"
 
 
 def test_time_range_is_inclusive_of_whole_days_and_exact_datetimes():

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from anima.core.models import BlockTag, MemoryStatus
 from conversations.models import Platform, Role
-from memory import search
-from memory.search import QuerySyntaxError, TermStats
+from memory.search import QuerySyntaxError, _stats
+from memory.search._stats import TermStats
 from memory.selectors import (
     memory_recall,
     memory_semantic_search,
@@ -90,7 +90,7 @@ def test_person_scope_never_leaks_another_persons_memories_or_messages():
 def test_person_scope_holds_when_common_terms_are_pruned(common, monkeypatch):
     # As if ANALYZE had found these lexemes in half of a million rows: recall ranks in tiers then.
     stats = TermStats(rows=1_000_000, frequencies=dict.fromkeys(common, 0.5))
-    monkeypatch.setattr(search, "term_stats_get", lambda *, table, column: stats)
+    monkeypatch.setattr(_stats, "term_stats_get", lambda *, table, column: stats)
     test_person_scope_never_leaks_another_persons_memories_or_messages()
 
 

@@ -53,6 +53,7 @@ def test_the_published_schemas_are_openai_function_definitions():
         ("memory", {"action": "remember", "person": "leo"}, "content"),
         ("memory", {"action": "map_identity", "channel": "tg", "chat_id": "1", "person": "Not A Slug"}, "person"),
         ("memory", {"action": "recall", "person": "nobody"}, "person"),
+        ("memory", {"action": "search_history", "query": "diagnosis AND"}, "query"),
     ],
 )
 def test_arguments_are_validated_against_the_published_schema(name, arguments, field):

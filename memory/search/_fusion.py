@@ -1,0 +1,57 @@
+"""Hybrid search: run every source's branches in one statement and fuse their ranks (Reciprocal Rank Fusion)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+
+from anima.core.search_query import SearchQuery
+from memory.search._sources import SourceSpec
+from memory.search._sql import search_fetch, search_statement
+from memory.search._stats import branch_plans
+
+RRF_K = 60
+MAX_LIMIT = 100
+MIN_POOL = 20
+
+
+@dataclass
+class Hit:
+    source: str
+    id: int
+    score: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+def pool_size(*, limit: int) -> int:
+    """Candidates each branch keeps: max(n*3, 20), with limits clamped to 100."""
+    return max(clamp_limit(limit) * 3, MIN_POOL)
+
+
+def clamp_limit(limit: int) -> int:
+    return max(1, min(int(limit), MAX_LIMIT))
+
+
+def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: int) -> list[Hit]:
+    """Rank rows of ``sources`` by RRF over their FTS and trigram branches (one SQL statement)."""
+    if query.is_empty or not sources:
+        return []
+    with transaction.atomic(), connection.cursor() as cursor:
+        plans = branch_plans(query=query, sources=sources)
+        statement = search_statement(query=query, sources=sources, plans=plans, pool=pool_size(limit=limit))
+        if statement is None:
+            return []
+        rows = search_fetch(cursor, *statement)
+    return rrf_merge(rows=rows)
+
+
+def rrf_merge(*, rows: Sequence[tuple[str, str, int, int]]) -> list[Hit]:
+    """Fuse (source, branch, id, rank) rows: score Σ 1/(60 + rank), one hit per source+id, best first."""
+    hits: dict[tuple[str, int], Hit] = {}
+    for source, branch, row_id, rank in rows:
+        hit = hits.setdefault((source, row_id), Hit(source=source, id=row_id))
+        hit.ranks[branch] = rank
+        hit.score += 1.0 / (RRF_K + rank)
+    return sorted(hits.values(), key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.source, hit.id))

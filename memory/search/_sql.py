@@ -1,0 +1,175 @@
+"""The search statement: every source's FTS and trigram branches as CTEs of one SQL statement.
+
+Only fixed SQL and parameter placeholders are written here; query text, lexemes and
+filter values travel as parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from anima.core.search_query import SearchQuery
+from memory.search._sources import SourceSpec
+from memory.search._stats import COMMON_CANDIDATES, BranchPlan
+
+# FreeAnima used 0.3; measured here, 0.3 lets a two-character CJK word (three trigrams) match any text
+# sharing one of its characters, which is noise and makes the index recheck thousands of rows. 0.5 needs
+# two of the three and still forgives a one-letter typo ("Misso" finds "Miso", 0.57).
+TRIGRAM_THRESHOLD = 0.5
+# The trigram branch ranks at most this many matching rows. It exists for typos and partial words, whose
+# matches are few; a common word matches thousands of rows, each costing a word_similarity call, while
+# the FTS branch already ranks those rows (bench/recall_scale.py: the branch was 80% of recall's time).
+TRIGRAM_CANDIDATES = 500
+IDF_SAMPLE = 10_000
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, weighted: bool) -> list[str]:
+    prefix = f"s{index}"
+    ctes = []
+    col = f"t.{source.fts_column}"
+    if fts and weighted:
+        # BM25 with binary term frequency: each keyword's weight times its inverse document frequency in
+        # this source, the row's sum damped by its length. Counts stop at IDF_SAMPLE rows so a common
+        # word costs a bounded index scan.
+        ctes.append(
+            f"{prefix}_n AS (SELECT count(*) AS total, greatest(avg(len), 1) AS avglen FROM ("
+            f"SELECT length({col}) AS len FROM {source.from_sql} WHERE {source.where_sql} LIMIT {IDF_SAMPLE}) x)"
+        )
+        ctes.append(
+            f"{prefix}_kw AS (SELECT kw.tsq, kw.weight * ln(1 + (n.total - df.c + 0.5) / (df.c + 0.5)) AS weight"
+            f" FROM kw CROSS JOIN {prefix}_n n CROSS JOIN LATERAL (SELECT count(*) AS c FROM (SELECT 1"
+            f" FROM {source.from_sql} WHERE {col} @@ kw.tsq AND {source.where_sql} LIMIT {IDF_SAMPLE}) y) df)"
+        )
+        score = (
+            f"(SELECT sum(k.weight) FROM {prefix}_kw k WHERE {col} @@ k.tsq)"
+            f" / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length({col}) / n.avglen))"
+        )
+        from_sql = f"{source.from_sql} CROSS JOIN q CROSS JOIN {prefix}_n n"
+    else:
+        score = f"ts_rank_cd({col}, q.tsq, 32)"
+        from_sql = f"{source.from_sql} CROSS JOIN q"
+    if fts and not plan.common_tsquery:
+        ctes.append(
+            f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
+            f" SELECT t.id, {score} AS score"
+            f" FROM {from_sql} WHERE {col} @@ q.tsq AND {source.where_sql}"
+            f" ORDER BY score DESC, t.id LIMIT %(pool)s) ranked)"
+        )
+    elif fts:
+        ctes.extend(_tiered_fts_sql(source, prefix, plan=plan))
+    if plan.trigram_text:
+        ctes.append(
+            f"{prefix}_trgm AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
+            f" SELECT id, word_similarity(%({prefix}_trgm)s, segmented) AS score FROM ("
+            f" SELECT t.id, t.{source.segmented_column} AS segmented FROM {source.from_sql}"
+            f" WHERE %({prefix}_trgm)s <%% t.{source.segmented_column} AND {source.where_sql}"
+            f" LIMIT {TRIGRAM_CANDIDATES}) candidates"
+            f" ORDER BY score DESC, id LIMIT %(pool)s) ranked)"
+        )
+    return ctes
+
+
+def _tiered_fts_sql(source: SourceSpec, prefix: str, *, plan: BranchPlan) -> list[str]:
+    """FTS when the query has common terms (see branch_plan_build); every row is ranked by the whole query.
+
+    Tier 1 ranks the rows holding a rare term. Only if they are fewer than the pool, tier 2 adds rows
+    holding a common term: up to COMMON_CANDIDATES among the newest ``window`` rows (newer first is
+    the tiebreak a conversation wants), then, if still short (filters, a small source inside a big
+    table), up to COMMON_CANDIDATES anywhere. An uncorrelated count is a one-time filter: a tier
+    that is not needed is never scanned.
+    """
+    col = f"t.{source.fts_column}"
+    rank = "ts_rank_cd(c.fts, q.tsq, 32)"
+    rare, common = (f"to_tsquery('english', %({prefix}_{part})s)" for part in ("rare", "common"))
+    candidates = f"SELECT t.id, {col} AS fts FROM {source.from_sql} WHERE {source.where_sql}"
+    if plan.rare_tsquery:
+        tier1 = (
+            f"SELECT t.id, ts_rank_cd({col}, q.tsq, 32) AS score FROM {source.from_sql} CROSS JOIN q"
+            f" WHERE {col} @@ {rare} AND {source.where_sql} ORDER BY score DESC, t.id DESC LIMIT %(pool)s"
+        )
+    else:
+        tier1 = "SELECT NULL::bigint AS id, NULL::real AS score WHERE false"
+    return [
+        f"{prefix}_fts1 AS ({tier1})",
+        # ts_match_vq is @@ spelled as a function: the planner cannot take the GIN index for it.
+        f"{prefix}_fts2 AS (SELECT c.id, {rank} AS score FROM ({candidates}"
+        f" AND t.id > %({prefix}_newer_than)s AND ts_match_vq({col}, {common})"
+        f" AND (SELECT count(*) FROM {prefix}_fts1) < %(pool)s LIMIT {COMMON_CANDIDATES}) c CROSS JOIN q)",
+        f"{prefix}_fts3 AS (SELECT c.id, {rank} AS score FROM ({candidates} AND {col} @@ {common}"
+        f" AND (SELECT count(*) FROM {prefix}_fts1) + (SELECT count(*) FROM {prefix}_fts2) < %(pool)s"
+        f" LIMIT {COMMON_CANDIDATES}) c CROSS JOIN q)",
+        f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY tier, score DESC, id DESC) AS rank FROM ("
+        f" SELECT id, min(tier) AS tier, max(score) AS score FROM ("
+        f" SELECT id, 1 AS tier, score FROM {prefix}_fts1 UNION ALL SELECT id, 2, score FROM {prefix}_fts2"
+        f" UNION ALL SELECT id, 2, score FROM {prefix}_fts3) tiers GROUP BY id"
+        f" ORDER BY tier, score DESC, id DESC LIMIT %(pool)s) ranked)",
+    ]
+
+
+def search_statement(
+    *, query: SearchQuery, sources: Sequence[SourceSpec], plans: Sequence[BranchPlan], pool: int
+) -> tuple[str, dict] | None:
+    """The statement and its parameters: rows of (source, branch, id, rank); None when no branch has work."""
+    fts = bool(query.tsquery)
+    weighted = bool(query.weighted_terms)
+    ctes = ["q AS (SELECT to_tsquery('english', %(tsq)s) AS tsq)"]
+    params: dict = {"tsq": query.tsquery, "pool": pool}
+    if weighted:
+        ctes.append(
+            "kw AS (SELECT to_tsquery('english', term) AS tsq, weight"
+            " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS k(term, weight))"
+        )
+        params["kw_terms"] = [term for term, _ in query.weighted_terms]
+        params["kw_weights"] = [weight for _, weight in query.weighted_terms]
+    selects = []
+    for index, (source, plan) in enumerate(zip(sources, plans, strict=True)):
+        prefix = f"s{index}"
+        params.update(
+            {
+                f"{prefix}_rare": plan.rare_tsquery,
+                f"{prefix}_common": plan.common_tsquery,
+                f"{prefix}_newer_than": plan.newer_than,
+                f"{prefix}_trgm": plan.trigram_text,
+            }
+        )
+        ctes.extend(_branch_sql(source, index, plan=plan, fts=fts, weighted=weighted))
+        params.update(source.params)
+        for branch, enabled in (("fts", fts), ("trigram", bool(plan.trigram_text))):
+            if enabled:
+                table = f"{prefix}_{'fts' if branch == 'fts' else 'trgm'}"
+                selects.append(f"SELECT %(src{index})s, %(branch_{branch})s, id, rank FROM {table}")
+        params[f"src{index}"] = source.name
+    if not selects:
+        return None
+    params.update(branch_fts="fts", branch_trigram="trigram")
+    return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects), params
+
+
+def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
+    """Run the search statement under the planner settings it needs, then restore the previous ones."""
+    # The threshold is read by the `<%` operator and so by the trigram index. The planner prices `<%`
+    # like a cheap operator and, below ~100k rows, scans every row computing word_similarity (250 ms
+    # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
+    # take the GIN indexes, the right path at every size.
+    # Transaction-local settings outlive this statement inside a caller's transaction: restore them.
+    # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
+    cursor.execute(
+        "SELECT COALESCE(current_setting('pg_trgm.word_similarity_threshold', true), %s),"
+        " current_setting('enable_seqscan'), current_setting('enable_indexscan')",
+        [PG_TRGM_DEFAULT_WORD_SIMILARITY],
+    )
+    previous = list(cursor.fetchone())
+    cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off"])
+    cursor.execute(sql, params)
+    rows = cursor.fetchall()
+    cursor.execute(_PLANNER_SETTINGS_SQL, previous)
+    return rows
+
+
+PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"
+_PLANNER_SETTINGS_SQL = (
+    "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
+    " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true)"
+)

@@ -1,0 +1,45 @@
+"""The search query language (anima.core.search_query): operators, phrases, stopword operands, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from anima.core.errors import AnimaError
+from anima.core.search_query import QuerySyntaxError, search_query_build
+
+
+@pytest.mark.parametrize("text", ["cat AND", "cat OR", "NOT", "cat AND NOT", "AND cat", "cat AND OR dog"])
+def test_dangling_operators_are_refused_with_a_clear_error(text):
+    with pytest.raises(QuerySyntaxError, match="operator"):
+        search_query_build(text=text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('cat AND "the"', "'cat'"),
+        ("the OR cat", "'cat'"),
+        ("cat AND the AND miso", "'cat' & 'miso'"),
+        ("cat AND NOT the", "'cat'"),
+    ],
+)
+def test_an_operand_that_is_only_stopwords_drops_with_its_operator(text, expected):
+    assert search_query_build(text=text).tsquery == expected
+
+
+def test_a_query_that_really_ends_in_an_operator_is_still_refused():
+    with pytest.raises(QuerySyntaxError):
+        search_query_build(text="cat AND")
+
+
+def test_a_malformed_query_is_an_application_error_naming_the_query_field():
+    with pytest.raises(AnimaError) as caught:
+        search_query_build(text="cat OR")
+    assert isinstance(caught.value, QuerySyntaxError) and caught.value.field == "q"
+
+
+@pytest.mark.parametrize(("text", "explicit"), [("cat dog", False), ('"green tea"', True), ("cat AND dog", True)])
+def test_operators_or_quotes_make_a_query_explicit_and_fts_only(text, explicit):
+    query = search_query_build(text=text)
+    assert query.explicit is explicit
+    assert bool(query.trigram_text) is not explicit
