@@ -1,4 +1,4 @@
-"""Writes of the global day / month / year summaries (SPEC M7), overwritten per period."""
+"""Writes of the global day / month / year summaries, overwritten per period."""
 
 from __future__ import annotations
 
