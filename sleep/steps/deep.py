@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from anima.core.config import config_get
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_object, schema_string
 from anima.core.models import MemoryStatus, MemoryType
 from anima.core.text import FUNCTION_WORDS, content_key
 from memory.models import SemanticMemory
@@ -38,6 +39,7 @@ _GROUP_STOPWORDS = FUNCTION_WORDS | frozenset(
     "喜欢 更喜欢 以前 今年 周末 一名 最近 经常 很多 就是 认为 now really likes like loves love prefers prefer works "
     "lives used any some more most".split()
 )
+_REASON = schema_string(max_length=300)
 _COMMON = "Each memory is one compact JSON line. `changes` is the authoritative log of what earlier rounds changed."
 
 CONTRADICTION_INSTRUCTIONS = (
@@ -49,110 +51,69 @@ CONTRADICTION_INSTRUCTIONS = (
     f"with kind 'contradiction'. Only ids from `group` may appear. {_COMMON} "
     'Answer JSON: {"expire": [{"id", "superseded_by", "kind", "reason"}]}.'
 )
-CONTRADICTION_SCHEMA = {
-    "type": "object",
-    "required": ["expire"],
-    "additionalProperties": False,
-    "properties": {
-        "expire": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "kind", "reason"],
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": "integer"},
-                    "superseded_by": {"type": ["integer", "null"]},
-                    "kind": {"type": "string", "enum": ["contradiction", "change"]},
-                    "reason": {"type": "string", "maxLength": 300},
+CONTRADICTION_SCHEMA = schema_object(
+    {
+        "expire": schema_array(
+            schema_object(
+                {
+                    "id": schema_integer(),
+                    "superseded_by": schema_integer(nullable=True),
+                    "kind": schema_enum(["contradiction", "change"]),
+                    "reason": _REASON,
                 },
-            },
-        }
+                required=["id", "kind", "reason"],
+            )
+        )
     },
-}
+    required=["expire"],
+)
 SPLIT_INSTRUCTIONS = (
     "Round 2, split. For each memory in `candidate_ids` that holds several independent facts, split it into "
     "self-contained single-fact memories (each naming its subject, same language as the original). Leave "
     f"single-fact memories and step-by-step procedures alone. {_COMMON} "
     'Answer JSON: {"splits": [{"id", "parts": [{"memory_type", "content"}]}]}.'
 )
-SPLIT_SCHEMA = {
-    "type": "object",
-    "required": ["splits"],
-    "additionalProperties": False,
-    "properties": {
-        "splits": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "parts"],
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": "integer"},
-                    "parts": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["memory_type", "content"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "memory_type": {"type": "string", "enum": MEMORY_TYPES},
-                                "content": {"type": "string", "minLength": 1, "maxLength": 600},
-                            },
-                        },
-                    },
-                },
-            },
-        }
+_PART = schema_object(
+    {"memory_type": schema_enum(MEMORY_TYPES), "content": schema_string(min_length=1, max_length=600)},
+    required=["memory_type", "content"],
+)
+SPLIT_SCHEMA = schema_object(
+    {
+        "splits": schema_array(
+            schema_object({"id": schema_integer(), "parts": schema_array(_PART)}, required=["id", "parts"])
+        )
     },
-}
+    required=["splits"],
+)
 MERGE_INSTRUCTIONS = (
     "Round 3, dedupe-merge. Find memories about the same person that say the same thing (duplicates or "
     "near-duplicates) and merge each set of two or more into one memory that keeps every detail, in the language "
     f"of the sources. Never merge memories of different people. {_COMMON} "
     'Answer JSON: {"merges": [{"ids": [id, id, ...], "memory_type", "content"}]}.'
 )
-MERGE_SCHEMA = {
-    "type": "object",
-    "required": ["merges"],
-    "additionalProperties": False,
-    "properties": {
-        "merges": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["ids", "memory_type", "content"],
-                "additionalProperties": False,
-                "properties": {
-                    "ids": {"type": "array", "items": {"type": "integer"}},
-                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
-                    "content": {"type": "string", "minLength": 1, "maxLength": 1000},
+MERGE_SCHEMA = schema_object(
+    {
+        "merges": schema_array(
+            schema_object(
+                {
+                    "ids": schema_array(schema_integer()),
+                    "memory_type": schema_enum(MEMORY_TYPES),
+                    "content": schema_string(min_length=1, max_length=1000),
                 },
-            },
-        }
+                required=["ids", "memory_type", "content"],
+            )
+        )
     },
-}
+    required=["merges"],
+)
 PINS_INSTRUCTIONS = (
     "Round 4, pin review. Pinned memories always ride in the system prompt (at most 40). Unpin ones that are "
     "expired, outdated or trivial; pin an active memory only when it is essential in every conversation (safety, "
     f"identity). {_COMMON} "
     'Answer JSON: {"unpin": [{"id", "reason"}], "pin": [{"id", "reason"}]}.'
 )
-_ID_REASONS = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["id", "reason"],
-        "additionalProperties": False,
-        "properties": {"id": {"type": "integer"}, "reason": {"type": "string", "maxLength": 300}},
-    },
-}
-PINS_SCHEMA = {
-    "type": "object",
-    "required": ["unpin", "pin"],
-    "additionalProperties": False,
-    "properties": {"unpin": _ID_REASONS, "pin": _ID_REASONS},
-}
+_ID_REASONS = schema_array(schema_object({"id": schema_integer(), "reason": _REASON}, required=["id", "reason"]))
+PINS_SCHEMA = schema_object({"unpin": _ID_REASONS, "pin": _ID_REASONS}, required=["unpin", "pin"])
 
 
 def memory_json_line(memory: SemanticMemory, *, with_status: bool = False) -> str:

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from anima.core.calendar import day_start
 from anima.core.config import config_get
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import BlockTag
 from anima.core.text import clip
 from conversations.models import Message
@@ -33,15 +34,13 @@ DREAM_INSTRUCTIONS = (
     "surreal, non-factual dream told in the first person, 300 to 800 characters, in the language of the "
     'anchors and snippets. Do not state facts as true. Answer JSON: {"title", "content"}.'
 )
-DREAM_SCHEMA = {
-    "type": "object",
-    "required": ["title", "content"],
-    "additionalProperties": False,
-    "properties": {
-        "title": {"type": "string", "minLength": 1, "maxLength": 120},
-        "content": {"type": "string", "minLength": 100, "maxLength": 2000},
+DREAM_SCHEMA = schema_object(
+    {
+        "title": schema_string(min_length=1, max_length=120),
+        "content": schema_string(min_length=100, max_length=2000),
     },
-}
+    required=["title", "content"],
+)
 
 
 def _snippets(ctx: StepContext, *, start, end) -> list[str]:

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from anima.core.config import config_get
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_number, schema_object, schema_string
 from anima.core.models import BlockTag, Entity, MemoryStatus, MemoryType
 from anima.core.text import content_key
 from memory.models import (
@@ -38,7 +39,8 @@ _LANGUAGE_RULE = (
     "Write every text in the language the conversation is held in (a Chinese conversation gives Chinese text, "
     "an English one English). Writing nothing is a valid answer when nothing is worth keeping."
 )
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 600}
+_TEXT = schema_string(min_length=1, max_length=600)
+_OCCURRED_AT = schema_string(max_length=40, nullable=True)
 
 SEMANTIC_INSTRUCTIONS = (
     "You consolidate one conversation of the day into durable semantic memories about the person and the world. "
@@ -49,48 +51,30 @@ SEMANTIC_INSTRUCTIONS = (
     'Answer JSON: {"create": [{"memory_type", "content", "occurred_at"}], "update": [{"id", ...}], '
     '"deprecate": [{"id", "reason"}]}.'
 )
-SEMANTIC_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "create": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["memory_type", "content"],
-                "additionalProperties": False,
-                "properties": {
-                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
+SEMANTIC_SCHEMA = schema_object(
+    {
+        "create": schema_array(
+            schema_object(
+                {"memory_type": schema_enum(MEMORY_TYPES), "content": _TEXT, "occurred_at": _OCCURRED_AT},
+                required=["memory_type", "content"],
+            )
+        ),
+        "update": schema_array(
+            schema_object(
+                {
+                    "id": schema_integer(),
+                    "memory_type": schema_enum(MEMORY_TYPES),
                     "content": _TEXT,
-                    "occurred_at": {"type": ["string", "null"], "maxLength": 40},
+                    "occurred_at": _OCCURRED_AT,
                 },
-            },
-        },
-        "update": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id"],
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": "integer"},
-                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
-                    "content": _TEXT,
-                    "occurred_at": {"type": ["string", "null"], "maxLength": 40},
-                },
-            },
-        },
-        "deprecate": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "reason"],
-                "additionalProperties": False,
-                "properties": {"id": {"type": "integer"}, "reason": {"type": "string", "maxLength": 300}},
-            },
-        },
-    },
-}
+                required=["id"],
+            )
+        ),
+        "deprecate": schema_array(
+            schema_object({"id": schema_integer(), "reason": schema_string(max_length=300)}, required=["id", "reason"])
+        ),
+    }
+)
 
 LIMBIC_INSTRUCTIONS = (
     "You are the companion. Record your own emotional anchors from this conversation: the overall mood, turning "
@@ -100,30 +84,25 @@ LIMBIC_INSTRUCTIONS = (
     'Answer JSON: {"anchors": [{"kind", "content", "valence", "arousal", "intensity", "source_segment", '
     '"semantic_memory_ids"}]}.'
 )
-LIMBIC_SCHEMA = {
-    "type": "object",
-    "required": ["anchors"],
-    "additionalProperties": False,
-    "properties": {
-        "anchors": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["kind", "content", "valence", "arousal", "intensity"],
-                "additionalProperties": False,
-                "properties": {
-                    "kind": {"type": "string", "enum": LIMBIC_KINDS},
+LIMBIC_SCHEMA = schema_object(
+    {
+        "anchors": schema_array(
+            schema_object(
+                {
+                    "kind": schema_enum(LIMBIC_KINDS),
                     "content": _TEXT,
-                    "valence": {"type": "number", "minimum": -1, "maximum": 1},
-                    "arousal": {"type": "number", "minimum": 0, "maximum": 1},
-                    "intensity": {"type": "number", "minimum": 0, "maximum": 1},
-                    "source_segment": {"type": "string", "maxLength": 600},
-                    "semantic_memory_ids": {"type": "array", "items": {"type": "integer"}},
+                    "valence": schema_number(minimum=-1, maximum=1),
+                    "arousal": schema_number(minimum=0, maximum=1),
+                    "intensity": schema_number(minimum=0, maximum=1),
+                    "source_segment": schema_string(max_length=600),
+                    "semantic_memory_ids": schema_array(schema_integer()),
                 },
-            },
-        }
+                required=["kind", "content", "valence", "arousal", "intensity"],
+            )
+        )
     },
-}
+    required=["anchors"],
+)
 
 NARRATIVE_INSTRUCTIONS = (
     "You are the companion writing your autobiography. From this conversation, its facts and your anchors, write "
@@ -131,39 +110,32 @@ NARRATIVE_INSTRUCTIONS = (
     f"(normal, milestone or turning_point). {_LANGUAGE_RULE} "
     'Answer JSON: {"narratives": [{"title", "content", "significance"}]}.'
 )
-NARRATIVE_SCHEMA = {
-    "type": "object",
-    "required": ["narratives"],
-    "additionalProperties": False,
-    "properties": {
-        "narratives": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["title", "content", "significance"],
-                "additionalProperties": False,
-                "properties": {
-                    "title": {"type": "string", "minLength": 1, "maxLength": 120},
-                    "content": {"type": "string", "minLength": 1, "maxLength": 2000},
-                    "significance": {"type": "string", "enum": SIGNIFICANCE},
+NARRATIVE_SCHEMA = schema_object(
+    {
+        "narratives": schema_array(
+            schema_object(
+                {
+                    "title": schema_string(min_length=1, max_length=120),
+                    "content": schema_string(min_length=1, max_length=2000),
+                    "significance": schema_enum(SIGNIFICANCE),
                 },
-            },
-        }
+                required=["title", "content", "significance"],
+            )
+        )
     },
-}
+    required=["narratives"],
+)
 
 OUTLINE_INSTRUCTIONS = (
     "Compress these autobiographical narratives into an outline of titles only, grouped by significance: "
     "turning points, milestones, recent narratives. Keep each title short; keep each title's language. "
     'Answer JSON: {"turning_points": [str], "milestones": [str], "recent_narratives": [str]}.'
 )
-_TITLES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 120}}
-OUTLINE_SCHEMA = {
-    "type": "object",
-    "required": ["turning_points", "milestones", "recent_narratives"],
-    "additionalProperties": False,
-    "properties": {"turning_points": _TITLES, "milestones": _TITLES, "recent_narratives": _TITLES},
-}
+_TITLES = schema_array(schema_string(min_length=1, max_length=120))
+OUTLINE_SCHEMA = schema_object(
+    {"turning_points": _TITLES, "milestones": _TITLES, "recent_narratives": _TITLES},
+    required=["turning_points", "milestones", "recent_narratives"],
+)
 OUTLINE_SECTIONS = (
     ("turning_points", "Turning points"),
     ("milestones", "Milestones"),
