@@ -24,6 +24,7 @@ from anima.core.models import MemoryStatus, MemoryType
 from anima.core.text import FUNCTION_WORDS, content_key
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
+from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
 from sleep.context import StepContext
 
 logger = logging.getLogger(__name__)
@@ -186,12 +187,6 @@ class _Round:
     def record(self, action: str, *, before: str, after: str, ids: Iterable[int], **extra) -> None:
         self.changes.append({"action": action, "before": before, "after": after, "ids": list(ids), **extra})
 
-    def expire(self, memory: SemanticMemory, *, reason: str, superseded_by: SemanticMemory | None) -> None:
-        memory.status = MemoryStatus.EXPIRED
-        memory.expired_reason = reason
-        memory.superseded_by = superseded_by
-        memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
-
 
 def subject_keywords(memory: SemanticMemory) -> set[str]:
     """Content words of a memory, without its person's name: two memories sharing one share a subject."""
@@ -263,7 +258,7 @@ def _contradiction_round(r: _Round) -> str:
                     r.rejected.append(item["id"])
                     continue
                 reason = CHANGE_REASON if item["kind"] == "change" else f"contradiction: {item['reason']}".strip()
-                r.expire(memory, reason=reason, superseded_by=successor)
+                memory_expire(memory=memory, reason=reason, superseded_by=successor)
                 r.record(
                     "expire",
                     before=memory.content,
@@ -282,27 +277,6 @@ def _split_candidates(memories: list[SemanticMemory], *, incremental: bool, now:
         if (len(m.content) > SPLIT_MIN_CHARS or sum(m.content.count(mark) for mark in SENTENCE_MARKS) >= 2)
         and (not incremental or m.updated_at >= now - RECENT)
     ]
-
-
-def _derived_memory(source: SemanticMemory, *, content: str, memory_type: str, external_id: str) -> SemanticMemory:
-    memory = SemanticMemory(
-        external_id=external_id,
-        memory_type=memory_type,
-        status=MemoryStatus.ACTIVE,
-        content=content.strip(),
-        person=source.person,
-        source_conversation=source.source_conversation,
-        source_channel=source.source_channel,
-        source_day=source.source_day,
-        body={
-            k: v
-            for k, v in (source.body or {}).items()
-            if k in {"observed_at", "occurred_at", "source_conversations", "tags"}
-        },
-    )
-    memory.body["memory_kind"] = memory_type
-    memory.save()
-    return memory
 
 
 def _split_round(r: _Round) -> str:
@@ -327,17 +301,17 @@ def _split_round(r: _Round) -> str:
                 # The source's updated_at is in the id: a split that an operator restored can split again.
                 version = int(source.updated_at.timestamp() * 1000)
                 distinct = {content_key(part["content"]): part for part in item["parts"]}
-                parts = [
-                    _derived_memory(
-                        source,
-                        content=part["content"],
-                        memory_type=part["memory_type"],
-                        external_id=f"ds:split:{source.pk}:{version}:{key}",
-                    )
-                    for key, part in distinct.items()
-                ]
-                ids = ", ".join(f"#{p.pk}" for p in parts)
-                r.expire(source, reason=f"split into {ids}", superseded_by=parts[0])
+                parts = memory_split(
+                    memory=source,
+                    parts=[
+                        MemoryPart(
+                            memory_type=part["memory_type"],
+                            content=part["content"],
+                            external_id=f"ds:split:{source.pk}:{version}:{key}",
+                        )
+                        for key, part in distinct.items()
+                    ],
+                )
                 r.record(
                     "split",
                     before=source.content,
@@ -345,11 +319,6 @@ def _split_round(r: _Round) -> str:
                     ids=[source.pk, *(p.pk for p in parts)],
                 )
     return f"{len(candidates)} candidates, {len(r.changes)} split"
-
-
-def _earliest(values: Iterable[str | None]) -> str | None:
-    present = sorted(v for v in values if v)
-    return present[0] if present else None
 
 
 def _merge_round(r: _Round) -> str:
@@ -375,27 +344,12 @@ def _merge_round(r: _Round) -> str:
                     continue
                 versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
                 digest = hashlib.sha1(versions.encode()).hexdigest()[:16]
-                merged = _derived_memory(
-                    sources[0],
+                merged = memory_merge(
+                    sources=sources,
                     content=item["content"],
                     memory_type=item["memory_type"],
                     external_id=f"ds:merge:{digest}",
                 )
-                merged.pinned = any(s.pinned for s in sources)
-                merged.source_day = min((s.source_day for s in sources if s.source_day), default=None)
-                merged.body = {
-                    **merged.body,
-                    "observed_at": _earliest((s.body or {}).get("observed_at") for s in sources),
-                    "occurred_at": _earliest((s.body or {}).get("occurred_at") for s in sources),
-                    "source_conversations": sorted(
-                        {c for s in sources for c in (s.body or {}).get("source_conversations", [])}
-                        | {s.source_conversation_id for s in sources if s.source_conversation_id}
-                    ),
-                    "merged_from": ids,
-                }
-                merged.save(update_fields=["pinned", "source_day", "body", "updated_at"])
-                for source in sources:
-                    r.expire(source, reason=f"merged into #{merged.pk}", superseded_by=merged)
                 r.record(
                     "merge", before=" | ".join(s.content for s in sources), after=merged.content, ids=[*ids, merged.pk]
                 )
@@ -423,8 +377,7 @@ def _pin_round(r: _Round) -> str:
             if memory is None or not memory.pinned:
                 r.rejected.append(item["id"])
                 continue
-            memory.pinned = False
-            memory.save(update_fields=["pinned", "updated_at"])
+            memory_unpin(memory=memory)
             pinned_count -= memory.status == MemoryStatus.ACTIVE
             r.record("unpin", before=memory.content, after="", ids=[memory.pk], reason=item["reason"])
         for item in answer["pin"]:
@@ -432,8 +385,7 @@ def _pin_round(r: _Round) -> str:
             if memory is None or memory.pinned or pinned_count >= RESIDENT_PINNED_HARD_CAP:
                 r.rejected.append(item["id"])
                 continue
-            memory.pinned = True
-            memory.save(update_fields=["pinned", "updated_at"])
+            memory_pin(memory=memory)
             pinned_count += 1
             r.record("pin", before="", after=memory.content, ids=[memory.pk], reason=item["reason"])
     return f"{len(pinned)} pinned reviewed, {len(r.changes)} changed"

@@ -17,8 +17,8 @@ from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import BlockTag
 from anima.core.text import clip
 from conversations.models import Message
-from memory.models import ContentBlock, DreamBlock, LimbicBlock
-from memory.services import diary_entries_ensure
+from memory.models import DreamBlock, LimbicBlock
+from memory.services import diary_block_create, diary_entries_ensure
 from sleep.context import StepContext
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS
 
@@ -88,18 +88,16 @@ def dream(ctx: StepContext) -> dict:
         token_budget=ctx.token_budget,
     )
     diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
-    block = ContentBlock(
-        parent=diary,
-        tag=BlockTag.DREAM,
-        source_day=ctx.day,
-        external_id=f"dream:{ctx.day.isoformat()}",
-        title=answer["title"].strip(),
-        content=clip(answer["content"], DREAM_MAX_CHARS),
-        body={"anchor_ids": [a.pk for a in anchors]},
-    )
     try:
         with transaction.atomic():
-            block.save()
+            block = diary_block_create(
+                diary=diary,
+                tag=BlockTag.DREAM,
+                external_id=f"dream:{ctx.day.isoformat()}",
+                title=answer["title"],
+                content=clip(answer["content"], DREAM_MAX_CHARS),
+                body={"anchor_ids": [a.pk for a in anchors]},
+            )
     except IntegrityError:
         # A concurrent run dreamed first; the unique index keeps one dream per day.
         return {"skipped_reason": "already_dreamed"}

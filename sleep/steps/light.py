@@ -23,7 +23,7 @@ from memory.models import (
     SelfLayerBlock,
     SemanticMemory,
 )
-from memory.services import diary_entries_ensure
+from memory.services import diary_block_create, diary_entries_ensure, memory_create, memory_deprecate, memory_update
 from sleep.context import StepContext
 from temporal.selectors import DayConversation, day_conversations
 
@@ -200,13 +200,12 @@ def _day_facts(item: DayConversation, day: date) -> list[SemanticMemory]:
     )
 
 
-def _provenance(item: DayConversation, day: date) -> dict:
+def _provenance(item: DayConversation) -> dict:
     conversation = item.conversation
     return {
         "person": conversation.person,
         "source_conversation": conversation,
         "source_channel": conversation.channel_name,
-        "source_day": day,
     }
 
 
@@ -242,20 +241,18 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
             if content_key(fact["content"]) in known or SemanticMemory.objects.filter(external_id=external_id).exists():
                 report["duplicates"] += 1
                 continue
-            memory = SemanticMemory(
-                external_id=external_id,
+            memory = memory_create(
+                content=fact["content"],
                 memory_type=fact["memory_type"],
-                status=MemoryStatus.ACTIVE,
-                content=fact["content"].strip(),
+                external_id=external_id,
+                source_day=ctx.day,
                 body={
-                    "memory_kind": fact["memory_type"],
                     "observed_at": observed_at,
                     "occurred_at": fact.get("occurred_at") or ctx.day.isoformat(),
                     "source_conversations": [conversation.pk],
                 },
-                **_provenance(item, ctx.day),
+                **_provenance(item),
             )
-            memory.save()
             known.add(content_key(memory.content))
             report["created"].append(memory.pk)
         for change in answer.get("update", []):
@@ -263,26 +260,14 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
             if memory is None:
                 report["rejected_ids"].append(change["id"])
                 continue
-            fields = ["updated_at"]
-            if "content" in change:
-                memory.content = change["content"].strip()
-                fields.append("content")
-            if "memory_type" in change:
-                memory.memory_type = change["memory_type"]
-                fields.append("memory_type")
-            if "occurred_at" in change:
-                memory.body = {**memory.body, "occurred_at": change["occurred_at"]}
-                fields.append("body")
-            memory.save(update_fields=fields)
+            memory_update(memory=memory, changes={k: v for k, v in change.items() if k != "id"})
             report["updated"].append(memory.pk)
         for change in answer.get("deprecate", []):
             memory = existing.get(change["id"])
             if memory is None:
                 report["rejected_ids"].append(change["id"])
                 continue
-            memory.status = MemoryStatus.DEPRECATED
-            memory.body = {**memory.body, "deprecated_reason": change["reason"]}
-            memory.save(update_fields=["status", "body", "updated_at"])
+            memory_deprecate(memory=memory, reason=change["reason"])
             report["deprecated"].append(memory.pk)
     return _day_facts(item, ctx.day), report
 
@@ -320,11 +305,11 @@ def _limbic_stage(
             if ContentBlock.objects.filter(external_id=external_id).exists():
                 report["duplicates"] += 1
                 continue
-            block = ContentBlock(
-                parent=diary,
+            block = diary_block_create(
+                diary=diary,
                 tag=BlockTag.LIMBIC,
                 external_id=external_id,
-                content=anchor["content"].strip(),
+                content=anchor["content"],
                 body={
                     "valence": anchor["valence"],
                     "arousal": anchor["arousal"],
@@ -334,9 +319,8 @@ def _limbic_stage(
                     "source_segment": anchor.get("source_segment", ""),
                     "semantic_memory_ids": [i for i in anchor.get("semantic_memory_ids", []) if i in fact_ids],
                 },
-                **_provenance(item, ctx.day),
+                **_provenance(item),
             )
-            block.save()
             report["created"].append(block.pk)
     return kept, report
 
@@ -366,12 +350,12 @@ def _narrative_stage(
             if ContentBlock.objects.filter(external_id=external_id).exists():
                 report["duplicates"] += 1
                 continue
-            block = ContentBlock(
-                parent=diary,
+            block = diary_block_create(
+                diary=diary,
                 tag=BlockTag.NARRATIVE,
                 external_id=external_id,
-                title=narrative["title"].strip(),
-                content=narrative["content"].strip(),
+                title=narrative["title"],
+                content=narrative["content"],
                 body={
                     "significance": narrative["significance"],
                     "period_start": ctx.day.isoformat(),
@@ -380,9 +364,8 @@ def _narrative_stage(
                     "source_conversations": [item.conversation.pk],
                     "status": "active",
                 },
-                **_provenance(item, ctx.day),
+                **_provenance(item),
             )
-            block.save()
             report["created"].append(block.pk)
     return report
 
