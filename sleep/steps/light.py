@@ -31,6 +31,8 @@ MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
 SIGNIFICANCE = ["normal", "milestone", "turning_point"]
 NO_OUTLINE = "(No autobiography summary yet)"
+# Every row light sleep writes has an external id "ls:<day>:<conversation id>:<stage>:<content key>".
+LIGHT_SLEEP_ID_PREFIX = "ls:"
 OUTLINE_NORMAL_MAX_AGE = timedelta(days=30)
 OUTLINE_OTHER_MAX_AGE = timedelta(days=180)
 OUTLINE_FALLBACK_TURNING_POINTS = 5
@@ -182,7 +184,7 @@ def _llm(ctx: StepContext, *, purpose: str, instructions: str, payload: dict, sc
 
 
 def _stage_prefix(day: date, item: DayConversation, kind: str) -> str:
-    return f"ls:{day.isoformat()}:{item.conversation.pk}:{kind}:"
+    return f"{LIGHT_SLEEP_ID_PREFIX}{day.isoformat()}:{item.conversation.pk}:{kind}:"
 
 
 def _external_id(day: date, item: DayConversation, kind: str, text: str) -> str:
@@ -379,7 +381,7 @@ def _narrative_day(block: Entity) -> date:
 
 
 def _outline_candidates(*, day: date) -> list[Entity]:
-    """FreeAnima's rule: normal narratives older than 30 days and non-turning-points older than 180 drop out."""
+    """Narratives the outline keeps: normal ones up to 30 days old, milestones up to 180, turning points always."""
     narratives = [
         n
         for n in NarrativeBlock.objects.filter(source_day__lte=day).order_by("source_day", "id")
@@ -402,7 +404,7 @@ def _outline_candidates(*, day: date) -> list[Entity]:
 
 
 def autobiography_outline_refresh(ctx: StepContext) -> dict:
-    """Stage 3b: the self layer's autobiography_summary, title-only bullets grouped by significance."""
+    """The outline stage: the self layer's autobiography_summary, title-only bullets grouped by significance."""
     narratives = _outline_candidates(day=ctx.day)
     if narratives:
         answer = _llm(

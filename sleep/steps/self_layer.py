@@ -9,8 +9,9 @@ from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import MemoryStatus
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
+from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
 
-# autobiography_summary is written by light sleep's stage 3b only.
+# autobiography_summary is written by light sleep's outline stage only.
 REFRESHED = [
     SelfBlock.EXISTENCE_ANCHOR,
     SelfBlock.SELF_MODEL,
@@ -39,7 +40,9 @@ def _blocks() -> dict[str, SelfLayerBlock]:
 
 def self_layer_refresh(ctx: StepContext) -> dict:
     facts = list(
-        SemanticMemory.objects.filter(source_day=ctx.day, status=MemoryStatus.ACTIVE, external_id__startswith="ls:")
+        SemanticMemory.objects.filter(
+            source_day=ctx.day, status=MemoryStatus.ACTIVE, external_id__startswith=LIGHT_SLEEP_ID_PREFIX
+        )
     )
     anchors = list(LimbicBlock.objects.filter(source_day=ctx.day))
     narratives = list(NarrativeBlock.objects.filter(source_day=ctx.day))
