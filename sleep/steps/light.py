@@ -211,6 +211,23 @@ def _provenance(item: DayConversation) -> dict:
     }
 
 
+def _payload(ctx: StepContext, item: DayConversation, **material) -> dict:
+    """What every stage shows the model: the day, the conversation and its dialogue, then its own material."""
+    return {"day": ctx.day.isoformat(), "conversation": item.meta(), "dialogue": item.dialogue(), **material}
+
+
+def _diary_block_once(
+    report: dict, ctx: StepContext, item: DayConversation, *, diary: Entity, tag: str, **fields
+) -> None:
+    """Write one diary block of the stage unless a run of the same day already wrote it (same id)."""
+    external_id = _external_id(ctx.day, item, tag, fields["content"])
+    if ContentBlock.objects.filter(external_id=external_id).exists():
+        report["duplicates"] += 1
+        return
+    block = diary_block_create(diary=diary, tag=tag, external_id=external_id, **fields, **_provenance(item))
+    report["created"].append(block.pk)
+
+
 def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[SemanticMemory], dict]:
     conversation = item.conversation
     if _stage_rows(SemanticMemory, ctx.day, item, "semantic"):
@@ -226,12 +243,11 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
         ctx,
         purpose="light-sleep.semantic",
         instructions=SEMANTIC_INSTRUCTIONS,
-        payload={
-            "day": ctx.day.isoformat(),
-            "conversation": item.meta(),
-            "dialogue": item.dialogue(),
-            "existing": [{"id": m.pk, "memory_type": m.memory_type, "content": m.content} for m in existing.values()],
-        },
+        payload=_payload(
+            ctx,
+            item,
+            existing=[{"id": m.pk, "memory_type": m.memory_type, "content": m.content} for m in existing.values()],
+        ),
         schema=SEMANTIC_SCHEMA,
     )
     observed_at = item.messages[0].created_at.isoformat()
@@ -277,7 +293,7 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
 def _limbic_stage(
     ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], *, min_intensity: float
 ) -> tuple[list[dict], dict]:
-    written = _stage_rows(LimbicBlock, ctx.day, item, "limbic")
+    written = _stage_rows(LimbicBlock, ctx.day, item, BlockTag.LIMBIC.value)
     if written:
         anchors = [{"content": b.content, "kind": b.body["kind"], "intensity": b.body["intensity"]} for b in written]
         return anchors, {"skipped_reason": "already_consolidated"}
@@ -285,12 +301,7 @@ def _limbic_stage(
         ctx,
         purpose="light-sleep.limbic",
         instructions=LIMBIC_INSTRUCTIONS,
-        payload={
-            "day": ctx.day.isoformat(),
-            "conversation": item.meta(),
-            "dialogue": item.dialogue(),
-            "facts": [{"id": f.pk, "content": f.content} for f in facts],
-        },
+        payload=_payload(ctx, item, facts=[{"id": f.pk, "content": f.content} for f in facts]),
         schema=LIMBIC_SCHEMA,
     )
     fact_ids = {f.pk for f in facts}
@@ -302,15 +313,13 @@ def _limbic_stage(
                 report["refused_low_intensity"] += 1
                 continue
             kept.append(anchor)
-            external_id = _external_id(ctx.day, item, "limbic", anchor["content"])
             # Limbic blocks are append-only (a trigger refuses UPDATE): existing ones are never touched.
-            if ContentBlock.objects.filter(external_id=external_id).exists():
-                report["duplicates"] += 1
-                continue
-            block = diary_block_create(
+            _diary_block_once(
+                report,
+                ctx,
+                item,
                 diary=diary,
-                tag=BlockTag.LIMBIC,
-                external_id=external_id,
+                tag=BlockTag.LIMBIC.value,
                 content=anchor["content"],
                 body={
                     "valence": anchor["valence"],
@@ -321,41 +330,36 @@ def _limbic_stage(
                     "source_segment": anchor.get("source_segment", ""),
                     "semantic_memory_ids": [i for i in anchor.get("semantic_memory_ids", []) if i in fact_ids],
                 },
-                **_provenance(item),
             )
-            report["created"].append(block.pk)
     return kept, report
 
 
 def _narrative_stage(
     ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], anchors: list[dict]
 ) -> dict:
-    if _stage_rows(NarrativeBlock, ctx.day, item, "narrative"):
+    if _stage_rows(NarrativeBlock, ctx.day, item, BlockTag.NARRATIVE.value):
         return {"skipped_reason": "already_consolidated"}
     answer = _llm(
         ctx,
         purpose="light-sleep.narrative",
         instructions=NARRATIVE_INSTRUCTIONS,
-        payload={
-            "day": ctx.day.isoformat(),
-            "conversation": item.meta(),
-            "dialogue": item.dialogue(),
-            "facts": [{"id": f.pk, "content": f.content} for f in facts],
-            "anchors": [{"content": a["content"], "kind": a["kind"], "intensity": a["intensity"]} for a in anchors],
-        },
+        payload=_payload(
+            ctx,
+            item,
+            facts=[{"id": f.pk, "content": f.content} for f in facts],
+            anchors=[{"content": a["content"], "kind": a["kind"], "intensity": a["intensity"]} for a in anchors],
+        ),
         schema=NARRATIVE_SCHEMA,
     )
     report = {"created": [], "duplicates": 0}
     with transaction.atomic():
         for narrative in answer["narratives"]:
-            external_id = _external_id(ctx.day, item, "narrative", narrative["content"])
-            if ContentBlock.objects.filter(external_id=external_id).exists():
-                report["duplicates"] += 1
-                continue
-            block = diary_block_create(
+            _diary_block_once(
+                report,
+                ctx,
+                item,
                 diary=diary,
-                tag=BlockTag.NARRATIVE,
-                external_id=external_id,
+                tag=BlockTag.NARRATIVE.value,
                 title=narrative["title"],
                 content=narrative["content"],
                 body={
@@ -366,9 +370,7 @@ def _narrative_stage(
                     "source_conversations": [item.conversation.pk],
                     "status": "active",
                 },
-                **_provenance(item),
             )
-            report["created"].append(block.pk)
     return report
 
 
