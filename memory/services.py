@@ -68,8 +68,8 @@ def diary_block_create(
 ) -> ContentBlock:
     """Write one limbic, narrative or dream block under its day's diary entry (and about that day).
 
-    The database keeps limbic blocks append-only, one dream a day and external ids unique: a
-    concurrent duplicate raises IntegrityError.
+    Validation checks the fields; the constraints stay with the database (limbic blocks
+    append-only, one dream a day, unique external ids), so a duplicate raises IntegrityError.
     """
     if diary.primary_component != Component.DIARY_ENTRY:
         raise ValidationError({"diary": f"#{diary.pk} is not a diary entry"})
@@ -262,7 +262,10 @@ def memory_create(
     body: dict[str, Any] | None = None,
     created_at: datetime | None = None,
 ) -> SemanticMemory:
-    """Write one active semantic memory as given; ``memory_remember`` is the write that finds an equal fact first."""
+    """Write one active semantic memory as given; ``memory_remember`` is the write that finds an equal fact first.
+
+    An external id already stored for a semantic memory raises IntegrityError (a database constraint).
+    """
     memory = SemanticMemory(
         primary_component=Component.SEMANTIC_MEMORY,
         content=_content_valid(content),
