@@ -1,11 +1,11 @@
-"""Writes for memories: semantic rows and diary content blocks."""
+"""Writes for memories: semantic rows and diary content blocks, each validated and saved in one place."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
@@ -26,7 +26,7 @@ from anima.core.models import BlockTag, Component, Entity, MemoryStatus, MemoryT
 from anima.core.segmentation import segment_text
 from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
-from memory.models import DiaryEntry, SemanticMemory
+from memory.models import ContentBlock, DiaryEntry, SemanticMemory
 from memory.selectors import active_semantic_memories
 
 IMPORT_BATCH_LINES = 500
@@ -52,6 +52,45 @@ def diary_entries_ensure(*, days: Iterable[date]) -> dict[date, Entity]:
         ignore_conflicts=True,
     )
     return {entry.source_day: entry for entry in DiaryEntry.objects.filter(source_day__in=wanted)}
+
+
+def diary_block_create(
+    *,
+    diary: Entity,
+    tag: str,
+    content: str,
+    title: str = "",
+    external_id: str | None = None,
+    body: dict[str, Any] | None = None,
+    person: Person | None = None,
+    source_conversation: Conversation | None = None,
+    source_channel: str = "",
+) -> ContentBlock:
+    """Write one limbic, narrative or dream block under its day's diary entry (and about that day).
+
+    Validation checks the fields; the constraints stay with the database (limbic blocks
+    append-only, one dream a day, unique external ids), so a duplicate raises IntegrityError.
+    """
+    if diary.primary_component != Component.DIARY_ENTRY:
+        raise ValidationError({"diary": f"#{diary.pk} is not a diary entry"})
+    if tag not in BlockTag.values:
+        raise ValidationError({"tag": f"tag must be one of {', '.join(BlockTag.values)}"})
+    block = ContentBlock(
+        primary_component=Component.CONTENT_BLOCK,
+        parent=diary,
+        tag=tag,
+        source_day=diary.source_day,
+        external_id=external_id,
+        title=title.strip(),
+        content=_content_valid(content),
+        body=body or {},
+        person=person,
+        source_conversation=source_conversation,
+        source_channel=source_channel,
+    )
+    block.full_clean(validate_constraints=False)
+    block.save()
+    return block
 
 
 @dataclass
@@ -178,16 +217,73 @@ def _entity_for(
     return entity
 
 
-# --- Remember and curate (tools, API, workspace import) ---------------------------------------------
+# --- Semantic memories: write, curate, retire (sleep, tools, API, admin, workspace import) -----------
 
 
 # Advisory-lock namespace of memory_remember (second key: the person id, 0 for global memories).
 _REMEMBER_LOCK = 7301
+# Body keys a memory derived by a split or a merge takes over from its source.
+_DERIVED_BODY_KEYS = {"observed_at", "occurred_at", "source_conversations", "tags"}
 
 
 def memory_content_normalize(content: str) -> str:
     """What counts as "the same fact": case-folded, whitespace collapsed."""
     return " ".join(content.split()).casefold()
+
+
+def _content_valid(content: str) -> str:
+    content = content.strip()
+    if not content:
+        raise ValidationError({"content": "content must not be empty"})
+    return content
+
+
+def _memory_type_valid(memory_type: str) -> str:
+    if memory_type not in MemoryType.values:
+        raise ValidationError({"memory_type": f"memory_type must be one of {', '.join(MemoryType.values)}"})
+    return memory_type
+
+
+def _active_valid(memory: SemanticMemory) -> None:
+    if memory.status != MemoryStatus.ACTIVE:
+        raise ValidationError({"status": f"memory #{memory.pk} is {memory.status}, not active"})
+
+
+def memory_create(
+    *,
+    content: str,
+    memory_type: str,
+    person: Person | None = None,
+    pinned: bool = False,
+    source_conversation: Conversation | None = None,
+    source_channel: str = "",
+    source_day: date | None = None,
+    external_id: str | None = None,
+    body: dict[str, Any] | None = None,
+    created_at: datetime | None = None,
+) -> SemanticMemory:
+    """Write one active semantic memory as given; ``memory_remember`` is the write that finds an equal fact first.
+
+    An external id already stored for a semantic memory raises IntegrityError (a database constraint).
+    """
+    memory = SemanticMemory(
+        primary_component=Component.SEMANTIC_MEMORY,
+        content=_content_valid(content),
+        memory_type=_memory_type_valid(memory_type),
+        status=MemoryStatus.ACTIVE,
+        person=person,
+        pinned=pinned,
+        source_conversation=source_conversation,
+        source_channel=source_channel,
+        source_day=source_day,
+        external_id=external_id,
+        body=body or {},
+    )
+    if created_at is not None:
+        memory.created_at = created_at
+    memory.full_clean(validate_constraints=False)
+    memory.save()
+    return memory
 
 
 def memory_remember(
@@ -205,11 +301,8 @@ def memory_remember(
     Returns ``(memory, created)``. ``source_id`` (with ``source_channel``) scopes a person memory
     to one channel account, the workspace's ``sources/<channel>_<id>.md`` notes.
     """
-    content = content.strip()
-    if not content:
-        raise ValidationError({"content": "content must not be empty"})
-    if memory_type not in MemoryType.values:
-        raise ValidationError({"memory_type": f"memory_type must be one of {', '.join(MemoryType.values)}"})
+    content = _content_valid(content)
+    _memory_type_valid(memory_type)
     normalized = memory_content_normalize(content)
     with transaction.atomic():
         # Serialise remembers for one person so two identical concurrent calls cannot both insert.
@@ -227,10 +320,9 @@ def memory_remember(
         body: dict[str, Any] = {"observed_at": now.isoformat()}
         if source_id:
             body["source_id"] = source_id
-        memory = SemanticMemory(
+        memory = memory_create(
             content=content,
             memory_type=memory_type,
-            status=MemoryStatus.ACTIVE,
             person=person,
             pinned=pinned,
             source_conversation=source_conversation,
@@ -239,8 +331,35 @@ def memory_remember(
             body=body,
             created_at=now,
         )
-        memory.save()
     return memory, True
+
+
+class MemoryChanges(TypedDict, total=False):
+    """What ``memory_update`` may change; ``occurred_at`` lives in the body (None clears the day)."""
+
+    content: str
+    memory_type: str
+    occurred_at: str | None
+
+
+def memory_update(*, memory: SemanticMemory, changes: MemoryChanges) -> SemanticMemory:
+    """Change a memory's content, type or occurred_at; what ``changes`` leaves out stays as it is."""
+    unknown = set(changes) - set(MemoryChanges.__annotations__)
+    if unknown:
+        raise ValidationError({name: f"{name} cannot be changed here" for name in sorted(unknown)})
+    fields = ["updated_at"]
+    if "content" in changes:
+        memory.content = _content_valid(changes["content"])
+        fields.append("content")
+    if "memory_type" in changes:
+        memory.memory_type = _memory_type_valid(changes["memory_type"])
+        fields.append("memory_type")
+    if "occurred_at" in changes:
+        memory.body = {**memory.body, "occurred_at": changes["occurred_at"]}
+        fields.append("body")
+    memory.full_clean(validate_constraints=False)
+    memory.save(update_fields=fields)
+    return memory
 
 
 def memory_deprecate(*, memory: SemanticMemory, reason: str = "") -> SemanticMemory:
@@ -258,6 +377,104 @@ def memory_restore(*, memory: SemanticMemory) -> SemanticMemory:
     memory.superseded_by = None
     memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
     return memory
+
+
+def memory_expire(
+    *, memory: SemanticMemory, reason: str, superseded_by: SemanticMemory | None = None
+) -> SemanticMemory:
+    """Retire an active memory with the reason and, when one does, the memory that supersedes it.
+
+    Nothing is deleted: ``memory_restore`` brings it back.
+    """
+    _active_valid(memory)
+    if superseded_by is not None and superseded_by.pk == memory.pk:
+        raise ValidationError({"superseded_by": "a memory cannot supersede itself"})
+    memory.status = MemoryStatus.EXPIRED
+    memory.expired_reason = reason
+    memory.superseded_by = superseded_by
+    memory.full_clean(validate_constraints=False)
+    memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
+    return memory
+
+
+@dataclass(frozen=True)
+class MemoryPart:
+    """One memory a split writes: its type, text and (deterministic) external id."""
+
+    memory_type: str
+    content: str
+    external_id: str
+
+
+def _memory_derive(
+    source: SemanticMemory, *, part: MemoryPart, body: dict[str, Any] | None = None, **overrides: Any
+) -> SemanticMemory:
+    """A new memory about what ``source`` is about: its person, provenance and dates, unless overridden."""
+    fields: dict[str, Any] = {
+        "person": source.person,
+        "source_conversation": source.source_conversation,
+        "source_channel": source.source_channel,
+        "source_day": source.source_day,
+        **overrides,
+    }
+    inherited = {k: v for k, v in (source.body or {}).items() if k in _DERIVED_BODY_KEYS}
+    return memory_create(
+        content=part.content,
+        memory_type=part.memory_type,
+        external_id=part.external_id,
+        body={**inherited, **(body or {})},
+        **fields,
+    )
+
+
+def memory_split(*, memory: SemanticMemory, parts: Sequence[MemoryPart]) -> list[SemanticMemory]:
+    """Write each part as a memory of its own and expire ``memory``, superseded by the first part."""
+    _active_valid(memory)
+    if not parts:
+        raise ValidationError({"parts": "a split needs at least one part"})
+    with transaction.atomic():
+        written = [_memory_derive(memory, part=part) for part in parts]
+        ids = ", ".join(f"#{part.pk}" for part in written)
+        memory_expire(memory=memory, reason=f"split into {ids}", superseded_by=written[0])
+    return written
+
+
+def _earliest(values: Iterable[str | None]) -> str | None:
+    present = sorted(v for v in values if v)
+    return present[0] if present else None
+
+
+def memory_merge(
+    *, sources: Sequence[SemanticMemory], content: str, memory_type: str, external_id: str
+) -> SemanticMemory:
+    """Write one memory that says what ``sources`` say and expire each of them, superseded by it.
+
+    The merged memory is pinned when a source was, and keeps the earliest day and dates and
+    every source conversation of its sources.
+    """
+    if len({source.pk for source in sources}) != len(sources) or len(sources) < 2:
+        raise ValidationError({"sources": "a merge needs two or more distinct memories"})
+    for source in sources:
+        _active_valid(source)
+    with transaction.atomic():
+        merged = _memory_derive(
+            sources[0],
+            part=MemoryPart(memory_type=memory_type, content=content, external_id=external_id),
+            pinned=any(source.pinned for source in sources),
+            source_day=min((source.source_day for source in sources if source.source_day), default=None),
+            body={
+                "observed_at": _earliest((source.body or {}).get("observed_at") for source in sources),
+                "occurred_at": _earliest((source.body or {}).get("occurred_at") for source in sources),
+                "source_conversations": sorted(
+                    {c for source in sources for c in (source.body or {}).get("source_conversations", [])}
+                    | {source.source_conversation_id for source in sources if source.source_conversation_id}
+                ),
+                "merged_from": [source.pk for source in sources],
+            },
+        )
+        for source in sources:
+            memory_expire(memory=source, reason=f"merged into #{merged.pk}", superseded_by=merged)
+    return merged
 
 
 def memory_pin(*, memory: SemanticMemory) -> SemanticMemory:

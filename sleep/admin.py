@@ -57,8 +57,8 @@ class PipelineStepRunAdmin(admin.ModelAdmin):
         return step_output_render(step=obj)
 
 
-# The Sleep page lives at /admin/sleep/dashboard/ (the seeds' /habitat/dashboard/sleep) on the
-# default admin site: its URL is put in front of the site's own patterns.
+# The Sleep page lives at /admin/sleep/dashboard/ on the default admin site: its URL is put in
+# front of the site's own patterns.
 _site_get_urls = admin.site.get_urls
 
 

@@ -1,4 +1,4 @@
-"""The Sleep page of the Habitat console: diagnostic runs and the pipeline history (seeds: /habitat/dashboard/sleep)."""
+"""The Sleep page of the Habitat console: diagnostic runs and the pipeline history."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from anima.core.config import config_get
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_object, schema_string
 from anima.core.text import clip
 from temporal.models import TemporalSummary, Window
 from temporal.selectors import day_conversations, temporal_summaries, temporal_summary_get
@@ -35,12 +36,7 @@ _RULES = (
 DAY_INSTRUCTIONS = f"Summarise one day of conversations (each with its title, channel and dialogue). {_RULES}"
 MONTH_INSTRUCTIONS = f"Summarise one month from its day summaries. {_RULES}"
 YEAR_INSTRUCTIONS = f"Summarise one year from its month summaries. {_RULES}"
-SUMMARY_SCHEMA = {
-    "type": "object",
-    "required": ["summary"],
-    "additionalProperties": False,
-    "properties": {"summary": {"type": "string", "maxLength": 20000}},
-}
+SUMMARY_SCHEMA = schema_object({"summary": schema_string(max_length=20000)}, required=["summary"])
 
 
 def temporal_summary_upsert(*, window: Window, period_start: date, content: str) -> TemporalSummary:
@@ -67,7 +63,7 @@ def _write(
         run_key=run_key,
         token_budget=token_budget,
     )
-    # The model was told the cap; an answer over it is hard-cut (FreeAnima does the same).
+    # The model was told the cap; an answer over it is hard-cut.
     summary = summary_clean(answer["summary"], max_chars=cap)
     if not summary:
         return {"window": str(window), "period_start": period_start.isoformat(), "skipped_reason": "empty_summary"}

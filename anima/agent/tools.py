@@ -18,7 +18,16 @@ from django.utils import timezone
 from anima.agent.stm import update_short_term_memory
 from anima.core.calendar import MomentError, moment_parse
 from anima.core.errors import AnimaError
-from anima.core.llm.schema import SchemaError, schema_validate
+from anima.core.llm.schema import (
+    SchemaError,
+    schema_array,
+    schema_boolean,
+    schema_enum,
+    schema_integer,
+    schema_object,
+    schema_string,
+    schema_validate,
+)
 from anima.core.models import MemoryType
 from anima.core.search_query import QuerySyntaxError
 from conversations.models import Conversation, Person, person_slug_valid
@@ -63,22 +72,17 @@ class Tool:
 
 # --- Argument schemas and readers -----------------------------------------------------------------
 
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 10_000}
-_SLUG = {"type": "string", "minLength": 1, "maxLength": 64, "description": "Person slug, e.g. leo."}
-_LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Maximum results (default 10)."}
-_SINCE = {"type": "string", "description": "Only after this date or datetime (ISO 8601, inclusive)."}
-_UNTIL = {"type": "string", "description": "Only before this date or datetime (ISO 8601, inclusive)."}
-_CHANNEL = {"type": "string", "minLength": 1, "maxLength": 64, "description": "Channel, e.g. telegram, cli."}
-_CHAT_ID = {"type": "string", "minLength": 1, "maxLength": 200, "description": "Account or chat id on the channel."}
-_MEMORY_TYPE = {
-    "type": "string",
-    "enum": list(MemoryType.values),
-    "description": "Kind of fact (default world).",
-}
+_SLUG = schema_string(min_length=1, max_length=64, description="Person slug, e.g. leo.")
+_LIMIT = schema_integer(minimum=1, maximum=MAX_LIMIT, description="Maximum results (default 10).")
+_SINCE = schema_string(description="Only after this date or datetime (ISO 8601, inclusive).")
+_UNTIL = schema_string(description="Only before this date or datetime (ISO 8601, inclusive).")
+_CHANNEL = schema_string(min_length=1, max_length=64, description="Channel, e.g. telegram, cli.")
+_CHAT_ID = schema_string(min_length=1, max_length=200, description="Account or chat id on the channel.")
+_MEMORY_TYPE = schema_enum(MemoryType.values, description="Kind of fact (default world).")
 
 
-def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+def _text(description: str, *, max_length: int = 10_000) -> dict[str, Any]:
+    return schema_string(min_length=1, max_length=max_length, description=description)
 
 
 def _person(args: dict[str, Any], *, required: bool = False) -> Person | None:
@@ -236,36 +240,34 @@ TOOLS: tuple[Tool, ...] = (
             "to something from before or when past context would change your answer. Query with the key "
             "words (AND / OR / NOT and quoted phrases work). " + CITATION_RULE
         ),
-        parameters=_object(
+        parameters=schema_object(
             {
-                "query": {**_TEXT, "description": "What to look for."},
-                "memory_types": {
-                    "type": "array",
-                    "items": {"type": "string", "enum": list(MEMORY_TYPES)},
-                    "description": "Restrict to these sources (default all).",
-                },
+                "query": _text("What to look for."),
+                "memory_types": schema_array(
+                    schema_enum(MEMORY_TYPES), description="Restrict to these sources (default all)."
+                ),
                 "limit": _LIMIT,
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
                 "channel": {**_CHANNEL, "description": "Only conversation snippets from this channel."},
             },
-            ("query",),
+            required=("query",),
         ),
         func=_recall,
     ),
     Tool(
         name="memory_semantic_search",
         description="Search stable semantic facts only (preferences, identity, goals). " + CITATION_RULE,
-        parameters=_object(
+        parameters=schema_object(
             {
-                "query": {**_TEXT, "description": "What to look for."},
+                "query": _text("What to look for."),
                 "limit": _LIMIT,
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
             },
-            ("query",),
+            required=("query",),
         ),
         func=_semantic_search,
     ),
@@ -275,14 +277,14 @@ TOOLS: tuple[Tool, ...] = (
             "Write one stable fact to long-term semantic memory (an identical fact is not stored twice). "
             + WRITING_GUIDELINES
         ),
-        parameters=_object(
+        parameters=schema_object(
             {
-                "content": {**_TEXT, "description": "The fact, one short standalone sentence."},
+                "content": _text("The fact, one short standalone sentence."),
                 "memory_type": _MEMORY_TYPE,
                 "person": {**_SLUG, "description": "Person the fact is about (omit for a global fact)."},
-                "pinned": {"type": "boolean", "description": "Keep it in every system prompt (rarely needed)."},
+                "pinned": schema_boolean(description="Keep it in every system prompt (rarely needed)."),
             },
-            ("content",),
+            required=("content",),
         ),
         func=_remember,
     ),
@@ -296,22 +298,22 @@ TOOLS: tuple[Tool, ...] = (
             "channel+chat_id of a mapped account. Do not edit SOUL.md / USER.md / memory/MEMORY.md: the sleep "
             "cycle owns them. " + WRITING_GUIDELINES + " " + CITATION_RULE
         ),
-        parameters=_object(
+        parameters=schema_object(
             {
-                "action": {"type": "string", "enum": ["recall", "remember", "search_history", "map_identity"]},
+                "action": schema_enum(["recall", "remember", "search_history", "map_identity"]),
                 "person": _SLUG,
                 "channel": _CHANNEL,
                 "chat_id": _CHAT_ID,
-                "display_name": {"type": "string", "maxLength": 200, "description": "map_identity: person's name."},
-                "query": {**_TEXT, "description": "recall / search_history: what to look for."},
-                "content": {**_TEXT, "description": "remember: the fact."},
+                "display_name": schema_string(max_length=200, description="map_identity: person's name."),
+                "query": _text("recall / search_history: what to look for."),
+                "content": _text("remember: the fact."),
                 "memory_type": _MEMORY_TYPE,
-                "scope": {"type": "string", "enum": ["person", "source"], "description": "remember: default person."},
+                "scope": schema_enum(["person", "source"], description="remember: default person."),
                 "since": _SINCE,
                 "until": _UNTIL,
                 "limit": _LIMIT,
             },
-            ("action",),
+            required=("action",),
         ),
         func=_person_memory,
     ),
@@ -323,17 +325,13 @@ TOOLS: tuple[Tool, ...] = (
             "next turns. At most one call per turn. Not for lasting facts: when the user asks you to remember "
             "something for the long term, use memory_remember instead."
         ),
-        parameters=_object(
+        parameters=schema_object(
             {
-                "conversation_id": {"type": "integer", "minimum": 1, "description": "The current conversation."},
-                "summary": {**_TEXT, "maxLength": 20_000, "description": "The new short-term summary."},
-                "turn_id": {
-                    "type": "string",
-                    "maxLength": 64,
-                    "description": "Turn id (default: latest user message).",
-                },
+                "conversation_id": schema_integer(minimum=1, description="The current conversation."),
+                "summary": _text("The new short-term summary.", max_length=20_000),
+                "turn_id": schema_string(max_length=64, description="Turn id (default: latest user message)."),
             },
-            ("conversation_id", "summary"),
+            required=("conversation_id", "summary"),
         ),
         func=_short_term_memory,
     ),

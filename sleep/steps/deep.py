@@ -19,10 +19,12 @@ from django.utils import timezone
 
 from anima.core.config import config_get
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_object, schema_string
 from anima.core.models import MemoryStatus, MemoryType
 from anima.core.text import FUNCTION_WORDS, content_key
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
+from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
 from sleep.context import StepContext
 
 logger = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ _GROUP_STOPWORDS = FUNCTION_WORDS | frozenset(
     "喜欢 更喜欢 以前 今年 周末 一名 最近 经常 很多 就是 认为 now really likes like loves love prefers prefer works "
     "lives used any some more most".split()
 )
+_REASON = schema_string(max_length=300)
 _COMMON = "Each memory is one compact JSON line. `changes` is the authoritative log of what earlier rounds changed."
 
 CONTRADICTION_INSTRUCTIONS = (
@@ -49,110 +52,69 @@ CONTRADICTION_INSTRUCTIONS = (
     f"with kind 'contradiction'. Only ids from `group` may appear. {_COMMON} "
     'Answer JSON: {"expire": [{"id", "superseded_by", "kind", "reason"}]}.'
 )
-CONTRADICTION_SCHEMA = {
-    "type": "object",
-    "required": ["expire"],
-    "additionalProperties": False,
-    "properties": {
-        "expire": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "kind", "reason"],
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": "integer"},
-                    "superseded_by": {"type": ["integer", "null"]},
-                    "kind": {"type": "string", "enum": ["contradiction", "change"]},
-                    "reason": {"type": "string", "maxLength": 300},
+CONTRADICTION_SCHEMA = schema_object(
+    {
+        "expire": schema_array(
+            schema_object(
+                {
+                    "id": schema_integer(),
+                    "superseded_by": schema_integer(nullable=True),
+                    "kind": schema_enum(["contradiction", "change"]),
+                    "reason": _REASON,
                 },
-            },
-        }
+                required=["id", "kind", "reason"],
+            )
+        )
     },
-}
+    required=["expire"],
+)
 SPLIT_INSTRUCTIONS = (
     "Round 2, split. For each memory in `candidate_ids` that holds several independent facts, split it into "
     "self-contained single-fact memories (each naming its subject, same language as the original). Leave "
     f"single-fact memories and step-by-step procedures alone. {_COMMON} "
     'Answer JSON: {"splits": [{"id", "parts": [{"memory_type", "content"}]}]}.'
 )
-SPLIT_SCHEMA = {
-    "type": "object",
-    "required": ["splits"],
-    "additionalProperties": False,
-    "properties": {
-        "splits": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "parts"],
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": "integer"},
-                    "parts": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["memory_type", "content"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "memory_type": {"type": "string", "enum": MEMORY_TYPES},
-                                "content": {"type": "string", "minLength": 1, "maxLength": 600},
-                            },
-                        },
-                    },
-                },
-            },
-        }
+_PART = schema_object(
+    {"memory_type": schema_enum(MEMORY_TYPES), "content": schema_string(min_length=1, max_length=600)},
+    required=["memory_type", "content"],
+)
+SPLIT_SCHEMA = schema_object(
+    {
+        "splits": schema_array(
+            schema_object({"id": schema_integer(), "parts": schema_array(_PART)}, required=["id", "parts"])
+        )
     },
-}
+    required=["splits"],
+)
 MERGE_INSTRUCTIONS = (
     "Round 3, dedupe-merge. Find memories about the same person that say the same thing (duplicates or "
     "near-duplicates) and merge each set of two or more into one memory that keeps every detail, in the language "
     f"of the sources. Never merge memories of different people. {_COMMON} "
     'Answer JSON: {"merges": [{"ids": [id, id, ...], "memory_type", "content"}]}.'
 )
-MERGE_SCHEMA = {
-    "type": "object",
-    "required": ["merges"],
-    "additionalProperties": False,
-    "properties": {
-        "merges": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["ids", "memory_type", "content"],
-                "additionalProperties": False,
-                "properties": {
-                    "ids": {"type": "array", "items": {"type": "integer"}},
-                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
-                    "content": {"type": "string", "minLength": 1, "maxLength": 1000},
+MERGE_SCHEMA = schema_object(
+    {
+        "merges": schema_array(
+            schema_object(
+                {
+                    "ids": schema_array(schema_integer()),
+                    "memory_type": schema_enum(MEMORY_TYPES),
+                    "content": schema_string(min_length=1, max_length=1000),
                 },
-            },
-        }
+                required=["ids", "memory_type", "content"],
+            )
+        )
     },
-}
+    required=["merges"],
+)
 PINS_INSTRUCTIONS = (
     "Round 4, pin review. Pinned memories always ride in the system prompt (at most 40). Unpin ones that are "
     "expired, outdated or trivial; pin an active memory only when it is essential in every conversation (safety, "
     f"identity). {_COMMON} "
     'Answer JSON: {"unpin": [{"id", "reason"}], "pin": [{"id", "reason"}]}.'
 )
-_ID_REASONS = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["id", "reason"],
-        "additionalProperties": False,
-        "properties": {"id": {"type": "integer"}, "reason": {"type": "string", "maxLength": 300}},
-    },
-}
-PINS_SCHEMA = {
-    "type": "object",
-    "required": ["unpin", "pin"],
-    "additionalProperties": False,
-    "properties": {"unpin": _ID_REASONS, "pin": _ID_REASONS},
-}
+_ID_REASONS = schema_array(schema_object({"id": schema_integer(), "reason": _REASON}, required=["id", "reason"]))
+PINS_SCHEMA = schema_object({"unpin": _ID_REASONS, "pin": _ID_REASONS}, required=["unpin", "pin"])
 
 
 def memory_json_line(memory: SemanticMemory, *, with_status: bool = False) -> str:
@@ -225,12 +187,6 @@ class _Round:
     def record(self, action: str, *, before: str, after: str, ids: Iterable[int], **extra) -> None:
         self.changes.append({"action": action, "before": before, "after": after, "ids": list(ids), **extra})
 
-    def expire(self, memory: SemanticMemory, *, reason: str, superseded_by: SemanticMemory | None) -> None:
-        memory.status = MemoryStatus.EXPIRED
-        memory.expired_reason = reason
-        memory.superseded_by = superseded_by
-        memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
-
 
 def subject_keywords(memory: SemanticMemory) -> set[str]:
     """Content words of a memory, without its person's name: two memories sharing one share a subject."""
@@ -302,7 +258,7 @@ def _contradiction_round(r: _Round) -> str:
                     r.rejected.append(item["id"])
                     continue
                 reason = CHANGE_REASON if item["kind"] == "change" else f"contradiction: {item['reason']}".strip()
-                r.expire(memory, reason=reason, superseded_by=successor)
+                memory_expire(memory=memory, reason=reason, superseded_by=successor)
                 r.record(
                     "expire",
                     before=memory.content,
@@ -321,27 +277,6 @@ def _split_candidates(memories: list[SemanticMemory], *, incremental: bool, now:
         if (len(m.content) > SPLIT_MIN_CHARS or sum(m.content.count(mark) for mark in SENTENCE_MARKS) >= 2)
         and (not incremental or m.updated_at >= now - RECENT)
     ]
-
-
-def _derived_memory(source: SemanticMemory, *, content: str, memory_type: str, external_id: str) -> SemanticMemory:
-    memory = SemanticMemory(
-        external_id=external_id,
-        memory_type=memory_type,
-        status=MemoryStatus.ACTIVE,
-        content=content.strip(),
-        person=source.person,
-        source_conversation=source.source_conversation,
-        source_channel=source.source_channel,
-        source_day=source.source_day,
-        body={
-            k: v
-            for k, v in (source.body or {}).items()
-            if k in {"observed_at", "occurred_at", "source_conversations", "tags"}
-        },
-    )
-    memory.body["memory_kind"] = memory_type
-    memory.save()
-    return memory
 
 
 def _split_round(r: _Round) -> str:
@@ -366,17 +301,17 @@ def _split_round(r: _Round) -> str:
                 # The source's updated_at is in the id: a split that an operator restored can split again.
                 version = int(source.updated_at.timestamp() * 1000)
                 distinct = {content_key(part["content"]): part for part in item["parts"]}
-                parts = [
-                    _derived_memory(
-                        source,
-                        content=part["content"],
-                        memory_type=part["memory_type"],
-                        external_id=f"ds:split:{source.pk}:{version}:{key}",
-                    )
-                    for key, part in distinct.items()
-                ]
-                ids = ", ".join(f"#{p.pk}" for p in parts)
-                r.expire(source, reason=f"split into {ids}", superseded_by=parts[0])
+                parts = memory_split(
+                    memory=source,
+                    parts=[
+                        MemoryPart(
+                            memory_type=part["memory_type"],
+                            content=part["content"],
+                            external_id=f"ds:split:{source.pk}:{version}:{key}",
+                        )
+                        for key, part in distinct.items()
+                    ],
+                )
                 r.record(
                     "split",
                     before=source.content,
@@ -384,11 +319,6 @@ def _split_round(r: _Round) -> str:
                     ids=[source.pk, *(p.pk for p in parts)],
                 )
     return f"{len(candidates)} candidates, {len(r.changes)} split"
-
-
-def _earliest(values: Iterable[str | None]) -> str | None:
-    present = sorted(v for v in values if v)
-    return present[0] if present else None
 
 
 def _merge_round(r: _Round) -> str:
@@ -414,27 +344,12 @@ def _merge_round(r: _Round) -> str:
                     continue
                 versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
                 digest = hashlib.sha1(versions.encode()).hexdigest()[:16]
-                merged = _derived_memory(
-                    sources[0],
+                merged = memory_merge(
+                    sources=sources,
                     content=item["content"],
                     memory_type=item["memory_type"],
                     external_id=f"ds:merge:{digest}",
                 )
-                merged.pinned = any(s.pinned for s in sources)
-                merged.source_day = min((s.source_day for s in sources if s.source_day), default=None)
-                merged.body = {
-                    **merged.body,
-                    "observed_at": _earliest((s.body or {}).get("observed_at") for s in sources),
-                    "occurred_at": _earliest((s.body or {}).get("occurred_at") for s in sources),
-                    "source_conversations": sorted(
-                        {c for s in sources for c in (s.body or {}).get("source_conversations", [])}
-                        | {s.source_conversation_id for s in sources if s.source_conversation_id}
-                    ),
-                    "merged_from": ids,
-                }
-                merged.save(update_fields=["pinned", "source_day", "body", "updated_at"])
-                for source in sources:
-                    r.expire(source, reason=f"merged into #{merged.pk}", superseded_by=merged)
                 r.record(
                     "merge", before=" | ".join(s.content for s in sources), after=merged.content, ids=[*ids, merged.pk]
                 )
@@ -462,8 +377,7 @@ def _pin_round(r: _Round) -> str:
             if memory is None or not memory.pinned:
                 r.rejected.append(item["id"])
                 continue
-            memory.pinned = False
-            memory.save(update_fields=["pinned", "updated_at"])
+            memory_unpin(memory=memory)
             pinned_count -= memory.status == MemoryStatus.ACTIVE
             r.record("unpin", before=memory.content, after="", ids=[memory.pk], reason=item["reason"])
         for item in answer["pin"]:
@@ -471,8 +385,7 @@ def _pin_round(r: _Round) -> str:
             if memory is None or memory.pinned or pinned_count >= RESIDENT_PINNED_HARD_CAP:
                 r.rejected.append(item["id"])
                 continue
-            memory.pinned = True
-            memory.save(update_fields=["pinned", "updated_at"])
+            memory_pin(memory=memory)
             pinned_count += 1
             r.record("pin", before="", after=memory.content, ids=[memory.pk], reason=item["reason"])
     return f"{len(pinned)} pinned reviewed, {len(r.changes)} changed"

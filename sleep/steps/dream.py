@@ -13,11 +13,12 @@ from django.db import IntegrityError, transaction
 from anima.core.calendar import day_start
 from anima.core.config import config_get
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import BlockTag
 from anima.core.text import clip
 from conversations.models import Message
-from memory.models import ContentBlock, DreamBlock, LimbicBlock
-from memory.services import diary_entries_ensure
+from memory.models import DreamBlock, LimbicBlock
+from memory.services import diary_block_create, diary_entries_ensure
 from sleep.context import StepContext
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS
 
@@ -33,15 +34,13 @@ DREAM_INSTRUCTIONS = (
     "surreal, non-factual dream told in the first person, 300 to 800 characters, in the language of the "
     'anchors and snippets. Do not state facts as true. Answer JSON: {"title", "content"}.'
 )
-DREAM_SCHEMA = {
-    "type": "object",
-    "required": ["title", "content"],
-    "additionalProperties": False,
-    "properties": {
-        "title": {"type": "string", "minLength": 1, "maxLength": 120},
-        "content": {"type": "string", "minLength": 100, "maxLength": 2000},
+DREAM_SCHEMA = schema_object(
+    {
+        "title": schema_string(min_length=1, max_length=120),
+        "content": schema_string(min_length=100, max_length=2000),
     },
-}
+    required=["title", "content"],
+)
 
 
 def _snippets(ctx: StepContext, *, start, end) -> list[str]:
@@ -89,18 +88,16 @@ def dream(ctx: StepContext) -> dict:
         token_budget=ctx.token_budget,
     )
     diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
-    block = ContentBlock(
-        parent=diary,
-        tag=BlockTag.DREAM,
-        source_day=ctx.day,
-        external_id=f"dream:{ctx.day.isoformat()}",
-        title=answer["title"].strip(),
-        content=clip(answer["content"], DREAM_MAX_CHARS),
-        body={"anchor_ids": [a.pk for a in anchors]},
-    )
     try:
         with transaction.atomic():
-            block.save()
+            block = diary_block_create(
+                diary=diary,
+                tag=BlockTag.DREAM,
+                external_id=f"dream:{ctx.day.isoformat()}",
+                title=answer["title"],
+                content=clip(answer["content"], DREAM_MAX_CHARS),
+                body={"anchor_ids": [a.pk for a in anchors]},
+            )
     except IntegrityError:
         # A concurrent run dreamed first; the unique index keeps one dream per day.
         return {"skipped_reason": "already_dreamed"}

@@ -12,6 +12,7 @@ from django.db import transaction
 
 from anima.core.config import config_get
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_number, schema_object, schema_string
 from anima.core.models import BlockTag, Entity, MemoryStatus, MemoryType
 from anima.core.text import content_key
 from memory.models import (
@@ -22,7 +23,7 @@ from memory.models import (
     SelfLayerBlock,
     SemanticMemory,
 )
-from memory.services import diary_entries_ensure
+from memory.services import diary_block_create, diary_entries_ensure, memory_create, memory_deprecate, memory_update
 from sleep.context import StepContext
 from temporal.selectors import DayConversation, day_conversations
 
@@ -30,6 +31,8 @@ MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
 SIGNIFICANCE = ["normal", "milestone", "turning_point"]
 NO_OUTLINE = "(No autobiography summary yet)"
+# Every row light sleep writes has an external id "ls:<day>:<conversation id>:<stage>:<content key>".
+LIGHT_SLEEP_ID_PREFIX = "ls:"
 OUTLINE_NORMAL_MAX_AGE = timedelta(days=30)
 OUTLINE_OTHER_MAX_AGE = timedelta(days=180)
 OUTLINE_FALLBACK_TURNING_POINTS = 5
@@ -38,7 +41,8 @@ _LANGUAGE_RULE = (
     "Write every text in the language the conversation is held in (a Chinese conversation gives Chinese text, "
     "an English one English). Writing nothing is a valid answer when nothing is worth keeping."
 )
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 600}
+_TEXT = schema_string(min_length=1, max_length=600)
+_OCCURRED_AT = schema_string(max_length=40, nullable=True)
 
 SEMANTIC_INSTRUCTIONS = (
     "You consolidate one conversation of the day into durable semantic memories about the person and the world. "
@@ -49,48 +53,30 @@ SEMANTIC_INSTRUCTIONS = (
     'Answer JSON: {"create": [{"memory_type", "content", "occurred_at"}], "update": [{"id", ...}], '
     '"deprecate": [{"id", "reason"}]}.'
 )
-SEMANTIC_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "create": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["memory_type", "content"],
-                "additionalProperties": False,
-                "properties": {
-                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
+SEMANTIC_SCHEMA = schema_object(
+    {
+        "create": schema_array(
+            schema_object(
+                {"memory_type": schema_enum(MEMORY_TYPES), "content": _TEXT, "occurred_at": _OCCURRED_AT},
+                required=["memory_type", "content"],
+            )
+        ),
+        "update": schema_array(
+            schema_object(
+                {
+                    "id": schema_integer(),
+                    "memory_type": schema_enum(MEMORY_TYPES),
                     "content": _TEXT,
-                    "occurred_at": {"type": ["string", "null"], "maxLength": 40},
+                    "occurred_at": _OCCURRED_AT,
                 },
-            },
-        },
-        "update": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id"],
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": "integer"},
-                    "memory_type": {"type": "string", "enum": MEMORY_TYPES},
-                    "content": _TEXT,
-                    "occurred_at": {"type": ["string", "null"], "maxLength": 40},
-                },
-            },
-        },
-        "deprecate": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "reason"],
-                "additionalProperties": False,
-                "properties": {"id": {"type": "integer"}, "reason": {"type": "string", "maxLength": 300}},
-            },
-        },
-    },
-}
+                required=["id"],
+            )
+        ),
+        "deprecate": schema_array(
+            schema_object({"id": schema_integer(), "reason": schema_string(max_length=300)}, required=["id", "reason"])
+        ),
+    }
+)
 
 LIMBIC_INSTRUCTIONS = (
     "You are the companion. Record your own emotional anchors from this conversation: the overall mood, turning "
@@ -100,30 +86,25 @@ LIMBIC_INSTRUCTIONS = (
     'Answer JSON: {"anchors": [{"kind", "content", "valence", "arousal", "intensity", "source_segment", '
     '"semantic_memory_ids"}]}.'
 )
-LIMBIC_SCHEMA = {
-    "type": "object",
-    "required": ["anchors"],
-    "additionalProperties": False,
-    "properties": {
-        "anchors": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["kind", "content", "valence", "arousal", "intensity"],
-                "additionalProperties": False,
-                "properties": {
-                    "kind": {"type": "string", "enum": LIMBIC_KINDS},
+LIMBIC_SCHEMA = schema_object(
+    {
+        "anchors": schema_array(
+            schema_object(
+                {
+                    "kind": schema_enum(LIMBIC_KINDS),
                     "content": _TEXT,
-                    "valence": {"type": "number", "minimum": -1, "maximum": 1},
-                    "arousal": {"type": "number", "minimum": 0, "maximum": 1},
-                    "intensity": {"type": "number", "minimum": 0, "maximum": 1},
-                    "source_segment": {"type": "string", "maxLength": 600},
-                    "semantic_memory_ids": {"type": "array", "items": {"type": "integer"}},
+                    "valence": schema_number(minimum=-1, maximum=1),
+                    "arousal": schema_number(minimum=0, maximum=1),
+                    "intensity": schema_number(minimum=0, maximum=1),
+                    "source_segment": schema_string(max_length=600),
+                    "semantic_memory_ids": schema_array(schema_integer()),
                 },
-            },
-        }
+                required=["kind", "content", "valence", "arousal", "intensity"],
+            )
+        )
     },
-}
+    required=["anchors"],
+)
 
 NARRATIVE_INSTRUCTIONS = (
     "You are the companion writing your autobiography. From this conversation, its facts and your anchors, write "
@@ -131,39 +112,32 @@ NARRATIVE_INSTRUCTIONS = (
     f"(normal, milestone or turning_point). {_LANGUAGE_RULE} "
     'Answer JSON: {"narratives": [{"title", "content", "significance"}]}.'
 )
-NARRATIVE_SCHEMA = {
-    "type": "object",
-    "required": ["narratives"],
-    "additionalProperties": False,
-    "properties": {
-        "narratives": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["title", "content", "significance"],
-                "additionalProperties": False,
-                "properties": {
-                    "title": {"type": "string", "minLength": 1, "maxLength": 120},
-                    "content": {"type": "string", "minLength": 1, "maxLength": 2000},
-                    "significance": {"type": "string", "enum": SIGNIFICANCE},
+NARRATIVE_SCHEMA = schema_object(
+    {
+        "narratives": schema_array(
+            schema_object(
+                {
+                    "title": schema_string(min_length=1, max_length=120),
+                    "content": schema_string(min_length=1, max_length=2000),
+                    "significance": schema_enum(SIGNIFICANCE),
                 },
-            },
-        }
+                required=["title", "content", "significance"],
+            )
+        )
     },
-}
+    required=["narratives"],
+)
 
 OUTLINE_INSTRUCTIONS = (
     "Compress these autobiographical narratives into an outline of titles only, grouped by significance: "
     "turning points, milestones, recent narratives. Keep each title short; keep each title's language. "
     'Answer JSON: {"turning_points": [str], "milestones": [str], "recent_narratives": [str]}.'
 )
-_TITLES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 120}}
-OUTLINE_SCHEMA = {
-    "type": "object",
-    "required": ["turning_points", "milestones", "recent_narratives"],
-    "additionalProperties": False,
-    "properties": {"turning_points": _TITLES, "milestones": _TITLES, "recent_narratives": _TITLES},
-}
+_TITLES = schema_array(schema_string(min_length=1, max_length=120))
+OUTLINE_SCHEMA = schema_object(
+    {"turning_points": _TITLES, "milestones": _TITLES, "recent_narratives": _TITLES},
+    required=["turning_points", "milestones", "recent_narratives"],
+)
 OUTLINE_SECTIONS = (
     ("turning_points", "Turning points"),
     ("milestones", "Milestones"),
@@ -210,7 +184,7 @@ def _llm(ctx: StepContext, *, purpose: str, instructions: str, payload: dict, sc
 
 
 def _stage_prefix(day: date, item: DayConversation, kind: str) -> str:
-    return f"ls:{day.isoformat()}:{item.conversation.pk}:{kind}:"
+    return f"{LIGHT_SLEEP_ID_PREFIX}{day.isoformat()}:{item.conversation.pk}:{kind}:"
 
 
 def _external_id(day: date, item: DayConversation, kind: str, text: str) -> str:
@@ -228,14 +202,30 @@ def _day_facts(item: DayConversation, day: date) -> list[SemanticMemory]:
     )
 
 
-def _provenance(item: DayConversation, day: date) -> dict:
+def _provenance(item: DayConversation) -> dict:
     conversation = item.conversation
     return {
         "person": conversation.person,
         "source_conversation": conversation,
         "source_channel": conversation.channel_name,
-        "source_day": day,
     }
+
+
+def _payload(ctx: StepContext, item: DayConversation, **material) -> dict:
+    """What every stage shows the model: the day, the conversation and its dialogue, then its own material."""
+    return {"day": ctx.day.isoformat(), "conversation": item.meta(), "dialogue": item.dialogue(), **material}
+
+
+def _diary_block_once(
+    report: dict, ctx: StepContext, item: DayConversation, *, diary: Entity, tag: str, **fields
+) -> None:
+    """Write one diary block of the stage unless a run of the same day already wrote it (same id)."""
+    external_id = _external_id(ctx.day, item, tag, fields["content"])
+    if ContentBlock.objects.filter(external_id=external_id).exists():
+        report["duplicates"] += 1
+        return
+    block = diary_block_create(diary=diary, tag=tag, external_id=external_id, **fields, **_provenance(item))
+    report["created"].append(block.pk)
 
 
 def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[SemanticMemory], dict]:
@@ -253,12 +243,11 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
         ctx,
         purpose="light-sleep.semantic",
         instructions=SEMANTIC_INSTRUCTIONS,
-        payload={
-            "day": ctx.day.isoformat(),
-            "conversation": item.meta(),
-            "dialogue": item.dialogue(),
-            "existing": [{"id": m.pk, "memory_type": m.memory_type, "content": m.content} for m in existing.values()],
-        },
+        payload=_payload(
+            ctx,
+            item,
+            existing=[{"id": m.pk, "memory_type": m.memory_type, "content": m.content} for m in existing.values()],
+        ),
         schema=SEMANTIC_SCHEMA,
     )
     observed_at = item.messages[0].created_at.isoformat()
@@ -270,20 +259,18 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
             if content_key(fact["content"]) in known or SemanticMemory.objects.filter(external_id=external_id).exists():
                 report["duplicates"] += 1
                 continue
-            memory = SemanticMemory(
-                external_id=external_id,
+            memory = memory_create(
+                content=fact["content"],
                 memory_type=fact["memory_type"],
-                status=MemoryStatus.ACTIVE,
-                content=fact["content"].strip(),
+                external_id=external_id,
+                source_day=ctx.day,
                 body={
-                    "memory_kind": fact["memory_type"],
                     "observed_at": observed_at,
                     "occurred_at": fact.get("occurred_at") or ctx.day.isoformat(),
                     "source_conversations": [conversation.pk],
                 },
-                **_provenance(item, ctx.day),
+                **_provenance(item),
             )
-            memory.save()
             known.add(content_key(memory.content))
             report["created"].append(memory.pk)
         for change in answer.get("update", []):
@@ -291,26 +278,14 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
             if memory is None:
                 report["rejected_ids"].append(change["id"])
                 continue
-            fields = ["updated_at"]
-            if "content" in change:
-                memory.content = change["content"].strip()
-                fields.append("content")
-            if "memory_type" in change:
-                memory.memory_type = change["memory_type"]
-                fields.append("memory_type")
-            if "occurred_at" in change:
-                memory.body = {**memory.body, "occurred_at": change["occurred_at"]}
-                fields.append("body")
-            memory.save(update_fields=fields)
+            memory_update(memory=memory, changes={k: v for k, v in change.items() if k != "id"})
             report["updated"].append(memory.pk)
         for change in answer.get("deprecate", []):
             memory = existing.get(change["id"])
             if memory is None:
                 report["rejected_ids"].append(change["id"])
                 continue
-            memory.status = MemoryStatus.DEPRECATED
-            memory.body = {**memory.body, "deprecated_reason": change["reason"]}
-            memory.save(update_fields=["status", "body", "updated_at"])
+            memory_deprecate(memory=memory, reason=change["reason"])
             report["deprecated"].append(memory.pk)
     return _day_facts(item, ctx.day), report
 
@@ -318,7 +293,7 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
 def _limbic_stage(
     ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], *, min_intensity: float
 ) -> tuple[list[dict], dict]:
-    written = _stage_rows(LimbicBlock, ctx.day, item, "limbic")
+    written = _stage_rows(LimbicBlock, ctx.day, item, BlockTag.LIMBIC.value)
     if written:
         anchors = [{"content": b.content, "kind": b.body["kind"], "intensity": b.body["intensity"]} for b in written]
         return anchors, {"skipped_reason": "already_consolidated"}
@@ -326,12 +301,7 @@ def _limbic_stage(
         ctx,
         purpose="light-sleep.limbic",
         instructions=LIMBIC_INSTRUCTIONS,
-        payload={
-            "day": ctx.day.isoformat(),
-            "conversation": item.meta(),
-            "dialogue": item.dialogue(),
-            "facts": [{"id": f.pk, "content": f.content} for f in facts],
-        },
+        payload=_payload(ctx, item, facts=[{"id": f.pk, "content": f.content} for f in facts]),
         schema=LIMBIC_SCHEMA,
     )
     fact_ids = {f.pk for f in facts}
@@ -343,16 +313,14 @@ def _limbic_stage(
                 report["refused_low_intensity"] += 1
                 continue
             kept.append(anchor)
-            external_id = _external_id(ctx.day, item, "limbic", anchor["content"])
             # Limbic blocks are append-only (a trigger refuses UPDATE): existing ones are never touched.
-            if ContentBlock.objects.filter(external_id=external_id).exists():
-                report["duplicates"] += 1
-                continue
-            block = ContentBlock(
-                parent=diary,
-                tag=BlockTag.LIMBIC,
-                external_id=external_id,
-                content=anchor["content"].strip(),
+            _diary_block_once(
+                report,
+                ctx,
+                item,
+                diary=diary,
+                tag=BlockTag.LIMBIC.value,
+                content=anchor["content"],
                 body={
                     "valence": anchor["valence"],
                     "arousal": anchor["arousal"],
@@ -362,44 +330,38 @@ def _limbic_stage(
                     "source_segment": anchor.get("source_segment", ""),
                     "semantic_memory_ids": [i for i in anchor.get("semantic_memory_ids", []) if i in fact_ids],
                 },
-                **_provenance(item, ctx.day),
             )
-            block.save()
-            report["created"].append(block.pk)
     return kept, report
 
 
 def _narrative_stage(
     ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], anchors: list[dict]
 ) -> dict:
-    if _stage_rows(NarrativeBlock, ctx.day, item, "narrative"):
+    if _stage_rows(NarrativeBlock, ctx.day, item, BlockTag.NARRATIVE.value):
         return {"skipped_reason": "already_consolidated"}
     answer = _llm(
         ctx,
         purpose="light-sleep.narrative",
         instructions=NARRATIVE_INSTRUCTIONS,
-        payload={
-            "day": ctx.day.isoformat(),
-            "conversation": item.meta(),
-            "dialogue": item.dialogue(),
-            "facts": [{"id": f.pk, "content": f.content} for f in facts],
-            "anchors": [{"content": a["content"], "kind": a["kind"], "intensity": a["intensity"]} for a in anchors],
-        },
+        payload=_payload(
+            ctx,
+            item,
+            facts=[{"id": f.pk, "content": f.content} for f in facts],
+            anchors=[{"content": a["content"], "kind": a["kind"], "intensity": a["intensity"]} for a in anchors],
+        ),
         schema=NARRATIVE_SCHEMA,
     )
     report = {"created": [], "duplicates": 0}
     with transaction.atomic():
         for narrative in answer["narratives"]:
-            external_id = _external_id(ctx.day, item, "narrative", narrative["content"])
-            if ContentBlock.objects.filter(external_id=external_id).exists():
-                report["duplicates"] += 1
-                continue
-            block = ContentBlock(
-                parent=diary,
-                tag=BlockTag.NARRATIVE,
-                external_id=external_id,
-                title=narrative["title"].strip(),
-                content=narrative["content"].strip(),
+            _diary_block_once(
+                report,
+                ctx,
+                item,
+                diary=diary,
+                tag=BlockTag.NARRATIVE.value,
+                title=narrative["title"],
+                content=narrative["content"],
                 body={
                     "significance": narrative["significance"],
                     "period_start": ctx.day.isoformat(),
@@ -408,10 +370,7 @@ def _narrative_stage(
                     "source_conversations": [item.conversation.pk],
                     "status": "active",
                 },
-                **_provenance(item, ctx.day),
             )
-            block.save()
-            report["created"].append(block.pk)
     return report
 
 
@@ -424,7 +383,7 @@ def _narrative_day(block: Entity) -> date:
 
 
 def _outline_candidates(*, day: date) -> list[Entity]:
-    """FreeAnima's rule: normal narratives older than 30 days and non-turning-points older than 180 drop out."""
+    """Narratives the outline keeps: normal ones up to 30 days old, milestones up to 180, turning points always."""
     narratives = [
         n
         for n in NarrativeBlock.objects.filter(source_day__lte=day).order_by("source_day", "id")
@@ -447,7 +406,7 @@ def _outline_candidates(*, day: date) -> list[Entity]:
 
 
 def autobiography_outline_refresh(ctx: StepContext) -> dict:
-    """Stage 3b: the self layer's autobiography_summary, title-only bullets grouped by significance."""
+    """The outline stage: the self layer's autobiography_summary, title-only bullets grouped by significance."""
     narratives = _outline_candidates(day=ctx.day)
     if narratives:
         answer = _llm(

@@ -5,11 +5,13 @@ from __future__ import annotations
 from django.db import transaction
 
 from anima.core.llm import llm_json
+from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import MemoryStatus
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
+from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
 
-# autobiography_summary is written by light sleep's stage 3b only.
+# autobiography_summary is written by light sleep's outline stage only.
 REFRESHED = [
     SelfBlock.EXISTENCE_ANCHOR,
     SelfBlock.SELF_MODEL,
@@ -18,7 +20,7 @@ REFRESHED = [
     SelfBlock.METACOGNITION,
 ]
 LOCKED_BY_DEFAULT = {SelfBlock.EXISTENCE_ANCHOR}
-_BLOCK_TEXT = {"type": "string", "minLength": 1, "maxLength": 3000}
+_BLOCK_TEXT = schema_string(min_length=1, max_length=3000)
 
 SELF_LAYER_INSTRUCTIONS = (
     "You are the companion revising your self layer after a day. `blocks` holds the current text of each block; "
@@ -27,11 +29,7 @@ SELF_LAYER_INSTRUCTIONS = (
     "you are) changes only when `force` is true. Answer JSON: "
     '{"self_model"?, "personality_baseline"?, "direction"?, "metacognition"?, "existence_anchor"?}.'
 )
-SELF_LAYER_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {key.value: _BLOCK_TEXT for key in REFRESHED},
-}
+SELF_LAYER_SCHEMA = schema_object({key.value: _BLOCK_TEXT for key in REFRESHED})
 
 
 def _blocks() -> dict[str, SelfLayerBlock]:
@@ -42,7 +40,9 @@ def _blocks() -> dict[str, SelfLayerBlock]:
 
 def self_layer_refresh(ctx: StepContext) -> dict:
     facts = list(
-        SemanticMemory.objects.filter(source_day=ctx.day, status=MemoryStatus.ACTIVE, external_id__startswith="ls:")
+        SemanticMemory.objects.filter(
+            source_day=ctx.day, status=MemoryStatus.ACTIVE, external_id__startswith=LIGHT_SLEEP_ID_PREFIX
+        )
     )
     anchors = list(LimbicBlock.objects.filter(source_day=ctx.day))
     narratives = list(NarrativeBlock.objects.filter(source_day=ctx.day))

@@ -9,7 +9,17 @@ from hypothesis import strategies as st
 
 from anima.core.llm import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError, llm_json, providers
 from anima.core.llm.offline import offline_handler
-from anima.core.llm.schema import SchemaError, schema_validate
+from anima.core.llm.schema import (
+    SchemaError,
+    schema_array,
+    schema_boolean,
+    schema_enum,
+    schema_integer,
+    schema_number,
+    schema_object,
+    schema_string,
+    schema_validate,
+)
 from anima.core.llm.testing import StubLlmServer, scripted
 from anima.core.models import AutoLlmRun
 from memory.models import SelfBlock
@@ -275,3 +285,52 @@ def test_any_json_object_survives_fences_and_prose(value, prose):
     assert json_extract(encoded) == value
     assert json_extract(f"{prose}```json\n{encoded}\n```") == value
     assert json_extract(f"{prose}{encoded}") == value
+
+
+def test_schema_builders_write_the_json_schema_they_name():
+    schema = schema_object(
+        {
+            "kind": schema_enum(["a", "b"], description="Which."),
+            "text": schema_string(min_length=1, max_length=9),
+            "at": schema_string(max_length=40, nullable=True),
+            "ids": schema_array(schema_integer(minimum=1)),
+            "score": schema_number(minimum=0, maximum=1),
+            "flag": schema_boolean(),
+        },
+        required=["kind"],
+    )
+
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": ["a", "b"], "description": "Which."},
+            "text": {"type": "string", "minLength": 1, "maxLength": 9},
+            "at": {"type": ["string", "null"], "maxLength": 40},
+            "ids": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+            "flag": {"type": "boolean"},
+        },
+        "required": ["kind"],
+        "additionalProperties": False,
+    }
+    with pytest.raises(ValueError, match="required names no property: kinds"):
+        schema_object({"kind": schema_enum(["a"])}, required=["kinds"])
+
+
+def test_schema_errors_list_missing_names_first_then_the_value_in_order():
+    schema = {
+        "type": "object",
+        "required": ["a", "b"],
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "string", "enum": ["x"]}},
+    }
+
+    with pytest.raises(SchemaError) as caught:
+        schema_validate(value={"z": 1, "c": 5, "b": "2"}, schema=schema)
+
+    assert caught.value.errors == [
+        "$.a: required property missing",
+        "$.z: property not allowed",
+        "$.c: expected string, got integer",
+        "$.b: expected integer, got string",
+    ]

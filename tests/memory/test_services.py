@@ -1,10 +1,25 @@
 from __future__ import annotations
 
+import datetime as dt
 import json
 
-from anima.core.models import BlockTag, Entity
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+
+from anima.core.models import BlockTag, Entity, MemoryStatus
 from memory.models import ContentBlock, DiaryEntry, SemanticMemory
-from memory.services import memories_import
+from memory.services import (
+    MemoryPart,
+    diary_block_create,
+    memories_import,
+    memory_create,
+    memory_expire,
+    memory_merge,
+    memory_split,
+    memory_update,
+)
+from tests.factories import DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
 
 
 def _line(external_id: str, memory_type: str, content: str, **extra) -> str:
@@ -70,3 +85,91 @@ def test_bad_memory_lines_are_reported_and_good_ones_kept():
         "ok",
         "d1",
     }
+
+
+def test_memory_merge_writes_the_successor_and_expires_every_source_with_the_link():
+    leo = PersonFactory(slug="leo")
+    older = SemanticMemoryFactory(
+        person=leo, content="Leo 住在杭州", pinned=True, body={"observed_at": "2026-10-01", "tags": ["home"]}
+    )
+    newer = SemanticMemoryFactory(person=leo, content="Leo 现在住在杭州", body={"observed_at": "2026-11-01"})
+
+    merged = memory_merge(sources=[older, newer], content=" Leo 住在杭州 ", memory_type="world", external_id="m:1")
+
+    assert (merged.content, merged.pinned, merged.person, merged.status) == ("Leo 住在杭州", True, leo, "active")
+    assert merged.body["observed_at"] == "2026-10-01" and merged.body["tags"] == ["home"]
+    assert merged.body["merged_from"] == [older.pk, newer.pk]
+    for source in (older, newer):
+        source.refresh_from_db()
+        assert (source.status, source.superseded_by_id) == (MemoryStatus.EXPIRED, merged.pk)
+        assert source.expired_reason == f"merged into #{merged.pk}"
+
+
+def test_memory_split_expires_the_memory_superseded_by_its_first_part():
+    memory = SemanticMemoryFactory(content="Leo 住在杭州。Leo 喜欢徒步。")
+
+    parts = memory_split(
+        memory=memory,
+        parts=[
+            MemoryPart(memory_type="world", content="Leo 住在杭州", external_id="s:1"),
+            MemoryPart(memory_type="preference", content="Leo 喜欢徒步", external_id="s:2"),
+        ],
+    )
+
+    memory.refresh_from_db()
+    assert [p.memory_type for p in parts] == ["world", "preference"]
+    assert (memory.status, memory.superseded_by_id) == (MemoryStatus.EXPIRED, parts[0].pk)
+    assert memory.expired_reason == f"split into #{parts[0].pk}, #{parts[1].pk}"
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda m: memory_expire(memory=m, reason="again"),
+        lambda m: memory_split(memory=m, parts=[MemoryPart(memory_type="world", content="x", external_id="s")]),
+        lambda m: memory_merge(sources=[m, SemanticMemoryFactory()], content="x", memory_type="world", external_id="m"),
+    ],
+)
+def test_only_an_active_memory_can_be_retired(write):
+    memory = SemanticMemoryFactory(status=MemoryStatus.EXPIRED)
+
+    with pytest.raises(ValidationError, match="not active"):
+        write(memory)
+
+    assert not SemanticMemory.objects.filter(external_id__in=["s", "m"]).exists()
+    memory.refresh_from_db()
+    assert (memory.status, memory.expired_reason) == (MemoryStatus.EXPIRED, "")
+
+
+def test_memory_writes_refuse_what_cannot_be_stored():
+    memory = SemanticMemoryFactory()
+
+    with pytest.raises(ValidationError, match="content must not be empty"):
+        memory_create(content="  ", memory_type="world")
+    with pytest.raises(ValidationError, match="memory_type must be one of"):
+        memory_update(memory=memory, changes={"memory_type": "gossip"})
+    with pytest.raises(ValidationError, match="cannot supersede itself"):
+        memory_expire(memory=memory, reason="x", superseded_by=memory)
+    with pytest.raises(ValidationError, match="two or more"):
+        memory_merge(sources=[memory, memory], content="x", memory_type="world", external_id="m")
+
+
+def test_memory_update_changes_only_what_it_is_given():
+    memory = SemanticMemoryFactory(content="Leo 喜欢 Go", memory_type="preference", body={"occurred_at": "2026-11-01"})
+
+    memory_update(memory=memory, changes={"occurred_at": None})
+    memory.refresh_from_db()
+
+    assert (memory.content, memory.memory_type, memory.body) == ("Leo 喜欢 Go", "preference", {"occurred_at": None})
+
+
+def test_diary_blocks_hang_under_their_day_and_take_its_day():
+    diary = DiaryEntryFactory(source_day=dt.date(2026, 11, 20))
+
+    block = diary_block_create(diary=diary, tag=BlockTag.DREAM, title=" 梦 ", content="我梦见一座漂浮的图书馆")
+
+    assert (block.parent_id, block.source_day, block.title, block.tag) == (diary.pk, diary.source_day, "梦", "dream")
+    with pytest.raises(ValidationError, match="not a diary entry"):
+        diary_block_create(diary=block, tag=BlockTag.DREAM, content="x")
+    with pytest.raises(IntegrityError):  # the database keeps one dream a day
+        diary_block_create(diary=diary, tag=BlockTag.DREAM, content="又一个梦")

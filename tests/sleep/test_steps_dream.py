@@ -12,7 +12,7 @@ from anima.core.text import is_chinese
 from conversations.models import Role
 from memory.models import DreamBlock
 from sleep.context import StepContext
-from sleep.offline import dream_answer
+from sleep.offline.dream import dream_answer
 from sleep.steps import dream
 from tests.factories import ContentBlockFactory, DiaryEntryFactory, MessageFactory
 

@@ -14,7 +14,7 @@ from anima.core.text import is_chinese
 from conversations.models import Platform, Role
 from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
-from sleep.offline import facts_extract
+from sleep.offline.light import facts_extract
 from sleep.steps import light_sleep
 from sleep.steps.light import NO_OUTLINE, autobiography_outline_refresh
 from tests.factories import (

@@ -9,7 +9,7 @@ from anima.core.llm.testing import scripted
 from anima.core.text import is_chinese
 from memory.models import SelfBlock, SelfLayerBlock
 from sleep.context import StepContext
-from sleep.offline import self_layer_answer
+from sleep.offline.self_layer import self_layer_answer
 from sleep.steps import self_layer_refresh
 from tests.factories import SelfLayerBlockFactory, SemanticMemoryFactory
 

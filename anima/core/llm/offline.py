@@ -1,7 +1,8 @@
 """Registry of the offline provider's deterministic handlers, one per purpose.
 
-Apps register handlers in ``<app>/offline.py`` with ``@offline_handler("<purpose>")``; those
-modules are imported once, on the first offline call.
+Apps register handlers in ``<app>/offline.py`` (or a package ``<app>/offline/`` whose ``__init__``
+imports its modules) with ``@offline_handler("<purpose>")``; those modules are imported once, on
+the first offline call.
 """
 
 from __future__ import annotations

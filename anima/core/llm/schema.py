@@ -1,18 +1,88 @@
-"""A small JSON-Schema subset validator whose messages name the offending path."""
+"""JSON Schema for structured answers and tool arguments: builders, and validation naming the offending path.
+
+The builders keep a schema to a few readable lines; validation is the ``jsonschema`` library's
+(draft 2020-12), with each problem reported as ``$.path: message`` (``$.facts[0].content:
+required property missing``), deepest-first in the order of the value checked.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "null": (type(None),),
-}
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+Schema = dict[str, Any]
+
+
+# --- Builders ------------------------------------------------------------------------------------
+
+
+def schema_object(properties: dict[str, Schema], *, required: Iterable[str] = (), description: str = "") -> Schema:
+    """An object with these properties and no others; ``required`` names the ones that must be there."""
+    required = list(required)
+    unknown = [name for name in required if name not in properties]
+    if unknown:
+        raise ValueError(f"required names no property: {', '.join(unknown)}")
+    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return _described(schema, description)
+
+
+def schema_array(items: Schema, *, description: str = "") -> Schema:
+    return _described({"type": "array", "items": items}, description)
+
+
+def schema_string(
+    *, min_length: int | None = None, max_length: int | None = None, nullable: bool = False, description: str = ""
+) -> Schema:
+    schema: Schema = {"type": _nullable("string", nullable)}
+    if min_length is not None:
+        schema["minLength"] = min_length
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    return _described(schema, description)
+
+
+def schema_enum(values: Iterable[str], *, description: str = "") -> Schema:
+    """A string that is one of ``values``."""
+    return _described({"type": "string", "enum": list(values)}, description)
+
+
+def schema_integer(
+    *, minimum: int | None = None, maximum: int | None = None, nullable: bool = False, description: str = ""
+) -> Schema:
+    return _described(_bounded({"type": _nullable("integer", nullable)}, minimum, maximum), description)
+
+
+def schema_number(*, minimum: float | None = None, maximum: float | None = None, description: str = "") -> Schema:
+    return _described(_bounded({"type": "number"}, minimum, maximum), description)
+
+
+def schema_boolean(*, description: str = "") -> Schema:
+    return _described({"type": "boolean"}, description)
+
+
+def _nullable(name: str, nullable: bool) -> str | list[str]:
+    return [name, "null"] if nullable else name
+
+
+def _bounded(schema: Schema, minimum: float | None, maximum: float | None) -> Schema:
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return schema
+
+
+def _described(schema: Schema, description: str) -> Schema:
+    if description:
+        schema["description"] = description
+    return schema
+
+
+# --- Validation ----------------------------------------------------------------------------------
 
 
 class SchemaError(ValueError):
@@ -23,12 +93,81 @@ class SchemaError(ValueError):
         super().__init__("; ".join(errors))
 
 
-def schema_validate(*, value: Any, schema: dict) -> None:
+def schema_validate(*, value: Any, schema: Schema) -> None:
     """Raise SchemaError naming each path (``$.items[2].title``) that breaks ``schema``."""
-    errors: list[str] = []
-    _check(value, schema, "$", errors)
-    if errors:
-        raise SchemaError(errors)
+    errors = list(Draft202012Validator(schema).iter_errors(value))
+    # A value of the wrong type gets that one message; its other keywords (enum) say nothing more.
+    mistyped = {tuple(error.absolute_path) for error in errors if error.validator == "type"}
+    problems: list[tuple[list[tuple[int, int]], int, str]] = []
+    required_listed: set[tuple] = set()
+    for error in errors:
+        where = tuple(error.absolute_path)
+        if error.validator != "type" and where in mistyped:
+            continue
+        if error.validator == "required":
+            # jsonschema reports each missing name apart; the first report lists them all.
+            if where in required_listed:
+                continue
+            required_listed.add(where)
+        keyword_rank = _KEYWORD_ORDER.get(error.validator, len(_KEYWORD_ORDER))
+        for name, rank, message in _problems(error):
+            order = _value_order(value, where) + ([] if rank is None else [rank])
+            path = [*where] if name is None else [*where, name]
+            problems.append((order, keyword_rank, f"{_path(path)}: {message}"))
+    if problems:
+        problems.sort(key=lambda problem: problem[:2])
+        raise SchemaError([message for _, _, message in problems])
+
+
+_KEYWORD_ORDER = {"type": 0, "enum": 1, "minLength": 2, "maxLength": 3, "minimum": 4, "maximum": 5}
+
+
+def _problems(error: ValidationError) -> Iterator[tuple[str | None, tuple[int, int] | None, str]]:
+    """(property name, its rank, message) for each problem that one jsonschema error stands for.
+
+    A problem of a property (missing, not allowed) names it; the rank puts missing names first,
+    in ``required`` order, then the value's own properties in their order.
+    """
+    keyword, expected, instance = error.validator, error.validator_value, error.instance
+    if keyword == "type":
+        names = expected if isinstance(expected, list) else [expected]
+        yield None, None, f"expected {' or '.join(names)}, got {_type_name(instance)}"
+    elif keyword == "enum":
+        yield None, None, f"{instance!r} is not one of {expected!r}"
+    elif keyword == "minLength":
+        yield None, None, f"shorter than {expected} characters"
+    elif keyword == "maxLength":
+        yield None, None, f"longer than {expected} characters"
+    elif keyword == "minimum":
+        yield None, None, f"{instance} is below the minimum {expected}"
+    elif keyword == "maximum":
+        yield None, None, f"{instance} is above the maximum {expected}"
+    elif keyword == "required":
+        for index, name in enumerate(expected):
+            if name not in instance:
+                yield name, (0, index), "required property missing"
+    elif keyword == "additionalProperties" and expected is False:
+        properties = error.schema.get("properties", {})
+        patterns = error.schema.get("patternProperties", {})
+        for index, name in enumerate(instance):
+            if name not in properties and not any(re.search(pattern, name) for pattern in patterns):
+                yield name, (1, index), "property not allowed"
+    else:
+        yield None, None, error.message
+
+
+def _path(parts: Iterable) -> str:
+    return "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts)
+
+
+def _value_order(value: Any, path: Iterable) -> list[tuple[int, int]]:
+    """Where ``path`` comes when ``value`` is walked depth-first, items and properties in their order."""
+    order = []
+    for part in path:
+        index = part if isinstance(value, list) else list(value).index(part)
+        order.append((1, index))
+        value = value[part]
+    return order
 
 
 def _type_name(value: Any) -> str:
@@ -42,53 +181,10 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name not in _TYPES:
-        raise ValueError(f"unsupported schema type {name!r}")
-    # JSON has no separate boolean-as-number; an integer-valued float still counts as integer.
-    if isinstance(value, bool):
-        return name == "boolean"
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _TYPES[name])
-
-
-def _check(value: Any, schema: dict, path: str, errors: list[str]) -> None:
-    expected = schema.get("type")
-    if expected is not None:
-        names = expected if isinstance(expected, list) else [expected]
-        if not any(_is_type(value, name) for name in names):
-            errors.append(f"{path}: expected {' or '.join(names)}, got {_type_name(value)}")
-            return
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} is not one of {schema['enum']!r}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{path}: shorter than {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']} characters")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: {value} is below the minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: {value} is above the maximum {schema['maximum']}")
-    if isinstance(value, dict):
-        _check_object(value, schema, path, errors)
-    if isinstance(value, list) and "items" in schema:
-        for index, item in enumerate(value):
-            _check(item, schema["items"], f"{path}[{index}]", errors)
-
-
-def _check_object(value: dict, schema: dict, path: str, errors: list[str]) -> None:
-    properties = schema.get("properties", {})
-    for name in schema.get("required", []):
-        if name not in value:
-            errors.append(f"{path}.{name}: required property missing")
-    additional = schema.get("additionalProperties", True)
-    for name, item in value.items():
-        if name in properties:
-            _check(item, properties[name], f"{path}.{name}", errors)
-        elif additional is False:
-            errors.append(f"{path}.{name}: property not allowed")
-        elif isinstance(additional, dict):
-            _check(item, additional, f"{path}.{name}", errors)
+_TYPES: dict[str, tuple[type, ...]] = {
+    "number": (float,),
+    "string": (str,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}

@@ -1,0 +1,145 @@
+"""Offline answers of deep sleep's four rounds: contradiction / expiry, split, merge, pin review."""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import combinations
+
+from anima.core.llm.offline import offline_handler
+from anima.core.text import normalized, sentences
+from sleep.offline._shared import bigrams
+
+_ZH_CHANGE_MARKERS = re.compile(r"现在(?:更)?喜欢|现在改|改用|不再|换成")
+_EN_CHANGE_MARKERS = re.compile(r"\bnow prefers?\b|\bno longer\b|\bswitched to\b|\bthese days\b|\bused to\b", re.I)
+_LIKED_OBJECT = re.compile(r"(?:喜欢|爱|prefers?|likes?|loves?)\s*([A-Za-z][\w.+#-]*|[\u4e00-\u9fff]{2,})", re.I)
+# Exclusive attributes: one subject has exactly one value at a time.
+_ATTRIBUTES: tuple[tuple[str, re.Pattern], ...] = (
+    ("zodiac", re.compile(r"(?P<subject>[^，。；,;]*?)属(?P<value>[鼠牛虎兔龙蛇马羊猴鸡狗猪])")),
+    ("email", re.compile(r"(?P<subject>[^，。；,;]*?)(?:的)?邮箱是\s*(?P<value>\S+@\S+)")),
+    ("birthday", re.compile(r"(?P<subject>[^，。；,;]*?)(?:的)?生日是\s*(?P<value>[^，。；,;]+)")),
+    ("email", re.compile(r"(?P<subject>[^,.;]*?)'s email(?: address)? is (?P<value>\S+@\S+)", re.I)),
+    ("birthday", re.compile(r"(?P<subject>[^,.;]*?)'s birthday is (?P<value>[^,.;]+)", re.I)),
+    ("zodiac", re.compile(r"(?P<subject>[^,.;]*?) was born in the year of the (?P<value>\w+)", re.I)),
+)
+
+
+def _lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _subject(text: str, person: str | None) -> str:
+    text = text.casefold()
+    if person:
+        text = text.replace(person.casefold(), "")
+    return normalized(re.sub(r"的|我|今年", "", text))
+
+
+def _attributes(memory: dict) -> dict[tuple[str, str], str]:
+    found = {}
+    for attribute, pattern in _ATTRIBUTES:
+        for match in pattern.finditer(memory["content"]):
+            found[(attribute, _subject(match.group("subject"), memory["person"]))] = normalized(match.group("value"))
+    return found
+
+
+def _same_subject(a: str, b: str) -> bool:
+    return a == b or (bool(a) and bool(b) and (a in b or b in a))
+
+
+def _chronological(memories: list[dict]) -> list[dict]:
+    return sorted(memories, key=lambda m: (m.get("observed_at") or "", m["id"]))
+
+
+def _verdict(older: dict, newer: dict) -> dict | None:
+    if older["person"] != newer["person"]:
+        return None
+    changed = _ZH_CHANGE_MARKERS.search(newer["content"]) or _EN_CHANGE_MARKERS.search(newer["content"])
+    liked = _LIKED_OBJECT.search(older["content"])
+    if changed and liked and liked.group(1).casefold() in newer["content"].casefold():
+        return {"id": older["id"], "superseded_by": newer["id"], "kind": "change", "reason": "preference changed"}
+    old_attrs, new_attrs = _attributes(older), _attributes(newer)
+    for (attribute, subject), value in old_attrs.items():
+        for (other_attribute, other_subject), other_value in new_attrs.items():
+            if attribute == other_attribute and _same_subject(subject, other_subject) and value != other_value:
+                return {
+                    "id": older["id"],
+                    "superseded_by": newer["id"],
+                    "kind": "contradiction",
+                    "reason": f"{attribute}: {value} vs {other_value}; the newer statement stands",
+                }
+    return None
+
+
+@offline_handler("deep-sleep.contradiction")
+def contradiction_answer(payload: dict) -> dict:
+    expire, retired = [], set()
+    for older, newer in combinations(_chronological(_lines(payload["group"])), 2):
+        if older["id"] in retired or newer["id"] in retired:
+            continue
+        verdict = _verdict(older, newer)
+        if verdict:
+            retired.add(older["id"])
+            expire.append(verdict)
+    return {"expire": expire}
+
+
+_PRONOUN_START = re.compile(r"^(?:他|她|它|这|那|he|she|it|they|this|that)\b", re.I)
+SPLIT_PART_MIN_CHARS = 10
+
+
+@offline_handler("deep-sleep.split")
+def split_answer(payload: dict) -> dict:
+    wanted = set(payload["candidate_ids"])
+    splits = []
+    for memory in _lines(payload["memories"]):
+        if memory["id"] not in wanted or memory["type"] in {"procedural", "imprint"}:
+            continue
+        parts = sentences(memory["content"])
+        parts = [p for p in parts if len(normalized(p)) >= SPLIT_PART_MIN_CHARS]
+        # A part that leans on the previous one ("She …") is not self-contained: leave the memory whole.
+        if len(parts) >= 2 and not any(_PRONOUN_START.match(p) for p in parts[1:]):
+            splits.append({"id": memory["id"], "parts": [{"memory_type": memory["type"], "content": p} for p in parts]})
+    return {"splits": splits}
+
+
+def near_duplicates(a: str, b: str) -> bool:
+    """High character-bigram overlap (Dice ≥ 0.8), or one text contained in the other."""
+    na, nb = normalized(a), normalized(b)
+    short, long = sorted((na, nb), key=len)
+    if len(short) >= 8 and short in long:
+        return True
+    ga, gb = bigrams(a), bigrams(b)
+    return bool(ga and gb) and 2 * len(ga & gb) / (len(ga) + len(gb)) >= 0.8
+
+
+@offline_handler("deep-sleep.merge")
+def merge_answer(payload: dict) -> dict:
+    memories = _lines(payload["memories"])
+    merged_into: dict[int, list[dict]] = {}
+    owner: dict[int, int] = {}
+    for a, b in combinations(memories, 2):
+        if a["person"] != b["person"] or not near_duplicates(a["content"], b["content"]):
+            continue
+        root = owner.get(a["id"], a["id"])
+        if b["id"] in owner:
+            continue
+        group = merged_into.setdefault(root, [a])
+        owner[a["id"]] = root
+        group.append(b)
+        owner[b["id"]] = root
+    merges = []
+    for group in merged_into.values():
+        richest = max(group, key=lambda m: (len(m["content"]), -m["id"]))
+        merges.append({"ids": [m["id"] for m in group], "memory_type": richest["type"], "content": richest["content"]})
+    return {"merges": merges}
+
+
+@offline_handler("deep-sleep.pins")
+def pins_answer(payload: dict) -> dict:
+    unpin = [
+        {"id": m["id"], "reason": f"memory is {m['status']}"}
+        for m in _lines(payload["pinned"])
+        if m.get("status") != "active"
+    ]
+    return {"unpin": unpin, "pin": []}
