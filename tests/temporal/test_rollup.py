@@ -16,10 +16,7 @@ from temporal.rollup import (
     peer_rollups_warm,
     sources_fingerprint,
 )
-from tests.anima.test_cache import (
-    CLOSED_PORT_REDIS,
-    private_cache,  # noqa: F401 — the fixture, used via pytestmark
-)
+from tests.conftest import CLOSED_PORT_REDIS
 from tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.usefixtures("private_cache")

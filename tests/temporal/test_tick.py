@@ -19,7 +19,6 @@ from conversations.models import Conversation, Platform, Role
 from temporal.services import summary_clean
 from temporal.tasks import temporal_tick
 from temporal.tick import temporal_tick_run
-from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
 from tests.factories import ConversationFactory, MessageFactory
 
 pytestmark = pytest.mark.usefixtures("private_cache")

@@ -18,7 +18,6 @@ from conversations.models import Message, PeerBlock, Role, StmScope
 from conversations.services import conversations_import
 from memory.services import memories_import
 from temporal.tick import temporal_tick_run
-from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
 from tests.factories import (
     ConversationFactory,
     MessageFactory,

@@ -12,7 +12,6 @@ from anima.agent.turn import SUMMARY_NAME, prepare_turn
 from anima.core.config import config_update
 from anima.core.llm.testing import scripted
 from conversations.models import HistoryEntry, Role, ShortTermMemory, StmScope
-from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
 from tests.factories import ConversationFactory, IdentityFactory, MessageFactory, PersonFactory, ShortTermMemoryFactory
 
 pytestmark = pytest.mark.usefixtures("private_cache")

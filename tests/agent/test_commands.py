@@ -9,7 +9,6 @@ from django.core.management import CommandError, call_command
 
 from conversations.models import Role
 from temporal.tick import temporal_tick_run
-from tests.anima.test_cache import private_cache  # noqa: F401 — the fixture, used via pytestmark
 from tests.factories import ConversationFactory, MessageFactory
 
 pytestmark = pytest.mark.usefixtures("private_cache")
