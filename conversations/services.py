@@ -176,6 +176,7 @@ def conversations_import(
 ) -> ImportReport:
     """Import conversations JSONL; idempotent (existing conversations and messages are kept as they are)."""
     return jsonl_import(
+        kind="conversations",
         lines=lines,
         parse=_parse_conversation_line,
         store=_store_conversations,

@@ -12,6 +12,7 @@ from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from anima.core.calendar import moment_bound
 from anima.core.config import config_get
+from anima.core.db import replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from memory.models import SelfLayerBlock, SemanticMemory
@@ -66,7 +67,8 @@ def semantic_memory_search_ids(*, text: str) -> list[int]:
     Raises QuerySyntaxError for a malformed query.
     """
     source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
-    hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT)
+    with replica_reads():
+        hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT)
     return [hit.id for hit in hits]
 
 
@@ -163,8 +165,10 @@ def memory_recall(
             where_sql = _ENTITY_WHERE[memory_type] + (" AND t.person_id IS NULL" if unscoped else "")
             source = entity_source(name=memory_type, where_sql=where_sql, person_id=person_id, since=start, until=end)
         sources.append(source)
-    hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit)[:limit]
-    return _results(hits)
+    # Recall reads the replica when one is configured (unless a caller pinned the primary).
+    with replica_reads():
+        hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit)[:limit]
+        return _results(hits)
 
 
 def memory_semantic_search(

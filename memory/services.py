@@ -148,7 +148,12 @@ def memories_import(
     Idempotent: a line whose external_id is already stored for its kind is left as it is.
     """
     return jsonl_import(
-        lines=lines, parse=_parse_memory_line, store=_store_memories, batch_lines=batch_lines, progress=progress
+        kind="memories",
+        lines=lines,
+        parse=_parse_memory_line,
+        store=_store_memories,
+        batch_lines=batch_lines,
+        progress=progress,
     )
 
 

@@ -25,7 +25,9 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from anima.core.db import primary_reads
 from anima.core.llm import LlmBudgetExceeded
+from anima.core.logs import log_context
 from sleep.context import StepContext
 from sleep.models import PipelineRun, PipelineStepRun, RunStatus, StepStatus
 
@@ -146,7 +148,11 @@ def pipeline_execute(
     step: str | None = None,
     token_budget: int | None = None,
 ) -> PipelineRun:
-    """Run the whole DAG for ``day``, or only ``step`` (a manual retry). The caller holds the lock."""
+    """Run the whole DAG for ``day``, or only ``step`` (a manual retry). The caller holds the lock.
+
+    Every read is from the primary (the cycle decides what to write from what it reads), and every
+    log record inside carries the run's id and LLM run key.
+    """
     if step is None:
         selected = pipeline.order()
     else:
@@ -168,6 +174,14 @@ def pipeline_execute(
         run_key=f"{pipeline.run_key_prefix}:{run.pk}",
         token_budget=token_budget,
     )
+    with primary_reads(), log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key):
+        logger.info("%s for %s started (%s, %s)", pipeline.name, day, trigger, mode)
+        _execute_steps(run=run, selected=selected, context=context)
+        logger.info("%s for %s finished: %s", pipeline.name, day, run.status)
+    return run
+
+
+def _execute_steps(*, run: PipelineRun, selected: list[Step], context: StepContext) -> None:
     failed_root: dict[str, str] = {}  # step that did not succeed -> the failed step behind it
     budget_exhausted = False
     for node in selected:
@@ -176,7 +190,8 @@ def pipeline_execute(
             _record_skip(run=run, step=node, blocked_by=blocked, failed_step=failed_root[blocked])
             failed_root[node.name] = failed_root[blocked]
             continue
-        row = _execute(run=run, step=node, context=context)
+        with log_context(step=node.name):
+            row = _execute(run=run, step=node, context=context)
         if row.status == StepStatus.FAILED:
             failed_root[node.name] = node.name
             budget_exhausted = budget_exhausted or row.error.startswith(BUDGET_EXHAUSTED)
@@ -188,7 +203,6 @@ def pipeline_execute(
         run.error = f"failed steps: {', '.join(failed)}"
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "error", "finished_at"])
-    return run
 
 
 def _check_dependencies(*, pipeline: Pipeline, day: date, step: Step) -> None:
@@ -251,4 +265,5 @@ def _execute(*, run: PipelineRun, step: Step, context: StepContext) -> PipelineS
         row.error = f"{type(exc).__name__}: {exc}"
     row.finished_at = timezone.now()
     row.save(update_fields=["status", "output", "error", "finished_at"])
+    logger.info("step %s %s in %.1f s", step.name, row.status, row.duration_seconds)
     return row

@@ -6,6 +6,7 @@ deployment fails at start-up instead of somewhere deep in a request.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import zoneinfo
 
@@ -91,3 +92,17 @@ def env_time_zone(name: str, default: str) -> str:
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
         raise ImproperlyConfigured(f"{name} must be an IANA time zone such as Asia/Shanghai, got {value!r}") from exc
     return value
+
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def env_networks(name: str, default: list[str]) -> tuple[IpNetwork, ...]:
+    """Comma-separated IP addresses or networks (``10.0.0.0/8``); ``none`` for an empty list."""
+    items = env_list(name, default)
+    if [item.lower() for item in items] == ["none"]:
+        return ()
+    try:
+        return tuple(ipaddress.ip_network(item, strict=False) for item in items)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must list IP addresses or networks such as 10.0.0.0/8: {exc}") from exc

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+from django.utils import timezone
+
 from anima.core.calendar import moment_from_iso
+from anima.core.models import ImportRun
 
 T = TypeVar("T")
 
@@ -108,23 +111,33 @@ ProgressCallback = Callable[[ImportReport], None]
 
 def jsonl_import(
     *,
+    kind: str,
     lines: Iterable[str],
     parse: Callable[[int, dict[str, Any]], T],
     store: Callable[[list[T], ImportReport], None],
     batch_lines: int,
     progress: ProgressCallback | None = None,
 ) -> ImportReport:
-    """Validate lines with ``parse`` (raising LineError), hand each batch of good ones to ``store``."""
+    """Validate lines with ``parse`` (raising LineError), hand each batch of good ones to ``store``.
+
+    Every import, finished or stopped by an error, leaves an ``ImportRun`` row of ``kind`` with its counts.
+    """
     report = ImportReport()
-    for batch in batched(numbered_objects(lines, report), batch_lines):
-        parsed: list[T] = []
-        for number, obj in batch:
-            try:
-                parsed.append(parse(number, obj))
-            except LineError as exc:
-                report.errors.append((number, str(exc)))
-        if parsed:
-            store(parsed, report)
-        if progress:
-            progress(report)
+    started_at = timezone.now()
+    try:
+        for batch in batched(numbered_objects(lines, report), batch_lines):
+            parsed: list[T] = []
+            for number, obj in batch:
+                try:
+                    parsed.append(parse(number, obj))
+                except LineError as exc:
+                    report.errors.append((number, str(exc)))
+            if parsed:
+                store(parsed, report)
+            if progress:
+                progress(report)
+    finally:
+        ImportRun.objects.create(
+            kind=kind, lines=report.lines, imported=report.imported, bad=len(report.errors), started_at=started_at
+        )
     return report

@@ -1,4 +1,4 @@
-"""Core models: the single citable id space (``entities``) and the LLM audit log."""
+"""Core models: the single citable id space (``entities``), the LLM audit log and the import log."""
 
 from __future__ import annotations
 
@@ -220,6 +220,24 @@ class AutoLlmRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.purpose} via {self.provider} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class ImportRun(models.Model):
+    """One JSONL import (command or API): how many lines it read, stored and refused; /metrics sums them."""
+
+    kind = models.CharField(max_length=32)
+    lines = models.IntegerField(default=0)
+    imported = models.IntegerField(default=0)
+    bad = models.IntegerField(default=0)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "import_runs"
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} import of {self.lines} lines at {self.started_at:%Y-%m-%d %H:%M}"
 
 
 class RuntimeConfig(models.Model):

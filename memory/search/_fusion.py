@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.db import connections, transaction
 
+from anima.core.db import read_alias
+from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
 from memory.search._sql import search_fetch, search_statement
@@ -35,15 +38,23 @@ def clamp_limit(limit: int) -> int:
 
 
 def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: int) -> list[Hit]:
-    """Rank rows of ``sources`` by RRF over their FTS and trigram branches (one SQL statement)."""
+    """Rank rows of ``sources`` by RRF over their FTS and trigram branches (one SQL statement).
+
+    Runs on the replica inside ``replica_reads`` (recall's callers), else on the primary. A dense branch
+    adds its ranked (source, "dense", id, rank) rows to ``rows`` before the merge and reports its time
+    with ``observe_recall(branch="dense", …)``.
+    """
     if query.is_empty or not sources:
         return []
-    with transaction.atomic(), connection.cursor() as cursor:
+    alias = read_alias()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         plans = branch_plans(query=query, sources=sources)
         statement = search_statement(query=query, sources=sources, plans=plans, pool=pool_size(limit=limit))
         if statement is None:
             return []
+        started = time.perf_counter()
         rows = search_fetch(cursor, *statement)
+        observe_recall(branch="keyword", seconds=time.perf_counter() - started)
     return rrf_merge(rows=rows)
 
 

@@ -11,8 +11,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from django.db import connection
+from django.db import connections
 
+from anima.core.db import read_alias
 from anima.core.search_query import SearchQuery, tsquery_or
 from memory.search._sources import SourceSpec
 
@@ -55,6 +56,7 @@ _term_stats_cache: dict[tuple[str, str, str], tuple[float, TermStats | None]] = 
 
 def term_stats_get(*, table: str, column: str) -> TermStats | None:
     """The column's lexeme statistics (from ANALYZE, cached TERM_STATS_TTL seconds); None before any ANALYZE."""
+    connection = connections[read_alias()]
     key = (str(connection.settings_dict["NAME"]), table, column)
     cached = _term_stats_cache.get(key)
     if cached and time.monotonic() - cached[0] < TERM_STATS_TTL:
@@ -86,7 +88,7 @@ def _lexemes_get(*, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """Each word as the database normalises it for the index (stemmed, stopwords dropped), one round trip."""
     if not words:
         return {}
-    with connection.cursor() as cursor:
+    with connections[read_alias()].cursor() as cursor:
         cursor.execute(
             "SELECT w, tsvector_to_array(to_tsvector('english', w)) FROM unnest(%s::text[]) AS w", [list(words)]
         )
@@ -153,6 +155,6 @@ def branch_plans(*, query: SearchQuery, sources: Sequence[SourceSpec]) -> list[B
 
 def _newest_id(*, table: str) -> int:
     # Its own statement: under hybrid_search's planner settings max(id) could not use the primary key.
-    with connection.cursor() as cursor:
+    with connections[read_alias()].cursor() as cursor:
         cursor.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
         return cursor.fetchone()[0]

@@ -7,6 +7,7 @@ Every call goes through ``llm_json``; it is the one place that prepends the iden
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -17,9 +18,12 @@ from django.db.models import Sum
 from anima.core.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.providers import Completion, LlmRequest, provider_get
 from anima.core.llm.schema import SchemaError, schema_validate
+from anima.core.logs import log_context
 from anima.core.models import AutoLlmRun
 
 __all__ = ["LlmBudgetExceeded", "LlmError", "LlmInvalidOutput", "LlmTransientError", "llm_json"]
+
+logger = logging.getLogger(__name__)
 
 _FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
 _JSON_START = re.compile(r"[\[{]")
@@ -54,16 +58,25 @@ def llm_json(
     provider = provider_get()
     audit = AutoLlmRun(purpose=purpose, provider=provider.name, model=provider.model, prompt=messages, run_key=run_key)
     started = time.monotonic()
-    try:
-        completion = provider.complete(request=request)
-        _audit_completion(audit, completion)
-        return _parse(completion=completion, schema=schema, purpose=purpose)
-    except Exception as exc:
-        audit.error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        audit.latency_ms = round((time.monotonic() - started) * 1000)
-        audit.save()
+    with log_context(run_key=run_key, llm_purpose=purpose):
+        try:
+            completion = provider.complete(request=request)
+            _audit_completion(audit, completion)
+            return _parse(completion=completion, schema=schema, purpose=purpose)
+        except Exception as exc:
+            audit.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            audit.latency_ms = round((time.monotonic() - started) * 1000)
+            audit.save()
+            logger.info(
+                "llm call %s: %s, %d tokens in %d ms",
+                purpose,
+                "failed" if audit.error else "ok",
+                audit.total_tokens,
+                audit.latency_ms,
+                extra={"llm_run_id": audit.pk},
+            )
 
 
 def llm_tokens_spent(*, run_key: str) -> int:
