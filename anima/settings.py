@@ -125,7 +125,7 @@ def _database(url: str, name: str) -> dict:
     database = dj_database_url.parse(url, conn_max_age=DB_CONN_MAX_AGE)
     if database["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured(f"{name} must point to PostgreSQL")
-    database["OPTIONS"].setdefault("connect_timeout", DB_CONNECT_TIMEOUT)
+    database.setdefault("OPTIONS", {}).setdefault("connect_timeout", DB_CONNECT_TIMEOUT)
     return database
 
 
@@ -215,17 +215,18 @@ ANIMA_EMBEDDINGS_THREADS = env_int("ANIMA_EMBEDDINGS_THREADS", 1, minimum=1, max
 ANIMA_ADMIN_USERNAME = env_str("ANIMA_ADMIN_USERNAME", "admin") or "admin"
 ANIMA_ADMIN_PASSWORD = env_str("ANIMA_ADMIN_PASSWORD")
 
-# --- Static files: WhiteNoise serves them in every mode (runserver with DEBUG off, gunicorn). `collectstatic`
-# copies them to STATIC_ROOT with compressed variants; a fresh clone without it is served from the apps.
+# --- Static files: WhiteNoise serves them in every mode (runserver with DEBUG off, gunicorn). `collectstatic` copies
+# them to STATIC_ROOT with compressed variants, served from there; until it has run (a fresh clone) they come
+# straight from the apps.
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("ANIMA_STATIC_ROOT") or VAR_DIR / "static")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = True
-# Until `collectstatic` has run, STATIC_ROOT does not exist and the files come from the apps: not worth a warning.
-warnings.filterwarnings("ignore", message=f"No directory at: {re.escape(str(STATIC_ROOT))}")
+WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
+if WHITENOISE_USE_FINDERS:
+    warnings.filterwarnings("ignore", message=f"No directory at: {re.escape(str(STATIC_ROOT))}")
 
 # --- Logs: plain lines, or one JSON object a line with the run ids of the work being logged.
 LOG_FORMAT = env_choice("LOG_FORMAT", "plain", choices=("plain", "json"))

@@ -1,7 +1,18 @@
 from __future__ import annotations
 
+import io
+import json
+import logging.config
+from collections.abc import Callable, Iterator
+
 import pytest
+from django.conf import settings as django_settings
 from django.core.cache import caches
+from django.db import connections
+from django.db.utils import load_backend
+
+from anima.core.db import REPLICA
+from anima.core.logs import logging_config
 
 
 @pytest.fixture(autouse=True)
@@ -44,3 +55,48 @@ def redis_down(settings, monkeypatch):
     settings.CACHES = CLOSED_PORT_REDIS
     # The outage pause is process-wide: undo it so later tests see a healthy cache again.
     monkeypatch.setattr("anima.core.cache._down_until", 0.0)
+
+
+def _replica_alias(settings, **overrides) -> Iterator[None]:
+    """DATABASE_REPLICA_URL set, its ``replica`` connection on the test database unless ``overrides`` say otherwise.
+
+    Set up as a connection Django's test case did not see at its start, which it lets through.
+    """
+    settings_dict = {**connections["default"].settings_dict, **overrides}
+    settings.DATABASE_REPLICA_URL = "postgresql://replica-of-the-test-database"
+    connections[REPLICA] = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias=REPLICA)
+    try:
+        yield
+    finally:
+        connections[REPLICA].close()
+        del connections[REPLICA]
+
+
+@pytest.fixture
+def replica(transactional_db, settings) -> Iterator[None]:
+    """A replica on the test database: a second connection, so what it should see must be committed."""
+    yield from _replica_alias(settings)
+
+
+@pytest.fixture
+def closed_port_replica(settings) -> Iterator[None]:
+    yield from _replica_alias(
+        settings, ENGINE="django.db.backends.postgresql", HOST="127.0.0.1", PORT=1, OPTIONS={"connect_timeout": 2}
+    )
+
+
+@pytest.fixture
+def json_logs() -> Iterator[Callable[[], list[dict]]]:
+    """Logging as with LOG_FORMAT=json LOG_LEVEL=INFO; yields a reader of every record written so far."""
+    config = logging_config(log_format="json", level="INFO")
+    stream = io.StringIO()
+    config["handlers"]["console"]["stream"] = stream
+    logging.config.dictConfig(config)
+
+    def records() -> list[dict]:
+        return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+    try:
+        yield records
+    finally:
+        logging.config.dictConfig(django_settings.LOGGING)

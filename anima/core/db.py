@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 REPLICA = "replica"
@@ -48,7 +49,7 @@ def primary_reads() -> Iterator[None]:
 
 def read_alias() -> str:
     """The alias raw SQL reads should run on here: the replica inside ``replica_reads``, else the primary."""
-    return REPLICA if _reads.get() == _REPLICA and REPLICA in connections.settings else DEFAULT_DB_ALIAS
+    return REPLICA if _reads.get() == _REPLICA and settings.DATABASE_REPLICA_URL else DEFAULT_DB_ALIAS
 
 
 class ReplicaRouter:

@@ -85,7 +85,7 @@ def database_check() -> CheckResult:
 
 
 def replica_check() -> CheckResult | None:
-    if REPLICA not in connections.settings:
+    if not settings.DATABASE_REPLICA_URL:
         return None
     with connections[REPLICA].cursor() as cursor:
         cursor.execute("SELECT pg_is_in_recovery(), extract(epoch FROM now() - pg_last_xact_replay_timestamp())")

@@ -6,6 +6,8 @@ import json
 import re
 
 import pytest
+from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.authtoken.models import Token
@@ -212,3 +214,15 @@ def test_schema_and_docs_are_served_to_authenticated_users():
 
     assert schema.status_code == 200 and "/api/recall/" in json.loads(schema.content)["paths"]
     assert docs.status_code == 200
+
+
+def test_the_api_docs_page_loads_only_assets_anima_serves_itself(client):
+    client.force_login(UserFactory(username="reader"))
+    page = client.get("/api/docs/").content.decode()
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert any(asset.endswith("swagger-ui-bundle.js") for asset in assets)
+    assert any(asset.endswith("swagger-ui.css") for asset in assets)
+    for asset in assets:
+        assert asset.startswith(settings.STATIC_URL), asset
+        assert finders.find(asset.removeprefix(settings.STATIC_URL)), asset
+    assert not re.search(r"https?://|//cdn", page)

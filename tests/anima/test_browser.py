@@ -1,7 +1,9 @@
 """An operator's evening in the Habitat console, driven through headless Chromium.
 
-Logs in, searches memories in Chinese, pins one, runs a historical day's sleep step from the
-Sleep page, and leaves screenshots in ``test-artifacts/`` (CI keeps them as artifacts).
+Opens the console of a real ``runserver`` started as the README says (DEBUG unset) and checks it is
+styled and that the API docs work offline; logs in, searches memories in Chinese, pins one, runs a
+historical day's sleep step from the Sleep page, and leaves screenshots in ``test-artifacts/`` (CI
+keeps them as artifacts).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.factories import (
     SemanticMemoryFactory,
     UserFactory,
 )
+from tests.served import runserver
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -182,3 +185,37 @@ def test_operator_searches_pins_and_sleeps_a_historical_day(browser, live_server
     assert "我下个月搬去杭州" in browser.find_element(By.ID, "conversation-messages").text
     _screenshot(browser, "10-conversation-messages")
     assert SemanticMemory.objects.filter(pinned=True).count() == 1
+
+
+def test_a_runserver_without_debug_shows_a_styled_console_and_api_docs_that_need_no_internet(
+    browser, transactional_db, tmp_path
+):
+    from selenium.webdriver.common.by import By
+
+    UserFactory(username="operator", is_staff=True, is_superuser=True)
+    with runserver(log=tmp_path / "runserver.log") as app:
+        css = app.get("/static/admin/css/base.css")
+        assert css.status == 200 and css.headers["content-type"].startswith("text/css")
+
+        browser.get(f"{app.url}/admin/login/")
+        stylesheets = [
+            link.get_attribute("href") for link in browser.find_elements(By.CSS_SELECTOR, "link[rel=stylesheet]")
+        ]
+        assert f"{app.url}/static/admin/css/base.css" in stylesheets
+        # Unstyled, the header has the browser's default: a transparent background.
+        header = browser.execute_script("return getComputedStyle(document.getElementById('header')).backgroundColor")
+        assert header not in ("rgba(0, 0, 0, 0)", "transparent")
+        _screenshot(browser, "00-login-runserver")
+
+        browser.find_element(By.NAME, "username").send_keys("operator")
+        browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+        browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+        browser.find_element(By.ID, "habitat-links")
+
+        # The docs page gets Swagger UI from Anima's own static files, never from a CDN.
+        browser.get(f"{app.url}/api/docs/")
+        assert "Anima API" in browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title").text
+        loaded = browser.execute_script("return performance.getEntriesByType('resource').map(entry => entry.name)")
+        assert any(url.endswith("/swagger-ui-bundle.js") for url in loaded)
+        assert [url for url in loaded if not url.startswith(app.url)] == []
+        _screenshot(browser, "11-api-docs")

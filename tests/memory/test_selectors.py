@@ -4,8 +4,11 @@ import datetime as dt
 import logging
 
 import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from anima.core.db import REPLICA
 from anima.core.models import BlockTag, MemoryStatus
 from conversations.models import Platform, Role
 from memory.search import QuerySyntaxError, _stats
@@ -168,3 +171,15 @@ def test_resident_memory_cuts_pinned_beyond_forty_with_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="memory.selectors"):
         assert len(resident_memories()) == 40
     assert "more than 40 pinned" in caplog.text
+
+
+def test_recall_reads_the_replica_and_finds_what_the_primary_committed(replica):
+    memory = SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    with (
+        CaptureQueriesContext(connections["default"]) as primary,
+        CaptureQueriesContext(connections[REPLICA]) as on_replica,
+    ):
+        results = memory_recall(query="你的邮箱是啥？")
+    assert [result["id"] for result in results] == [memory.pk]
+    assert primary.captured_queries == []
+    assert any("ts_rank_cd" in query["sql"] for query in on_replica.captured_queries)

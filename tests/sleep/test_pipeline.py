@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
 
+from anima.core.db import REPLICA, replica_reads
 from anima.core.llm import LlmBudgetExceeded, llm_json
 from anima.core.llm.testing import scripted
+from memory.models import SemanticMemory
+from memory.selectors import memory_recall
 from sleep.context import StepContext
 from sleep.models import PipelineRun, PipelineStepRun
 from sleep.pipeline import Pipeline, PipelineBusy, PipelineError, Step, pipeline_execute, pipeline_lock
+from tests.factories import SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 20)
 
@@ -204,3 +211,45 @@ def test_runs_left_running_by_a_dead_process_are_closed_when_the_lock_is_next_ta
     assert dead.steps.get().status == "failed"
     other.refresh_from_db()
     assert other.status == "running"  # guarded by its own lock
+
+
+def test_every_log_record_of_a_run_carries_its_ids_so_a_night_can_be_traced(json_logs):
+    def thinking(ctx: StepContext) -> dict:
+        llm_json(purpose="dream", instructions="dream", payload={}, schema={"type": "object"}, run_key=ctx.run_key)
+        logging.getLogger("sleep.steps.test").warning("half way")
+        return {}
+
+    pipeline = Pipeline(name="test-pipeline", steps=(Step("thinking", thinking), Step("other", lambda ctx: {})))
+    with scripted({"dream": [{"text": "a"}]}):
+        run = execute(pipeline)
+    logging.getLogger("sleep.steps.test").warning("after the run")
+
+    records = json_logs()
+    ids = {"pipeline": "test-pipeline", "pipeline_run": run.pk, "run_key": f"pipeline-run:{run.pk}"}
+    in_run = [record for record in records if record.get("pipeline_run") == run.pk]
+    assert [record["message"] for record in records if record not in in_run] == ["after the run"]
+    assert all(record.items() >= ids.items() for record in in_run)
+    by_message = {record["message"].split(":")[0]: record for record in in_run}
+    assert by_message["llm call dream"]["step"] == "thinking"
+    assert by_message["llm call dream"]["llm_purpose"] == "dream"
+    assert by_message["half way"]["step"] == "thinking"
+    assert by_message["step other succeeded in 0.0 s"]["step"] == "other"
+    assert {"test-pipeline for 2026-11-20 started (manual, full)", "test-pipeline for 2026-11-20 finished"} <= set(
+        by_message
+    )
+
+
+def test_the_cycle_reads_the_primary_even_when_its_caller_asked_for_the_replica(replica):
+    SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    found: dict[str, list] = {}
+
+    def recalling(ctx: StepContext) -> dict:
+        found["recall"] = memory_recall(query="邮箱")
+        found["memories"] = list(SemanticMemory.objects.values_list("content", flat=True))
+        return {}
+
+    with CaptureQueriesContext(connections[REPLICA]) as on_replica, replica_reads():
+        run = execute(Pipeline(name="test-pipeline", steps=(Step("recalling", recalling),)))
+    assert statuses(run) == {"recalling": "succeeded"}
+    assert len(found["recall"]) == 1 and found["memories"] == ["Leo 的邮箱是 leo@example.com"]
+    assert on_replica.captured_queries == []

@@ -1,0 +1,70 @@
+"""The web process as production runs it: gunicorn with gunicorn.conf.py, after collectstatic."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.served import gunicorn, run_manage, served_env
+
+
+def test_gunicorn_serves_collected_static_files_health_and_metrics_of_all_workers_in_json_logs(tmp_path):
+    static_root = tmp_path / "static"
+    run_manage("collectstatic", "--noinput", env=served_env(ANIMA_STATIC_ROOT=str(static_root)))
+    assert (static_root / "admin/css/base.css.gz").exists()  # compressed copies for clients that accept them
+    assert (static_root / "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").exists()
+
+    with gunicorn(
+        log=tmp_path / "gunicorn.log",
+        ANIMA_STATIC_ROOT=str(static_root),
+        WEB_CONCURRENCY="2",
+        LOG_FORMAT="json",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+    ) as app:
+        css = app.get("/static/admin/css/base.css", {"Accept-Encoding": "gzip"})
+        assert css.status == 200
+        assert css.headers["content-type"].startswith("text/css")
+        assert css.headers["content-encoding"] == "gzip"
+        ready = app.get("/readyz")
+        assert ready.status == 200, ready.body
+        assert json.loads(ready.body)["status"] == "ok"
+        for _ in range(4):
+            assert app.get("/admin/login/?next=/admin/private-query").status == 200
+        scraped = app.get("/metrics")
+    assert scraped.status == 200
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(scraped.body.decode())
+        for sample in family.samples
+    }
+    # Two workers served the four requests; the scrape counts them all.
+    assert (
+        samples[
+            ("django_http_requests_latency_seconds_by_view_method_count", (("method", "GET"), ("view", "admin:login")))
+        ]
+        == 4
+    )
+
+    records = [json.loads(line) for line in app.log_lines()]  # every line one JSON object
+    access = [record["message"] for record in records if record["logger"] == "gunicorn.access"]
+    assert sum(bool(re.search(r'"GET /admin/login/" 200 \d+ \d+ms', line)) for line in access) == 4
+    assert not [line for line in access if "private-query" in line]  # no query strings in the access log
+    assert any(record["logger"] == "gunicorn.error" and "Booting worker" in record["message"] for record in records)
+
+
+def test_gunicorn_without_its_database_is_alive_but_not_ready(tmp_path):
+    with gunicorn(
+        log=tmp_path / "gunicorn.log",
+        WEB_CONCURRENCY="1",
+        DATABASE_URL="postgresql://anima@127.0.0.1:1/anima",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+    ) as app:
+        assert app.get("/healthz").status == 200
+        ready = app.get("/readyz")
+    assert ready.status == 503
+    body = json.loads(ready.body)
+    assert body["status"] == "fail"
+    assert body["checks"]["database"]["ok"] is False
+    assert body["checks"]["database"]["detail"].startswith("OperationalError")
