@@ -224,7 +224,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
+WHITENOISE_USE_FINDERS = DEBUG or not STATIC_ROOT.is_dir()
 if WHITENOISE_USE_FINDERS:
     warnings.filterwarnings("ignore", message=f"No directory at: {re.escape(str(STATIC_ROOT))}")
 

@@ -24,8 +24,8 @@ def test_healthz_answers_without_touching_the_database_whatever_the_host_header(
     assert response.json() == {"status": "ok"}
 
 
-def test_readyz_is_ok_on_a_migrated_database_and_reports_what_is_not_required(client, settings):
-    settings.REDIS_URL = ""
+def test_readyz_is_ok_on_a_migrated_database_and_reports_what_is_not_required(client, settings, private_cache):
+    settings.CELERY_BROKER_URL = ""
     status, body = readyz(client)
     assert status == 200
     assert body["status"] == "ok"
