@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -116,7 +117,10 @@ def runserver(*, log: Path, **env: str) -> contextlib.AbstractContextManager[Ser
 
 
 def gunicorn(*, log: Path, **env: str) -> contextlib.AbstractContextManager[Served]:
-    """``gunicorn -c gunicorn.conf.py``, the Procfile's web process."""
+    """The Procfile's web process (``gunicorn -c gunicorn.conf.py``), run by this interpreter."""
     port = free_port()
-    command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py"]
+    procfile = (Path(settings.BASE_DIR) / "Procfile").read_text().splitlines()
+    web = next(shlex.split(line.split(":", 1)[1]) for line in procfile if line.startswith("web:"))
+    assert web[0] == "gunicorn", web
+    command = [sys.executable, "-m", *web]
     return served(command, port=port, log=log, env=served_env(GUNICORN_BIND=f"127.0.0.1:{port}", **env))
