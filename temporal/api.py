@@ -6,6 +6,7 @@ import django_filters
 from rest_framework import mixins
 
 from anima.core.api.views import ApiViewSet
+from conversations.access import SCOPED
 from temporal.models import TemporalSummary, Window
 from temporal.serializers import TemporalSummarySerializer
 
@@ -25,3 +26,4 @@ class TemporalSummaryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, A
     serializer_class = TemporalSummarySerializer
     filterset_class = TemporalSummaryFilter
     lookup_value_regex = r"\d{1,18}"
+    access_scopes = SCOPED

@@ -17,10 +17,11 @@ from datetime import datetime, time, timedelta
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from anima.agent.stm import ShortTermView, conversation_person, short_term_prepare
+from anima.agent.stm import ShortTermView, short_term_prepare
 from anima.core.calendar import BUCKET, closed_buckets, local_day
 from anima.core.config import config_get
 from conversations.models import Conversation, PeerBlock, Person, Role
+from conversations.selectors import conversation_person
 from conversations.services import message_create
 from memory.models import SemanticMemory
 from memory.selectors import active_semantic_memories, memory_line, passive_recall, resident_memories, self_layer_text

@@ -8,7 +8,7 @@ from anima.api.testing import api_client
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun, RunStatus, StepStatus
 from sleep.pipeline import pipeline_lock
-from tests.factories import PipelineRunFactory, PipelineStepRunFactory
+from tests.factories import PersonFactory, PipelineRunFactory, PipelineStepRunFactory
 
 
 def test_staff_trigger_runs_one_step_in_process_and_lists_it_with_its_steps():
@@ -65,10 +65,11 @@ def test_a_busy_cycle_is_a_409():
     assert response.status_code == 409
 
 
-def test_run_history_and_steps_for_any_authenticated_user():
+def test_run_history_and_steps_for_operators_only():
     run = PipelineRunFactory(day=dt.date(2026, 9, 30), status=RunStatus.FAILED)
     PipelineStepRunFactory(run=run, step="light-sleep", status=StepStatus.FAILED, error="boom", output={"x": 1})
-    client = api_client()
+    client = api_client(staff=True)
+    agent = api_client(username="runtime", scope="agent", persons=[PersonFactory()])
 
     detail = client.get(f"/api/sleep-runs/{run.pk}/").json()
     steps = client.get("/api/sleep-runs/steps/").json()
@@ -76,3 +77,4 @@ def test_run_history_and_steps_for_any_authenticated_user():
     assert detail["steps"][0]["error"] == "boom" and detail["steps"][0]["output"] == {"x": 1}
     assert steps[0] == {"name": "conversation-cleanup", "depends_on": []}
     assert {"name": "memory-ref-sync", "depends_on": ["deep-sleep"]} in steps
+    assert agent.get("/api/sleep-runs/").status_code == agent.get(f"/api/sleep-runs/{run.pk}/").status_code == 403
