@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from django.db.models import Q, QuerySet
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from anima.core.errors import AccessDenied, AnimaError
@@ -256,6 +257,19 @@ class TokenAuthentication(authentication.TokenAuthentication):
         except UnicodeError:
             raise exceptions.AuthenticationFailed("Invalid token header: the key has invalid characters.") from None
         return self.authenticate_credentials(key)
+
+
+class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = TokenAuthentication
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": 'An API token: "Token <key>" or "Bearer <key>".',
+        }
 
 
 def access_of(request) -> Access:

@@ -204,7 +204,7 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
     archived = pending[: len(pending) - threshold // 2]
     cap = config["max_summary_chars"]
     try:
-        digest = messages_digest(conversation=conversation, messages=archived, earlier=[], max_chars=cap)
+        digest = messages_digest(conversation=conversation, messages=archived, earlier=[], max_chars=cap).summary
     except LlmError as exc:
         logger.warning("short-term consolidation of conversation %s postponed: %s", conversation.pk, exc)
         return view
