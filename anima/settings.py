@@ -132,6 +132,15 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# A task is acknowledged only once done, and handed back when its worker dies (tasks are idempotent):
+# a worker killed mid-cycle loses nothing. One message at a time per worker process.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis hands an unacknowledged message to another worker after this many seconds (RabbitMQ at once,
+# when the dead worker's connection drops). Longer than a sleep cycle, or a live run is delivered twice
+# (the second delivery then waits for the lock and finds the run finished).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("ANIMA_BROKER_VISIBILITY_TIMEOUT", 3600, minimum=1)}
 CELERY_TIMEZONE = "UTC"
 
 # --- Time: the companion's local day and its half-hour buckets are in ANIMA_TIME_ZONE.

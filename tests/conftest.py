@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from django.core.cache import caches
+
+from sleep.models import PipelineRun
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +43,26 @@ def redis_down(settings, monkeypatch):
     settings.CACHES = CLOSED_PORT_REDIS
     # The outage pause is process-wide: undo it so later tests see a healthy cache again.
     monkeypatch.setattr("anima.core.cache._down_until", 0.0)
+
+
+@pytest.fixture
+def finished_run():
+    """``finished_run(pk)``: wait for a sleep run carried out in a background thread to finish.
+
+    The test must be transactional (the thread has its own connection); every such thread is
+    joined at teardown, so none writes into the next test's database.
+    """
+
+    def wait(pk: int, timeout: float = 60) -> PipelineRun:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = PipelineRun.objects.get(pk=pk)
+            if run.finished_at is not None:
+                return run
+            time.sleep(0.1)
+        pytest.fail(f"sleep run {pk} did not finish within {timeout}s")
+
+    yield wait
+    for thread in threading.enumerate():
+        if thread.name.startswith("sleep-run-"):
+            thread.join(timeout=60)
