@@ -197,12 +197,16 @@ class HistoryView(ApiGenericView):
 
     @extend_schema(request=HistoryAppendSerializer, responses={201: HistoryEntrySerializer})
     def post(self, request: Request) -> Response:
-        """Append one timeline entry (e.g. a consolidated conversation summary)."""
+        """Append one timeline entry (e.g. a consolidated conversation summary).
+
+        Without ``person`` a token acting for one person appends it to that person's timeline.
+        """
         data = HistoryAppendSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         access = access_of(request)
-        access.write_check(data.validated_data["person"], what="a history entry")
-        if data.validated_data["conversation"] is not None:
-            access.conversation_check(data.validated_data["conversation"])
-        entry = history_append(**data.validated_data)
+        fields = {**data.validated_data, "person": access.person_for(data.validated_data["person"])}
+        access.write_check(fields["person"], what="a history entry")
+        if fields["conversation"] is not None:
+            access.conversation_check(fields["conversation"])
+        entry = history_append(**fields)
         return Response(HistoryEntrySerializer(entry).data, status=status.HTTP_201_CREATED)

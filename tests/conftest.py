@@ -6,6 +6,8 @@ import time
 import pytest
 from django.core.cache import caches
 
+from anima.core.llm import providers
+from anima.core.llm.testing import StubLlmServer
 from sleep.models import PipelineRun
 
 
@@ -66,3 +68,15 @@ def finished_run():
     for thread in threading.enumerate():
         if thread.name.startswith("sleep-run-"):
             thread.join(timeout=60)
+
+
+@pytest.fixture
+def llm_stub(settings, monkeypatch):
+    """The openai provider against a local OpenAI-compatible stub server (real sockets on 127.0.0.1)."""
+    monkeypatch.setattr(providers, "RETRY_BACKOFF_SECONDS", 0)
+    with StubLlmServer() as server:
+        settings.ANIMA_LLM_PROVIDER = "openai"
+        settings.ANIMA_LLM_BASE_URL = server.base_url
+        settings.ANIMA_LLM_MODEL = "stub-model"
+        settings.ANIMA_LLM_MAX_RETRIES = 2
+        yield server

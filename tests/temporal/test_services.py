@@ -3,12 +3,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import pytest
 from django.utils import timezone
 
 from anima.core.config import config_update
-from anima.core.llm import providers
-from anima.core.llm.testing import StubLlmServer, scripted
+from anima.core.llm.testing import scripted
 from conversations.models import Platform, Role
 from sleep.context import StepContext
 from sleep.steps import temporal_summary_cascade, temporal_summary_day
@@ -160,26 +158,16 @@ def test_a_month_keeps_a_section_per_conversation_with_its_owner():
     assert "2026-11-03" in leo["text"] and "2026-11-20" in leo["text"]
 
 
-@pytest.fixture
-def stub_llm(settings, monkeypatch):
-    monkeypatch.setattr(providers, "RETRY_BACKOFF_SECONDS", 0)
-    with StubLlmServer() as server:
-        settings.ANIMA_LLM_PROVIDER = "openai"
-        settings.ANIMA_LLM_BASE_URL = server.base_url
-        settings.ANIMA_LLM_MODEL = "stub-model"
-        yield server
-
-
-def test_a_models_topic_lines_are_stored_without_contact_data_numbers_or_quotes(stub_llm):
+def test_a_models_topic_lines_are_stored_without_contact_data_numbers_or_quotes(llm_stub):
     said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000"
     _talk(DAY, [(Role.USER, said), (Role.ASSISTANT, "好的，记下了。")], title="杂事")
     own_text = "Leo 留下了邮箱 leo@example.com 和电话 13800138000。"
     leaky_topic = "Leo 的联系方式：leo@example.com / +86 138 0013 8000，他说“顺便记一下”"
-    stub_llm.reply({"sections": [{"conversation": 0, "topic": leaky_topic, "summary": own_text}]})
+    llm_stub.reply({"sections": [{"conversation": 0, "topic": leaky_topic, "summary": own_text}]})
 
     temporal_summary_write_day(day=DAY)
 
-    request = stub_llm.requests[0]
+    request = llm_stub.requests[0]
     system, user = request["messages"][0]["content"], json.loads(request["messages"][1]["content"])
     assert "topic" in system and "no numbers" in system and '"sections"' in system
     assert user["conversations"][0]["conversation"] == 0
