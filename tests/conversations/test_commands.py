@@ -73,7 +73,7 @@ def test_token_scope_sets_shows_and_clears_a_scope():
     person = _token_scope("runtime", "--scope", "person", "--person", "leo")
     cleared = _token_scope("runtime", "--clear")
 
-    assert "no rights" in unscoped
+    assert "no rights" in unscoped and "drf_create_token runtime" in unscoped
     assert "runtime: an agent token bound to persons leo, maya and conversations tg-1" in agent
     assert shown.strip() == agent.strip()
     assert "runtime: a person token of leo" in person

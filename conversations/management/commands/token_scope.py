@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from rest_framework.authtoken.models import Token
 
 from anima.core.errors import AnimaError
 from conversations.access import access_for_user, conversation_find
@@ -46,6 +47,8 @@ class Command(BaseCommand):
             except AnimaError as exc:
                 raise CommandError(str(exc)) from None
         self.stdout.write(f"{user}: {access_for_user(found).binding}")
+        if not Token.objects.filter(user=found).exists():
+            self.stdout.write(f"(no API token yet: python manage.py drf_create_token {user})")
 
     @staticmethod
     def _persons(slugs: list[str]) -> list[Person]:
