@@ -51,8 +51,8 @@ __all__ = [
     "TokenAuthentication",
     "access_for_user",
     "access_narrow_by_name",
-    "access_of_scope",
     "access_of",
+    "access_of_scope",
     "conversation_find",
 ]
 
