@@ -174,6 +174,15 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# A task is acknowledged only once done, and handed back when its worker dies (tasks are idempotent):
+# a worker killed mid-cycle loses nothing. One message at a time per worker process.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis hands an unacknowledged message to another worker after this many seconds (RabbitMQ at once,
+# when the dead worker's connection drops). Longer than a sleep cycle, or a live run is delivered twice
+# (the second delivery then waits for the lock and finds the run finished).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("ANIMA_BROKER_VISIBILITY_TIMEOUT", 3600, minimum=1)}
 CELERY_TIMEZONE = "UTC"
 
 # --- Time: the companion's local day and its half-hour buckets are in ANIMA_TIME_ZONE.
@@ -238,14 +247,15 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT == "plain"
 # --- Metrics: /metrics answers only direct requests from these addresses (keep it off the public network).
 ANIMA_METRICS_ALLOWED = env_networks("ANIMA_METRICS_ALLOWED", ["127.0.0.1", "::1"])
 
-# --- API (DRF): token or session auth on everything, JSON bodies capped at ANIMA_MAX_BODY_BYTES.
+# --- API (DRF): token (Token or Bearer) or session auth on everything, JSON bodies capped at ANIMA_MAX_BODY_BYTES.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ANIMA_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "conversations.access.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Who may do what: operator / agent / person scopes, declared per view (conversations/access.py).
+    "DEFAULT_PERMISSION_CLASSES": ["conversations.access.ScopedAccess"],
     "DEFAULT_PAGINATION_CLASS": "anima.core.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],

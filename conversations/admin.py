@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import Count, QuerySet
@@ -10,7 +11,19 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin
-from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person, ShortTermMemory
+from anima.core.errors import AnimaError
+from conversations.access import access_of_scope
+from conversations.models import (
+    Conversation,
+    HistoryEntry,
+    Identity,
+    Message,
+    PeerBlock,
+    Person,
+    ShortTermMemory,
+    TokenScope,
+)
+from conversations.services import token_scope_set, token_scope_validate
 
 MESSAGES_PER_PAGE = 50
 
@@ -152,3 +165,49 @@ class HistoryEntryAdmin(ReadOnlyAdmin):
     @admin.display(description="content")
     def short_content(self, obj: HistoryEntry) -> str:
         return obj.content[:100]
+
+
+class TokenScopeForm(forms.ModelForm):
+    class Meta:
+        model = TokenScope
+        fields = ("user", "scope", "persons", "conversations")
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            token_scope_validate(
+                user=data["user"],
+                scope=data["scope"],
+                persons=list(data.get("persons") or []),
+                conversations=list(data.get("conversations") or []),
+            )
+        except AnimaError as exc:
+            field = exc.field if exc.field in self.fields else None
+            self.add_error(field, str(exc))
+        return data
+
+
+@admin.register(TokenScope)
+class TokenScopeAdmin(admin.ModelAdmin):
+    """What a non-staff user's API token may reach (staff tokens are operator and need no scope)."""
+
+    form = TokenScopeForm
+    list_display = ("user", "scope", "reach", "updated_at")
+    list_filter = ("scope",)
+    search_fields = ("user__username", "persons__slug", "conversations__external_id")
+    autocomplete_fields = ("user", "persons", "conversations")
+
+    def save_related(self, request, form, formsets, change) -> None:
+        # The one write path (same as `token_scope`): scope and bindings replaced together.
+        token_scope_set(
+            user=form.instance.user,
+            scope=form.instance.scope,
+            persons=list(form.cleaned_data["persons"]),
+            conversations=list(form.cleaned_data["conversations"]),
+        )
+
+    @admin.display(description="reach")
+    def reach(self, obj: TokenScope) -> str:
+        return access_of_scope(obj).binding

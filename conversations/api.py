@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import django_filters
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.core.api.views import ApiGenericView, ApiViewSet, AtomicWritesMixin
+from conversations.access import SCOPED, access_of
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Platform
 from conversations.selectors import history_search, persons_with_identities
 from conversations.serializers import (
@@ -53,6 +54,22 @@ class ConversationViewSet(
     filterset_class = ConversationFilter
     lookup_value_regex = r"\d{1,18}"
     http_method_names = ["get", "post", "patch", "head", "options"]
+    access_scopes = SCOPED
+
+    def get_queryset(self):
+        return access_of(self.request).conversations(super().get_queryset())
+
+    def perform_create(self, serializer) -> None:
+        self._save_within_reach(serializer)
+
+    def perform_update(self, serializer) -> None:
+        self._save_within_reach(serializer)
+
+    def _save_within_reach(self, serializer) -> None:
+        # What the conversation resolves to decides its reach: written, checked, and undone if outside.
+        with transaction.atomic():
+            conversation = serializer.save()
+            access_of(self.request).conversation_write_check(conversation)
 
     @extend_schema(request=MessageCreateSerializer, responses={200: MessageSerializer, 201: MessageSerializer})
     @action(detail=True, methods=["get", "post"], serializer_class=MessageSerializer, filterset_class=None)
@@ -96,6 +113,10 @@ class PersonViewSet(
     serializer_class = PersonSerializer
     lookup_field = "slug"
     lookup_value_regex = r"[a-z0-9_-]{1,64}"
+    access_scopes_by_action = {"list": SCOPED, "retrieve": SCOPED}
+
+    def get_queryset(self):
+        return access_of(self.request).persons(super().get_queryset())
 
 
 class IdentityFilter(django_filters.FilterSet):
@@ -113,6 +134,11 @@ class IdentityViewSet(mixins.ListModelMixin, ApiViewSet):
     queryset = Identity.objects.select_related("person").order_by("channel", "external_id")
     serializer_class = IdentitySerializer
     filterset_class = IdentityFilter
+    # Mapping an account decides whose memories a conversation reaches: operators only.
+    access_scopes_by_action = {"list": SCOPED, "resolve": SCOPED}
+
+    def get_queryset(self):
+        return access_of(self.request).owned(super().get_queryset())
 
     @extend_schema(request=IdentityMapSerializer, responses={201: IdentitySerializer})
     def create(self, request: Request) -> Response:
@@ -136,8 +162,8 @@ class IdentityViewSet(mixins.ListModelMixin, ApiViewSet):
         person = identity_resolve(
             channel=data.validated_data["channel"], external_id=data.validated_data["external_id"]
         )
-        if person is None:
-            raise NotFound("this channel account is not mapped to a person")
+        if person is None or not access_of(request).reaches(person.pk):
+            raise NotFound("this channel account is not mapped to a person you can reach")
         return Response(PersonSerializer(person).data)
 
 
@@ -146,27 +172,41 @@ class HistoryView(ApiGenericView):
 
     serializer_class = HistoryEntrySerializer
     queryset = HistoryEntry.objects.none()  # for the schema; history_search builds the real one
+    access_scopes = SCOPED
 
     @extend_schema(parameters=[HistoryQuerySerializer], responses={200: HistoryEntrySerializer(many=True)})
     def get(self, request: Request) -> Response:
         params = HistoryQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         query = params.validated_data
+        access = access_of(request)
+        # A named person: that timeline. Otherwise the token's person (with the global timeline), or
+        # only the global one for a token acting for nobody in particular; an operator sees every one.
+        person = None if query["scope"] == "global" else access.person_for(query["person"])
         entries = history_search(
             text=query["q"],
             since=query["since"],
             until=query["until"],
             channel=query["channel"],
-            person=query["person"],
-            global_only=query["scope"] == "global",
+            person=person,
+            global_only=query["scope"] == "global" or access.global_only,
+            with_global=query["person"] is None,
         )
         page = self.paginate_queryset(entries)
         return self.get_paginated_response(HistoryEntrySerializer(page, many=True).data)
 
     @extend_schema(request=HistoryAppendSerializer, responses={201: HistoryEntrySerializer})
     def post(self, request: Request) -> Response:
-        """Append one timeline entry (e.g. a consolidated conversation summary)."""
+        """Append one timeline entry (e.g. a consolidated conversation summary).
+
+        Without ``person`` a token acting for one person appends it to that person's timeline.
+        """
         data = HistoryAppendSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        entry = history_append(**data.validated_data)
+        access = access_of(request)
+        fields = {**data.validated_data, "person": access.person_for(data.validated_data["person"])}
+        access.write_check(fields["person"], what="a history entry")
+        if fields["conversation"] is not None:
+            access.conversation_check(fields["conversation"])
+        entry = history_append(**fields)
         return Response(HistoryEntrySerializer(entry).data, status=status.HTTP_201_CREATED)

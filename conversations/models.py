@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pgtrigger
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
@@ -247,3 +248,28 @@ class PeerBlock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id} @ {self.bucket:%Y-%m-%d %H:%M}"
+
+
+class ScopeKind(models.TextChoices):
+    AGENT = "agent", "Agent: tools, turn assembly, proxy, bound to persons and/or conversations"
+    PERSON = "person", "Person: one person plus global memories"
+
+
+class TokenScope(models.Model):
+    """What a non-staff user's API token may reach (a staff user's token is operator and needs no row).
+
+    Without a row a non-staff token has no rights. ``conversations.access`` reads it; the console
+    and ``token_scope`` write it through ``conversations.services.token_scope_set``.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="anima_scope")
+    scope = models.CharField(max_length=16, choices=ScopeKind.choices)
+    persons = models.ManyToManyField(Person, blank=True, related_name="token_scopes")
+    conversations = models.ManyToManyField(Conversation, blank=True, related_name="token_scopes")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "token_scopes"
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.scope})"

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import date, datetime
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import F, FloatField, Q, QuerySet, Value
+from django.db.models import Exists, F, FloatField, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Coalesce, NullIf
 
 from anima.core.calendar import moment_bound
 from anima.core.models import FTS_CONFIG
 from anima.core.search_query import search_query_build
-from conversations.models import HistoryEntry, Person
+from conversations.models import Conversation, HistoryEntry, Identity, Person
 
 HISTORY_MAX_LIMIT = 200
 _WORD_RE = re.compile(r"\w+")
@@ -25,6 +27,7 @@ def history_search(
     channel: str | None = None,
     person: Person | None = None,
     global_only: bool = False,
+    with_global: bool = False,
     limit: int | None = None,
 ) -> QuerySet[HistoryEntry]:
     """Timeline entries filtered by text, time range (inclusive), channel and person.
@@ -34,7 +37,8 @@ def history_search(
     malformed query raises QuerySyntaxError. It matches the segmented full-text index
     (ranked) or, for plain words, also a substring of the entry; text without a word
     character is no filter, and without text entries come oldest first. ``person`` gives
-    that person's timeline, ``global_only`` the global one (person-less), neither gives both.
+    that person's timeline (with the global one too when ``with_global``), ``global_only`` the
+    global one (person-less), neither gives every timeline.
     """
     entries = HistoryEntry.objects.select_related("person")
     if since is not None:
@@ -46,7 +50,9 @@ def history_search(
     if channel:
         entries = entries.filter(channel=channel)
     if person is not None:
-        entries = entries.filter(person=person)
+        entries = (
+            entries.filter(Q(person=person) | Q(person__isnull=True)) if with_global else entries.filter(person=person)
+        )
     elif global_only:
         entries = entries.filter(person__isnull=True)
     text = (text or "").strip()
@@ -72,3 +78,51 @@ def history_search(
 
 def persons_with_identities() -> QuerySet[Person]:
     return Person.objects.prefetch_related("identities").order_by("slug")
+
+
+def conversation_person(*, conversation: Conversation) -> Person | None:
+    """The person behind the conversation: its own person, else the identity its channel account resolves to."""
+    if conversation.person_id:
+        return conversation.person
+    if conversation.chat_id:
+        identity = (
+            Identity.objects.select_related("person")
+            .filter(channel=conversation.channel_name, external_id=conversation.chat_id)
+            .first()
+        )
+        return identity.person if identity else None
+    return None
+
+
+def conversations_of_persons(*, person_ids: Iterable[int]) -> Q:
+    """Conversations whose person (as ``conversation_person`` resolves it) is one of ``person_ids``."""
+    ids = list(person_ids)
+    mapped = Identity.objects.filter(
+        person_id__in=ids,
+        channel=Coalesce(NullIf(OuterRef("channel"), Value("")), OuterRef("platform")),
+        external_id=OuterRef("chat_id"),
+    )
+    return Q(person_id__in=ids) | (Q(person__isnull=True) & Exists(mapped))
+
+
+def conversations_persons(*, conversation_ids: Iterable[int]) -> dict[int, int | None]:
+    """Person id (as ``conversation_person`` resolves it) of each conversation, None when unknown."""
+    rows = Conversation.objects.filter(pk__in=list(conversation_ids)).values_list(
+        "pk", "person_id", "channel", "platform", "chat_id"
+    )
+    owners: dict[int, int | None] = {}
+    accounts: dict[tuple[str, str], list[int]] = {}
+    for pk, person_id, channel, platform, chat_id in rows:
+        owners[pk] = person_id
+        if person_id is None and chat_id:
+            accounts.setdefault((channel or platform, chat_id), []).append(pk)
+    if accounts:
+        wanted = Q()
+        for channel, chat_id in accounts:
+            wanted |= Q(channel=channel, external_id=chat_id)
+        for channel, chat_id, person_id in Identity.objects.filter(wanted).values_list(
+            "channel", "external_id", "person_id"
+        ):
+            for pk in accounts.get((channel, chat_id), []):
+                owners[pk] = person_id
+    return owners

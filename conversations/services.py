@@ -14,6 +14,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from anima.core.errors import AnimaError
 from anima.core.jsonl import (
     ImportReport,
     LineError,
@@ -33,6 +34,8 @@ from conversations.models import (
     Person,
     Platform,
     Role,
+    ScopeKind,
+    TokenScope,
     person_slug_valid,
 )
 from conversations.signals import messages_stored
@@ -320,3 +323,37 @@ def history_append(
     )
     entry.save()
     return entry
+
+
+# --- Token scopes (who is asking; read by conversations.access) ---------------------------------
+
+
+def token_scope_validate(*, user, scope: str, persons: list[Person], conversations: list[Conversation]) -> None:
+    """Raise AnimaError naming the field when this scope cannot be given to ``user``."""
+    if user.is_staff:
+        raise AnimaError(
+            f"{user.get_username()} is staff: its token is operator (everything); remove staff status to scope it",
+            field="user",
+        )
+    if scope not in ScopeKind.values:
+        raise AnimaError(f"scope must be one of {', '.join(ScopeKind.values)}, got {scope!r}", field="scope")
+    if scope == ScopeKind.PERSON and (len(persons) != 1 or conversations):
+        raise AnimaError("a person scope names exactly one person and no conversation", field="persons")
+    if scope == ScopeKind.AGENT and not (persons or conversations):
+        raise AnimaError("an agent scope is bound to at least one person or conversation", field="persons")
+
+
+def token_scope_set(*, user, scope: str, persons: list[Person], conversations: list[Conversation]) -> TokenScope:
+    """Give ``user``'s token ``scope``, bound to ``persons`` and ``conversations`` (replacing any earlier scope)."""
+    token_scope_validate(user=user, scope=scope, persons=persons, conversations=conversations)
+    with transaction.atomic():
+        row, _ = TokenScope.objects.update_or_create(user=user, defaults={"scope": scope, "updated_at": timezone.now()})
+        row.persons.set(persons)
+        row.conversations.set(conversations)
+    return row
+
+
+def token_scope_clear(*, user) -> bool:
+    """Take ``user``'s scope away (its token has no rights again); False when it had none."""
+    deleted, _ = TokenScope.objects.filter(user=user).delete()
+    return bool(deleted)

@@ -7,12 +7,12 @@ from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, status
 from rest_framework.decorators import action
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.models import Entity, MemoryStatus, MemoryType
+from conversations.access import OPERATOR, SCOPED, access_of
 from conversations.models import Person
 from memory.models import DiaryEntry, SemanticMemory
 from memory.search import MAX_LIMIT
@@ -46,11 +46,21 @@ class MemoryFilter(django_filters.FilterSet):
         model = SemanticMemory
         fields = ["memory_type", "status", "person", "pinned", "q"]
 
-    def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        """Hybrid-search hits first-ranked first (retrieval only covers active memories)."""
+    def _person(self) -> Person | None:
         slug = self.data.get("person")
         person = Person.objects.filter(slug=slug).first() if slug else None
-        hits = memory_semantic_search(query=value, limit=MAX_LIMIT, person=person)
+        return access_of(self.request).person_for(person)
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        self._person()  # a person outside the token's reach is refused by name, not an empty page
+        return super().filter_queryset(queryset)
+
+    def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        """Hybrid-search hits first-ranked first (retrieval only covers active memories)."""
+        access = access_of(self.request)
+        hits = memory_semantic_search(
+            query=value, limit=MAX_LIMIT, person=self._person(), global_only=access.global_only
+        )
         return ranked_by_ids(queryset, ids=[hit["id"] for hit in hits]).order_by(SEARCH_RANK)
 
 
@@ -62,17 +72,26 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
     filterset_class = MemoryFilter
     lookup_value_regex = r"\d{1,18}"
 
-    def get_permissions(self):
-        if self.action == "destroy":
-            return [IsAdminUser()]
-        return [IsAuthenticated()]
+    access_scopes = SCOPED
+    access_scopes_by_action = {"destroy": (OPERATOR,)}
+
+    def get_queryset(self):
+        return access_of(self.request).owned(super().get_queryset())
 
     @extend_schema(request=RememberSerializer, responses={200: SemanticMemorySerializer, 201: SemanticMemorySerializer})
     def create(self, request: Request) -> Response:
-        """Remember a fact; an identical active fact for the same person is returned (200) instead of duplicated."""
+        """Remember a fact; an identical active fact for the same person is returned (200) instead of duplicated.
+
+        Without ``person`` a token acting for one person remembers it about that person.
+        """
         data = RememberSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        memory, created = memory_remember(**data.validated_data)
+        access = access_of(request)
+        fields = {**data.validated_data, "person": access.person_for(data.validated_data["person"])}
+        access.write_check(fields["person"], what="a memory")
+        if fields["source_conversation"] is not None:
+            access.conversation_check(fields["source_conversation"])
+        memory, created = memory_remember(**fields)
         return Response(
             SemanticMemorySerializer(memory).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
@@ -81,7 +100,9 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         memory_delete(memory=instance)
 
     def _curate(self, request: Request, change) -> Response:
-        memory = change(memory=self.get_object())
+        memory = self.get_object()
+        access_of(request).write_check(memory.person, what="changing a memory")
+        memory = change(memory=memory)
         return Response(SemanticMemorySerializer(memory).data)
 
     @extend_schema(request=DeprecateSerializer, responses={200: SemanticMemorySerializer})
@@ -108,6 +129,8 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
 
 
 class RecallView(ApiView):
+    access_scopes = SCOPED
+
     @extend_schema(
         parameters=[RecallQuerySerializer],
         responses={200: inline_serializer("RecallResponse", {"results": RecallResultSerializer(many=True)})},
@@ -117,14 +140,16 @@ class RecallView(ApiView):
         params = RecallQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         query = params.validated_data
+        access = access_of(request)
         results = memory_recall(
             query=query["q"],
             memory_types=query["types"],
             limit=query["limit"],
-            person=query["person"],
+            person=access.person_for(query["person"]),
             since=query["since"],
             until=query["until"],
             channel=query["channel"],
+            global_only=access.global_only,
         )
         return Response({"results": results})
 
@@ -141,9 +166,13 @@ class DiaryFilter(django_filters.FilterSet):
 class DiaryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     """Diary entries (one per local day) with their limbic, narrative and dream blocks."""
 
-    queryset = DiaryEntry.objects.prefetch_related(
-        Prefetch("blocks", queryset=Entity.objects.order_by("created_at", "id"))
-    ).order_by("-source_day")
+    queryset = DiaryEntry.objects.order_by("-source_day")
     serializer_class = DiaryEntrySerializer
     filterset_class = DiaryFilter
     lookup_value_regex = r"\d{1,18}"
+    access_scopes = SCOPED
+
+    def get_queryset(self):
+        # A scoped token reads the blocks of its persons and the person-less ones, as recall does.
+        blocks = access_of(self.request).owned(Entity.objects.order_by("created_at", "id"))
+        return super().get_queryset().prefetch_related(Prefetch("blocks", queryset=blocks))

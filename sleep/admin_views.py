@@ -21,8 +21,8 @@ from anima.core.admin import json_block
 from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
 from sleep.pipeline import PipelineError
-from sleep.services import sleep_cycle_run
-from sleep.tasks import sleep_cycle_enqueue
+from sleep.services import sleep_cycle_request, sleep_runs_reap
+from sleep.tasks import sleep_run_dispatch
 
 RUNS_PER_PAGE = 15
 FULL_CYCLE = ""
@@ -54,6 +54,7 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
             return HttpResponseRedirect(reverse("admin:sleep_dashboard"))
     else:
         form = SleepRunForm(initial={"day": sleep_cycle_default_day(), "mode": DeepSleepMode.FULL})
+    sleep_runs_reap()  # a run whose process died is shown failed, never "running"
     page = Paginator(PipelineRun.objects.prefetch_related("steps"), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     for run in page:
         run.step_rows = list(run.steps.all())
@@ -90,19 +91,16 @@ def _retry(request: HttpRequest) -> HttpResponse:
 
 
 def _start(request: HttpRequest, *, day: dt.date, step: str | None, force: bool, mode: str) -> None:
-    """Through Celery when a broker is configured, in-process otherwise; the outcome becomes a message."""
+    """Queue the run (a worker with a broker, else a background thread); the outcome becomes a message."""
     what = f"{step or 'full cycle'} for {day}" + (" (force)" if force else "") + f", mode {mode}"
-    if settings.CELERY_BROKER_URL:
-        sleep_cycle_enqueue(day=day, step=step, force=force, mode=mode)
-        messages.info(request, f"Queued {what}; refresh to follow it in the history.")
-        return
     try:
-        run = sleep_cycle_run(day=day, step=step, force=force, mode=mode)
+        run = sleep_cycle_request(day=day, step=step, force=force, mode=mode)
     except PipelineError as exc:
         messages.error(request, f"Not run: {exc}")
         return
-    level = messages.SUCCESS if run.status == "succeeded" else messages.ERROR
-    messages.add_message(request, level, f"Ran {what}: {run.status}" + (f" ({run.error})" if run.error else ""))
+    sleep_run_dispatch(run)
+    where = "on the Celery worker" if settings.CELERY_BROKER_URL else "in the background"
+    messages.info(request, f"Started {what} (run {run.pk}) {where}; refresh to follow it in the history.")
 
 
 def step_output_render(*, step: PipelineStepRun) -> SafeString:

@@ -1,14 +1,12 @@
-"""API views for the sleep cycle: run history with step outputs, and manual triggers (staff only)."""
+"""API views for the sleep cycle (operators only): run history with step outputs, and manual requests."""
 
 from __future__ import annotations
 
 import django_filters
-from django.conf import settings
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,13 +15,8 @@ from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun, RunStatus, RunTrigger
 from sleep.pipeline import PipelineBusy, PipelineError
 from sleep.serializers import PipelineRunSerializer, SleepTriggerSerializer
-from sleep.services import sleep_cycle_run
-from sleep.tasks import sleep_cycle_enqueue
-
-
-class SleepBusy(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "busy"
+from sleep.services import sleep_cycle_request, sleep_runs_reap
+from sleep.tasks import sleep_run_dispatch
 
 
 class PipelineRunFilter(django_filters.FilterSet):
@@ -42,34 +35,39 @@ class SleepRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewS
     filterset_class = PipelineRunFilter
     lookup_value_regex = r"\d{1,18}"
 
-    def get_permissions(self):
-        if self.action == "create":
-            return [IsAdminUser()]
-        return [IsAuthenticated()]
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        sleep_runs_reap()  # a run whose process died is shown failed, never "running"
+        return super().list(request, *args, **kwargs)
+
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:
+        sleep_runs_reap()
+        return super().retrieve(request, *args, **kwargs)
 
     @extend_schema(
         request=SleepTriggerSerializer,
         responses={
-            201: PipelineRunSerializer,
-            202: inline_serializer("SleepQueued", {"queued": serializers.BooleanField()}),
-            409: OpenApiResponse(description="Another sleep cycle is running"),
+            202: PipelineRunSerializer,
+            409: inline_serializer(
+                "SleepBusy", {"detail": serializers.CharField(), "run_id": serializers.IntegerField(allow_null=True)}
+            ),
         },
     )
     def create(self, request: Request) -> Response:
-        """Run the cycle, or one step, for a day: on the Celery worker when a broker is set (202), else now (201)."""
+        """Request the cycle, or one step, for a day (202 with the queued run; follow it at its URL).
+
+        A worker carries it out when a broker is configured, else a background thread of this
+        server. While another run is queued or running the answer is 409 naming it.
+        """
         data = SleepTriggerSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        if settings.CELERY_BROKER_URL:
-            sleep_cycle_enqueue(**data.validated_data)
-            return Response({"queued": True, **data.data}, status=status.HTTP_202_ACCEPTED)
         try:
-            run = sleep_cycle_run(**data.validated_data, trigger=RunTrigger.MANUAL)
+            run = sleep_cycle_request(**data.validated_data)
         except PipelineBusy as exc:
-            raise SleepBusy(str(exc)) from None
+            return Response({"detail": str(exc), "run_id": exc.run_id}, status=status.HTTP_409_CONFLICT)
         except PipelineError as exc:
             raise ValidationError({"step": [str(exc)]}) from None
-        run = PipelineRun.objects.prefetch_related("steps").get(pk=run.pk)
-        return Response(PipelineRunSerializer(run).data, status=status.HTTP_201_CREATED)
+        sleep_run_dispatch(run)
+        return Response(PipelineRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         responses={

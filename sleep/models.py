@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
+
+ACTIVE_STATUSES = ("queued", "running")
 
 
 class RunTrigger(models.TextChoices):
@@ -18,6 +21,8 @@ class DeepSleepMode(models.TextChoices):
 
 
 class RunStatus(models.TextChoices):
+    # Requested (API, console), waiting for a worker or the background thread.
+    QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
@@ -45,6 +50,12 @@ class PipelineRun(models.Model):
     class Meta:
         db_table = "pipeline_run"
         ordering = ["-started_at"]
+        constraints = [
+            # One run of a pipeline at a time: a second request is refused (409) naming the active one.
+            models.UniqueConstraint(
+                fields=["pipeline"], condition=Q(status__in=ACTIVE_STATUSES), name="pipeline_run_one_active"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.pipeline} {self.day} ({self.status})"

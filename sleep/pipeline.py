@@ -4,7 +4,9 @@ Steps run one at a time in topological order (declaration order among ready step
 could run concurrently, but sequential execution keeps each step on the caller's database
 connection and transaction, and the cycle is dominated by LLM latency inside steps anyway.
 Steps are not wrapped in a transaction: each step commits its own work, so the audit rows of
-its LLM calls survive a failure.
+its LLM calls survive a failure. Every step is idempotent, so a run whose process died is carried
+on (``pipeline_run_continue``) by re-running what it had not finished; a run nobody works on is
+closed (``pipeline_runs_reap``), never left "running".
 
 A failed step marks its transitive dependants ``skipped``; independent steps go on.
 """
@@ -17,10 +19,10 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connections
+from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -29,7 +31,7 @@ from anima.core.db import primary_reads
 from anima.core.llm import LlmBudgetExceeded
 from anima.core.logs import log_context
 from sleep.context import StepContext
-from sleep.models import PipelineRun, PipelineStepRun, RunStatus, StepStatus
+from sleep.models import ACTIVE_STATUSES, PipelineRun, PipelineStepRun, RunStatus, StepStatus
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,11 @@ class PipelineError(Exception):
 
 
 class PipelineBusy(PipelineError):
-    """Another run of the same pipeline holds the lock."""
+    """Another run of the same pipeline is active; ``run_id`` names it when known."""
+
+    def __init__(self, message: str, *, run_id: int | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 @dataclass(frozen=True)
@@ -99,22 +105,31 @@ class Pipeline:
         return done
 
 
+def _lock_key(pipeline: Pipeline) -> int:
+    return int.from_bytes(hashlib.sha256(f"pipeline:{pipeline.name}".encode()).digest()[:8], "big", signed=True)
+
+
 @contextlib.contextmanager
 def pipeline_lock(*, pipeline: Pipeline) -> Iterator[None]:
     """Hold the pipeline's PostgreSQL advisory lock, or raise ``pipeline.busy_error`` at once.
 
     The lock lives on a dedicated connection so that closing or recycling the request's own
-    connection (Celery does that between tasks) can never release it mid-run.
+    connection (Celery does that between tasks) can never release it mid-run; when the process
+    dies, PostgreSQL drops the connection and the lock with it.
     """
-    key = int.from_bytes(hashlib.sha256(f"pipeline:{pipeline.name}".encode()).digest()[:8], "big", signed=True)
+    key = _lock_key(pipeline)
     connection = connections.create_connection("default")
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
             (acquired,) = cursor.fetchone()
         if not acquired:
+            active = PipelineRun.objects.filter(pipeline=pipeline.name, status__in=ACTIVE_STATUSES).first()
             raise pipeline.busy_error(
-                f"{pipeline.name} is already running; try again when the current run has finished"
+                f"{pipeline.name} is already running"
+                + (f" (run {active.pk})" if active else "")
+                + "; try again when the current run has finished",
+                run_id=active.pk if active else None,
             )
         _close_interrupted_runs(pipeline=pipeline)
         try:
@@ -126,19 +141,64 @@ def pipeline_lock(*, pipeline: Pipeline) -> Iterator[None]:
         connection.close()
 
 
-def _close_interrupted_runs(*, pipeline: Pipeline) -> None:
-    """Runs still marked running while we hold the lock died with their process: mark them failed."""
-    interrupted = "interrupted: the process ended before the run finished"
-    now = timezone.now()
-    PipelineStepRun.objects.filter(run__pipeline=pipeline.name, status=StepStatus.RUNNING).update(
-        status=StepStatus.FAILED, error=interrupted, finished_at=now
-    )
-    PipelineRun.objects.filter(pipeline=pipeline.name, status=RunStatus.RUNNING).update(
-        status=RunStatus.FAILED, error=interrupted, finished_at=now
-    )
+INTERRUPTED = "interrupted: the process ended before the run finished"
+# Whether the pipeline's advisory lock is held right now, by any session of this database.
+_LOCK_FREE = (
+    "NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND classid::bigint = %(hi)s AND objid::bigint = %(lo)s)"
+)
 
 
-def pipeline_execute(
+def _close_interrupted_runs(*, pipeline: Pipeline, unless_locked: bool = False) -> int:
+    """Mark runs still ``running`` (and their running steps) failed: nobody works on them.
+
+    Holding the lock, every running run is a dead process's. Without it (``unless_locked``), the
+    lock's absence is checked in the same statement, so a run that a worker is starting is never
+    touched. Returns how many runs were closed.
+    """
+    key = _lock_key(pipeline)
+    params = {"pipeline": pipeline.name, "error": INTERRUPTED, "now": timezone.now()}
+    params.update(hi=(key >> 32) & 0xFFFFFFFF, lo=key & 0xFFFFFFFF)
+    condition = f" AND {_LOCK_FREE}" if unless_locked else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE pipeline_step_run s SET status = 'failed', error = %(error)s, finished_at = %(now)s"
+            " FROM pipeline_run r WHERE s.run_id = r.id AND r.pipeline = %(pipeline)s AND s.status = 'running'"
+            + condition,
+            params,
+        )
+        cursor.execute(
+            "UPDATE pipeline_run SET status = 'failed', error = %(error)s, finished_at = %(now)s"
+            " WHERE pipeline = %(pipeline)s AND status = 'running'" + condition,
+            params,
+        )
+        return cursor.rowcount
+
+
+def pipeline_runs_reap(*, pipeline: Pipeline, queued_expire: timedelta) -> int:
+    """Close what nobody works on: running runs whose process died, queued runs no worker took in time.
+
+    Called whenever runs are shown or requested, so a dead run never stays "running". Returns
+    how many runs were closed.
+    """
+    stale = PipelineRun.objects.filter(
+        pipeline=pipeline.name, status=RunStatus.QUEUED, started_at__lt=timezone.now() - queued_expire
+    )
+    expired = stale.update(
+        status=RunStatus.FAILED,
+        error=f"not started: no worker took it within {queued_expire}",
+        finished_at=timezone.now(),
+    )
+    return expired + _close_interrupted_runs(pipeline=pipeline, unless_locked=True)
+
+
+def run_resumable(run: PipelineRun) -> bool:
+    """Queued, or left unfinished by a process that died: its task (redelivered) may carry it on."""
+    return run.status in ACTIVE_STATUSES or (run.status == RunStatus.FAILED and run.error.startswith(INTERRUPTED))
+
+
+def pipeline_run_create(
     *,
     pipeline: Pipeline,
     day: date,
@@ -147,44 +207,86 @@ def pipeline_execute(
     force: bool = False,
     step: str | None = None,
     token_budget: int | None = None,
+    status: str = RunStatus.RUNNING,
+    task_id: str = "",
 ) -> PipelineRun:
-    """Run the whole DAG for ``day``, or only ``step`` (a manual retry). The caller holds the lock.
+    """The row of a new run of the whole DAG for ``day``, or only ``step`` (a manual retry).
 
-    Every read is from the primary (the cycle decides what to write from what it reads), and every
-    log record inside carries the run's id and LLM run key.
+    Raises PipelineError for an unknown step or unmet dependencies (unless ``force``), and
+    ``pipeline.busy_error`` naming the active run when another one is queued or running.
     """
-    if step is None:
-        selected = pipeline.order()
-    else:
-        selected = [pipeline.step(step)]
+    if step is not None:
+        selected = pipeline.step(step)
         if not force:
-            _check_dependencies(pipeline=pipeline, day=day, step=selected[0])
-    run = PipelineRun.objects.create(
-        pipeline=pipeline.name,
-        day=day,
-        trigger=trigger,
-        mode=mode,
-        options={"step": step, "force": force, "token_budget": token_budget},
-    )
+            _check_dependencies(pipeline=pipeline, day=day, step=selected)
+    options = {"step": step, "force": force, "token_budget": token_budget}
+    if task_id:
+        options["task_id"] = task_id
+    try:
+        with transaction.atomic():
+            return PipelineRun.objects.create(
+                pipeline=pipeline.name, day=day, trigger=trigger, mode=mode, status=status, options=options
+            )
+    except IntegrityError:
+        active = PipelineRun.objects.filter(pipeline=pipeline.name, status__in=ACTIVE_STATUSES).first()
+        if active is None:
+            raise
+        raise pipeline.busy_error(
+            f"{pipeline.name} run {active.pk} ({active.day}) is {active.status}; try again when it has finished",
+            run_id=active.pk,
+        ) from None
+
+
+def pipeline_execute(*, pipeline: Pipeline, day: date, mode: str, trigger: str, **options) -> PipelineRun:
+    """Create a run (see ``pipeline_run_create``) and carry it out. The caller holds the lock."""
+    run = pipeline_run_create(pipeline=pipeline, day=day, mode=mode, trigger=trigger, **options)
+    return pipeline_run_continue(pipeline=pipeline, run=run)
+
+
+def pipeline_run_continue(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun:
+    """Carry out ``run`` — queued, or resumed after its process died. The caller holds the lock.
+
+    Steps that already succeeded in this run are kept; the others run (again, as a new attempt),
+    which is safe because every step is idempotent.
+    """
+    done = set(run.steps.filter(status=StepStatus.SUCCEEDED).values_list("step", flat=True))
+    options = dict(run.options)
+    if run.steps.exists():
+        options["resumed"] = options.get("resumed", 0) + 1
+    started = run.started_at if run.status != RunStatus.QUEUED else timezone.now()
+    try:
+        with transaction.atomic():
+            PipelineRun.objects.filter(pk=run.pk).update(
+                status=RunStatus.RUNNING, error="", finished_at=None, options=options, started_at=started
+            )
+    except IntegrityError:
+        raise pipeline.busy_error(f"{pipeline.name}: another run became active first", run_id=None) from None
+    run.refresh_from_db()
+    step = options.get("step")
+    selected = pipeline.order() if step is None else [pipeline.step(step)]
     context = StepContext(
         run_id=run.pk,
-        day=day,
-        mode=mode,
-        force=force,
+        day=run.day,
+        mode=run.mode,
+        force=bool(options.get("force")),
         run_key=f"{pipeline.run_key_prefix}:{run.pk}",
-        token_budget=token_budget,
+        token_budget=options.get("token_budget"),
     )
+    # Every read is from the primary (the cycle decides what to write from what it reads), and every
+    # log record inside carries the run's id and LLM run key.
     with primary_reads(), log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key):
-        logger.info("%s for %s started (%s, %s)", pipeline.name, day, trigger, mode)
-        _execute_steps(run=run, selected=selected, context=context)
-        logger.info("%s for %s finished: %s", pipeline.name, day, run.status)
+        logger.info("%s for %s started (%s, %s)", pipeline.name, run.day, run.trigger, run.mode)
+        _execute_steps(run=run, selected=selected, context=context, done=done)
+        logger.info("%s for %s finished: %s", pipeline.name, run.day, run.status)
     return run
 
 
-def _execute_steps(*, run: PipelineRun, selected: list[Step], context: StepContext) -> None:
+def _execute_steps(*, run: PipelineRun, selected: list[Step], context: StepContext, done: set[str]) -> None:
     failed_root: dict[str, str] = {}  # step that did not succeed -> the failed step behind it
     budget_exhausted = False
     for node in selected:
+        if node.name in done:
+            continue
         blocked = next((dep for dep in node.depends_on if dep in failed_root), None)
         if blocked is not None:
             _record_skip(run=run, step=node, blocked_by=blocked, failed_step=failed_root[blocked])

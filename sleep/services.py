@@ -15,8 +15,20 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from anima.core.config import config_get
 from conversations.models import Message
 from sleep.cycle import CATCH_UP_MAX_DAYS, SLEEP_CYCLE, sleep_cycle_default_day, sleep_cycle_mode
-from sleep.models import DeepSleepMode, PipelineRun, RunStatus, RunTrigger
-from sleep.pipeline import PipelineError, pipeline_execute, pipeline_lock
+from sleep.models import ACTIVE_STATUSES, DeepSleepMode, PipelineRun, RunStatus, RunTrigger
+from sleep.pipeline import (
+    PipelineError,
+    pipeline_execute,
+    pipeline_lock,
+    pipeline_run_continue,
+    pipeline_run_create,
+    pipeline_runs_reap,
+    run_resumable,
+)
+
+# A requested run not started within this is closed: the broker lost it, or the process died.
+QUEUE_EXPIRE_WITH_BROKER = dt.timedelta(hours=3)
+QUEUE_EXPIRE_IN_PROCESS = dt.timedelta(minutes=10)
 
 
 def sleep_cycle_run(
@@ -26,31 +38,30 @@ def sleep_cycle_run(
     force: bool = False,
     mode: str | None = None,
     trigger: str = RunTrigger.MANUAL,
+    task_id: str = "",
 ) -> PipelineRun:
-    """Run the sleep cycle (or one step of it) for ``day`` (default: yesterday) and return the run.
+    """Run the sleep cycle (or one step of it) for ``day`` (default: yesterday) here, now, and return the run.
 
     A scheduled full run first catches up the days missed since the last scheduled success.
-    Raises ``SleepCycleBusy`` when another cycle holds the lock, ``PipelineError`` when the
-    request is refused (unknown step or mode, unmet dependencies).
+    ``task_id`` (the Celery task's) makes a redelivered task carry on the runs it started
+    instead of starting new ones. Raises ``SleepCycleBusy`` when another run is active,
+    ``PipelineError`` when the request is refused (unknown step or mode, unmet dependencies).
     """
     day = day or sleep_cycle_default_day()
-    if step is not None:
-        SLEEP_CYCLE.step(step)
-    if mode is not None and mode not in DeepSleepMode.values:
-        raise PipelineError(f"unknown mode {mode!r}; one of: {', '.join(DeepSleepMode.values)}")
+    _validate(step=step, mode=mode)
     token_budget = config_get(section="sleep")["token_budget"]
     with pipeline_lock(pipeline=SLEEP_CYCLE):
         if trigger == RunTrigger.CRON and step is None:
             for missed in sleep_cycle_missed_days(day=day):
-                pipeline_execute(
-                    pipeline=SLEEP_CYCLE,
+                _run_once(
+                    task_id=task_id,
                     day=missed,
                     mode=sleep_cycle_mode(day=missed, trigger=RunTrigger.CATCH_UP),
                     trigger=RunTrigger.CATCH_UP,
                     token_budget=token_budget,
                 )
-        return pipeline_execute(
-            pipeline=SLEEP_CYCLE,
+        return _run_once(
+            task_id=task_id,
             day=day,
             mode=mode or sleep_cycle_mode(day=day, trigger=trigger),
             trigger=trigger,
@@ -58,6 +69,81 @@ def sleep_cycle_run(
             step=step,
             token_budget=token_budget,
         )
+
+
+def _validate(*, step: str | None, mode: str | None) -> None:
+    if step is not None:
+        SLEEP_CYCLE.step(step)
+    if mode is not None and mode not in DeepSleepMode.values:
+        raise PipelineError(f"unknown mode {mode!r}; one of: {', '.join(DeepSleepMode.values)}")
+
+
+def _run_once(*, task_id: str, day: dt.date, **options) -> PipelineRun:
+    """The run of ``task_id`` for ``day``: carried on if its process died, returned as is if finished, else new."""
+    if task_id:
+        earlier = PipelineRun.objects.filter(pipeline=SLEEP_CYCLE.name, day=day, options__task_id=task_id).first()
+        if earlier is not None:
+            return pipeline_run_continue(pipeline=SLEEP_CYCLE, run=earlier) if run_resumable(earlier) else earlier
+    return pipeline_execute(pipeline=SLEEP_CYCLE, day=day, task_id=task_id, **options)
+
+
+def sleep_queue_expire() -> dt.timedelta:
+    """How long a requested run may wait: a broker queue may be long; the background thread starts at once."""
+    return QUEUE_EXPIRE_WITH_BROKER if settings.CELERY_BROKER_URL else QUEUE_EXPIRE_IN_PROCESS
+
+
+def sleep_runs_reap() -> int:
+    """Close sleep runs nobody works on (see ``pipeline_runs_reap``)."""
+    return pipeline_runs_reap(pipeline=SLEEP_CYCLE, queued_expire=sleep_queue_expire())
+
+
+def sleep_cycle_request(
+    *, day: dt.date | None = None, step: str | None = None, force: bool = False, mode: str | None = None
+) -> PipelineRun:
+    """A manual run (API, console), stored as ``queued`` for a worker or the background thread to carry out.
+
+    Raises ``SleepCycleBusy`` naming the active run when one is queued or running, and
+    ``PipelineError`` when the request is refused.
+    """
+    day = day or sleep_cycle_default_day()
+    _validate(step=step, mode=mode)
+    sleep_runs_reap()
+    return pipeline_run_create(
+        pipeline=SLEEP_CYCLE,
+        day=day,
+        mode=mode or sleep_cycle_mode(day=day, trigger=RunTrigger.MANUAL),
+        trigger=RunTrigger.MANUAL,
+        force=force,
+        step=step,
+        token_budget=config_get(section="sleep")["token_budget"],
+        status=RunStatus.QUEUED,
+    )
+
+
+def sleep_run_carry_out(*, run_id: int, task_id: str = "") -> PipelineRun | None:
+    """Carry out a requested run (queued, or interrupted by a dead process); None when it is gone.
+
+    A run already finished is returned as it is (a task delivered twice does nothing twice).
+    Raises ``SleepCycleBusy`` when another run holds the lock.
+    """
+    run = PipelineRun.objects.filter(pk=run_id, pipeline=SLEEP_CYCLE.name).first()
+    if run is None or not run_resumable(run):
+        return run
+    with pipeline_lock(pipeline=SLEEP_CYCLE):
+        run.refresh_from_db()
+        if not run_resumable(run):
+            return run
+        if task_id and run.options.get("task_id") != task_id:
+            PipelineRun.objects.filter(pk=run.pk).update(options={**run.options, "task_id": task_id})
+            run.refresh_from_db()
+        return pipeline_run_continue(pipeline=SLEEP_CYCLE, run=run)
+
+
+def sleep_run_fail(*, run_id: int, error: str) -> None:
+    """Close a requested run that could not be carried out (it stays in the history with why)."""
+    PipelineRun.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).update(
+        status=RunStatus.FAILED, error=error, finished_at=timezone.now()
+    )
 
 
 def sleep_cycle_missed_days(*, day: dt.date) -> list[dt.date]:

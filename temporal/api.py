@@ -1,4 +1,4 @@
-"""API views for global temporal summaries (read-only: the sleep cycle writes them)."""
+"""API views for temporal summaries (read-only: the sleep cycle writes them), as the caller may see them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import django_filters
 from rest_framework import mixins
 
 from anima.core.api.views import ApiViewSet
+from conversations.access import SCOPED, access_of
 from temporal.models import TemporalSummary, Window
+from temporal.privacy import cross_person_mode
 from temporal.serializers import TemporalSummarySerializer
 
 
@@ -25,3 +27,15 @@ class TemporalSummaryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, A
     serializer_class = TemporalSummarySerializer
     filterset_class = TemporalSummaryFilter
     lookup_value_regex = r"\d{1,18}"
+    access_scopes = SCOPED
+
+    def get_serializer_context(self) -> dict:
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no caller
+            return super().get_serializer_context()
+        # A scoped token reads its persons' sections in full and other people's as the prompts do.
+        access = access_of(self.request)
+        return {
+            **super().get_serializer_context(),
+            "viewer_ids": access.person_ids,
+            "cross_person": cross_person_mode(),
+        }

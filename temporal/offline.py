@@ -7,6 +7,7 @@ import re
 
 from anima.core.llm.offline import offline_handler
 from anima.core.text import clip, is_chinese, sentences, text_keywords
+from temporal.privacy import keywords_topic
 from temporal.rollup import summaries_concat
 
 # Acknowledgements carry no theme ("好的", "Sure, …").
@@ -35,8 +36,8 @@ def _best(sentences: list[str], keywords: list[str]) -> str:
     return max(sentences, key=lambda s: sum(k.casefold() in s.casefold() for k in keywords), default="")
 
 
-def conversation_digest(conversation: dict) -> str:
-    """One line: who, where, the theme (keywords + the most telling sentence) and how it ended."""
+def conversation_theme(conversation: dict) -> str:
+    """The theme (keywords + the most telling sentence) and how it ended, in the conversation's language."""
     sentences = _user_sentences(conversation["dialogue"])
     text = " ".join(sentences)
     keywords = text_keywords(text, count=4)
@@ -46,29 +47,55 @@ def conversation_digest(conversation: dict) -> str:
     limit = 70 if is_chinese(text) else 110
     theme = _short(theme_sentence, limit)
     outcome = _short(later[-1], limit) if later and sentences.index(later[-1]) > sentences.index(theme_sentence) else ""
+    if is_chinese(text or conversation.get("title") or ""):
+        line = theme + (f" 结果：{outcome}" if outcome else "")
+        return line + (f" 关键词：{'、'.join(keywords)}" if keywords else "")
+    line = theme + (f" Outcome: {outcome}" if outcome else "")
+    return line + (f" Themes: {', '.join(keywords)}." if keywords else "")
+
+
+def conversation_digest(conversation: dict) -> str:
+    """One line: who, where, then the theme and outcome."""
     who = conversation.get("person") or ""
     title = conversation.get("title") or ""
-    if is_chinese(text or title):
-        line = f"{who}（{conversation['channel']}）「{title}」：{theme}"
-        line += f" 结果：{outcome}" if outcome else ""
-        return line + (f" 关键词：{'、'.join(keywords)}" if keywords else "")
-    line = f"{who} ({conversation['channel']}) “{title}”: {theme}"
-    line += f" Outcome: {outcome}" if outcome else ""
-    return line + (f" Themes: {', '.join(keywords)}." if keywords else "")
+    theme = conversation_theme(conversation)
+    if is_chinese(theme or title):
+        return f"{who}（{conversation['channel']}）「{title}」：{theme}"
+    return f"{who} ({conversation['channel']}) “{title}”: {theme}"
+
+
+def _dialogue_topic(conversation: dict) -> str:
+    return keywords_topic(" ".join(_user_sentences(conversation["dialogue"])))
+
+
+def _parts_text(conversation: dict, *, label_chars: int, part_chars: int) -> str:
+    lines = []
+    for part in conversation["parts"]:
+        first = next((line.lstrip("- ").strip() for line in part["summary"].splitlines() if line.strip()), "")
+        lines.append(f"- {part['period_start'][:label_chars]}: {clip(first, part_chars)}")
+    return "\n".join(lines)
+
+
+def _sections(payload: dict, *, summary, topic) -> dict:
+    return {
+        "sections": [
+            {"conversation": c["conversation"], "topic": topic(c), "summary": clip(summary(c), payload["max_chars"])}
+            for c in payload["conversations"]
+        ]
+    }
 
 
 @offline_handler("temporal.day")
 def day_answer(payload: dict) -> dict:
-    lines = [f"- {conversation_digest(c)}" for c in payload["conversations"] if c["dialogue"]]
-    return {"summary": clip("\n".join(lines), payload["max_chars"])}
+    return _sections(payload, summary=conversation_theme, topic=_dialogue_topic)
 
 
 def _rollup(payload: dict, *, label_chars: int, part_chars: int) -> dict:
-    lines = []
-    for part in payload["parts"]:
-        first = next((line.lstrip("- ").strip() for line in part["summary"].splitlines() if line.strip()), "")
-        lines.append(f"- {part['period_start'][:label_chars]}: {clip(first, part_chars)}")
-    return {"summary": clip("\n".join(lines), payload["max_chars"])}
+    return _sections(
+        payload,
+        summary=lambda c: _parts_text(c, label_chars=label_chars, part_chars=part_chars),
+        topic=lambda c: keywords_topic(" ".join(part["summary"] for part in c["parts"])),
+    )
 
 
 @offline_handler("temporal.month")
@@ -84,7 +111,7 @@ def year_answer(payload: dict) -> dict:
 @offline_handler("temporal.chunk")
 def chunk_answer(payload: dict) -> dict:
     """The theme and outcome of the new messages, in their language (earlier chunks are context only)."""
-    return {"summary": clip(conversation_digest(payload), payload["max_chars"])}
+    return {"summary": clip(conversation_digest(payload), payload["max_chars"]), "topic": _dialogue_topic(payload)}
 
 
 @offline_handler("temporal.peer-rollup")

@@ -1,4 +1,4 @@
-"""Reads by local calendar day: the day's dialogue, and the global temporal summaries."""
+"""Reads by local calendar day: the day's dialogue, and the temporal summaries as a reader may see them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from anima.core.calendar import day_window
 from anima.core.text import clip
-from conversations.models import Conversation, Message, Platform, Role
+from conversations.models import Conversation, Message, Person, Platform, Role
 from temporal.models import TemporalSummary, Window
+from temporal.privacy import cross_person_mode, sections_render, summary_sections
 
 # Conversations that never enter light sleep, dream or the day digest.
 EXCLUDED_PLATFORMS = (Platform.CRON, Platform.DEBUG)
@@ -29,6 +30,16 @@ def day_messages(*, day: date) -> QuerySet[Message]:
     )
 
 
+def person_label(person: Person | None) -> str:
+    """How a summary names a person ("" for nobody)."""
+    if person is None:
+        return ""
+    # An imported person often has its slug as display name; a slug reads better capitalised.
+    if person.display_name and person.display_name != person.slug:
+        return person.display_name
+    return person.slug.replace("-", " ").title()
+
+
 @dataclass
 class DayConversation:
     conversation: Conversation
@@ -37,13 +48,7 @@ class DayConversation:
 
     @property
     def person_name(self) -> str:
-        person = self.conversation.person
-        if person is None:
-            return ""
-        # An imported person often has its slug as display name; a slug reads better capitalised.
-        if person.display_name and person.display_name != person.slug:
-            return person.display_name
-        return person.slug.replace("-", " ").title()
+        return person_label(self.conversation.person)
 
     def meta(self) -> dict:
         return {
@@ -85,32 +90,48 @@ def temporal_summary_get(*, window: Window | str, period_start: date) -> Tempora
     return TemporalSummary.objects.filter(body__window=str(window), body__period_start=period_start.isoformat()).first()
 
 
-def _period_lines(*, window: Window, start: date, end: date, label_chars: int) -> list[str]:
-    """Newest first: the system prompt reads from yesterday backwards."""
-    rows = reversed(list(temporal_summaries(window=window, start=start, end=end)))
-    return [f"- {row.source_day.isoformat()[:label_chars]}: {row.content.strip()}" for row in rows]
+def _period_lines(
+    *, window: Window, start: date, end: date, label_chars: int, viewer_ids: frozenset[int] | None, mode: str
+) -> list[str]:
+    """Newest first: the system prompt reads from yesterday backwards; one sub-line per section shown."""
+    lines = []
+    for row in reversed(list(temporal_summaries(window=window, start=start, end=end))):
+        shown = sections_render(summary_sections(body=row.body, content=row.content), viewer_ids=viewer_ids, mode=mode)
+        if shown:
+            items = "".join("\n  - " + text.strip().replace("\n", "\n    ") for text in shown)
+            lines.append(f"- {row.source_day.isoformat()[:label_chars]}:{items}")
+    return lines
 
 
-def temporal_prompt_section(*, today: date, max_chars: int) -> str:
+def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozenset[int] | None) -> str:
     """The system prompt's 「## 时间摘要」 (yesterday and earlier, rolling), cut at ``max_chars``; "" when empty.
 
     昨天 = day −1; 近 7 天 = days −7…−2; 近 30 天 = days −30…−8; 近 90 天 and 近一年 = month
     summaries starting in [−90, −30) and [−365, −90); 更早 = years before the one a year ago.
+    ``viewer_ids`` are the persons whose sections the reader sees in full (None: everyone's); the
+    others' follow ``memory.temporal_summary.cross_person``.
     """
 
     def ago(days: int) -> date:
         return today - timedelta(days=days)
 
+    mode = cross_person_mode()
+
+    def lines(window: Window, start: date, end: date, label_chars: int) -> list[str]:
+        return _period_lines(
+            window=window, start=start, end=end, label_chars=label_chars, viewer_ids=viewer_ids, mode=mode
+        )
+
     year_ago = ago(365)
     parts = [
-        ("昨天", _period_lines(window=Window.DAY, start=ago(1), end=today, label_chars=10)),
-        ("近 7 天", _period_lines(window=Window.DAY, start=ago(7), end=ago(1), label_chars=10)),
-        ("近 30 天", _period_lines(window=Window.DAY, start=ago(30), end=ago(7), label_chars=10)),
-        ("近 90 天", _period_lines(window=Window.MONTH, start=ago(90), end=ago(30), label_chars=7)),
-        ("近一年", _period_lines(window=Window.MONTH, start=year_ago, end=ago(90), label_chars=7)),
-        ("更早", _period_lines(window=Window.YEAR, start=date(1, 1, 1), end=date(year_ago.year, 1, 1), label_chars=4)),
+        ("昨天", lines(Window.DAY, ago(1), today, 10)),
+        ("近 7 天", lines(Window.DAY, ago(7), ago(1), 10)),
+        ("近 30 天", lines(Window.DAY, ago(30), ago(7), 10)),
+        ("近 90 天", lines(Window.MONTH, ago(90), ago(30), 7)),
+        ("近一年", lines(Window.MONTH, year_ago, ago(90), 7)),
+        ("更早", lines(Window.YEAR, date(1, 1, 1), date(year_ago.year, 1, 1), 4)),
     ]
-    body = "\n\n".join(f"### {title}\n" + "\n".join(lines) for title, lines in parts if lines)
+    body = "\n\n".join(f"### {title}\n" + "\n".join(found) for title, found in parts if found)
     if not body:
         return ""
     return clip(f"## 时间摘要\n\n{body}", max_chars)

@@ -1,18 +1,25 @@
-"""Writes of the global day / month / year summaries, overwritten per period."""
+"""Writes of the day / month / year summaries, overwritten per period, a section per conversation.
+
+Each section keeps its conversation's full text and a validated topic line (``temporal.privacy``),
+so a prompt can show a person their own sections and everyone else's topics.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import date
 
 from django.db import transaction
 
 from anima.core.config import config_get
 from anima.core.llm import llm_json
-from anima.core.llm.schema import schema_object, schema_string
+from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
 from anima.core.text import clip
+from conversations.selectors import conversation_person
 from temporal.models import TemporalSummary, Window
-from temporal.selectors import day_conversations, temporal_summaries, temporal_summary_get
+from temporal.privacy import FULL, sections_render, summary_sections, topic_line
+from temporal.selectors import day_conversations, person_label, temporal_summaries, temporal_summary_get
 
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:好的|好|收到|明白了?|当然|没问题|以下是[^：:\n]{0,20}|"
@@ -27,57 +34,135 @@ def summary_clean(text: str, *, max_chars: int) -> str:
     return clip(_PREAMBLE.sub("", text.replace("\x00", "").strip(), count=1), max_chars)
 
 
-_RULES = (
-    "Write an objective digest: the themes and outcomes of what happened, covering every conversation without "
-    "judging what is worth remembering. Omit internal ids, step-by-step tool or configuration actions and "
-    "timestamps unless essential. Write in the dominant language of the material, at most `max_chars` "
-    'characters. Answer JSON: {"summary": str}.'
+_SECTION_RULES = (
+    "Answer one section per conversation, by its index `conversation`. `summary`: an objective digest of its "
+    "themes and outcomes, covering it without judging what is worth remembering; omit internal ids, step-by-step "
+    "tool or configuration actions and timestamps unless essential; in the dominant language of its material, at "
+    "most `max_chars` characters. `topic`: one short line (at most 80 characters) of its theme and mood that "
+    "another person may read: no contact data (e-mail, phone, address, account, link), no numbers, no quotation "
+    "and no sentence copied from the material. "
+    'Answer JSON: {"sections": [{"conversation": int, "topic": str, "summary": str}]}.'
 )
-DAY_INSTRUCTIONS = f"Summarise one day of conversations (each with its title, channel and dialogue). {_RULES}"
-MONTH_INSTRUCTIONS = f"Summarise one month from its day summaries. {_RULES}"
-YEAR_INSTRUCTIONS = f"Summarise one year from its month summaries. {_RULES}"
+DAY_INSTRUCTIONS = (
+    f"Summarise one day, conversation by conversation (each with its title, channel, person and dialogue). "
+    f"{_SECTION_RULES}"
+)
+MONTH_INSTRUCTIONS = (
+    f"Summarise one month, conversation by conversation, from each one's day summaries (`parts`). {_SECTION_RULES}"
+)
+YEAR_INSTRUCTIONS = (
+    f"Summarise one year, conversation by conversation, from each one's month summaries (`parts`). {_SECTION_RULES}"
+)
 SUMMARY_SCHEMA = schema_object({"summary": schema_string(max_length=20000)}, required=["summary"])
+SECTIONS_SCHEMA = schema_object(
+    {
+        "sections": schema_array(
+            schema_object(
+                {
+                    "conversation": schema_integer(minimum=0),
+                    "topic": schema_string(max_length=2000),
+                    "summary": schema_string(max_length=20000),
+                },
+                required=["conversation", "topic", "summary"],
+            )
+        )
+    },
+    required=["sections"],
+)
+# A section's share of the window's cap never drops below this.
+MIN_SECTION_CHARS = 100
 
 
-def temporal_summary_upsert(*, window: Window, period_start: date, content: str) -> TemporalSummary:
-    """Overwrite the (window, period_start) summary, creating it on first write."""
+@dataclass
+class SectionSource:
+    """One conversation's material for a section, and what the section records about its owner."""
+
+    conversation_id: int | None
+    person_id: int | None
+    who: str
+    channel: str
+    title: str
+    material: dict = field(default_factory=dict)
+    # The text a topic line must not quote.
+    source: str = ""
+
+    def meta(self) -> dict:
+        return {
+            "conversation_id": self.conversation_id,
+            "person_id": self.person_id,
+            "who": self.who,
+            "channel": self.channel,
+            "title": self.title,
+        }
+
+
+def temporal_summary_upsert(*, window: Window, period_start: date, sections: list[dict]) -> TemporalSummary:
+    """Overwrite the (window, period_start) summary with ``sections``, creating it on first write.
+
+    ``content`` is every section in full, as the console shows it.
+    """
     with transaction.atomic():
         row = temporal_summary_get(window=window, period_start=period_start)
         if row is None:
-            row = TemporalSummary(body={"window": str(window), "period_start": period_start.isoformat()})
+            row = TemporalSummary()
+        row.body = {"window": str(window), "period_start": period_start.isoformat(), "sections": sections}
         row.source_day = period_start
         row.title = f"{window} {period_start.isoformat()}"
-        row.content = content
+        row.content = "\n".join(f"- {line}" for line in sections_render(sections, viewer_ids=None, mode=FULL))
         row.save()
     return row
 
 
 def _write(
-    *, window: Window, period_start: date, instructions: str, material: dict, cap: int, run_key: str, token_budget
+    *,
+    window: Window,
+    period_start: date,
+    instructions: str,
+    sources: list[SectionSource],
+    cap: int,
+    run_key: str,
+    token_budget,
 ) -> dict:
+    section_cap = max(MIN_SECTION_CHARS, cap // len(sources))
+    material = [{"conversation": index, **source.material} for index, source in enumerate(sources)]
     answer = llm_json(
         purpose=f"temporal.{window}",
         instructions=instructions,
-        payload={"window": str(window), "period_start": period_start.isoformat(), "max_chars": cap, **material},
-        schema=SUMMARY_SCHEMA,
+        payload={
+            "window": str(window),
+            "period_start": period_start.isoformat(),
+            "max_chars": section_cap,
+            "conversations": material,
+        },
+        schema=SECTIONS_SCHEMA,
         run_key=run_key,
         token_budget=token_budget,
     )
-    # The model was told the cap; an answer over it is hard-cut.
-    summary = summary_clean(answer["summary"], max_chars=cap)
-    if not summary:
-        return {"window": str(window), "period_start": period_start.isoformat(), "skipped_reason": "empty_summary"}
-    row = temporal_summary_upsert(window=window, period_start=period_start, content=summary)
+    answered: dict[int, dict] = {}
+    for item in answer["sections"]:
+        answered.setdefault(item["conversation"], item)
+    sections = []
+    for index, source in enumerate(sources):
+        item = answered.get(index)
+        # The model was told the cap; an answer over it is hard-cut. A topic line is validated whoever wrote it.
+        text = summary_clean(item["summary"], max_chars=section_cap) if item else ""
+        if text:
+            sections.append({**source.meta(), "topic": topic_line(item["topic"], source=source.source), "text": text})
+    outcome = {"window": str(window), "period_start": period_start.isoformat()}
+    if not sections:
+        return {**outcome, "skipped_reason": "empty_summary"}
+    row = temporal_summary_upsert(window=window, period_start=period_start, sections=sections)
     return {
-        "window": str(window),
-        "period_start": period_start.isoformat(),
+        **outcome,
         "summary_id": row.pk,
-        "chars": len(summary),
+        "sections": len(sections),
+        "unanswered": len(sources) - len(sections),
+        "chars": len(row.content),
     }
 
 
 def temporal_summary_write_day(*, day: date, run_key: str = "", token_budget: int | None = None) -> dict:
-    """The global summary of one local day, from its user-facing conversations (cron excluded)."""
+    """The day summary of one local day, a section per user-facing conversation (cron excluded)."""
     config = config_get(section="memory.temporal_summary")
     if not config["enabled"]:
         return {"skipped_reason": "disabled"}
@@ -85,12 +170,26 @@ def temporal_summary_write_day(*, day: date, run_key: str = "", token_budget: in
     conversations = day_conversations(day=day, max_chars=dialogue_cap)
     if not conversations:
         return {"window": "day", "period_start": day.isoformat(), "skipped_reason": "no_conversations"}
-    material = {"conversations": [{**item.meta(), "dialogue": item.dialogue()} for item in conversations]}
+    sources = []
+    for item in conversations:
+        owner = conversation_person(conversation=item.conversation)
+        dialogue = item.dialogue()
+        sources.append(
+            SectionSource(
+                conversation_id=item.conversation.pk,
+                person_id=owner.pk if owner else None,
+                who=person_label(owner),
+                channel=item.conversation.channel_name,
+                title=item.conversation.title,
+                material={**item.meta(), "dialogue": dialogue},
+                source="\n".join(turn["content"] for turn in dialogue),
+            )
+        )
     return _write(
         window=Window.DAY,
         period_start=day,
         instructions=DAY_INSTRUCTIONS,
-        material=material,
+        sources=sources,
         cap=config["day_chars"],
         run_key=run_key,
         token_budget=token_budget,
@@ -100,20 +199,35 @@ def temporal_summary_write_day(*, day: date, run_key: str = "", token_budget: in
 def _rollup(
     *, window: Window, part: Window, start: date, end: date, instructions: str, cap_key: str, run_key, token_budget
 ) -> dict:
+    """A month or year from its parts' sections, again a section per conversation."""
     config = config_get(section="memory.temporal_summary")
     if not config["enabled"]:
         return {"skipped_reason": "disabled"}
-    parts = [
-        {"period_start": s.source_day.isoformat(), "summary": s.content}
-        for s in temporal_summaries(window=part, start=start, end=end)
-    ]
-    if not parts:
+    sources: dict[int | None, SectionSource] = {}
+    for row in temporal_summaries(window=part, start=start, end=end):
+        for section in summary_sections(body=row.body, content=row.content):
+            source = sources.setdefault(
+                section.get("conversation_id"),
+                SectionSource(
+                    conversation_id=section.get("conversation_id"),
+                    person_id=section.get("person_id"),
+                    who=section.get("who", ""),
+                    channel=section.get("channel", ""),
+                    title=section.get("title", ""),
+                    material={"parts": []},
+                ),
+            )
+            source.material["parts"].append({"period_start": row.source_day.isoformat(), "summary": section["text"]})
+            source.source = f"{source.source}\n{section['text']}".strip()
+    if not sources:
         return {"window": str(window), "period_start": start.isoformat(), "skipped_reason": f"no_{part}_summaries"}
+    for source in sources.values():
+        source.material.update(title=source.title, channel=source.channel, person=source.who)
     return _write(
         window=window,
         period_start=start,
         instructions=instructions,
-        material={"parts": parts},
+        sources=list(sources.values()),
         cap=config[cap_key],
         run_key=run_key,
         token_budget=token_budget,

@@ -2,7 +2,7 @@
 
 Each user-facing conversation (cron and debug excluded, as for light sleep: they are not
 dialogue with a person) with dialogue after its watermark in the local day gets one chunk
-``{at, bucket, summary, watermark_message_id, watermark_at}`` appended to
+``{at, bucket, summary, who, topic, watermark_message_id, watermark_at}`` appended to
 ``conversations.temporal_day`` ``{cst_date, chunks[]}``. Chunks are never changed once
 written; a new local day starts a new list.
 
@@ -15,6 +15,7 @@ The row itself is not locked during the LLM call, so new messages keep flowing m
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from django.db import connection, transaction
@@ -24,11 +25,14 @@ from django.utils import timezone
 from anima.core.calendar import bucket_label, bucket_start, day_start, local_day
 from anima.core.config import config_get
 from anima.core.llm import LlmError, llm_json
+from anima.core.llm.schema import schema_object, schema_string
 from conversations.models import Conversation, Message
+from conversations.selectors import conversation_person
 from temporal.models import TickMark
+from temporal.privacy import topic_line
 from temporal.rollup import peer_rollups_warm
-from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation
-from temporal.services import SUMMARY_SCHEMA, summary_clean
+from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, person_label
+from temporal.services import summary_clean
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +48,21 @@ CHUNK_INSTRUCTIONS = (
     "outcomes, not a replay. `earlier_chunks` are today's earlier digests of the same conversation, given as "
     "context only: do not repeat them. Omit internal ids, step-by-step tool or configuration actions and "
     "timestamps. Write in the language of the messages, at most `max_chars` characters, with no preamble. "
-    'Answer JSON: {"summary": str}.'
+    "Add `topic`: one short line (at most 80 characters) of the theme and mood that another person may read: "
+    "no contact data (e-mail, phone, address, account, link), no numbers, no quotation and no sentence copied "
+    'from the messages. Answer JSON: {"summary": str, "topic": str}.'
 )
+CHUNK_SCHEMA = schema_object(
+    {"summary": schema_string(max_length=20000), "topic": schema_string(max_length=2000)}, required=["summary", "topic"]
+)
+
+
+@dataclass(frozen=True)
+class Digest:
+    summary: str
+    # The validated topic line others may be shown (temporal.privacy).
+    topic: str
+
 
 # Acknowledgement openers a model puts before the digest ("好的，", "Sure, here is …:").
 
@@ -56,8 +73,10 @@ def day_chunks(*, conversation: Conversation, day: date) -> list[dict]:
     return list(state.get("chunks") or []) if state.get("cst_date") == day.isoformat() else []
 
 
-def messages_digest(*, conversation: Conversation, messages: list[Message], earlier: list[str], max_chars: int) -> str:
-    """One objective digest of ``messages`` (LLM purpose ``temporal.chunk``); raises LlmError."""
+def messages_digest(
+    *, conversation: Conversation, messages: list[Message], earlier: list[str], max_chars: int
+) -> Digest:
+    """One objective digest of ``messages`` and its topic line (LLM purpose ``temporal.chunk``); raises LlmError."""
     item = DayConversation(conversation, messages)
     dialogue, used = [], 0
     for turn in reversed(item.dialogue()):
@@ -70,9 +89,13 @@ def messages_digest(*, conversation: Conversation, messages: list[Message], earl
         purpose="temporal.chunk",
         instructions=CHUNK_INSTRUCTIONS,
         payload={**item.meta(), "earlier_chunks": earlier, "dialogue": dialogue, "max_chars": max_chars},
-        schema=SUMMARY_SCHEMA,
+        schema=CHUNK_SCHEMA,
     )
-    return summary_clean(answer["summary"], max_chars=max_chars)
+    source = "\n".join(turn["content"] for turn in dialogue)
+    return Digest(
+        summary=summary_clean(answer["summary"], max_chars=max_chars),
+        topic=topic_line(answer["topic"], source=source),
+    )
 
 
 def temporal_tick_run(*, at: datetime | None = None) -> dict:
@@ -149,7 +172,7 @@ def _conversation_tick(*, conversation_id: int, day: date, bucket: datetime, now
         if not new:
             return "unchanged"
         try:
-            summary = messages_digest(
+            digest = messages_digest(
                 conversation=conversation,
                 messages=new,
                 earlier=[chunk["summary"] for chunk in chunks],
@@ -163,7 +186,10 @@ def _conversation_tick(*, conversation_id: int, day: date, bucket: datetime, now
         chunk = {
             "at": now.isoformat(),
             "bucket": bucket_label(bucket),
-            "summary": summary,
+            "summary": digest.summary,
+            # Who and what, for other people's prompts (temporal.privacy); the summary is for the person's own.
+            "who": person_label(conversation_person(conversation=conversation)),
+            "topic": digest.topic,
             "watermark_message_id": str(last.pk),
             "watermark_at": last.created_at.isoformat(),
         }

@@ -3,6 +3,8 @@ from __future__ import annotations
 import io
 import json
 import logging.config
+import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -12,7 +14,10 @@ from django.db import connections
 from django.db.utils import load_backend
 
 from anima.core.db import REPLICA
+from anima.core.llm import providers
+from anima.core.llm.testing import StubLlmServer
 from anima.core.logs import logging_config
+from sleep.models import PipelineRun
 
 
 @pytest.fixture(autouse=True)
@@ -100,3 +105,38 @@ def json_logs() -> Iterator[Callable[[], list[dict]]]:
         yield records
     finally:
         logging.config.dictConfig(django_settings.LOGGING)
+
+
+@pytest.fixture
+def finished_run():
+    """``finished_run(pk)``: wait for a sleep run carried out in a background thread to finish.
+
+    The test must be transactional (the thread has its own connection); every such thread is
+    joined at teardown, so none writes into the next test's database.
+    """
+
+    def wait(pk: int, timeout: float = 60) -> PipelineRun:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = PipelineRun.objects.get(pk=pk)
+            if run.finished_at is not None:
+                return run
+            time.sleep(0.1)
+        pytest.fail(f"sleep run {pk} did not finish within {timeout}s")
+
+    yield wait
+    for thread in threading.enumerate():
+        if thread.name.startswith("sleep-run-"):
+            thread.join(timeout=60)
+
+
+@pytest.fixture
+def llm_stub(settings, monkeypatch):
+    """The openai provider against a local OpenAI-compatible stub server (real sockets on 127.0.0.1)."""
+    monkeypatch.setattr(providers, "RETRY_BACKOFF_SECONDS", 0)
+    with StubLlmServer() as server:
+        settings.ANIMA_LLM_PROVIDER = "openai"
+        settings.ANIMA_LLM_BASE_URL = server.base_url
+        settings.ANIMA_LLM_MODEL = "stub-model"
+        settings.ANIMA_LLM_MAX_RETRIES = 2
+        yield server

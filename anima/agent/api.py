@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from anima.agent.turn import prepare_turn
 from anima.core.api.serializers import StrictSerializer
 from anima.core.api.views import ApiGenericView
+from conversations.access import AGENT, OPERATOR, access_of
 from conversations.models import Conversation
 
 
@@ -27,6 +28,10 @@ class TurnMessageSerializer(serializers.Serializer):
 class PrepareTurnView(ApiGenericView):
     queryset = Conversation.objects.select_related("person")
     serializer_class = PrepareTurnSerializer
+    access_scopes = (OPERATOR, AGENT)
+
+    def get_queryset(self):
+        return access_of(self.request).conversations(super().get_queryset())
 
     @extend_schema(
         request=PrepareTurnSerializer,

@@ -26,12 +26,11 @@ from conversations.models import (
     Conversation,
     HistoryEntry,
     Message,
-    Person,
     Role,
     ShortTermMemory,
     StmScope,
 )
-from conversations.services import identity_resolve
+from conversations.selectors import conversation_person
 from temporal.tick import messages_digest
 
 logger = logging.getLogger(__name__)
@@ -48,15 +47,6 @@ _LONG_TERM_INTENT = re.compile(
 def long_term_intent_detect(*, text: str) -> bool:
     """True when the user explicitly asks the companion to remember something for the long term."""
     return bool(_LONG_TERM_INTENT.search(text or ""))
-
-
-def conversation_person(*, conversation: Conversation) -> Person | None:
-    """The person behind the conversation: its own person, else the identity its channel account resolves to."""
-    if conversation.person_id:
-        return conversation.person
-    if conversation.chat_id:
-        return identity_resolve(channel=conversation.channel_name, external_id=conversation.chat_id)
-    return None
 
 
 def _current_turn_id(conversation: Conversation) -> str:
@@ -214,7 +204,7 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
     archived = pending[: len(pending) - threshold // 2]
     cap = config["max_summary_chars"]
     try:
-        digest = messages_digest(conversation=conversation, messages=archived, earlier=[], max_chars=cap)
+        digest = messages_digest(conversation=conversation, messages=archived, earlier=[], max_chars=cap).summary
     except LlmError as exc:
         logger.warning("short-term consolidation of conversation %s postponed: %s", conversation.pk, exc)
         return view

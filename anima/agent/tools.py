@@ -30,6 +30,7 @@ from anima.core.llm.schema import (
 )
 from anima.core.models import MemoryType
 from anima.core.search_query import QuerySyntaxError
+from conversations.access import AGENT, OPERATOR, OPERATOR_ACCESS, Access
 from conversations.models import Conversation, Person, person_slug_valid
 from conversations.selectors import history_search
 from conversations.services import identity_map, identity_resolve
@@ -61,7 +62,7 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    func: Callable[[dict[str, Any]], dict[str, Any]]
+    func: Callable[[dict[str, Any], Access], dict[str, Any]]
 
     def as_openai(self) -> dict[str, Any]:
         return {
@@ -85,22 +86,35 @@ def _text(description: str, *, max_length: int = 10_000) -> dict[str, Any]:
     return schema_string(min_length=1, max_length=max_length, description=description)
 
 
-def _person(args: dict[str, Any], *, required: bool = False) -> Person | None:
-    """The person named by ``person`` (slug), else resolved from ``channel`` + ``chat_id``."""
+def _person(args: dict[str, Any], access: Access, *, required: bool = False) -> Person | None:
+    """The person a call acts for, within what ``access`` reaches.
+
+    A channel account (``channel`` + ``chat_id``) is a conversation's context: the person it
+    resolves to is the person, full stop (an unmapped account is nobody: global memories only),
+    and a ``person`` naming anyone else is refused. Without an account, ``person`` names the
+    person, else the one the token acts for.
+    """
     slug = args.get("person")
+    named = None
     if slug:
-        person = Person.objects.filter(slug=slug).first()
-        if person is None:
+        named = Person.objects.filter(slug=slug).first()
+        if named is None:
             raise ToolError("person", f"unknown person {slug!r}; map an identity to create one")
-        return person
     if args.get("channel") and args.get("chat_id"):
-        person = identity_resolve(channel=args["channel"], external_id=args["chat_id"])
-        if person is None and required:
-            raise ToolError("chat_id", f"{args['channel']}:{args['chat_id']} is not mapped to a person")
-        return person
-    if required:
+        account = f"{args['channel']}:{args['chat_id']}"
+        resolved = identity_resolve(channel=args["channel"], external_id=args["chat_id"])
+        if named is not None and resolved != named:
+            owner = f"mapped to {resolved.slug}" if resolved else "not mapped to a person"
+            raise ToolError("person", f"{account} is {owner}: a call from it cannot act for {slug}")
+        if resolved is None:
+            if required:
+                raise ToolError("chat_id", f"{account} is not mapped to a person")
+            return None
+        return access.person_for(resolved)
+    person = access.person_for(named)
+    if person is None and required:
         raise ToolError("person", "person (or channel and chat_id of a mapped identity) is required")
-    return None
+    return person
 
 
 def _require(args: dict[str, Any], *names: str) -> None:
@@ -126,12 +140,12 @@ def _memory_json(memory) -> dict[str, Any]:
 
 # Tools act for a conversation's runtime: a call whose human is unknown (no person, or an
 # unmapped channel account) sees global memories only, never someone else's.
-def _recall(args: dict[str, Any]) -> dict[str, Any]:
+def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
     results = memory_recall(
         query=args["query"],
         memory_types=args.get("memory_types"),
         limit=int(args.get("limit", 10)),
-        person=_person(args),
+        person=_person(args, access),
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
         channel=args.get("channel"),
@@ -140,11 +154,11 @@ def _recall(args: dict[str, Any]) -> dict[str, Any]:
     return {"results": results}
 
 
-def _semantic_search(args: dict[str, Any]) -> dict[str, Any]:
+def _semantic_search(args: dict[str, Any], access: Access) -> dict[str, Any]:
     results = memory_semantic_search(
         query=args["query"],
         limit=int(args.get("limit", 10)),
-        person=_person(args),
+        person=_person(args, access),
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
         global_only=True,
@@ -152,8 +166,9 @@ def _semantic_search(args: dict[str, Any]) -> dict[str, Any]:
     return {"results": results}
 
 
-def _remember(args: dict[str, Any]) -> dict[str, Any]:
-    person = _person(args)
+def _remember(args: dict[str, Any], access: Access) -> dict[str, Any]:
+    person = _person(args, access)
+    access.write_check(person, what="a memory")
     source = args.get("scope") == "source"
     if source:
         _require(args, "channel", "chat_id")
@@ -172,22 +187,22 @@ def _remember(args: dict[str, Any]) -> dict[str, Any]:
     return {"memory": _memory_json(memory)}
 
 
-def _person_memory(args: dict[str, Any]) -> dict[str, Any]:
+def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
     action = args["action"]
     if action == "recall":
-        person = _person(args, required=True)
+        person = _person(args, access, required=True)
         if args.get("query"):
-            return _recall({**args, "person": person.slug, "memory_types": ["semantic"]})
+            return _recall({**args, "person": person.slug, "memory_types": ["semantic"]}, access)
         memories = active_semantic_memories().filter(person=person).select_related("person")
         memories = memories.order_by("-pinned", "-reference_count", "id")[: int(args.get("limit", 50))]
         return {"person": person.slug, "memories": [_memory_json(memory) for memory in memories]}
     if action == "remember":
         _require(args, "content")
-        _person(args, required=True)
-        return _remember(args)
+        _person(args, access, required=True)
+        return _remember(args, access)
     if action == "search_history":
         # The person's timeline (by slug, or the mapped channel account), else the global one only.
-        person = _person(args)
+        person = _person(args, access)
         entries = history_search(
             text=args.get("query", ""),
             since=moment_parse(args.get("since"), field="since"),
@@ -209,7 +224,8 @@ def _person_memory(args: dict[str, Any]) -> dict[str, Any]:
                 for entry in entries
             ]
         }
-    # map_identity
+    # map_identity decides whose memories an account reaches.
+    access.require(OPERATOR, to="map_identity")
     _require(args, "channel", "chat_id", "person")
     if not person_slug_valid(args["person"]):
         raise ToolError("person", "person must be a slug (lowercase letters, digits, - or _)")
@@ -222,10 +238,11 @@ def _person_memory(args: dict[str, Any]) -> dict[str, Any]:
     return {"identity": {"channel": identity.channel, "chat_id": identity.external_id, "person": identity.person.slug}}
 
 
-def _short_term_memory(args: dict[str, Any]) -> dict[str, Any]:
+def _short_term_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
     conversation = Conversation.objects.filter(pk=args["conversation_id"]).first()
     if conversation is None:
         raise ToolError("conversation_id", f"no conversation {args['conversation_id']}")
+    access.conversation_check(conversation)
     return update_short_term_memory(
         conversation=conversation, summary=args["summary"], turn_id=args.get("turn_id") or None
     )
@@ -346,12 +363,15 @@ def tool_schemas() -> list[dict[str, Any]]:
     return [tool.as_openai() for tool in TOOLS]
 
 
-def tool_call(*, name: str, arguments: Any) -> dict[str, Any]:
-    """Validate ``arguments`` against the tool's published schema and run it.
+def tool_call(*, name: str, arguments: Any, access: Access = OPERATOR_ACCESS) -> dict[str, Any]:
+    """Validate ``arguments`` against the tool's published schema and run it as ``access`` may.
 
-    Raises KeyError for an unknown tool and ToolError naming the argument on bad input.
+    ``access`` is the caller's (``conversations.access``); the default, an operator, is for
+    local processes. Raises KeyError for an unknown tool, ToolError naming the argument on bad
+    input and AccessDenied (403) for a call outside the caller's reach.
     """
     tool = tools_registry()[name]
+    access.require(OPERATOR, AGENT, to="tool calls")
     try:
         schema_validate(value=arguments, schema=tool.parameters)
     except SchemaError as exc:
@@ -359,7 +379,7 @@ def tool_call(*, name: str, arguments: Any) -> dict[str, Any]:
         field = first.split(":", 1)[0].removeprefix("$").lstrip(".") or "arguments"
         raise ToolError(field, str(exc)) from None
     try:
-        return tool.func(arguments)
+        return tool.func(arguments, access)
     except ToolError:
         raise
     except MomentError as exc:

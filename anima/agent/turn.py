@@ -5,8 +5,10 @@ Order, built for a stable prefix (the LLM's KV cache):
    citation rule — rebuilt only on the first turn after a local 02:00 boundary;
 2. the conversation: the live short-term summary, then the raw messages it does not cover;
 3. one ``temporal_summary_peers`` assistant message per closed half-hour bucket of today (and of
-   yesterday until 02:00), at the bucket's end on the timeline; frozen (``PeerBlock``) the first
-   time it is rendered, so later activity elsewhere only ever adds blocks for newer buckets;
+   yesterday until 02:00), at the bucket's end on the timeline: the person's own other
+   conversations in full, other people's as topic lines (``temporal.privacy``); frozen
+   (``PeerBlock``) the first time it is rendered, so later activity elsewhere only ever adds
+   blocks for newer buckets;
 4. the runtime-only tail: ``passive_memory_context`` and the new user message.
 """
 
@@ -17,14 +19,15 @@ from datetime import datetime, time, timedelta
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from anima.agent.stm import ShortTermView, conversation_person, short_term_prepare
+from anima.agent.stm import ShortTermView, short_term_prepare
 from anima.core.calendar import BUCKET, closed_buckets, local_day
 from anima.core.config import config_get
 from conversations.models import Conversation, PeerBlock, Person, Role
+from conversations.selectors import conversation_person, conversations_persons
 from conversations.services import message_create
 from memory.models import SemanticMemory
 from memory.selectors import active_semantic_memories, memory_line, passive_recall, resident_memories, self_layer_text
-from temporal.rollup import bucket_sources, day_chunks_by_conversation, peer_rollup_get
+from temporal.rollup import OTHER, OWN, day_chunks_by_conversation, peer_rollups
 from temporal.selectors import temporal_prompt_section
 from temporal.tick import tick_mark_bucket
 
@@ -81,7 +84,12 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
             sections.append(f"## About {person.display_name or person.slug}\n{_memory_lines(about)}")
     config = config_get(section="memory.temporal_summary")
     if config["enabled"]:
-        section = temporal_prompt_section(today=local_day(now), max_chars=config["system_prompt_chars"])
+        # The person's own sections in full; other people's as memory.temporal_summary.cross_person says.
+        section = temporal_prompt_section(
+            today=local_day(now),
+            max_chars=config["system_prompt_chars"],
+            viewer_ids=frozenset({person.pk}) if person else frozenset(),
+        )
         if section:
             sections.append(section)
     sections.append(CITATION_RULE)
@@ -105,9 +113,17 @@ def system_prompt_ensure(*, conversation: Conversation, now: datetime) -> str:
     return conversation.system_prompt
 
 
-def _peer_text(*, bucket: datetime, summary: str) -> str:
+def _peer_text(*, bucket: datetime, rollups: dict[str, str]) -> str:
+    """The block's text: the viewer's own other conversations in full, other people's as topic lines."""
+    if not rollups:
+        return ""
     start = timezone.localtime(bucket)
-    return f"Other conversations {start:%H:%M}–{start + BUCKET:%H:%M} (其他会话):\n{summary}"
+    parts = [f"Other conversations {start:%H:%M}–{start + BUCKET:%H:%M} (其他会话):"]
+    if OWN in rollups:
+        parts.append(rollups[OWN])
+    if OTHER in rollups:
+        parts.append(f"Other people, topics only (他人话题):\n{rollups[OTHER]}")
+    return "\n".join(parts)
 
 
 def _frozen(stored: QuerySet[PeerBlock]) -> dict[datetime, tuple[str, datetime]]:
@@ -132,12 +148,20 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
     missing = [bucket for bucket in buckets if bucket not in frozen and ticked is not None and bucket <= ticked]
     if missing:
         chunks = {day: day_chunks_by_conversation(day=day) for day in {local_day(bucket) for bucket in missing}}
+        owners = conversations_persons(conversation_ids={pk for by_day in chunks.values() for pk in by_day})
+        viewer = conversation_person(conversation=conversation)
         new = []
         for bucket in missing:
             day = local_day(bucket)
-            sources = bucket_sources(chunks=chunks[day], bucket=bucket, viewer_id=conversation.pk)
-            rollup = peer_rollup_get(day=day, bucket=bucket, sources=sources)
-            text = _peer_text(bucket=bucket, summary=rollup["summary"]) if rollup and rollup["summary"] else ""
+            rollups = peer_rollups(
+                day=day,
+                bucket=bucket,
+                chunks=chunks[day],
+                owners=owners,
+                viewer_id=conversation.pk,
+                viewer_person_id=viewer.pk if viewer else None,
+            )
+            text = _peer_text(bucket=bucket, rollups=rollups)
             new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))
         # A concurrent turn may have frozen some first: theirs stand, so re-read.
         PeerBlock.objects.bulk_create(new, ignore_conflicts=True)

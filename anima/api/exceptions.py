@@ -10,7 +10,7 @@ from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from anima.core.api.parsers import PayloadTooLarge
-from anima.core.errors import AnimaError
+from anima.core.errors import AccessDenied, AnimaError
 
 
 class Conflict(exceptions.APIException):
@@ -32,6 +32,8 @@ def _as_api_exception(exc):
         if hasattr(exc, "error_dict"):
             return exceptions.ValidationError(exc.message_dict)
         return exceptions.ValidationError({"non_field_errors": exc.messages})
+    if isinstance(exc, AccessDenied):
+        return exceptions.PermissionDenied(str(exc))
     if isinstance(exc, AnimaError):
         return exceptions.ValidationError({exc.field: [str(exc)]})
     if isinstance(exc, RequestDataTooBig):

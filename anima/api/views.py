@@ -11,13 +11,13 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import exceptions, serializers, status
-from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.agent.tools import TOOLS, tool_call, tool_schemas, tools_registry
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.config import SCHEMA, config_get, config_update
+from conversations.access import AGENT, OPERATOR, access_of
 
 _TOOL_SCHEMA = inline_serializer(
     "ToolSchema", {"type": serializers.CharField(), "function": serializers.DictField()}, many=True
@@ -25,6 +25,8 @@ _TOOL_SCHEMA = inline_serializer(
 
 
 class ToolListView(ApiView):
+    access_scopes = (OPERATOR, AGENT)
+
     @extend_schema(responses={200: _TOOL_SCHEMA}, operation_id="tools_list")
     def get(self, request: Request) -> Response:
         """OpenAI function-calling schemas of the agent tools."""
@@ -32,6 +34,8 @@ class ToolListView(ApiView):
 
 
 class ToolCallView(ApiView):
+    access_scopes = (OPERATOR, AGENT)
+
     @extend_schema(
         parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, enum=[tool.name for tool in TOOLS])],
         request={"application/json": {"type": "object", "additionalProperties": True}},
@@ -42,7 +46,7 @@ class ToolCallView(ApiView):
         """Execute one tool call; the body is the call's JSON arguments, validated against the tool's schema."""
         if name not in tools_registry():
             raise exceptions.NotFound(f"unknown tool {name!r}; one of {', '.join(tools_registry())}")
-        return Response(tool_call(name=name, arguments=request.data))
+        return Response(tool_call(name=name, arguments=request.data, access=access_of(request)))
 
 
 _SECTION_PATTERN = "|".join(section.replace(".", r"\.") for section in SCHEMA)
@@ -53,16 +57,11 @@ _SECTION = OpenApiParameter("section", str, OpenApiParameter.PATH, enum=list(SCH
 
 @extend_schema_view(retrieve=extend_schema(parameters=[_SECTION]), partial_update=extend_schema(parameters=[_SECTION]))
 class ConfigViewSet(ApiViewSet):
-    """Runtime config: effective values per section; changes (staff only) are validated whole."""
+    """Runtime config (operators only): effective values per section; changes are validated whole."""
 
     lookup_field = "section"
     lookup_value_regex = _SECTION_PATTERN
     pagination_class = None
-
-    def get_permissions(self):
-        if self.action == "partial_update":
-            return [IsAdminUser()]
-        return [IsAuthenticated()]
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT}, operation_id="config_list")
     def list(self, request: Request) -> Response:

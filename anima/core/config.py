@@ -24,6 +24,7 @@ class Field:
     minimum: float | None = None
     maximum: float | None = None
     help: str = ""
+    choices: tuple[str, ...] = ()
 
     def clean(self, name: str, value: Any) -> Any:
         if self.kind is bool:
@@ -40,6 +41,8 @@ class Field:
             raise ValidationError({name: f"{name} must be a finite number"})
         if self.kind is str and not value.strip():
             raise ValidationError({name: f"{name} must not be empty"})
+        if self.choices and value not in self.choices:
+            raise ValidationError({name: f"{name} must be one of {', '.join(self.choices)}"})
         if self.minimum is not None and value < self.minimum:
             raise ValidationError({name: f"{name} must be >= {self.minimum}"})
         if self.maximum is not None and value > self.maximum:
@@ -58,6 +61,12 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "system_prompt_chars": Field(int, 6000, 500, 50000, "cap of the system prompt's time-summary section"),
         "redis_key_prefix": Field(str, "anima:temporal"),
         "peer_rollup_ttl_hours": Field(int, 36, 1, 24 * 14),
+        "cross_person": Field(
+            str,
+            "topics",
+            choices=("topics", "full", "none"),
+            help="what a prompt shows of other people's conversations: their topic lines, their text, or nothing",
+        ),
     },
     "memory.passive_recall": {
         "enabled": Field(bool, True),

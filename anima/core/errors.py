@@ -1,6 +1,6 @@
-"""The one application-error base: every error a caller can fix carries its message and the field at fault.
+"""Application errors: bad input a caller can fix (a 400 naming the field), and a refusal (a 403 naming why).
 
-The API's exception handler knows only this class (a 400 naming ``field``), so it imports no app.
+The API's exception handler knows only these two classes, so it imports no app.
 """
 
 from __future__ import annotations
@@ -14,3 +14,7 @@ class AnimaError(ValueError):
     def __init__(self, message: str, *, field: str = "") -> None:
         self.field = field or self.default_field
         super().__init__(message)
+
+
+class AccessDenied(Exception):
+    """The caller reaches outside what its token may see or do (HTTP 403); the message says why."""

@@ -185,7 +185,7 @@ def test_messages_archived_once_are_never_archived_again_after_the_summary_expir
     start = at("09:00")
     for n in range(12):
         MessageFactory(conversation=chat, content=f"early message {n}", created_at=start + timedelta(minutes=n))
-    with scripted({"temporal.chunk": [{"summary": f"digest {n}"} for n in range(10)]}) as provider:
+    with scripted({"temporal.chunk": [{"summary": f"digest {n}", "topic": "chat"} for n in range(10)]}) as provider:
         moment = start + timedelta(minutes=15)
         prepare_turn(conversation=chat, user_message="first", now=moment, store=False)
         # A message every five hours for 30 hours: the summary expires (24 h) before the raw messages

@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from anima.agent.tools import TOOLS, ToolError, tool_call, tool_schemas
-from anima.api.testing import api_client
+from anima.api.testing import operator_client
 from memory.models import SemanticMemory
 from memory.services import memory_remember
 from tests.factories import (
@@ -20,7 +20,7 @@ from tests.factories import (
 
 
 def test_the_published_schemas_are_openai_function_definitions():
-    schemas = api_client().get("/api/tools/").json()
+    schemas = operator_client().get("/api/tools/").json()
 
     assert schemas == tool_schemas()
     names = [schema["function"]["name"] for schema in schemas]
@@ -61,18 +61,18 @@ def test_arguments_are_validated_against_the_published_schema(name, arguments, f
         tool_call(name=name, arguments=arguments)
 
     assert caught.value.field == field
-    response = api_client().post(f"/api/tools/{name}/", arguments, format="json")
+    response = operator_client().post(f"/api/tools/{name}/", arguments, format="json")
     assert response.status_code == 400 and field in response.json()
 
 
 def test_unknown_tool_is_404():
-    assert api_client().post("/api/tools/teleport/", {}, format="json").status_code == 404
+    assert operator_client().post("/api/tools/teleport/", {}, format="json").status_code == 404
 
 
 def test_recall_and_semantic_search_tools():
     SemanticMemoryFactory(person=None, content="Leo 喜欢 Python")
 
-    recall = api_client().post("/api/tools/memory_recall/", {"query": "Python", "limit": 3}, format="json").json()
+    recall = operator_client().post("/api/tools/memory_recall/", {"query": "Python", "limit": 3}, format="json").json()
     semantic = tool_call(name="memory_semantic_search", arguments={"query": "Python"})
 
     assert recall["results"][0]["snippet"] == "Leo 喜欢 Python"
@@ -160,7 +160,7 @@ def test_update_short_term_memory_tool():
     result = tool_call(
         name="update_short_term_memory", arguments={"conversation_id": conversation.pk, "summary": "聊了天气"}
     )
-    missing = api_client().post(
+    missing = operator_client().post(
         "/api/tools/update_short_term_memory/", {"conversation_id": 10**9, "summary": "x"}, format="json"
     )
 
@@ -169,7 +169,7 @@ def test_update_short_term_memory_tool():
 
 
 def test_remember_tool_dedupes_and_api_executes_it():
-    client = api_client()
+    client = operator_client()
 
     first = client.post("/api/tools/memory_remember/", {"content": "Prefers tea"}, format="json").json()
     second = client.post("/api/tools/memory_remember/", {"content": "prefers   TEA"}, format="json").json()
@@ -222,5 +222,40 @@ def test_a_source_note_is_refused_for_an_account_mapped_to_someone_else():
                 "chat_id": "999",
             },
         )
-    assert caught.value.field == "chat_id"
+    assert caught.value.field == "person"
     assert not SemanticMemory.objects.exists()
+
+
+@pytest.mark.parametrize("query", [None, "peanut allergy"])
+def test_a_call_from_leos_account_can_never_read_mayas_memories(query):
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    IdentityFactory(person=leo, channel="telegram", external_id="100")
+    SemanticMemoryFactory(person=maya, content="Maya has a peanut allergy")
+    SemanticMemoryFactory(person=leo, content="Leo likes peanut butter")
+    arguments = {"action": "recall", "channel": "telegram", "chat_id": "100", "person": "maya"}
+    if query:
+        arguments["query"] = query
+
+    with pytest.raises(ToolError) as caught:
+        tool_call(name="memory", arguments=arguments)
+    as_leo = tool_call(name="memory", arguments={**arguments, "person": "leo"})
+
+    # In a conversation's context the person is the resolved identity, whoever the call names.
+    assert caught.value.field == "person" and "mapped to leo" in str(caught.value)
+    assert "Maya" not in str(as_leo)
+    response = operator_client().post("/api/tools/memory/", arguments, format="json")
+    assert response.status_code == 400 and "Maya" not in response.content.decode()
+
+
+def test_an_unmapped_account_naming_a_person_is_refused_and_alone_sees_global_memories_only():
+    SemanticMemoryFactory(person=PersonFactory(slug="maya"), content="Maya has a peanut allergy")
+    SemanticMemoryFactory(person=None, content="peanut allergy is common")
+
+    with pytest.raises(ToolError) as caught:
+        tool_call(name="memory", arguments={"action": "recall", "channel": "tg", "chat_id": "5", "person": "maya"})
+    alone = tool_call(
+        name="memory_recall", arguments={"query": "peanut allergy", "channel": "tg"}
+    )  # a channel alone is a filter, not an account
+
+    assert caught.value.field == "person" and "not mapped" in str(caught.value)
+    assert [hit["snippet"] for hit in alone["results"]] == ["peanut allergy is common"]

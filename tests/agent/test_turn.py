@@ -32,6 +32,13 @@ from tests.factories import (
 pytestmark = pytest.mark.usefixtures("private_cache")
 
 
+def summary_of(window: str, start: date, text: str, *, person, who: str = "", topic: str = "topic"):
+    """A stored summary with one section owned by ``person``."""
+    section = {"conversation_id": None, "person_id": person.pk, "who": who, "topic": topic, "text": text}
+    body = {"window": window, "period_start": start.isoformat(), "sections": [section]}
+    return TemporalSummaryFactory(source_day=start, content=f"- {text}", body=body)
+
+
 def at(hhmm: str, day: str = "2026-11-28") -> datetime:
     return datetime.fromisoformat(f"{day}T{hhmm}:00+08:00")
 
@@ -46,8 +53,9 @@ def test_the_system_prompt_carries_self_resident_person_memory_time_summary_and_
     pinned = SemanticMemoryFactory(person=None, pinned=True, content="Anima 的生日是 3 月 1 日")
     about_leo = SemanticMemoryFactory(person=leo, content="Leo 住在杭州，是软件工程师")
     other = SemanticMemoryFactory(person=PersonFactory(slug="maya"), content="Maya 在学葡萄牙语")
-    TemporalSummaryFactory(source_day=date(2026, 11, 27), content="Leo 的产品上线成功。")
-    TemporalSummaryFactory(source_day=date(2026, 11, 24), content="Maya 计划去里斯本。")
+    maya = other.person
+    summary_of("day", date(2026, 11, 27), "Leo 的产品上线成功。", person=leo, who="Leo")
+    summary_of("day", date(2026, 11, 24), "Maya 计划去里斯本。", person=maya, who="Maya", topic="旅行计划")
     conversation = ConversationFactory(person=leo)
 
     system = prepare_turn(conversation=conversation, user_message="早", now=at("10:00"))[0]
@@ -60,8 +68,12 @@ def test_the_system_prompt_carries_self_resident_person_memory_time_summary_and_
     assert other.content not in text
     assert "## 时间摘要" in text
     assert (
-        text.index("### 昨天") < text.index("Leo 的产品上线成功") < text.index("### 近 7 天") < text.index("Maya 计划")
+        text.index("### 昨天")
+        < text.index("Leo 的产品上线成功")
+        < text.index("### 近 7 天")
+        < text.index("Maya: 旅行计划")
     )
+    assert "里斯本" not in text  # Maya's own words stay hers: Leo's prompt has her topic line only
     assert "[[anima:ID]]" in text  # the citation rule
 
 
@@ -279,10 +291,10 @@ def test_the_demo_prints_a_prepared_turn_with_peers_and_passive_recall():
 
 
 def test_the_time_summary_section_rolls_from_yesterday_back_to_years_and_is_capped():
+    conversation = ConversationFactory()
+
     def summary(window: str, start: date, content: str):
-        return TemporalSummaryFactory(
-            source_day=start, content=content, body={"window": window, "period_start": start.isoformat()}
-        )
+        return summary_of(window, start, content, person=conversation.person)
 
     summary("day", date(2026, 11, 28), "today is not summarised yet")
     summary("day", date(2026, 11, 10), "day −18")
@@ -290,13 +302,12 @@ def test_the_time_summary_section_rolls_from_yesterday_back_to_years_and_is_capp
     summary("month", date(2026, 5, 1), "May")
     summary("year", date(2024, 1, 1), "Year 2024")
     summary("year", date(2026, 1, 1), "this year so far")
-    conversation = ConversationFactory()
 
     system = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00"))[0]["content"]
 
     assert "today is not summarised yet" not in system and "this year so far" not in system
-    order = ["## 时间摘要", "### 近 30 天", "- 2026-11-10: day −18", "### 近 90 天", "- 2026-10: October"]
-    order += ["### 近一年", "- 2026-05: May", "### 更早", "- 2024: Year 2024"]
+    order = ["## 时间摘要", "### 近 30 天", "- 2026-11-10:\n  - day −18", "### 近 90 天", "- 2026-10:\n  - October"]
+    order += ["### 近一年", "- 2026-05:\n  - May", "### 更早", "- 2024:\n  - Year 2024"]
     assert [system.index(part) for part in order] == sorted(system.index(part) for part in order)
 
     summary("day", date(2026, 11, 29), "长" * 9000)

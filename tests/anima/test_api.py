@@ -13,10 +13,10 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from anima.api.testing import api_client
+from anima.api.testing import api_client, operator_client
 from anima.core.config import config_get
 from anima.core.models import RuntimeConfigChange
-from tests.factories import ConversationFactory, SemanticMemoryFactory, UserFactory
+from tests.factories import ConversationFactory, PersonFactory, SemanticMemoryFactory, UserFactory
 
 
 def _api_routes() -> list[str]:
@@ -76,9 +76,10 @@ def test_a_bad_token_is_refused():
         ("delete", "/api/memories/{memory}/", None),
     ],
 )
-def test_non_staff_tokens_cannot_reach_staff_only_operations(method, route, body):
+@pytest.mark.parametrize("scope", ["agent", "person", None])
+def test_non_staff_tokens_cannot_reach_staff_only_operations(method, route, body, scope):
     memory = SemanticMemoryFactory()
-    client = api_client(staff=False)
+    client = api_client(staff=False, scope=scope, persons=[memory.person] if scope else [])
 
     response = getattr(client, method)(route.format(memory=memory.pk), body, format="json")
 
@@ -88,50 +89,83 @@ def test_non_staff_tokens_cannot_reach_staff_only_operations(method, route, body
 
 
 def test_session_authentication_works_for_a_logged_in_user(client):
-    user = UserFactory()
-    client.force_login(user)
+    staff, visitor = UserFactory(username="ops", is_staff=True), UserFactory(username="visitor")
 
-    assert client.get("/api/memories/").status_code == 200
+    client.force_login(staff)
+    as_staff = client.get("/api/memories/").status_code
+    client.force_login(visitor)
+    as_visitor = client.get("/api/memories/")
+
+    assert as_staff == 200
+    # A session is scoped like a token: a non-staff user without a scope has no rights.
+    assert as_visitor.status_code == 403 and "token_scope" in as_visitor.json()["detail"]
 
 
-def test_drf_create_token_command_creates_a_working_token(capsys):
-    user = UserFactory(username="runtime")
+@pytest.mark.parametrize("keyword", ["Token", "Bearer", "bearer"])
+def test_drf_create_token_command_creates_a_working_operator_token(capsys, keyword):
+    user = UserFactory(username="admin", is_staff=True)
 
-    call_command("drf_create_token", "runtime")
+    call_command("drf_create_token", "admin")
 
     key = Token.objects.get(user=user).key
     assert key in capsys.readouterr().out
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    client.credentials(HTTP_AUTHORIZATION=f"{keyword} {key}")
     assert client.get("/api/tools/").status_code == 200
+    assert client.get("/api/sleep-runs/").status_code == 200
+
+
+def test_a_non_staff_token_has_no_rights_until_it_is_given_a_scope(capsys):
+    leo = PersonFactory(slug="leo")
+    UserFactory(username="runtime")
+    call_command("drf_create_token", "runtime")
+    key = capsys.readouterr().out.split()[2]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    before = client.get("/api/tools/")
+    call_command("token_scope", "runtime", "--scope", "agent", "--person", "leo")
+    after = client.get("/api/tools/")
+
+    assert before.status_code == 403 and "no rights" in before.json()["detail"]
+    assert after.status_code == 200
+    assert leo.token_scopes.get().user.username == "runtime"
+
+
+@pytest.mark.parametrize("header", ["Bearer", "Bearer a b", "Token", "Bearer \xff"])
+def test_malformed_authorization_headers_are_401(header):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header)
+
+    assert client.get("/api/memories/").status_code == 401
 
 
 # --- Bad input is a JSON 4xx naming the field ----------------------------------------------------
 
 
 def test_malformed_json_is_a_400_naming_the_body():
-    response = api_client().post("/api/memories/", '{"content": ', content_type="application/json")
+    response = operator_client().post("/api/memories/", '{"content": ', content_type="application/json")
 
     assert response.status_code == 400
     assert "body" in response.json()
 
 
 def test_unknown_fields_are_refused_by_name():
-    response = api_client().post("/api/memories/", {"content": "x", "colour": "red"}, format="json")
+    response = operator_client().post("/api/memories/", {"content": "x", "colour": "red"}, format="json")
 
     assert response.status_code == 400
     assert response.json() == {"colour": ["Unknown or read-only field."]}
 
 
 def test_wrong_types_and_unknown_choices_name_the_field():
-    response = api_client().post("/api/memories/", {"content": ["x"], "memory_type": "gossip"}, format="json")
+    response = operator_client().post("/api/memories/", {"content": ["x"], "memory_type": "gossip"}, format="json")
 
     assert response.status_code == 400
     assert set(response.json()) == {"content", "memory_type"}
 
 
 def test_nul_characters_are_refused_in_bodies_and_query_strings():
-    client = api_client()
+    client = operator_client()
 
     body = client.post("/api/memories/", {"content": "a\x00b"}, format="json")
     nested = client.post("/api/tools/memory_recall/", {"query": "ok", "memory_types": ["a\x00"]}, format="json")
@@ -162,7 +196,7 @@ def test_lone_surrogates_are_refused_with_a_400_naming_the_field(path, body):
 def test_bodies_over_the_configured_limit_are_refused(settings, size, status):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
 
-    response = api_client().post("/api/memories/", {"content": "x" * size}, format="json")
+    response = operator_client().post("/api/memories/", {"content": "x" * size}, format="json")
 
     assert response.status_code == status
     if status == 413:
@@ -170,14 +204,14 @@ def test_bodies_over_the_configured_limit_are_refused(settings, size, status):
 
 
 def test_invalid_dates_name_the_parameter():
-    response = api_client().get("/api/recall/", {"q": "python", "since": "2026-02-30"})
+    response = operator_client().get("/api/recall/", {"q": "python", "since": "2026-02-30"})
 
     assert response.status_code == 400
     assert "since" in response.json()
 
 
 def test_bad_ids_are_404_not_500():
-    client = api_client()
+    client = operator_client()
 
     assert client.get("/api/memories/99999999999999999/").status_code == 404
     assert client.get("/api/memories/abc/").status_code == 404
@@ -207,7 +241,7 @@ def test_unknown_config_section_is_404():
 
 
 def test_schema_and_docs_are_served_to_authenticated_users():
-    client = api_client()
+    client = api_client()  # even without a scope: the schema is documentation, not data
 
     schema = client.get("/api/schema/", {"format": "json"})
     docs = client.get("/api/docs/")

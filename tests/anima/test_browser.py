@@ -88,7 +88,7 @@ def _message_texts(driver) -> list[str]:
     return [element.text for element in driver.find_elements(By.CSS_SELECTOR, "ul.messagelist li")]
 
 
-def test_operator_searches_pins_and_sleeps_a_historical_day(browser, live_server):
+def test_operator_searches_pins_and_sleeps_a_historical_day(browser, live_server, finished_run):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -159,8 +159,11 @@ def test_operator_searches_pins_and_sleeps_a_historical_day(browser, live_server
     Select(browser.find_element(By.ID, "id_mode")).select_by_value("full")
     browser.find_element(By.CSS_SELECTOR, "#sleep-run-form input[type=submit]").click()
     assert any(
-        "Ran light-sleep for 2026-07-18 (force), mode full: succeeded" in text for text in _message_texts(browser)
+        "Started light-sleep for 2026-07-18 (force), mode full" in text and "in the background" in text
+        for text in _message_texts(browser)
     )
+    finished_run(PipelineRun.objects.get(options__step="light-sleep").pk)
+    browser.get(f"{live_server.url}/admin/sleep/dashboard/")  # refresh to follow it, as the message says
     row = browser.find_element(By.CSS_SELECTOR, "tr.step-row[data-step='light-sleep']")
     assert row.get_attribute("data-status") == "succeeded"
     assert "contradiction_expiry" in browser.page_source and "女儿属虎" in browser.page_source

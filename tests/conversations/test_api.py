@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from anima.api.testing import api_client
+from anima.api.testing import api_client, operator_client
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Person
 from memory.models import MemoryReference
 from tests.factories import (
@@ -20,7 +20,7 @@ from tests.factories import (
 
 
 def test_create_list_filter_and_update_conversations():
-    client = api_client()
+    client = operator_client()
     PersonFactory(slug="leo")
 
     created = client.post(
@@ -38,7 +38,7 @@ def test_create_list_filter_and_update_conversations():
 
 
 def test_conversation_validation_names_fields():
-    client = api_client()
+    client = operator_client()
     ConversationFactory(external_id="taken")
 
     response = client.post(
@@ -53,7 +53,7 @@ def test_posting_a_message_records_its_citations():
     conversation = ConversationFactory()
     memory = SemanticMemoryFactory()
 
-    response = api_client().post(
+    response = api_client(scope="agent", conversations=[conversation]).post(
         f"/api/conversations/{conversation.pk}/messages/",
         {"role": "assistant", "content": f"You like Python [[anima:{memory.pk}]]"},
         format="json",
@@ -67,7 +67,7 @@ def test_posting_a_message_records_its_citations():
 
 def test_message_post_is_idempotent_on_external_id():
     conversation = ConversationFactory()
-    client = api_client()
+    client = api_client(scope="agent", conversations=[conversation])
     body = {"role": "user", "content": "hello", "external_id": "tg-1", "created_at": "2026-10-01T10:00:00+08:00"}
 
     first = client.post(f"/api/conversations/{conversation.pk}/messages/", body, format="json")
@@ -82,7 +82,7 @@ def test_messages_list_oldest_first_and_refuses_bad_roles():
     conversation = ConversationFactory()
     older = MessageFactory(conversation=conversation, created_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     newer = MessageFactory(conversation=conversation, created_at=dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
-    client = api_client()
+    client = operator_client()
 
     listed = client.get(f"/api/conversations/{conversation.pk}/messages/").json()
     bad = client.post(
@@ -102,7 +102,7 @@ def test_messages_list_oldest_first_and_refuses_bad_roles():
 def test_prepare_turn_returns_the_message_list_and_stores_the_user_message():
     conversation = ConversationFactory()
 
-    response = api_client().post(
+    response = api_client(scope="agent", conversations=[conversation]).post(
         f"/api/conversations/{conversation.pk}/prepare-turn/", {"user_message": "早上好"}, format="json"
     )
 
@@ -113,7 +113,7 @@ def test_prepare_turn_returns_the_message_list_and_stores_the_user_message():
 
 
 def test_persons_and_identity_mapping():
-    client = api_client()
+    client = operator_client()
 
     created = client.post("/api/persons/", {"slug": "leo", "display_name": "Leo"}, format="json")
     duplicate = client.post("/api/persons/", {"slug": "leo"}, format="json")
@@ -144,7 +144,7 @@ def test_identities_filter_by_person():
     IdentityFactory(person=PersonFactory(slug="leo"))
     IdentityFactory(person=PersonFactory(slug="mia"))
 
-    listed = api_client().get("/api/identities/", {"person": "mia"}).json()
+    listed = operator_client().get("/api/identities/", {"person": "mia"}).json()
 
     assert [identity["person"] for identity in listed["results"]] == ["mia"]
 
@@ -157,7 +157,7 @@ def test_history_search_and_append():
     HistoryEntryFactory(
         person=None, channel="cli", content="部署了新版本", timestamp=dt.datetime(2026, 10, 4, tzinfo=dt.UTC)
     )
-    client = api_client()
+    client = operator_client()
 
     text = client.get("/api/history/", {"q": "杭州"}).json()
     channel = client.get("/api/history/", {"channel": "cli"}).json()
@@ -179,7 +179,7 @@ def test_history_search_and_append():
 def test_history_search_honours_phrases_and_not_and_refuses_a_dangling_operator_naming_q():
     HistoryEntryFactory(content="she loves green tea")
     HistoryEntryFactory(content="green shirt, black tea")
-    client = api_client()
+    client = operator_client()
 
     phrase = client.get("/api/history/", {"q": '"green tea"'}).json()
     negated = client.get("/api/history/", {"q": "green AND NOT shirt"}).json()
@@ -194,13 +194,13 @@ def test_history_search_honours_phrases_and_not_and_refuses_a_dangling_operator_
 def test_conversations_are_paginated():
     ConversationFactory.create_batch(3)
 
-    page = api_client().get("/api/conversations/", {"page_size": 2}).json()
+    page = operator_client().get("/api/conversations/", {"page_size": 2}).json()
 
     assert page["count"] == Conversation.objects.count() and len(page["results"]) == 2 and page["next"]
 
 
 @pytest.mark.parametrize("slug", ["a--b", "-leo", "x_", "Leo", "李雷", "a" * 65])
 def test_person_slugs_follow_the_same_rule_as_the_importers(slug):
-    response = api_client().post("/api/persons/", {"slug": slug}, format="json")
+    response = operator_client().post("/api/persons/", {"slug": slug}, format="json")
     assert response.status_code == 400
     assert "slug" in response.json()

@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from conversations.models import Conversation, Message
+from tests.factories import ConversationFactory, PersonFactory, UserFactory
 
 
 def _write(tmp_path, lines: list[str]):
@@ -49,3 +50,52 @@ def test_missing_file_and_non_utf8_are_clear_errors(tmp_path):
     latin1.write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(CommandError, match="not UTF-8"):
         call_command("import_memories", str(latin1), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+# --- token_scope ----------------------------------------------------------------------------------
+
+
+def _token_scope(*args: str) -> str:
+    out = io.StringIO()
+    call_command("token_scope", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_token_scope_sets_shows_and_clears_a_scope():
+    UserFactory(username="runtime")
+    PersonFactory(slug="leo")
+    PersonFactory(slug="maya")
+    ConversationFactory(external_id="tg-1", person=None, chat_id="")
+
+    unscoped = _token_scope("runtime")
+    agent = _token_scope("runtime", "--scope", "agent", "--person", "leo", "maya", "--conversation", "tg-1")
+    shown = _token_scope("runtime")
+    person = _token_scope("runtime", "--scope", "person", "--person", "leo")
+    cleared = _token_scope("runtime", "--clear")
+
+    assert "no rights" in unscoped and "drf_create_token runtime" in unscoped
+    assert "runtime: an agent token bound to persons leo, maya and conversations tg-1" in agent
+    assert shown.strip() == agent.strip()
+    assert "runtime: a person token of leo" in person
+    assert "scope cleared" in cleared and "no rights" in cleared
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ghost", "--scope", "agent", "--person", "leo"], "no user 'ghost'"),
+        (["runtime", "--scope", "agent", "--person", "nobody"], "unknown person(s): nobody"),
+        (["runtime", "--scope", "agent", "--conversation", "nope"], "unknown conversation(s): nope"),
+        (["runtime", "--scope", "person", "--person", "leo", "maya"], "exactly one person"),
+        (["runtime", "--person", "leo"], "need --scope"),
+        (["ops", "--scope", "agent", "--person", "leo"], "ops is staff"),
+    ],
+)
+def test_token_scope_refuses_what_it_cannot_do_with_a_clear_message(args, message):
+    UserFactory(username="runtime")
+    UserFactory(username="ops", is_staff=True)
+    PersonFactory(slug="leo")
+    PersonFactory(slug="maya")
+
+    with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call_command("token_scope", *args, stdout=io.StringIO())

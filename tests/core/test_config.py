@@ -41,3 +41,16 @@ def test_a_bad_value_is_refused_naming_the_field_and_nothing_is_applied(values, 
 def test_unknown_section_is_refused():
     with pytest.raises(ValidationError, match="unknown config section"):
         config_validate(section="memory.nope", values={})
+
+
+def test_cross_person_is_one_of_its_choices_and_defaults_to_topics():
+    assert config_get(section="memory.temporal_summary")["cross_person"] == "topics"
+    with pytest.raises(ValidationError) as caught:
+        config_update(section="memory.temporal_summary", values={"cross_person": "everything"})
+    assert "topics, full, none" in caught.value.message_dict["cross_person"][0]
+    assert config_update(section="memory.temporal_summary", values={"cross_person": "none"})["cross_person"] == "none"
+
+
+def test_the_console_offers_the_choices_of_a_choice_setting(admin_client):
+    page = admin_client.get("/admin/anima/runtimeconfig/").content.decode()
+    assert '<option value="full"' in page and '<option value="topics" selected' in page

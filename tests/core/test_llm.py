@@ -52,14 +52,8 @@ def _echo(payload: dict) -> dict:
 
 
 @pytest.fixture
-def stub(settings, monkeypatch):
-    monkeypatch.setattr(providers, "RETRY_BACKOFF_SECONDS", 0)
-    with StubLlmServer() as server:
-        settings.ANIMA_LLM_PROVIDER = "openai"
-        settings.ANIMA_LLM_BASE_URL = server.base_url
-        settings.ANIMA_LLM_MODEL = "stub-model"
-        settings.ANIMA_LLM_MAX_RETRIES = 2
-        yield server
+def stub(llm_stub):
+    return llm_stub
 
 
 def ask(**overrides):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from anima.api.testing import api_client
+from anima.api.testing import api_client, operator_client
 from anima.core.models import BlockTag, MemoryStatus
 from memory.models import SemanticMemory
 from tests.factories import ContentBlockFactory, DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
@@ -12,7 +12,7 @@ from tests.factories import ContentBlockFactory, DiaryEntryFactory, PersonFactor
 
 def test_remember_creates_once_and_returns_the_existing_fact_after():
     PersonFactory(slug="leo")
-    client = api_client()
+    client = operator_client()
 
     first = client.post(
         "/api/memories/", {"content": "Leo 喜欢 Python", "memory_type": "preference", "person": "leo"}, format="json"
@@ -35,7 +35,7 @@ def test_list_filters_and_hybrid_search():
     SemanticMemoryFactory(person=leo, content="Leo 喜欢 Python", memory_type="preference", pinned=True)
     SemanticMemoryFactory(person=leo, content="Leo 住在杭州", memory_type="world")
     SemanticMemoryFactory(person=None, content="杭州的冬天很冷", memory_type="world", status=MemoryStatus.DEPRECATED)
-    client = api_client()
+    client = operator_client()
 
     by_type = client.get("/api/memories/", {"memory_type": "preference"}).json()
     by_status = client.get("/api/memories/", {"status": "deprecated"}).json()
@@ -52,7 +52,7 @@ def test_list_filters_and_hybrid_search():
 
 def test_deprecate_restore_pin_unpin():
     memory = SemanticMemoryFactory()
-    client = api_client()
+    client = operator_client()
     base = f"/api/memories/{memory.pk}"
 
     deprecated = client.post(f"{base}/deprecate/", {"reason": "wrong"}, format="json").json()
@@ -76,7 +76,7 @@ def test_physical_delete_by_staff():
 
 def test_recall_ranks_across_sources_and_validates_parameters():
     SemanticMemoryFactory(person=None, content="用户的邮箱是 leo@example.com")
-    client = api_client()
+    client = operator_client()
 
     hits = client.get("/api/recall/", {"q": "你的邮箱是啥？", "types": "semantic,session", "limit": 5}).json()
     bad_type = client.get("/api/recall/", {"q": "x", "types": "semantic,gossip"})
@@ -96,7 +96,7 @@ def test_recall_person_scope():
     SemanticMemoryFactory(person=leo, content="喜欢 咖啡")
     SemanticMemoryFactory(person=mia, content="也 喜欢 咖啡")
 
-    hits = api_client().get("/api/recall/", {"q": "咖啡", "person": "leo", "types": "semantic"}).json()["results"]
+    hits = operator_client().get("/api/recall/", {"q": "咖啡", "person": "leo", "types": "semantic"}).json()["results"]
 
     assert [hit["snippet"] for hit in hits] == ["喜欢 咖啡"]
 
@@ -108,7 +108,7 @@ def test_diary_lists_days_with_blocks_in_reading_order():
     ContentBlockFactory(parent=day, tag=BlockTag.LIMBIC, content="I feel calm", body={"intensity": 0.4})
     DiaryEntryFactory(source_day=dt.date(2026, 9, 1))
 
-    listed = api_client().get("/api/diary/", {"since": "2026-09-15"}).json()
+    listed = operator_client().get("/api/diary/", {"since": "2026-09-15"}).json()
 
     assert [entry["source_day"] for entry in listed["results"]] == ["2026-10-01"]
     assert [block["tag"] for block in listed["results"][0]["blocks"]] == ["limbic", "narrative", "dream"]
@@ -116,6 +116,6 @@ def test_diary_lists_days_with_blocks_in_reading_order():
 
 def test_a_search_that_finds_nothing_is_an_empty_page():
     SemanticMemoryFactory(content="Leo 住在杭州")
-    response = api_client().get("/api/memories/", {"q": "zebrafish"})
+    response = operator_client().get("/api/memories/", {"q": "zebrafish"})
     assert response.status_code == 200
     assert response.json()["results"] == []

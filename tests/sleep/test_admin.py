@@ -30,19 +30,22 @@ def test_dashboard_lives_at_the_seeds_address_and_needs_staff(client, admin_clie
     assert 'value="light-sleep"' in page and 'value="incremental"' in page
 
 
-def test_one_step_for_a_historical_day_runs_in_process_and_lands_in_the_history(admin_client):
+@pytest.mark.django_db(transaction=True)
+def test_one_step_for_a_historical_day_runs_in_the_background_and_lands_in_the_history(admin_client, finished_run):
     stale = ConversationFactory(updated_at=timezone.now() - dt.timedelta(days=3))
     response = admin_client.post(
         DASHBOARD, {"day": DAY.isoformat(), "step": "conversation-cleanup", "force": "on", "mode": "full"}, follow=True
     )
+    run = finished_run(PipelineRun.objects.get().pk)
+
     assert any(
-        "Ran conversation-cleanup for 2026-07-18 (force), mode full: succeeded" in m for m in _messages(response)
+        f"Started conversation-cleanup for 2026-07-18 (force), mode full (run {run.pk}) in the background" in m
+        for m in _messages(response)
     )
-    run = PipelineRun.objects.get()
     assert (run.day, run.options["step"], run.options["force"]) == (DAY, "conversation-cleanup", True)
     step = run.steps.get()
     assert step.status == StepStatus.SUCCEEDED and step.output["conversation_ids"] == [stale.pk]
-    page = response.content.decode()
+    page = admin_client.get(DASHBOARD).content.decode()
     assert 'data-step="conversation-cleanup" data-status="succeeded"' in page
     assert "2026-07-18" in page
 
@@ -63,16 +66,18 @@ def test_a_bad_form_is_shown_again_with_errors(admin_client):
     assert not PipelineRun.objects.exists()
 
 
-def test_mode_is_passed_to_the_run(admin_client):
+@pytest.mark.django_db(transaction=True)
+def test_mode_is_passed_to_the_run(admin_client, finished_run):
     admin_client.post(DASHBOARD, {"day": DAY.isoformat(), "step": "deep-sleep", "force": "on", "mode": "incremental"})
-    run = PipelineRun.objects.get()
+    run = finished_run(PipelineRun.objects.get().pk)
     assert run.mode == "incremental"
     assert run.steps.get().output["mode"] == "incremental"
 
 
-def test_retry_of_a_failed_step_is_a_new_attempt(admin_client):
+@pytest.mark.django_db(transaction=True)
+def test_retry_of_a_failed_step_is_a_new_attempt(admin_client, finished_run):
     failed = PipelineStepRunFactory(
-        run=PipelineRunFactory(day=DAY, options={"step": None, "force": False}),
+        run=PipelineRunFactory(day=DAY, options={"step": None, "force": False}, status="failed"),
         step="conversation-cleanup",
         status=StepStatus.FAILED,
         error="OperationalError: connection lost",
@@ -80,10 +85,11 @@ def test_retry_of_a_failed_step_is_a_new_attempt(admin_client):
     page = admin_client.get(DASHBOARD).content.decode()
     assert f'name="retry" value="{failed.pk}"' in page
     response = admin_client.post(DASHBOARD, {"retry": failed.pk}, follow=True)
-    retried = PipelineStepRun.objects.exclude(pk=failed.pk).get()
+    run = finished_run(PipelineRun.objects.exclude(pk=failed.run_id).get().pk)
+    retried = run.steps.get()
     assert (retried.step, retried.attempt, retried.status) == ("conversation-cleanup", 2, StepStatus.SUCCEEDED)
     assert retried.run.day == DAY
-    assert any("succeeded" in m for m in _messages(response))
+    assert any("Started conversation-cleanup" in m for m in _messages(response))
 
 
 def test_only_failed_steps_can_be_retried(admin_client):
@@ -129,16 +135,32 @@ def test_with_a_broker_the_run_is_queued_on_celery_not_run_here(
 ):
     settings.CELERY_BROKER_URL = "redis://broker.invalid:6379/0"
     queued: list[dict] = []
-    monkeypatch.setattr("sleep.tasks.run_sleep_cycle.delay", lambda **kwargs: queued.append(kwargs))
+    monkeypatch.setattr("sleep.tasks.run_sleep_cycle.apply_async", lambda **kwargs: queued.append(kwargs))
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(
             DASHBOARD, {"day": DAY.isoformat(), "step": "light-sleep", "force": "on", "mode": "incremental"}
         )
     assert response.status_code == 302
-    assert queued == [
-        {"day": "2026-07-18", "step": "light-sleep", "force": True, "mode": "incremental", "trigger": "manual"}
-    ]
-    assert not PipelineRun.objects.exists()
+    run = PipelineRun.objects.get()
+    assert queued == [{"kwargs": {"run_id": run.pk}, "expires": 3 * 3600}]
+    assert (run.status, run.mode, run.options["step"], run.options["force"]) == (
+        "queued",
+        "incremental",
+        "light-sleep",
+        True,
+    )
+    assert not run.steps.exists()
+
+
+def test_a_run_whose_process_died_is_shown_failed_on_the_sleep_page(admin_client):
+    dead = PipelineRunFactory(day=DAY, status="running")
+    dead.steps.create(step="light-sleep", status="running")
+
+    page = admin_client.get(DASHBOARD).content.decode()
+
+    dead.refresh_from_db()
+    assert dead.status == "failed" and dead.error.startswith("interrupted")
+    assert 'data-status="running"' not in page
 
 
 @pytest.mark.parametrize("url_name", ["admin:sleep_pipelinerun_changelist", "admin:index"])

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 import zoneinfo
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
 import pytest
 import redis
 from django.conf import settings
@@ -20,8 +24,9 @@ from django.db import connection
 
 from anima.core.models import AutoLlmRun
 from conversations.models import Role
-from memory.models import SemanticMemory
+from memory.models import ContentBlock, SemanticMemory
 from sleep.models import PipelineRun
+from sleep.services import sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import run_sleep_cycle
 from tests.factories import ConversationFactory, MessageFactory
 
@@ -49,29 +54,33 @@ def _test_database_url() -> str:
     return f"postgresql://{quote(db['USER'])}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-@pytest.fixture
-def worker_queue():
-    """A solo worker on a queue of its own, so that no other worker takes (or steals) the task."""
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    queue = f"anima-it-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "DATABASE_URL": _test_database_url(), "DB_CONN_MAX_AGE": "0"}
+@contextlib.contextmanager
+def _worker(queue: str, log, **env: str) -> Iterator[subprocess.Popen]:
+    """A solo Celery worker on ``queue`` against the test database, stopped (if still alive) on exit."""
+    env = {**os.environ, "DATABASE_URL": _test_database_url(), "DB_CONN_MAX_AGE": "0", **env}
     command = [sys.executable, "-m", "celery", "-A", "anima", "worker", "--pool=solo", "-c", "1", "-Q", queue]
     command += ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"]
-    with tempfile.TemporaryFile("w+") as log:
-        worker = subprocess.Popen(
-            command, cwd=Path(settings.BASE_DIR), env=env, stdout=log, stderr=subprocess.STDOUT, text=True
-        )
-        try:
-            yield queue, log
-        finally:
+    worker = subprocess.Popen(command, cwd=Path(settings.BASE_DIR), env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield worker
+    finally:
+        if worker.poll() is None:
             worker.terminate()
             try:
                 worker.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
+
+
+@pytest.fixture
+def worker_queue():
+    """A queue of its own (so that no other worker takes, or steals, the task) and a log file."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with tempfile.TemporaryFile("w+") as log:
+        yield f"anima-it-{uuid.uuid4().hex[:8]}", log
 
 
 def _wait_for_finished_run(log) -> PipelineRun:
@@ -85,20 +94,22 @@ def _wait_for_finished_run(log) -> PipelineRun:
     pytest.fail(f"no finished sleep-cycle run after {WAIT_SECONDS}s; worker log:\n{log.read()[-4000:]}")
 
 
+def _talk(conversation, said: str, answer: str) -> None:
+    at = dt.datetime.combine(DAY, dt.time(20), tzinfo=zoneinfo.ZoneInfo(settings.ANIMA_TIME_ZONE))
+    MessageFactory(conversation=conversation, role=Role.USER, content=said, created_at=at)
+    MessageFactory(
+        conversation=conversation, role=Role.ASSISTANT, content=answer, created_at=at + dt.timedelta(minutes=1)
+    )
+
+
 def test_a_worker_runs_the_whole_cycle_end_to_end(worker_queue):
     queue, log = worker_queue
     conversation = ConversationFactory()
-    at = dt.datetime.combine(DAY, dt.time(20), tzinfo=zoneinfo.ZoneInfo(settings.ANIMA_TIME_ZONE))
-    MessageFactory(conversation=conversation, role=Role.USER, content="我女儿小雨属虎，今年上一年级。", created_at=at)
-    MessageFactory(
-        conversation=conversation,
-        role=Role.ASSISTANT,
-        content="记住了：小雨属虎，上一年级。",
-        created_at=at + dt.timedelta(minutes=1),
-    )
+    _talk(conversation, "我女儿小雨属虎，今年上一年级。", "记住了：小雨属虎，上一年级。")
 
-    run_sleep_cycle.apply_async(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, queue=queue)
-    run = _wait_for_finished_run(log)
+    with _worker(queue, log):
+        run_sleep_cycle.apply_async(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, queue=queue)
+        run = _wait_for_finished_run(log)
 
     steps = dict(run.steps.values_list("step", "status"))
     assert run.status == "succeeded", list(run.steps.values("step", "status", "error"))
@@ -107,3 +118,76 @@ def test_a_worker_runs_the_whole_cycle_end_to_end(worker_queue):
     # The worker's LLM calls (offline provider) are audited under the run's key.
     assert AutoLlmRun.objects.filter(run_key=f"sleep-run:{run.pk}", purpose="light-sleep.semantic").exists()
     assert SemanticMemory.objects.filter(source_conversation=conversation).exists()
+
+
+def _until(what: str, check, log, seconds: float = WAIT_SECONDS):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    log.seek(0)
+    pytest.fail(f"{what}: not within {seconds}s; worker log:\n{log.read()[-4000:]}")
+
+
+def _blocked_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_the_same_run(worker_queue):
+    queue, log = worker_queue
+    first = ConversationFactory()
+    _talk(first, "我女儿小雨属虎，今年上一年级。", "记住了：小雨属虎，上一年级。")
+    second = ConversationFactory()
+    _talk(second, "我住在杭州，我在一家银行工作，最近压力很大，很焦虑。", "抱抱你，慢慢来。")
+    run = sleep_cycle_request(day=DAY)
+    # Hold the second conversation's row: light sleep writes the first conversation's memories, then
+    # waits here, mid-cycle, for as long as the test likes.
+    with psycopg.connect(_test_database_url()) as blocker, _worker(queue, log) as doomed:
+        blocker.execute("SELECT id FROM conversations WHERE id = %s FOR UPDATE", [second.pk])
+        run_sleep_cycle.apply_async(kwargs={"run_id": run.pk}, queue=queue)
+        _until("the first worker blocked mid-cycle", _blocked_on_a_lock, log)
+        memories_of_first = SemanticMemory.objects.filter(source_conversation=first)
+        _until("the first conversation's memories", memories_of_first.exists, log)
+        written = set(SemanticMemory.objects.values_list("external_id", flat=True))
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        blocker.rollback()  # the dead worker's blocked statement may end now: its transaction never commits
+
+    # Nobody works on it any more: detected (the advisory lock died with the worker) and shown failed...
+    _until(
+        "the dead run detected",
+        lambda: sleep_runs_reap() or PipelineRun.objects.get(pk=run.pk).status == "failed",
+        log,
+        30,
+    )
+    assert PipelineRun.objects.get(pk=run.pk).error.startswith("interrupted")
+    # ...until the broker hands the unacknowledged task to a second worker, which carries the same run on.
+    time.sleep(2)
+    carried_on = PipelineRun.objects.filter(pk=run.pk, finished_at__isnull=False).exclude(
+        error__startswith="interrupted"
+    )
+    with _worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1"):
+        finished = _until("the run carried on by the second worker", carried_on.first, log)
+
+    assert finished.pk == run.pk and finished.status == "succeeded", list(
+        finished.steps.values("step", "status", "error")
+    )
+    assert finished.options["resumed"] == 1 and PipelineRun.objects.count() == 1
+    light = list(
+        finished.steps.filter(step="light-sleep").order_by("attempt").values_list("attempt", "status", "error")
+    )
+    assert [(attempt, status) for attempt, status, _ in light] == [(1, "failed"), (2, "succeeded")]
+    assert light[0][2].startswith("interrupted")
+    assert finished.steps.filter(step="conversation-cleanup").count() == 1  # done once, kept
+    # Nothing the first worker wrote was written again, and the second conversation is consolidated too.
+    assert written <= set(SemanticMemory.objects.values_list("external_id", flat=True))
+    assert SemanticMemory.objects.filter(source_conversation=second).exists()
+    for model in (SemanticMemory, ContentBlock):
+        contents = list(model.objects.values_list("person_id", "content"))
+        assert len(contents) == len(set(contents)), model

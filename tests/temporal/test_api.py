@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from anima.api.testing import api_client
+from anima.api.testing import api_client, operator_client
 from tests.factories import TemporalSummaryFactory
 
 
@@ -12,7 +12,7 @@ def test_summaries_filter_by_window_and_period():
     TemporalSummaryFactory(source_day=dt.date(2026, 10, 1), body={"window": "day", "period_start": "2026-10-01"})
     TemporalSummaryFactory(source_day=dt.date(2026, 10, 2), body={"window": "day", "period_start": "2026-10-02"})
     TemporalSummaryFactory(source_day=dt.date(2026, 10, 1), body={"window": "month", "period_start": "2026-10-01"})
-    client = api_client()
+    client = operator_client()
 
     days = client.get("/api/temporal-summaries/", {"window": "day", "since": "2026-10-02"}).json()
     months = client.get("/api/temporal-summaries/", {"window": "month"}).json()

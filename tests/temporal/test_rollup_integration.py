@@ -9,7 +9,8 @@ from datetime import date, datetime
 import pytest
 import redis
 
-from temporal.rollup import bucket_sources, day_chunks_by_conversation, peer_rollup_get, peer_rollup_key
+from conversations.selectors import conversations_persons
+from temporal.rollup import OWN, bucket_sources, day_chunks_by_conversation, peer_rollup_get, peer_rollup_key
 from tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.integration
@@ -49,11 +50,19 @@ def test_the_rollup_is_stored_under_the_exact_key_with_its_ttl(real_redis):
             ],
         }
     )
-    sources = bucket_sources(chunks=day_chunks_by_conversation(day=DAY), bucket=BUCKET, viewer_id=None)
+    chunks = day_chunks_by_conversation(day=DAY)
+    sources = bucket_sources(
+        chunks=chunks,
+        bucket=BUCKET,
+        viewer_id=None,
+        owners=conversations_persons(conversation_ids=chunks),
+        viewer_person_id=None,
+        mode="full",
+    )[OWN]
 
-    value = peer_rollup_get(day=DAY, bucket=BUCKET, sources=sources)
+    value = peer_rollup_get(day=DAY, bucket=BUCKET, sources=sources, viewer_class=OWN)
 
-    key = peer_rollup_key(day=DAY, bucket=BUCKET, sources_fp=value["sources_fp"])
+    key = peer_rollup_key(day=DAY, bucket=BUCKET, sources_fp=value["sources_fp"], viewer_class=OWN)
     written.append(key)
     # What `redis-cli GET anima:temporal:peer_roll:…` prints: the JSON value, under the key exactly.
     raw = client.get(key)
@@ -61,4 +70,5 @@ def test_the_rollup_is_stored_under_the_exact_key_with_its_ttl(real_redis):
     assert "支付迁移" in json.loads(raw)["summary"]
     assert 36 * 3600 - 60 <= client.ttl(key) <= 36 * 3600
     # A second viewer with the same peers reads the stored value back rather than merging again.
-    assert peer_rollup_get(day=DAY, bucket=BUCKET, sources=sources) == value
+    assert key.endswith(f":{value['sources_fp']}:own")
+    assert peer_rollup_get(day=DAY, bucket=BUCKET, sources=sources, viewer_class=OWN) == value

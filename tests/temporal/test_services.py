@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from django.utils import timezone
 
@@ -10,7 +11,7 @@ from conversations.models import Platform, Role
 from sleep.context import StepContext
 from sleep.steps import temporal_summary_cascade, temporal_summary_day
 from temporal.models import TemporalSummary
-from temporal.services import summary_clean, temporal_summary_write_day
+from temporal.services import MIN_SECTION_CHARS, summary_clean, temporal_summary_write_day
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, TemporalSummaryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -40,18 +41,29 @@ def test_day_summary_covers_user_facing_conversations_and_is_overwritten_on_reru
     second = temporal_summary_day(_ctx(DAY))
 
     summary = TemporalSummary.objects.get()
-    assert summary.body == {"window": "day", "period_start": "2026-11-26"}
+    [section] = summary.body["sections"]
+    assert (summary.body["window"], summary.body["period_start"]) == ("day", "2026-11-26")
+    assert (section["who"], section["channel"], section["title"]) == ("Maya", "web", "Exam day")
     assert first["summary_id"] == second["summary_id"] == summary.pk
-    assert "Portuguese" in summary.content
+    assert "Portuguese" in section["text"] and "Portuguese" in summary.content
+    assert section["topic"] and not any(ch.isdigit() for ch in section["topic"])
     assert "datacenter" not in summary.content
 
 
-def test_day_summary_is_cut_to_the_configured_cap():
+def test_the_conversations_of_a_day_share_its_cap():
     config_update(section="memory.temporal_summary", values={"day_chars": 120})
-    for n in range(6):
-        _talk(DAY, [(Role.USER, f"Topic {n}: we planned a very long trip across Portugal and Spain by train.")])
+    long_line = "we planned a very long trip across Portugal and Spain by train, city after city, week after week."
+    _talk(DAY, [(Role.USER, f"Topic alone: {long_line * 3}")])
     temporal_summary_day(_ctx(DAY))
-    assert len(TemporalSummary.objects.get().content) <= 120
+    [alone] = TemporalSummary.objects.get().body["sections"]
+    for n in range(5):
+        _talk(DAY, [(Role.USER, f"Topic {n}: {long_line * 3}")])
+    temporal_summary_day(_ctx(DAY))
+    sections = TemporalSummary.objects.get().body["sections"]
+
+    assert len(alone["text"]) <= 120
+    # Six conversations: each gets its share, never less than MIN_SECTION_CHARS.
+    assert len(sections) == 6 and all(len(section["text"]) <= MIN_SECTION_CHARS for section in sections)
 
 
 def test_day_summary_sends_no_internal_ids_or_tool_output():
@@ -62,7 +74,10 @@ def test_day_summary_sends_no_internal_ids_or_tool_output():
         content='{"tool": "weather", "call_id": "call-XYZ"}',
         created_at=timezone.make_aware(dt.datetime(2026, 11, 26, 9, 30)),
     )
-    with scripted({"temporal.day": [{"summary": "Maya asked about the weather in Lisbon."}]}) as provider:
+    answer = {
+        "sections": [{"conversation": 0, "topic": "weather", "summary": "Maya asked about the weather in Lisbon."}]
+    }
+    with scripted({"temporal.day": [answer]}) as provider:
         temporal_summary_write_day(day=DAY, run_key="test")
     payload = provider.calls[0].payload
     assert "call-XYZ" not in str(payload)
@@ -75,7 +90,7 @@ def _keys(value) -> list[str]:
     if isinstance(value, list):
         return [key for item in value for key in _keys(item)]
     return []
-    assert TemporalSummary.objects.get().content == "Maya asked about the weather in Lisbon."
+    assert TemporalSummary.objects.get().content == "- Maya (web) “Exam day”: Maya asked about the weather in Lisbon."
 
 
 def test_a_day_without_conversations_writes_nothing():
@@ -97,7 +112,7 @@ def test_month_summary_is_written_only_on_the_months_last_day():
     output = temporal_summary_cascade(_ctx(dt.date(2026, 11, 30)))
 
     month = TemporalSummary.objects.get(body__window="month")
-    assert month.body == {"window": "month", "period_start": "2026-11-01"}
+    assert (month.body["window"], month.body["period_start"]) == ("month", "2026-11-01")
     assert output["month"]["summary_id"] == month.pk
     assert "launch" in month.content and "Maya passed" in month.content
     assert len(month.content) <= 2000
@@ -111,10 +126,65 @@ def test_year_summary_is_written_on_december_31_from_the_months():
     )
     output = temporal_summary_cascade(_ctx(dt.date(2026, 12, 31)))
     year = TemporalSummary.objects.get(body__window="year")
-    assert year.body == {"window": "year", "period_start": "2026-01-01"}
+    assert (year.body["window"], year.body["period_start"]) == ("year", "2026-01-01")
     assert "the launch" in year.content
     assert set(output) == {"month", "year"}
 
 
 def test_a_summary_answer_loses_its_preamble_and_nul_before_it_is_stored():
     assert summary_clean("好的，\x00今天 Leo 上线成功。", max_chars=800) == "今天 Leo 上线成功。"
+
+
+def test_a_month_keeps_a_section_per_conversation_with_its_owner():
+    leo_chat = _talk(dt.date(2026, 11, 3), [(Role.USER, "I started training for the Lisbon marathon.")], title="Run")
+    maya_chat = _talk(dt.date(2026, 11, 3), [(Role.USER, "Mein Deutschkurs beginnt morgen.")], title="German")
+    leo_chat.person = PersonFactory(slug="leo")
+    leo_chat.save()
+    MessageFactory(
+        conversation=leo_chat,
+        content="The marathon training went well this week.",
+        created_at=timezone.make_aware(dt.datetime(2026, 11, 20, 9)),
+    )
+    temporal_summary_write_day(day=dt.date(2026, 11, 3))
+    temporal_summary_write_day(day=dt.date(2026, 11, 20))
+
+    temporal_summary_cascade(_ctx(dt.date(2026, 11, 30)))
+
+    month = TemporalSummary.objects.get(body__window="month")
+    by_conversation = {section["conversation_id"]: section for section in month.body["sections"]}
+    assert set(by_conversation) == {leo_chat.pk, maya_chat.pk}
+    leo = by_conversation[leo_chat.pk]
+    assert leo["person_id"] == leo_chat.person_id and by_conversation[maya_chat.pk]["person_id"] == maya_chat.person_id
+    assert "2026-11-03" in leo["text"] and "2026-11-20" in leo["text"]
+
+
+def test_a_models_topic_lines_are_stored_without_contact_data_numbers_or_quotes(llm_stub):
+    said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000"
+    _talk(DAY, [(Role.USER, said), (Role.ASSISTANT, "好的，记下了。")], title="杂事")
+    own_text = "Leo 留下了邮箱 leo@example.com 和电话 13800138000。"
+    leaky_topic = "Leo 的联系方式：leo@example.com / +86 138 0013 8000，他说“顺便记一下”"
+    llm_stub.reply({"sections": [{"conversation": 0, "topic": leaky_topic, "summary": own_text}]})
+
+    temporal_summary_write_day(day=DAY)
+
+    request = llm_stub.requests[0]
+    system, user = request["messages"][0]["content"], json.loads(request["messages"][1]["content"])
+    assert "topic" in system and "no numbers" in system and '"sections"' in system
+    assert user["conversations"][0]["conversation"] == 0
+    [section] = TemporalSummary.objects.get().body["sections"]
+    assert section["text"] == own_text  # the person's own section keeps everything
+    topic = section["topic"]
+    assert "@" not in topic and "example" not in topic and not any(ch.isdigit() for ch in topic)
+    assert "顺便记一下" not in topic and "“" not in topic and topic.startswith("Leo 的联系方式")
+
+
+def test_a_section_the_model_left_out_or_invented_is_not_stored():
+    _talk(DAY, [(Role.USER, "We fixed the boiler together.")], title="Home")
+    _talk(DAY, [(Role.USER, "The cat is at the vet.")], title="Cat")
+    answer = {"sections": [{"conversation": 1, "topic": "vet", "summary": "The cat went to the vet."}]}
+    answer["sections"].append({"conversation": 7, "topic": "x", "summary": "invented"})
+    with scripted({"temporal.day": [answer]}):
+        output = temporal_summary_write_day(day=DAY)
+
+    assert (output["sections"], output["unanswered"]) == (1, 1)
+    assert [section["title"] for section in TemporalSummary.objects.get().body["sections"]] == ["Cat"]

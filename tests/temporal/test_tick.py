@@ -114,12 +114,33 @@ def test_preambles_are_stripped_and_the_cap_holds():
     conversation = ConversationFactory()
     MessageFactory(conversation=conversation, content="聊了上线", created_at=at("09:00"))
     answer = "好的，" + "今天讨论了产品上线的准备工作和支付迁移的风险。" * 5
-    with scripted({"temporal.chunk": [{"summary": answer}]}):
+    with scripted({"temporal.chunk": [{"summary": answer, "topic": "产品上线"}]}):
         temporal_tick_run(at=at("09:30"))
 
     [chunk] = chunks_of(conversation)
     assert chunk["summary"].startswith("今天讨论了")
     assert len(chunk["summary"]) <= 60
+    assert chunk["topic"] == "产品上线"
+
+
+def test_a_chunks_topic_line_never_keeps_contact_data_numbers_or_quotes_whatever_the_model_says():
+    conversation = ConversationFactory()
+    said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000"
+    MessageFactory(conversation=conversation, content=said, created_at=at("09:00"))
+    leaky = "Leo 留下邮箱 leo@example.com 和电话 138-0013-8000，原话「顺便记一下，我的邮箱是」"
+    quoting = "顺便记一下，我的邮箱是"
+    with scripted({"temporal.chunk": [{"summary": said, "topic": leaky}]}):
+        temporal_tick_run(at=at("09:30"))
+    MessageFactory(conversation=conversation, content=said, created_at=at("09:40"))
+    with scripted({"temporal.chunk": [{"summary": said, "topic": quoting}]}):
+        temporal_tick_run(at=at("10:00"))
+
+    first, second = (chunk["topic"] for chunk in chunks_of(conversation))
+    for topic in (first, second):
+        assert "@" not in topic and "example" not in topic and not any(ch.isdigit() for ch in topic)
+        assert "顺便记一下" not in topic and "「" not in topic
+    assert first.startswith("Leo 留下邮箱") and "电话" in first
+    assert second and second != quoting  # a line repeating the dialogue falls back to its keywords
 
 
 @pytest.mark.parametrize(
@@ -168,7 +189,7 @@ class SlowProvider:
         if request.purpose != "temporal.chunk":
             return Completion(text=json.dumps({"summary": "peers"}), model="slow")
         count = len(request.payload["dialogue"])
-        return Completion(text=json.dumps({"summary": f"{count} messages discussed"}), model="slow")
+        return Completion(text=json.dumps({"summary": f"{count} messages discussed", "topic": "chat"}), model="slow")
 
 
 def _two_ticks_at_once(moment: datetime) -> None:
