@@ -73,10 +73,13 @@ def database_check() -> CheckResult:
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         (version,) = cursor.fetchone()
-    executor = MigrationExecutor(connection)
-    unapplied = [migration for migration, _ in executor.migration_plan(executor.loader.graph.leaf_nodes())]
+    loader = MigrationExecutor(connection).loader
+    # Every migration of the code the database has not recorded, in dependency order (a plan towards the
+    # leaves would skip a gap below an applied migration).
+    ordered = dict.fromkeys(key for leaf in loader.graph.leaf_nodes() for key in loader.graph.forwards_plan(leaf))
+    unapplied = [key for key in ordered if key not in loader.applied_migrations]
     if unapplied:
-        names = ", ".join(f"{m.app_label}.{m.name}" for m in unapplied[:UNAPPLIED_SHOWN])
+        names = ", ".join(f"{app}.{name}" for app, name in unapplied[:UNAPPLIED_SHOWN])
         more = f" and {len(unapplied) - UNAPPLIED_SHOWN} more" if len(unapplied) > UNAPPLIED_SHOWN else ""
         return CheckResult(
             ok=False, detail=f"PostgreSQL {version}; {len(unapplied)} unapplied migrations: {names}{more}"
