@@ -239,16 +239,23 @@ def pipeline_run_create(
 
 def pipeline_execute(*, pipeline: Pipeline, day: date, mode: str, trigger: str, **options) -> PipelineRun:
     """Create a run (see ``pipeline_run_create``) and carry it out. The caller holds the lock."""
-    run = pipeline_run_create(pipeline=pipeline, day=day, mode=mode, trigger=trigger, **options)
-    return pipeline_run_continue(pipeline=pipeline, run=run)
+    with primary_reads():
+        run = pipeline_run_create(pipeline=pipeline, day=day, mode=mode, trigger=trigger, **options)
+        return pipeline_run_continue(pipeline=pipeline, run=run)
 
 
 def pipeline_run_continue(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun:
     """Carry out ``run`` — queued, or resumed after its process died. The caller holds the lock.
 
     Steps that already succeeded in this run are kept; the others run (again, as a new attempt),
-    which is safe because every step is idempotent.
+    which is safe because every step is idempotent. Every read is from the primary (the cycle decides
+    what to write from what it reads), and every log record inside carries the run's id and LLM run key.
     """
+    with primary_reads():
+        return _run_continue(pipeline=pipeline, run=run)
+
+
+def _run_continue(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun:
     done = set(run.steps.filter(status=StepStatus.SUCCEEDED).values_list("step", flat=True))
     options = dict(run.options)
     if run.steps.exists():
@@ -272,9 +279,7 @@ def pipeline_run_continue(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRu
         run_key=f"{pipeline.run_key_prefix}:{run.pk}",
         token_budget=options.get("token_budget"),
     )
-    # Every read is from the primary (the cycle decides what to write from what it reads), and every
-    # log record inside carries the run's id and LLM run key.
-    with primary_reads(), log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key):
+    with log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key):
         logger.info("%s for %s started (%s, %s)", pipeline.name, run.day, run.trigger, run.mode)
         _execute_steps(run=run, selected=selected, context=context, done=done)
         logger.info("%s for %s finished: %s", pipeline.name, run.day, run.status)

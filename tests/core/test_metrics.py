@@ -52,7 +52,7 @@ def test_only_direct_requests_from_allowed_addresses_are_answered(client, settin
 
 def test_request_latency_is_labelled_by_route_never_by_path_or_query(client):
     memory = SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
-    agent = api_client()
+    agent = api_client(username="operator", staff=True)
     before = scrape(client)
     assert agent.get(f"/api/memories/{memory.pk}/").status_code == 200
     assert agent.get("/api/recall/", {"q": "邮箱 secretword"}).status_code == 200
