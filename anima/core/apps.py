@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 
 
 class CoreConfig(AppConfig):
@@ -7,3 +8,8 @@ class CoreConfig(AppConfig):
     label = "anima"
     verbose_name = "Anima"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from anima.core.db import tolerant_date_loaders_register
+
+        connection_created.connect(tolerant_date_loaders_register, dispatch_uid="anima-tolerant-date-loaders")

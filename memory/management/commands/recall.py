@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import json
-from datetime import date
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from anima.core.commands import date_arg
 from conversations.models import Person
 from memory.search import QuerySyntaxError
 from memory.selectors import MEMORY_TYPES, memory_recall
@@ -32,8 +32,8 @@ class Command(BaseCommand):
         parser.add_argument("--types", help=f"comma-separated subset of {','.join(MEMORY_TYPES)}")
         parser.add_argument("--limit", type=int, default=10)
         parser.add_argument("--person", help="person slug: their memories and conversations plus global memories")
-        parser.add_argument("--since", type=date.fromisoformat, help="YYYY-MM-DD, inclusive")
-        parser.add_argument("--until", type=date.fromisoformat, help="YYYY-MM-DD, inclusive")
+        parser.add_argument("--since", type=date_arg, help="YYYY-MM-DD, inclusive")
+        parser.add_argument("--until", type=date_arg, help="YYYY-MM-DD, inclusive")
         parser.add_argument("--channel", help="only session hits from conversations of this channel")
         parser.add_argument("--json", action="store_true", help="print the results as JSON")
         parser.add_argument("--explain", action="store_true", help="show each hit's rank in each branch")
