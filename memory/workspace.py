@@ -34,7 +34,7 @@ import yaml
 from django.db import transaction
 from django.utils import timezone
 
-from anima.core.calendar import moment_from_iso
+from anima.core.calendar import MomentError, datetime_parse
 from anima.core.models import MemoryType
 from conversations.models import HistoryEntry, Identity, Person, person_slug_valid
 from conversations.services import history_append, identity_map, person_ensure
@@ -330,7 +330,10 @@ def _parse_history(text: str, name: str, errors: _Errors) -> list[_HistoryItem]:
 
 
 def _timestamp(value: Any) -> datetime | None:
-    return moment_from_iso(value) if isinstance(value, str) else None
+    try:
+        return datetime_parse(value, field="timestamp") if isinstance(value, str) else None
+    except MomentError:
+        return None
 
 
 def _scalar(node: yaml.Node, name: str, what: str, errors: _Errors) -> str | None:

@@ -174,6 +174,47 @@ def test_invalid_dates_name_the_parameter():
     assert "since" in response.json()
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        (
+            "post",
+            "/api/conversations/{conversation}/messages/",
+            {"role": "user", "content": "x", "created_at": "{t}"},
+            "created_at",
+        ),
+        ("post", "/api/history/", {"content": "x", "timestamp": "{t}"}, "timestamp"),
+        ("get", "/api/recall/", {"q": "x", "since": "{t}"}, "since"),
+        ("get", "/api/history/", {"until": "{t}"}, "until"),
+        ("post", "/api/tools/memory_recall/", {"query": "x", "since": "{t}"}, "since"),
+        ("post", "/api/sleep-runs/", {"day": "{t}", "step": "memory-ref-sync", "force": True}, "day"),
+    ],
+)
+def test_every_date_is_accepted_from_1900_to_2199_only_and_a_refusal_names_the_field(method, path, body, field):
+    conversation = ConversationFactory()
+    client = api_client(staff=True)
+    datetimes = field != "day"  # since and until take either; a sleep day is a date
+
+    def send(moment: str):
+        filled = {key: value.replace("{t}", moment) if isinstance(value, str) else value for key, value in body.items()}
+        url = path.format(conversation=conversation.pk)
+        return client.get(url, filled) if method == "get" else client.post(url, filled, format="json")
+
+    edges = ("1900-01-01T00:00:00", "2199-12-31T23:59:59") if datetimes else ("1900-01-01", "2199-12-31")
+    outside = (
+        ("1899-12-31T23:59:59", "2200-01-01T00:00:00", "1000-06-01T00:00:00")
+        if datetimes
+        else ("1899-12-31", "2200-01-01", "1000-06-01")
+    )
+    for moment in edges:
+        assert send(moment).status_code < 300, moment
+    for moment in outside:
+        response = send(moment)
+        assert response.status_code == 400, (moment, response.content)
+        assert field in response.json(), response.json()
+        assert "between 1900-01-01 and 2199-12-31" in json.dumps(response.json()), response.json()
+
+
 def test_bad_ids_are_404_not_500():
     client = api_client()
 
