@@ -153,6 +153,9 @@ if ANIMA_LLM_PROVIDER == "openai" and not (ANIMA_LLM_BASE_URL and ANIMA_LLM_MODE
 ANIMA_LLM_TIMEOUT = env_float("ANIMA_LLM_TIMEOUT", 60.0, minimum=1.0)
 ANIMA_LLM_MAX_RETRIES = env_int("ANIMA_LLM_MAX_RETRIES", 2, minimum=0, maximum=10)
 
+# --- Recall: every search statement runs under this timeout (seconds); past it the database cancels it.
+ANIMA_RECALL_TIMEOUT = env_float("ANIMA_RECALL_TIMEOUT", 5.0, minimum=0.01)
+
 # --- Admin user created by `manage.py demo` (credentials printed when generated).
 ANIMA_ADMIN_USERNAME = env_str("ANIMA_ADMIN_USERNAME", "admin") or "admin"
 ANIMA_ADMIN_PASSWORD = env_str("ANIMA_ADMIN_PASSWORD")

@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from anima.agent.stm import update_short_term_memory
-from anima.core.calendar import MomentError, moment_parse
+from anima.core.calendar import moment_parse
 from anima.core.errors import AnimaError
 from anima.core.llm.schema import (
     SchemaError,
@@ -362,7 +362,7 @@ def tool_call(*, name: str, arguments: Any) -> dict[str, Any]:
         return tool.func(arguments)
     except ToolError:
         raise
-    except MomentError as exc:
+    except AnimaError as exc:  # a bad date, a text over the size limit: the field it names
         raise ToolError(exc.field, str(exc)) from None
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))

@@ -10,12 +10,17 @@ from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from anima.core.api.parsers import PayloadTooLarge
-from anima.core.errors import AnimaError
+from anima.core.errors import AnimaError, Unavailable
 
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
 
 
 def exception_handler(exc, context):
@@ -34,6 +39,8 @@ def _as_api_exception(exc):
         return exceptions.ValidationError({"non_field_errors": exc.messages})
     if isinstance(exc, AnimaError):
         return exceptions.ValidationError({exc.field: [str(exc)]})
+    if isinstance(exc, Unavailable):
+        return ServiceUnavailable(str(exc))
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     if isinstance(exc, IntegrityError):

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from psycopg.errors import QueryCanceled
 
+from anima.core.errors import Unavailable
 from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
 from memory.search._sql import search_fetch, search_statement
@@ -34,16 +37,30 @@ def clamp_limit(limit: int) -> int:
     return max(1, min(int(limit), MAX_LIMIT))
 
 
+class SearchTimeout(Unavailable):
+    """The search ran past ANIMA_RECALL_TIMEOUT and the database cancelled it."""
+
+
 def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: int) -> list[Hit]:
-    """Rank rows of ``sources`` by RRF over their FTS and trigram branches (one SQL statement)."""
+    """Rank rows of ``sources`` by RRF over their FTS and trigram branches (one SQL statement).
+
+    Raises SearchTimeout when the statement ran past ANIMA_RECALL_TIMEOUT.
+    """
     if query.is_empty or not sources:
         return []
-    with transaction.atomic(), connection.cursor() as cursor:
-        plans = branch_plans(query=query, sources=sources)
-        statement = search_statement(query=query, sources=sources, plans=plans, pool=pool_size(limit=limit))
-        if statement is None:
-            return []
-        rows = search_fetch(cursor, *statement)
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            plans = branch_plans(query=query, sources=sources)
+            statement = search_statement(query=query, sources=sources, plans=plans, pool=pool_size(limit=limit))
+            if statement is None:
+                return []
+            rows = search_fetch(cursor, *statement)
+    except OperationalError as exc:
+        if not isinstance(exc.__cause__, QueryCanceled):
+            raise
+        raise SearchTimeout(
+            f"recall took longer than {settings.ANIMA_RECALL_TIMEOUT:g} s (ANIMA_RECALL_TIMEOUT) and was cancelled"
+        ) from exc
     return rrf_merge(rows=rows)
 
 

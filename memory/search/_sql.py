@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.conf import settings
+
+from anima.core.models import TRIGRAM_PREFIX_CHARS
 from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
 from memory.search._stats import COMMON_CANDIDATES, BranchPlan
@@ -60,11 +63,13 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
     elif fts:
         ctes.extend(_tiered_fts_sql(source, prefix, plan=plan))
     if plan.trigram_text:
+        # The very expression of the trigram index: a row's text is compared up to TRIGRAM_PREFIX_CHARS.
+        segmented = f"left(t.{source.segmented_column}, {TRIGRAM_PREFIX_CHARS})"
         ctes.append(
             f"{prefix}_trgm AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
             f" SELECT id, word_similarity(%({prefix}_trgm)s, segmented) AS score FROM ("
-            f" SELECT t.id, t.{source.segmented_column} AS segmented FROM {source.from_sql}"
-            f" WHERE %({prefix}_trgm)s <%% t.{source.segmented_column} AND {source.where_sql}"
+            f" SELECT t.id, {segmented} AS segmented FROM {source.from_sql}"
+            f" WHERE %({prefix}_trgm)s <%% {segmented} AND {source.where_sql}"
             f" LIMIT {TRIGRAM_CANDIDATES}) candidates"
             f" ORDER BY score DESC, id LIMIT %(pool)s) ranked)"
         )
@@ -155,13 +160,16 @@ def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
     # take the GIN indexes, the right path at every size.
     # Transaction-local settings outlive this statement inside a caller's transaction: restore them.
     # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
+    # Every recall runs under a statement timeout (ANIMA_RECALL_TIMEOUT): a pathological query is cancelled
+    # by the server, and the caller gets SearchTimeout, never a backend left running.
     cursor.execute(
         "SELECT COALESCE(current_setting('pg_trgm.word_similarity_threshold', true), %s),"
-        " current_setting('enable_seqscan'), current_setting('enable_indexscan')",
+        " current_setting('enable_seqscan'), current_setting('enable_indexscan'), current_setting('statement_timeout')",
         [PG_TRGM_DEFAULT_WORD_SIMILARITY],
     )
     previous = list(cursor.fetchone())
-    cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off"])
+    timeout_ms = f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"
+    cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off", timeout_ms])
     cursor.execute(sql, params)
     rows = cursor.fetchall()
     cursor.execute(_PLANNER_SETTINGS_SQL, previous)
@@ -171,5 +179,6 @@ def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
 PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"
 _PLANNER_SETTINGS_SQL = (
     "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
-    " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true)"
+    " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true),"
+    " set_config('statement_timeout', %s, true)"
 )

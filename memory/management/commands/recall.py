@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from anima.core.commands import date_arg
 from conversations.models import Person
-from memory.search import QuerySyntaxError
+from memory.search import QuerySyntaxError, SearchTimeout
 from memory.selectors import MEMORY_TYPES, memory_recall
 
 BATCH_FIELDS = (
@@ -55,7 +55,7 @@ class Command(BaseCommand):
                 until=options["until"],
                 channel=options["channel"],
             )
-        except ValueError as exc:
+        except (ValueError, SearchTimeout) as exc:
             raise CommandError(str(exc)) from exc
         if options["json"]:
             self.stdout.write(
@@ -100,7 +100,7 @@ class Command(BaseCommand):
                 limit=int(item.get("limit") or 10),
                 person=persons.get(slug) if slug else None,
             )
-        except (QuerySyntaxError, ValueError, CommandError) as exc:
+        except (QuerySyntaxError, ValueError, CommandError, SearchTimeout) as exc:
             return {"id": item.get("id"), "error": str(exc)}
         return {"id": item.get("id"), "results": [_shape(r, explain=explain) for r in results]}
 
