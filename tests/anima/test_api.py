@@ -167,6 +167,50 @@ def test_bodies_over_the_configured_limit_are_refused(settings, size, status):
         assert "2048 bytes" in response.json()["detail"]
 
 
+def test_a_message_too_long_for_search_is_a_400_naming_the_content():
+    conversation = ConversationFactory()
+    distinct_words = " ".join(f"w{index:x}" for index in range(150_000))[:990_000]  # ~990 KB, 1 MiB body limit
+
+    response = api_client().post(
+        f"/api/conversations/{conversation.pk}/messages/", {"role": "user", "content": distinct_words}, format="json"
+    )
+
+    assert response.status_code == 400, response.content[:300]
+    assert "content" in response.json() and "100000" in response.json()["content"][0]
+    assert not conversation.messages.exists()
+
+
+def test_a_deeply_nested_payload_is_a_400_naming_the_field():
+    conversation = ConversationFactory()
+    nested = "[" * 10_000 + "]" * 10_000  # 20 KB
+    body = '{"role": "tool", "content": "x", "tool_payload": ' + nested + "}"
+
+    response = api_client().generic(
+        "POST", f"/api/conversations/{conversation.pk}/messages/", body, content_type="application/json"
+    )
+    shallow_enough = api_client().post(
+        f"/api/conversations/{conversation.pk}/messages/",
+        {"role": "tool", "content": "x", "tool_payload": json.loads("[" * 60 + "]" * 60)},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert "nested deeper than 64 levels" in response.json()["tool_payload"][0]
+    assert shallow_enough.status_code == 201
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/html", "*/*"])
+def test_the_docs_page_refuses_a_bad_token_in_the_format_asked_for(accept):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+
+    response = client.get("/api/docs/", HTTP_ACCEPT=accept)
+
+    assert response.status_code == 401
+    if accept == "application/json":
+        assert response.json() == {"detail": "Invalid token."}
+
+
 def test_invalid_dates_name_the_parameter():
     response = api_client().get("/api/recall/", {"q": "python", "since": "2026-02-30"})
 
