@@ -396,7 +396,8 @@ def _outline_candidates(*, day: date) -> list[Entity]:
     narratives = [
         n
         for n in NarrativeBlock.objects.filter(source_day__lte=day).order_by("source_day", "id")
-        if (n.body or {}).get("status", "active") == "active"
+        # A blank row (stored before answers were checked) has nothing to outline.
+        if (n.body or {}).get("status", "active") == "active" and _outline_title(n)
     ]
     kept = []
     for narrative in narratives:
@@ -414,6 +415,10 @@ def _outline_candidates(*, day: date) -> list[Entity]:
     return kept
 
 
+def _outline_title(narrative: Entity) -> str:
+    return (narrative.title.strip() or narrative.content.strip()[:60]).strip()
+
+
 def autobiography_outline_refresh(ctx: StepContext) -> dict:
     """The outline stage: the self layer's autobiography_summary, title-only bullets grouped by significance."""
     narratives = _outline_candidates(day=ctx.day)
@@ -425,7 +430,7 @@ def autobiography_outline_refresh(ctx: StepContext) -> dict:
             payload={
                 "narratives": [
                     {
-                        "title": n.title or n.content[:60],
+                        "title": _outline_title(n),
                         "significance": (n.body or {}).get("significance", "normal"),
                         "period_start": (n.body or {}).get("period_start", n.source_day.isoformat()),
                     }

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import Sum
 
+from anima.core.jsonvalue import unstorable
 from anima.core.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.providers import Completion, LlmRequest, provider_get
 from anima.core.llm.schema import SchemaError, schema_validate
@@ -115,10 +116,25 @@ def _audit_completion(audit: Any, completion: Completion) -> None:
     audit.total_tokens = completion.prompt_tokens + completion.completion_tokens
 
 
+def stripped(value: Any) -> Any:
+    """``value`` with every string stripped: a text of whitespace is an empty text, refused where one is required."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list):
+        return [stripped(item) for item in value]
+    if isinstance(value, dict):
+        return {key: stripped(item) for key, item in value.items()}
+    return value
+
+
 def _parse(*, completion: Completion, schema: dict, purpose: str) -> dict:
     if completion.finish_reason == "length":
         raise LlmInvalidOutput(f"{purpose}: answer truncated at max_tokens (finish_reason=length)")
-    value = json_extract(completion.text)
+    if unstorable(completion.text):
+        raise LlmInvalidOutput(
+            f"{purpose}: answer holds a NUL character or a lone surrogate: {completion.text[:200]!r}"
+        )
+    value = stripped(json_extract(completion.text))
     try:
         schema_validate(value=value, schema=schema)
     except SchemaError as exc:
