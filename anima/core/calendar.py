@@ -6,7 +6,7 @@ an ISO timestamp without an offset is local time. One module, so every app reads
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta, tzinfo
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -76,8 +76,9 @@ def moment_check(value: date, *, field: str) -> None:
         raise MomentError(f"{field} must be {DATE_RANGE_TEXT}, got {value.isoformat()}", field=field)
 
 
-def datetime_parse(value: str, *, field: str) -> datetime:
-    """An ISO-8601 datetime within the accepted range (naive = local time), as an aware datetime."""
+def datetime_parse(value: str, *, field: str, tz: tzinfo | None = None) -> datetime:
+    """An ISO-8601 datetime within the accepted range, as an aware datetime; a naive one is read in ``tz``
+    (default: ANIMA_TIME_ZONE)."""
     try:
         parsed = parse_datetime(value.strip())
     except ValueError:
@@ -85,7 +86,7 @@ def datetime_parse(value: str, *, field: str) -> datetime:
     if parsed is None:
         raise MomentError(f"{field} must be an ISO-8601 date-time, got {value!r}", field=field)
     moment_check(parsed, field=field)
-    return timezone.make_aware(parsed) if timezone.is_naive(parsed) else parsed
+    return timezone.make_aware(parsed, tz) if timezone.is_naive(parsed) else parsed
 
 
 def moment_parse(value: str | None, *, field: str) -> date | datetime | None:

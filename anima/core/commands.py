@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import zoneinfo
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
@@ -26,6 +27,14 @@ def moment_arg(value: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"must be ISO-8601 (e.g. 2026-11-28T15:30+08:00) and {DATE_RANGE_TEXT}, got {value!r}"
         ) from None
+
+
+def time_zone_arg(value: str) -> zoneinfo.ZoneInfo:
+    """An argparse ``type=`` for ``--time-zone``: an IANA zone such as Asia/Shanghai."""
+    try:
+        return zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be an IANA time zone such as Asia/Shanghai, got {value!r}") from None
 
 
 def date_arg(value: str) -> date:
