@@ -478,7 +478,7 @@ def test_what_anima_does_not_understand_is_a_warning_with_its_line_and_the_rest_
         "direction|metacognition|autobiography_summary>) is not imported",
         "warning: memory/MEMORY.md:3: not a list item ('- <memory>') or its indented continuation; not imported",
         "warning: memory/MEMORY.md:5: 'User Information' is not a memory type; its items are imported as world",
-        "warning: memory/MEMORY.md:13: not a list item ('- <memory>') or its indented continuation; not imported",
+        "warning: memory/MEMORY.md:14: not a list item ('- <memory>') or its indented continuation; not imported",
         "warning: memory/MEMORY.md:8: empty list item; not imported",
         "warning: memory/history.jsonl:1: unknown field(s) mood, tokens not imported",
         "warning: memory/history.jsonl:2: empty content; not imported",
