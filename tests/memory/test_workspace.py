@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
+import os
+import re
 import shutil
 from pathlib import Path
 
 import pgtrigger
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import Entity, MemoryStatus, MemoryType
 from conversations.models import HistoryEntry, Identity, Person
+from conversations.selectors import history_search
 from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
+from memory.selectors import memory_recall
 from memory.services import memory_create, memory_remember
-from memory.workspace import WorkspaceError, workspace_export, workspace_import
+from memory.workspace import HISTORY_KEYS, WorkspaceError, workspace_export, workspace_import
 from tests.factories import HistoryEntryFactory, IdentityFactory, PersonFactory, SelfLayerBlockFactory
+from tests.memory.nanobot import NanobotWorkspace
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "workspace"
 
@@ -489,3 +496,133 @@ def test_what_anima_does_not_understand_is_a_warning_with_its_line_and_the_rest_
     }
     assert list(HistoryEntry.objects.values_list("content", flat=True)) == ["moved"]
     assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == "I listen."
+
+
+# --- nanobot: workspaces its MemoryStore wrote import; exports are ones it reads ---------------------
+
+NANOBOT_CLOCK = dt.datetime(2026, 3, 1, 9, 30)  # nanobot writes naive local time
+LEO_ACCOUNT_MAP = (
+    'persons:\n  leo:\n    display_name: Leo\n    ids:\n      - channel: telegram\n        id: ["12345678"]\n'
+)
+
+
+def _minutes(n: int) -> dt.datetime:
+    return NANOBOT_CLOCK + dt.timedelta(minutes=n)
+
+
+def _timeline(person: Person | None) -> list[tuple[str, str, str]]:
+    entries = HistoryEntry.objects.filter(person=person).order_by("timestamp", "id")
+    return [(timezone.localtime(e.timestamp).strftime("%Y-%m-%d %H:%M"), e.channel, e.content) for e in entries]
+
+
+def test_a_workspace_nanobot_wrote_imports_with_its_history_identities_and_facts(tmp_path):
+    maya = PersonFactory(slug="maya")
+    IdentityFactory(person=maya, channel="telegram", external_id="87654321")
+    nanobot = NanobotWorkspace(tmp_path / "nb")
+    nanobot.write_soul("# Soul\n\nI am nanobot 🐈, a personal AI assistant.\n")
+    nanobot.write_user("# User Profile\n\n## Preferences\n\n- Leo prefers short answers in the evening\n")
+    nanobot.write_memory(
+        "# Long-term Memory\n\n## User Information\n\n- Leo moved to Berlin in March 2026\n"
+        "- Leo's daughter Xiaoyu was born in the year of the tiger\n"
+    )
+    nanobot.append_history("Leo said he moved to Berlin.", session_key="telegram:12345678", at=_minutes(0))
+    nanobot.append_history("A summary without a session", at=_minutes(1))
+    nanobot.append_history("Maya asked about trains to Lisbon.", session_key="telegram:87654321", at=_minutes(2))
+    nanobot.append_history("Group chat summary", session_key="telegram:-1001234567890:topic:42", at=_minutes(3))
+    nanobot.append_history(
+        "[RAW] 2 messages\n[2026-03-01T09:35] USER: hi\n[2026-03-01T09:35] ASSISTANT [tools: memory_recall]: hello",
+        session_key="cli:direct",
+        at=_minutes(5),
+    )
+    nanobot.append_history("Leo plans a trip to Rome in May.", session_key="telegram:12345678", at=_minutes(0))
+    # The operator says whose Telegram account 12345678 is; maya's is already known to Anima.
+    (tmp_path / "nb" / "memory" / "identity_map.yaml").write_text(LEO_ACCOUNT_MAP, encoding="utf-8")
+    err = io.StringIO()
+
+    call_command("import_workspace", str(tmp_path / "nb"), stdout=io.StringIO(), stderr=err)  # exit status 0
+
+    leo = Person.objects.get(slug="leo")
+    assert Identity.objects.get(channel="telegram", external_id="12345678").person == leo
+    # Each person's timeline in nanobot's cursor order (the two Leo entries share a minute).
+    assert _timeline(leo) == [
+        ("2026-03-01 09:30", "telegram", "Leo said he moved to Berlin."),
+        ("2026-03-01 09:30", "telegram", "Leo plans a trip to Rome in May."),
+    ]
+    assert _timeline(maya) == [("2026-03-01 09:32", "telegram", "Maya asked about trains to Lisbon.")]
+    assert [(channel, content[:18]) for _, channel, content in _timeline(None)] == [
+        ("", "A summary without "),
+        ("telegram", "Group chat summary"),
+        ("cli", "[RAW] 2 messages\n["),
+    ]
+    recalled = memory_recall(query="Berlin", memory_types=["semantic"])
+    assert recalled[0]["snippet"] == "Leo moved to Berlin in March 2026"
+    assert memory_recall(query="tiger", memory_types=["semantic"])[0]["snippet"].startswith("Leo's daughter")
+    assert SemanticMemory.objects.get(content__startswith="Leo prefers").memory_type == MemoryType.PREFERENCE
+    assert [entry.content for entry in history_search(text="Rome", person=leo)] == ["Leo plans a trip to Rome in May."]
+    warnings = err.getvalue()
+    assert "session telegram:-1001234567890 is not mapped to a person" in warnings
+    assert "SOUL.md:3: text outside a self-layer block" in warnings  # nanobot's persona is not Anima's
+    assert sum(workspace_import(root=tmp_path / "nb").counts.values()) == 0
+
+
+def test_a_legacy_nanobot_history_md_imports_as_nanobot_migrates_it(tmp_path):
+    nanobot = NanobotWorkspace(tmp_path / "nb")
+    nanobot.append_legacy_history(
+        "User asked about the trip to Rome; decided on May.", at=dt.datetime(2026, 1, 15, 14, 30)
+    )
+    nanobot.append_legacy_history(
+        "2 messages\n[2026-01-16T09:01] USER: hi\n[2026-01-16T09:02] ASSISTANT [tools: search]: hello",
+        at=dt.datetime(2026, 1, 16, 9, 2),
+        raw=True,
+    )
+    legacy = tmp_path / "nb" / "memory" / "HISTORY.md"
+    with legacy.open("a", encoding="utf-8") as handle:  # hand-written paragraphs nanobot also migrates
+        handle.write("a line without timestamp\ncontinued\n\n[2026-01-17] day-only stamp entry\n")
+    written = timezone.make_aware(dt.datetime(2026, 1, 1, 8, 0)).timestamp()
+    os.utime(legacy, (written, written))
+
+    workspace_import(root=tmp_path / "nb")
+
+    # What nanobot 0.3.5's own migration makes of this file (its fallback time is the file's mtime).
+    assert _timeline(None) == [
+        ("2026-01-01 08:00", "", "a line without timestamp\ncontinued"),
+        ("2026-01-01 08:00", "", "[2026-01-17] day-only stamp entry"),
+        ("2026-01-15 14:30", "", "User asked about the trip to Rome; decided on May."),
+        (
+            "2026-01-16 09:02",
+            "",
+            "[RAW] 2 messages\n[2026-01-16T09:01] USER: hi\n[2026-01-16T09:02] ASSISTANT [tools: search]: hello",
+        ),
+    ]
+
+
+def test_an_export_is_a_workspace_nanobot_reads_back_and_appends_to(tmp_path):
+    _populate()
+    at = dt.datetime(2026, 10, 3, tzinfo=dt.UTC)
+    HistoryEntryFactory(person=None, channel="", content="一条没有频道的记录", timestamp=at)
+    leo = Person.objects.get(slug="leo")
+    HistoryEntryFactory(person=leo, channel="telegram", content="Leo 在 Telegram 上说的", timestamp=at)
+    root = tmp_path / "ws"
+    workspace_export(root=root)
+    nanobot = NanobotWorkspace(root)
+
+    lines = (root / "memory" / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    entries = nanobot.history_entries()
+
+    assert len(entries) == len(lines) == HistoryEntry.objects.filter(person=None).count() == 2
+    for entry in entries:
+        assert list(entry)[:3] == ["cursor", "timestamp", "content"] and set(entry) <= set(HISTORY_KEYS)
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", entry["timestamp"])
+    assert [entry["cursor"] for entry in entries] == [1, 2]
+    assert entries[0] == {"cursor": 1, "timestamp": "2026-10-01 08:00", "content": "第一次部署", "session_key": "cli"}
+    assert "session_key" not in entries[1]
+    leo_lines = (root / "memory" / "persons" / "leo" / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    # A person's entry names its account (Leo's one Telegram account); one without a channel names none.
+    assert [json.loads(line).get("session_key") for line in leo_lines] == [None, "telegram:12345678"]
+    assert nanobot.next_cursor() == 3
+    nanobot.append_history("Leo 说他下周去罗马", session_key="telegram:12345678", at=dt.datetime(2026, 10, 4, 20, 0))
+
+    counts = workspace_import(root=root).counts
+
+    assert counts == {"history": 1}
+    assert HistoryEntry.objects.get(content="Leo 说他下周去罗马").person.slug == "leo"
