@@ -93,8 +93,14 @@ TEMPLATES = [
 DATABASE_URL = env_url("DATABASE_URL", schemes=("postgres", "postgresql"))
 ANIMA_EMBEDDED_PG_DIR = VAR_DIR / "pgdata"
 ANIMA_EMBEDDED_PG_DATABASE = "anima"
+# Connections persist (CONN_MAX_AGE) and are checked before a request reuses one: a connection broken by
+# a database restart is replaced instead of failing the request.
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0))}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0), conn_health_checks=True
+        )
+    }
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must point to PostgreSQL")
 else:
@@ -104,6 +110,7 @@ else:
             "NAME": ANIMA_EMBEDDED_PG_DATABASE,
             "USER": "postgres",
             "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

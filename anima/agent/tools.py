@@ -362,13 +362,13 @@ def tool_call(*, name: str, arguments: Any) -> dict[str, Any]:
         return tool.func(arguments)
     except ToolError:
         raise
+    except QuerySyntaxError as exc:
+        raise ToolError("query", str(exc)) from None
     except AnimaError as exc:  # a bad date, a text over the size limit: the field it names
         raise ToolError(exc.field, str(exc)) from None
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ToolError(field, "; ".join(messages)) from None
-    except QuerySyntaxError as exc:
-        raise ToolError("query", str(exc)) from None
     except ValueError as exc:
         # The only other ValueError the recall surfaces raise: an empty or unknown memory_types list.
         raise ToolError("memory_types", str(exc)) from None
