@@ -31,6 +31,11 @@ def unstorable(text: str) -> bool:
     return _UNSTORABLE.search(text) is not None
 
 
+def storable(text: str) -> str:
+    """``text`` with each NUL character or lone surrogate replaced by U+FFFD (for logs and audit rows)."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 def unstorable_paths(value: Any, path: str = "") -> list[str]:
     """Paths (``items.2.title``) of every key or string holding a NUL character or a lone surrogate."""
     if isinstance(value, str):
@@ -39,7 +44,7 @@ def unstorable_paths(value: Any, path: str = "") -> list[str]:
     if isinstance(value, dict):
         for key, item in value.items():
             # The path names the field in an error message, which must itself be encodable.
-            label = _UNSTORABLE.sub("\ufffd", str(key))
+            label = storable(str(key))
             child = f"{path}.{label}" if path else label
             if unstorable(str(key)):
                 found.append(child)

@@ -218,38 +218,34 @@ def test_invalid_dates_name_the_parameter():
     assert "since" in response.json()
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body", "field"),
-    [
-        (
-            "post",
-            "/api/conversations/{conversation}/messages/",
-            {"role": "user", "content": "x", "created_at": "{t}"},
-            "created_at",
-        ),
-        ("post", "/api/history/", {"content": "x", "timestamp": "{t}"}, "timestamp"),
-        ("get", "/api/recall/", {"q": "x", "since": "{t}"}, "since"),
-        ("get", "/api/history/", {"until": "{t}"}, "until"),
-        ("post", "/api/tools/memory_recall/", {"query": "x", "since": "{t}"}, "since"),
-        ("post", "/api/sleep-runs/", {"day": "{t}", "step": "memory-ref-sync", "force": True}, "day"),
-    ],
-)
-def test_every_date_is_accepted_from_1900_to_2199_only_and_a_refusal_names_the_field(method, path, body, field):
+_DATE_ENTRY_POINTS = [
+    ("post", "/api/conversations/{conversation}/messages/", {"role": "user", "created_at": "{t}"}, "created_at", "T"),
+    ("post", "/api/history/", {"content": "x", "timestamp": "{t}"}, "timestamp", "T"),
+    ("get", "/api/recall/", {"q": "x", "since": "{t}"}, "since", "T"),
+    ("get", "/api/history/", {"until": "{t}"}, "until", "T"),
+    ("post", "/api/tools/memory_recall/", {"query": "x", "since": "{t}"}, "since", "T"),
+    ("post", "/api/sleep-runs/", {"day": "{t}", "step": "memory-ref-sync", "force": True}, "day", "date"),
+    ("get", "/api/sleep-runs/", {"day": "{t}"}, "day", "date"),
+    ("get", "/api/diary/", {"since": "{t}"}, "since", "date"),
+    ("get", "/api/temporal-summaries/", {"until": "{t}"}, "until", "date"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field", "kind"), _DATE_ENTRY_POINTS)
+def test_every_date_is_accepted_from_1900_to_2199_only_and_a_refusal_names_the_field(method, path, body, field, kind):
     conversation = ConversationFactory()
     client = api_client(staff=True)
-    datetimes = field != "day"  # since and until take either; a sleep day is a date
 
     def send(moment: str):
         filled = {key: value.replace("{t}", moment) if isinstance(value, str) else value for key, value in body.items()}
+        if "role" in filled:
+            filled["content"] = "x"
         url = path.format(conversation=conversation.pk)
         return client.get(url, filled) if method == "get" else client.post(url, filled, format="json")
 
-    edges = ("1900-01-01T00:00:00", "2199-12-31T23:59:59") if datetimes else ("1900-01-01", "2199-12-31")
-    outside = (
-        ("1899-12-31T23:59:59", "2200-01-01T00:00:00", "1000-06-01T00:00:00")
-        if datetimes
-        else ("1899-12-31", "2200-01-01", "1000-06-01")
-    )
+    edges, outside = ["1900-01-01", "2199-12-31"], ["1899-12-31", "2200-01-01", "1000-06-01"]
+    if kind == "T":
+        edges, outside = [f"{edges[0]}T00:00:00", f"{edges[1]}T23:59:59"], [f"{day}T12:00:00" for day in outside]
     for moment in edges:
         assert send(moment).status_code < 300, moment
     for moment in outside:

@@ -241,6 +241,21 @@ def test_strings_are_stripped_so_a_blank_text_is_refused_where_one_is_required(s
     assert ask() == {"facts": [{"content": "女儿属虎", "importance": 0.5}]}
 
 
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ('{"facts": []}\x00', "NUL character or a lone surrogate"),
+        ("[" * 5000 + "]" * 5000, "not JSON|nested too deeply"),
+    ],
+)
+def test_an_unusable_answer_from_any_provider_is_invalid_output_and_still_audited(answer, reason):
+    with scripted({"light-sleep.semantic": [answer]}), pytest.raises(LlmInvalidOutput, match=reason):
+        ask()
+
+    run = AutoLlmRun.objects.get()
+    assert run.error.startswith("LlmInvalidOutput") and "\x00" not in run.response
+
+
 def test_json_inside_code_fences_or_prose_is_accepted(stub):
     stub.reply("Here you go:\n```json\n" + json.dumps(ANSWER) + "\n```\nAnything else?")
     stub.reply("Sure. " + json.dumps(ANSWER) + " Hope that helps!")
