@@ -12,7 +12,7 @@ from psycopg.errors import QueryCanceled
 from anima.core.errors import Unavailable
 from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
-from memory.search._sql import search_fetch, search_statement
+from memory.search._sql import recall_timeout, search_fetch, search_statement
 from memory.search._stats import branch_plans
 
 RRF_K = 60
@@ -49,7 +49,7 @@ def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: i
     if query.is_empty or not sources:
         return []
     try:
-        with transaction.atomic(), connection.cursor() as cursor:
+        with transaction.atomic(), connection.cursor() as cursor, recall_timeout(cursor):
             plans = branch_plans(query=query, sources=sources)
             statement = search_statement(query=query, sources=sources, plans=plans, pool=pool_size(limit=limit))
             if statement is None:

@@ -6,7 +6,8 @@ filter values travel as parameters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from django.conf import settings
 
@@ -152,6 +153,19 @@ def search_statement(
     return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects), params
 
 
+@contextmanager
+def recall_timeout(cursor) -> Iterator[None]:
+    """Run the block's statements under ANIMA_RECALL_TIMEOUT (inside the caller's transaction), then restore.
+
+    A pathological recall is cancelled by the server and raises QueryCanceled: no backend is left running.
+    """
+    cursor.execute("SELECT current_setting('statement_timeout')")
+    (previous,) = cursor.fetchone()
+    cursor.execute(_TIMEOUT_SQL, [f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"])
+    yield
+    cursor.execute(_TIMEOUT_SQL, [previous])
+
+
 def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
     """Run the search statement under the planner settings it needs, then restore the previous ones."""
     # The threshold is read by the `<%` operator and so by the trigram index. The planner prices `<%`
@@ -160,16 +174,13 @@ def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
     # take the GIN indexes, the right path at every size.
     # Transaction-local settings outlive this statement inside a caller's transaction: restore them.
     # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
-    # Every recall runs under a statement timeout (ANIMA_RECALL_TIMEOUT): a pathological query is cancelled
-    # by the server, and the caller gets SearchTimeout, never a backend left running.
     cursor.execute(
         "SELECT COALESCE(current_setting('pg_trgm.word_similarity_threshold', true), %s),"
-        " current_setting('enable_seqscan'), current_setting('enable_indexscan'), current_setting('statement_timeout')",
+        " current_setting('enable_seqscan'), current_setting('enable_indexscan')",
         [PG_TRGM_DEFAULT_WORD_SIMILARITY],
     )
     previous = list(cursor.fetchone())
-    timeout_ms = f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"
-    cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off", timeout_ms])
+    cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off"])
     cursor.execute(sql, params)
     rows = cursor.fetchall()
     cursor.execute(_PLANNER_SETTINGS_SQL, previous)
@@ -179,6 +190,6 @@ def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
 PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"
 _PLANNER_SETTINGS_SQL = (
     "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
-    " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true),"
-    " set_config('statement_timeout', %s, true)"
+    " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true)"
 )
+_TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"

@@ -7,7 +7,6 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.agent.turn import prepare_turn
 from anima.api.testing import api_client
 from anima.core.models import TRIGRAM_PREFIX_CHARS, Component, MemoryStatus
 from memory.search import (
@@ -28,6 +27,7 @@ from memory.search._stats import (
     term_stats_clear,
     term_stats_get,
 )
+from memory.selectors import passive_recall
 from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
 
 SEMANTIC_WHERE = f"t.primary_component = '{Component.SEMANTIC_MEMORY}' AND t.status = '{MemoryStatus.ACTIVE}'"
@@ -173,11 +173,13 @@ def test_the_trigram_branch_compares_a_long_rows_prefix_and_full_text_search_the
 def test_a_recall_past_its_timeout_is_cancelled_a_503_for_the_api_and_no_passive_memories_for_a_turn(settings):
     settings.ANIMA_RECALL_TIMEOUT = 0.3
     conversation = ConversationFactory()
-    SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com", person=None)
+    question = "我的邮箱是啥？"
+    assert passive_recall(conversation=conversation, user_message=question).hits  # found when nothing blocks
     locked, release = threading.Event(), threading.Event()
 
     def hold_the_table() -> None:
-        # A statement that cannot finish: it waits for a lock another session holds (a stand-in for a slow scan).
+        # Recall then waits for a lock another session holds: a stand-in for a statement that runs too long.
         try:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute("LOCK TABLE entities IN ACCESS EXCLUSIVE MODE")
@@ -191,14 +193,14 @@ def test_a_recall_past_its_timeout_is_cancelled_a_503_for_the_api_and_no_passive
     try:
         assert locked.wait(10)
         response = api_client().get("/api/recall/", {"q": "邮箱", "types": "semantic"})
-        turn = prepare_turn(conversation=conversation, user_message="我的邮箱是啥？", store=False)
+        passive = passive_recall(conversation=conversation, user_message=question)
     finally:
         release.set()
         holder.join()
 
     assert response.status_code == 503
     assert response.json() == {"detail": "recall took longer than 0.3 s (ANIMA_RECALL_TIMEOUT) and was cancelled"}
-    assert not any(message["name"] == "passive_memory_context" for message in turn)
+    assert passive.hits == [] and passive.as_message() is None  # the turn goes on without passive memories
     # The session that was cancelled recalls normally again, under its usual settings.
     assert api_client().get("/api/recall/", {"q": "邮箱"}).json()["results"]
     with connection.cursor() as cursor:
