@@ -10,7 +10,8 @@ from anima.core.errors import AnimaError
 
 # The longest message, memory or history text Anima stores (characters). Search indexes every row
 # whole: at this size the worst text measured (distinct two-letter words, CJK runs) makes a
-# ~0.3 MB tsvector, well under PostgreSQL's 1 MB limit, and jieba segments it in well under a second.
+# ~0.3 MB tsvector, well under PostgreSQL's 1 MB limit. jieba segments it in about a second for
+# ordinary Chinese; random CJK characters (all unknown words) take it 10-25 s on a small machine.
 MAX_TEXT_CHARS = 100_000
 
 
