@@ -122,7 +122,9 @@ DB_CONNECT_TIMEOUT = env_int("DB_CONNECT_TIMEOUT", 5, minimum=1)
 
 
 def _database(url: str, name: str) -> dict:
-    database = dj_database_url.parse(url, conn_max_age=DB_CONN_MAX_AGE)
+    # Connections persist (CONN_MAX_AGE) and are checked before a request reuses one: a connection broken by
+    # a database restart is replaced instead of failing the request.
+    database = dj_database_url.parse(url, conn_max_age=DB_CONN_MAX_AGE, conn_health_checks=True)
     if database["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured(f"{name} must point to PostgreSQL")
     database.setdefault("OPTIONS", {}).setdefault("connect_timeout", DB_CONNECT_TIMEOUT)
@@ -138,6 +140,7 @@ else:
             "NAME": ANIMA_EMBEDDED_PG_DATABASE,
             "USER": "postgres",
             "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
         }
     }
 # A read replica (optional) serves recall and the console's pages; writes and the nightly cycle use the primary.
@@ -219,6 +222,9 @@ ANIMA_EMBEDDINGS_TIMEOUT = env_float("ANIMA_EMBEDDINGS_TIMEOUT", 30.0, minimum=1
 # 68 ms to 1.2–1.7 s whenever another process held a core (the two-core machine, bench notes in the README),
 # while one thread stayed at 77–119 ms and batch throughput barely changed.
 ANIMA_EMBEDDINGS_THREADS = env_int("ANIMA_EMBEDDINGS_THREADS", 1, minimum=1, maximum=64)
+
+# --- Recall: every search statement runs under this timeout (seconds); past it the database cancels it.
+ANIMA_RECALL_TIMEOUT = env_float("ANIMA_RECALL_TIMEOUT", 5.0, minimum=0.01)
 
 # --- Admin user created by `manage.py demo` (credentials printed when generated).
 ANIMA_ADMIN_USERNAME = env_str("ANIMA_ADMIN_USERNAME", "admin") or "admin"

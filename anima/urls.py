@@ -9,3 +9,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("anima.api.urls")),
 ]
+
+# An unreachable database is a 503 with a JSON body everywhere, not Django's HTML 500.
+handler500 = "anima.api.exceptions.server_error"

@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
-from anima.core.models import SegmentedTextModel, search_vector_of
+from anima.core.models import SegmentedTextModel, search_vector_of, trigram_index
 
 PERSON_SLUG_MAX_LENGTH = 64
 
@@ -130,7 +130,7 @@ class Message(SegmentedTextModel):
         indexes = [
             GinIndex(fields=["content_fts"], name="messages_content_fts_gin"),
             # Trigram branch of session recall, over the segmented text.
-            GinIndex(fields=["fts_segmented"], opclasses=["gin_trgm_ops"], name="messages_fts_segmented_trgm"),
+            trigram_index(name="messages_fts_segmented_trgm"),
             # Timeline of one conversation; also the temporal tick's "after the watermark" scan.
             models.Index(fields=["conversation", "created_at", "id"], name="messages_conversation_timeline"),
             # Light sleep and ref-sync scan one local day of messages.

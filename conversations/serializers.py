@@ -6,6 +6,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from anima.core.api.serializers import BoundedDateTimeField, MomentField, StrictModelSerializer, StrictSerializer
+from anima.core.text import MAX_TEXT_CHARS
 from conversations.models import (
     PERSON_SLUG_MAX_LENGTH,
     Conversation,
@@ -80,7 +81,7 @@ class MessageSerializer(serializers.ModelSerializer):
 
 class MessageCreateSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=MAX_TEXT_CHARS)
     name = serializers.CharField(required=False, allow_blank=True, max_length=128, default="")
     tool_payload = serializers.JSONField(required=False, allow_null=True, default=None)
     external_id = serializers.CharField(required=False, allow_null=True, max_length=200, default=None)
@@ -132,7 +133,7 @@ class HistoryEntrySerializer(serializers.ModelSerializer):
 
 
 class HistoryAppendSerializer(StrictSerializer):
-    content = serializers.CharField(max_length=100_000)
+    content = serializers.CharField(max_length=MAX_TEXT_CHARS)
     timestamp = BoundedDateTimeField(required=False, default=None, allow_null=True)
     channel = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
     person = PersonSlugField(required=False, allow_null=True, default=None)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
-from django.db.models.functions import Greatest
+from django.db.models.functions import MD5, Greatest
 from django.utils import timezone
 
 from anima.core.errors import AnimaError
@@ -26,6 +26,7 @@ from anima.core.jsonl import (
     text_field,
 )
 from anima.core.segmentation import segment_text
+from anima.core.text import text_bounded
 from conversations.models import (
     Conversation,
     HistoryEntry,
@@ -84,7 +85,7 @@ def message_create(
         message = Message(
             conversation=conversation,
             role=role,
-            content=content,
+            content=text_bounded(content, field="content"),
             name=name,
             tool_payload=tool_payload,
             external_id=external_id,
@@ -100,6 +101,8 @@ def message_create(
 
 _CONVERSATION_KEYS = {"external_id", "platform", "channel", "chat_id", "person", "title", "created_at"}
 _MESSAGE_KEYS = {"external_id", "role", "content", "created_at", "name", "tool_payload"}
+# Advisory-lock key of conversation import batches (concurrent imports take turns per batch).
+_IMPORT_LOCK = 7302
 
 
 @dataclass
@@ -114,6 +117,11 @@ class _ParsedConversation:
     created_at: datetime | None
     messages: list[Message]
 
+    @property
+    def account(self) -> tuple[str, str, str, str | None]:
+        """What makes a conversation the same one: a known external id must come with the same account."""
+        return (self.platform, self.channel, self.chat_id, self.person)
+
 
 def _parse_conversation_line(number: int, obj: dict[str, Any]) -> _ParsedConversation:
     check_keys(obj, where="line", required={"conversation"}, optional={"messages"})
@@ -121,7 +129,7 @@ def _parse_conversation_line(number: int, obj: dict[str, Any]) -> _ParsedConvers
     if not isinstance(conv, dict):
         raise LineError("conversation must be an object")
     check_keys(conv, where="conversation", required={"external_id"}, optional=_CONVERSATION_KEYS)
-    external_id = text_field(conv, "external_id", where="conversation", max_length=200)
+    external_id = text_field(conv, "external_id", where="conversation", max_length=200, required=True)
     platform = text_field(conv, "platform", where="conversation", default=Platform.WEB)
     if platform not in Platform.values:
         raise LineError(f"conversation.platform must be one of {', '.join(Platform.values)}, got {platform!r}")
@@ -174,63 +182,138 @@ def _derived_message_id(conversation_external_id: str, role: str, created_at: st
     return f"sha1:{digest[:24]}"
 
 
+def _message_fingerprint(role: str, content: str) -> str:
+    """What must match for a known message id: its role and content (PostgreSQL's md5 of it, compared in SQL)."""
+    return f"{role}:{hashlib.md5(content.encode()).hexdigest()}"
+
+
 def conversations_import(
-    *, lines: Iterable[str], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
+    *, lines: Iterable[str | bytes], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
 ) -> ImportReport:
-    """Import conversations JSONL; idempotent (existing conversations and messages are kept as they are)."""
+    """Import conversations JSONL; idempotent (existing conversations and messages are kept as they are).
+
+    A line that contradicts what is stored or an earlier line (a known conversation on another
+    account or person, a known message id with other content) is a conflict: reported, nothing
+    of it stored.
+    """
     return jsonl_import(
         kind="conversations",
         lines=lines,
         parse=_parse_conversation_line,
         store=_store_conversations,
         batch_lines=batch_lines,
+        lock=_IMPORT_LOCK,
         progress=progress,
     )
 
 
-def _store_conversations(parsed: list[_ParsedConversation], report: ImportReport) -> None:
-    with transaction.atomic():
-        persons = persons_ensure(slugs=[p.person for p in parsed if p.person])
-        now = timezone.now()
-        new_conversations = [
-            Conversation(
-                external_id=p.external_id,
-                platform=p.platform,
-                channel=p.channel,
-                chat_id=p.chat_id,
-                person=persons.get(p.person) if p.person else None,
-                title=p.title,
-                created_at=p.created_at or (p.messages[0].created_at if p.messages else now),
-                updated_at=max([m.created_at for m in p.messages], default=p.created_at or now),
-            )
-            for p in parsed
-        ]
-        external_ids = [p.external_id for p in parsed]
-        existing = set(Conversation.objects.filter(external_id__in=external_ids).values_list("external_id", flat=True))
-        Conversation.objects.bulk_create(new_conversations, ignore_conflicts=True)
-        report.count("conversations", len(set(external_ids) - existing))
-        by_external_id = {c.external_id: c for c in Conversation.objects.filter(external_id__in=external_ids)}
-        identities = [
-            Identity(channel=p.channel, external_id=p.chat_id, person=persons[p.person])
-            for p in parsed
-            if p.person and p.chat_id
-        ]
-        Identity.objects.bulk_create(identities, ignore_conflicts=True)
-
-        messages: list[Message] = []
-        for p in parsed:
-            conversation = by_external_id[p.external_id]
-            for message in p.messages:
-                message.conversation = conversation
-                messages.append(message)
-        report.count("messages", _copy_messages(messages))
-        messages_stored.send(sender=Message, messages=messages)
-        # A conversation's updated_at follows its newest message (light sleep and cleanup read it).
-        newest = Message.objects.filter(conversation=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
-        Conversation.objects.filter(pk__in=[c.pk for c in by_external_id.values()]).update(
-            updated_at=Greatest("updated_at", Subquery(newest))
+def _conversation_conflicts(parsed: list[_ParsedConversation], report: ImportReport) -> list[_ParsedConversation]:
+    """The lines that agree with what is stored and with the lines before them; the others are reported."""
+    external_ids = {p.external_id for p in parsed}
+    accounts = {
+        c.external_id: (c.platform, c.channel, c.chat_id, c.person.slug if c.person else None)
+        for c in Conversation.objects.filter(external_id__in=external_ids).select_related("person")
+    }
+    messages = {
+        (external_id, message_id): f"{role}:{digest}"
+        for external_id, message_id, role, digest in Message.objects.filter(
+            conversation__external_id__in=external_ids,
+            external_id__in={m.external_id for p in parsed for m in p.messages},
         )
-        report.imported += len(parsed)
+        .annotate(digest=MD5("content"))
+        .values_list("conversation__external_id", "external_id", "role", "digest")
+    }
+    owners = {
+        (identity.channel, identity.external_id): identity.person.slug
+        for identity in Identity.objects.filter(
+            channel__in={p.channel for p in parsed}, external_id__in={p.chat_id for p in parsed if p.chat_id}
+        ).select_related("person")
+    }
+    accepted = []
+    for p in parsed:
+        problem = _conversation_problem(p, accounts=accounts, messages=messages, owners=owners)
+        if problem:
+            report.errors.append((p.line, f"conflict: {problem}; nothing of this line was stored"))
+            continue
+        accounts.setdefault(p.external_id, p.account)
+        for m in p.messages:
+            messages.setdefault((p.external_id, m.external_id), _message_fingerprint(m.role, m.content))
+        if p.person and p.chat_id:
+            owners.setdefault((p.channel, p.chat_id), p.person)
+        accepted.append(p)
+    return accepted
+
+
+def _conversation_problem(
+    p: _ParsedConversation,
+    *,
+    accounts: dict[str, tuple],
+    messages: dict[tuple[str, str], str],
+    owners: dict[tuple[str, str], str],
+) -> str:
+    known = accounts.get(p.external_id)
+    if known is not None and known != p.account:
+        fields = ("platform", "channel", "chat_id", "person")
+        differs = ", ".join(
+            f"{name} {old!r} ≠ {new!r}" for name, old, new in zip(fields, known, p.account, strict=True) if old != new
+        )
+        return f"conversation {p.external_id!r} is already stored with another account ({differs})"
+    for index, m in enumerate(p.messages):
+        stored = messages.get((p.external_id, m.external_id))
+        if stored is not None and stored != _message_fingerprint(m.role, m.content):
+            return f"messages[{index}].external_id {m.external_id!r} is already stored with other content"
+    owner = owners.get((p.channel, p.chat_id)) if p.person and p.chat_id else None
+    if owner is not None and owner != p.person:
+        return f"{p.channel}:{p.chat_id} is mapped to {owner!r}, not {p.person!r}"
+    return ""
+
+
+def _store_conversations(parsed: list[_ParsedConversation], report: ImportReport) -> None:
+    """Store one batch (the caller's transaction holds the import lock)."""
+    parsed = _conversation_conflicts(parsed, report)
+    if not parsed:
+        return
+    persons = persons_ensure(slugs=[p.person for p in parsed if p.person])
+    now = timezone.now()
+    new_conversations = [
+        Conversation(
+            external_id=p.external_id,
+            platform=p.platform,
+            channel=p.channel,
+            chat_id=p.chat_id,
+            person=persons.get(p.person) if p.person else None,
+            title=p.title,
+            created_at=p.created_at or (p.messages[0].created_at if p.messages else now),
+            updated_at=max([m.created_at for m in p.messages], default=p.created_at or now),
+        )
+        for p in parsed
+    ]
+    external_ids = [p.external_id for p in parsed]
+    existing = set(Conversation.objects.filter(external_id__in=external_ids).values_list("external_id", flat=True))
+    Conversation.objects.bulk_create(new_conversations, ignore_conflicts=True)
+    report.count("conversations", len(set(external_ids) - existing))
+    by_external_id = {c.external_id: c for c in Conversation.objects.filter(external_id__in=external_ids)}
+    identities = [
+        Identity(channel=p.channel, external_id=p.chat_id, person=persons[p.person])
+        for p in parsed
+        if p.person and p.chat_id
+    ]
+    Identity.objects.bulk_create(identities, ignore_conflicts=True)
+
+    messages: list[Message] = []
+    for p in parsed:
+        conversation = by_external_id[p.external_id]
+        for message in p.messages:
+            message.conversation = conversation
+            messages.append(message)
+    report.count("messages", _copy_messages(messages))
+    messages_stored.send(sender=Message, messages=messages)
+    # A conversation's updated_at follows its newest message (light sleep and cleanup read it).
+    newest = Message.objects.filter(conversation=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
+    Conversation.objects.filter(pk__in=[c.pk for c in by_external_id.values()]).update(
+        updated_at=Greatest("updated_at", Subquery(newest))
+    )
+    report.imported += len(parsed)
 
 
 _STAGED_COLUMNS = (
@@ -315,7 +398,7 @@ def history_append(
 ) -> HistoryEntry:
     """Append one timeline entry (global when ``person`` is None); entries are never changed afterwards."""
     entry = HistoryEntry(
-        content=content,
+        content=text_bounded(content, field="content"),
         timestamp=timestamp or timezone.now(),
         channel=channel,
         person=person,

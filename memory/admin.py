@@ -24,7 +24,7 @@ from memory.models import (
     SelfLayerBlock,
     SemanticMemory,
 )
-from memory.search import QuerySyntaxError
+from memory.search import QuerySyntaxError, SearchTimeout
 from memory.selectors import SEARCH_RANK, ranked_by_ids, semantic_memory_search_ids
 
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
@@ -95,7 +95,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
             return queryset, False
         try:
             ids = semantic_memory_search_ids(text=term)
-        except QuerySyntaxError as exc:
+        except (QuerySyntaxError, SearchTimeout) as exc:
             self.message_user(request, f"Search not run: {exc}", messages.ERROR)
             return queryset.none(), False
         if cited := CITED_ID_RE.fullmatch(term):  # an operator pasting a cited id

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.core.api.views import ApiView, ApiViewSet
+from anima.core.forms import RangeDateFilter
 from anima.core.models import Entity, MemoryStatus, MemoryType
 from conversations.access import OPERATOR, SCOPED, access_of
 from conversations.models import Person
@@ -155,8 +156,8 @@ class RecallView(ApiView):
 
 
 class DiaryFilter(django_filters.FilterSet):
-    since = django_filters.DateFilter(field_name="source_day", lookup_expr="gte")
-    until = django_filters.DateFilter(field_name="source_day", lookup_expr="lte")
+    since = RangeDateFilter(field_name="source_day", lookup_expr="gte")
+    until = RangeDateFilter(field_name="source_day", lookup_expr="lte")
 
     class Meta:
         model = DiaryEntry

@@ -18,6 +18,7 @@ from conversations.models import Conversation, Message, Person
 from memory.models import SelfLayerBlock, SemanticMemory
 from memory.search import (
     MAX_LIMIT,
+    SearchTimeout,
     SourceSpec,
     clamp_limit,
     entity_source,
@@ -265,6 +266,12 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         candidates = memory_semantic_search(query=user_message, limit=pool, person=person, global_only=True)
     except ValueError:
         # A chat message is not a search query: operator slips must not break the turn.
+        return PassiveRecall(hits=[], text="")
+    except SearchTimeout:
+        # Nor may a slow search: the turn goes on without passive memories.
+        logger.warning(
+            "passive recall timed out for conversation %s; the turn has no passive memories", conversation.pk
+        )
         return PassiveRecall(hits=[], text="")
     if config["exclude_resident"]:
         resident = {memory.pk for memory in resident_memories(person=person, global_only=True)}

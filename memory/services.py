@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from anima.core.calendar import local_day
@@ -24,12 +25,15 @@ from anima.core.jsonl import (
 )
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus, MemoryType
 from anima.core.segmentation import segment_text
+from anima.core.text import text_bounded
 from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
 from memory.models import ContentBlock, DiaryEntry, SemanticMemory
 from memory.selectors import active_semantic_memories
 
 IMPORT_BATCH_LINES = 500
+# Advisory-lock key of memory import batches (concurrent imports take turns per batch).
+_IMPORT_LOCK = 7303
 _MEMORY_KEYS = {"external_id", "memory_type", "content", "person", "created_at", "tags", "pinned", "title", "body"}
 BLOCK_TYPES = {tag.value for tag in BlockTag}
 
@@ -128,10 +132,10 @@ def _parse_memory_line(number: int, obj: dict[str, Any]) -> _ParsedMemory:
         raise LineError("memory.body must be an object")
     return _ParsedMemory(
         line=number,
-        external_id=text_field(obj, "external_id", where="memory", max_length=200),
+        external_id=text_field(obj, "external_id", where="memory", max_length=200, required=True),
         memory_type=memory_type,
-        title=text_field(obj, "title", where="memory"),
-        content=text_field(obj, "content", where="memory"),
+        title=text_field(obj, "title", where="memory", max_length=300).strip(),
+        content=text_field(obj, "content", where="memory", required=True).strip(),
         person=person_slug(obj.get("person"), where="memory.person"),
         created_at=datetime_field(obj, "created_at", where="memory") or timezone.now(),
         tags=tags,
@@ -141,11 +145,12 @@ def _parse_memory_line(number: int, obj: dict[str, Any]) -> _ParsedMemory:
 
 
 def memories_import(
-    *, lines: Iterable[str], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
+    *, lines: Iterable[str | bytes], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
 ) -> ImportReport:
     """Import memories JSONL: semantic types become semantic memories, limbic/narrative/dream diary blocks.
 
-    Idempotent: a line whose external_id is already stored for its kind is left as it is.
+    Idempotent: a line whose external_id is already stored for its kind with the same type,
+    person and text is left as it is; with other ones it is a conflict, reported and not stored.
     """
     return jsonl_import(
         kind="memories",
@@ -153,47 +158,68 @@ def memories_import(
         parse=_parse_memory_line,
         store=_store_memories,
         batch_lines=batch_lines,
+        lock=_IMPORT_LOCK,
         progress=progress,
     )
 
 
+def _memory_identity(p: _ParsedMemory) -> tuple[str, str | None, str, str]:
+    """What a known external id must come with: its type, person and text."""
+    return (p.memory_type, p.person, p.title, p.content)
+
+
 def _store_memories(parsed: list[_ParsedMemory], report: ImportReport) -> None:
-    with transaction.atomic():
-        persons = persons_ensure(slugs=[p.person for p in parsed if p.person])
-        diaries = diary_entries_ensure(days=[local_day(p.created_at) for p in parsed if p.is_block])
-        semantic_ids = {p.external_id for p in parsed if not p.is_block}
-        block_ids = {p.external_id for p in parsed if p.is_block}
-        existing = set(
-            Entity.objects.filter(primary_component=Component.SEMANTIC_MEMORY, external_id__in=semantic_ids)
-            .values_list("primary_component", "external_id")
-            .union(
-                Entity.objects.filter(primary_component=Component.CONTENT_BLOCK, external_id__in=block_ids).values_list(
-                    "primary_component", "external_id"
+    """Store one batch (the caller's transaction holds the import lock)."""
+    semantic_ids = {p.external_id for p in parsed if not p.is_block}
+    block_ids = {p.external_id for p in parsed if p.is_block}
+    stored = {
+        (component, external_id): (kind_semantic or tag, person, title, content)
+        for component, external_id, kind_semantic, tag, person, title, content in Entity.objects.filter(
+            Q(primary_component=Component.SEMANTIC_MEMORY, external_id__in=semantic_ids)
+            | Q(primary_component=Component.CONTENT_BLOCK, external_id__in=block_ids)
+        ).values_list("primary_component", "external_id", "memory_type", "tag", "person__slug", "title", "content")
+    }
+    accepted: list[_ParsedMemory] = []
+    for p in parsed:
+        key = (Component.CONTENT_BLOCK if p.is_block else Component.SEMANTIC_MEMORY, p.external_id)
+        known = stored.get(key)
+        if known is None:
+            stored[key] = _memory_identity(p)
+            accepted.append(p)
+        elif known == _memory_identity(p):
+            report.imported += 1  # already stored: idempotent
+        else:
+            fields = ("memory_type", "person", "title", "content")
+            differs = ", ".join(
+                name for name, old, new in zip(fields, known, _memory_identity(p), strict=True) if old != new
+            )
+            report.errors.append(
+                (
+                    p.line,
+                    f"conflict: external_id {p.external_id!r} is already stored with another {differs}; not stored",
                 )
             )
-        )
-        dream_days = set(
-            Entity.objects.filter(
-                primary_component=Component.CONTENT_BLOCK, tag=BlockTag.DREAM, parent__in=diaries.values()
-            ).values_list("parent__source_day", flat=True)
-        )
-        rows: list[Entity] = []
-        for p in parsed:
-            component = Component.CONTENT_BLOCK if p.is_block else Component.SEMANTIC_MEMORY
-            if (component, p.external_id) in existing:
+    persons = persons_ensure(slugs=[p.person for p in accepted if p.person])
+    diaries = diary_entries_ensure(days=[local_day(p.created_at) for p in accepted if p.is_block])
+    dream_days = set(
+        Entity.objects.filter(
+            primary_component=Component.CONTENT_BLOCK, tag=BlockTag.DREAM, parent__in=diaries.values()
+        ).values_list("parent__source_day", flat=True)
+    )
+    rows: list[Entity] = []
+    for p in accepted:
+        component = Component.CONTENT_BLOCK if p.is_block else Component.SEMANTIC_MEMORY
+        day = local_day(p.created_at)
+        if p.memory_type == BlockTag.DREAM:
+            if day in dream_days:
+                report.errors.append((p.line, f"memory: a dream for {day} is already stored (one per day)"))
                 continue
-            existing.add((component, p.external_id))
-            day = local_day(p.created_at)
-            if p.memory_type == BlockTag.DREAM:
-                if day in dream_days:
-                    report.errors.append((p.line, f"memory: a dream for {day} is already stored (one per day)"))
-                    continue
-                dream_days.add(day)
-            rows.append(_entity_for(p, component=component, day=day, persons=persons, diaries=diaries))
-        Entity.objects.bulk_create(rows, batch_size=1000)
-        for row in rows:
-            report.count(row.tag or "semantic", 1)
-        report.imported += len(parsed)
+            dream_days.add(day)
+        rows.append(_entity_for(p, component=component, day=day, persons=persons, diaries=diaries))
+        report.imported += 1
+    Entity.objects.bulk_create(rows, batch_size=1000)
+    for row in rows:
+        report.count(row.tag or "semantic", 1)
 
 
 def _entity_for(
@@ -240,7 +266,7 @@ def _content_valid(content: str) -> str:
     content = content.strip()
     if not content:
         raise ValidationError({"content": "content must not be empty"})
-    return content
+    return text_bounded(content, field="content")
 
 
 def _memory_type_valid(memory_type: str) -> str:

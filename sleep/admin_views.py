@@ -18,6 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.core.admin import json_block
+from anima.core.forms import RangeDateField
 from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
 from sleep.pipeline import PipelineError
@@ -29,7 +30,7 @@ FULL_CYCLE = ""
 
 
 class SleepRunForm(forms.Form):
-    day = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}), help_text="local calendar day to sleep")
+    day = RangeDateField(widget=forms.DateInput(attrs={"type": "date"}), help_text="local calendar day to sleep")
     step = forms.ChoiceField(
         choices=[(FULL_CYCLE, "full cycle"), *((name, name) for name in SLEEP_CYCLE.step_names)],
         required=False,

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.core.api.views import ApiViewSet
+from anima.core.forms import RangeDateFilter
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun, RunStatus, RunTrigger
 from sleep.pipeline import PipelineBusy, PipelineError
@@ -20,7 +21,7 @@ from sleep.tasks import sleep_run_dispatch
 
 
 class PipelineRunFilter(django_filters.FilterSet):
-    day = django_filters.DateFilter()
+    day = RangeDateFilter()
     status = django_filters.ChoiceFilter(choices=RunStatus.choices)
     trigger = django_filters.ChoiceFilter(choices=RunTrigger.choices)
 

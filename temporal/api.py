@@ -6,6 +6,7 @@ import django_filters
 from rest_framework import mixins
 
 from anima.core.api.views import ApiViewSet
+from anima.core.forms import RangeDateFilter
 from conversations.access import SCOPED, access_of
 from temporal.models import TemporalSummary, Window
 from temporal.privacy import cross_person_mode
@@ -14,8 +15,8 @@ from temporal.serializers import TemporalSummarySerializer
 
 class TemporalSummaryFilter(django_filters.FilterSet):
     window = django_filters.ChoiceFilter(choices=Window.choices, field_name="body__window")
-    since = django_filters.DateFilter(field_name="source_day", lookup_expr="gte")
-    until = django_filters.DateFilter(field_name="source_day", lookup_expr="lte")
+    since = RangeDateFilter(field_name="source_day", lookup_expr="gte")
+    until = RangeDateFilter(field_name="source_day", lookup_expr="lte")
 
     class Meta:
         model = TemporalSummary

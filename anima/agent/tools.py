@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from anima.agent.stm import update_short_term_memory
-from anima.core.calendar import MomentError, moment_parse
+from anima.core.calendar import moment_parse
 from anima.core.errors import AnimaError
 from anima.core.llm.schema import (
     SchemaError,
@@ -382,13 +382,13 @@ def tool_call(*, name: str, arguments: Any, access: Access = OPERATOR_ACCESS) ->
         return tool.func(arguments, access)
     except ToolError:
         raise
-    except MomentError as exc:
+    except QuerySyntaxError as exc:
+        raise ToolError("query", str(exc)) from None
+    except AnimaError as exc:  # a bad date, a text over the size limit: the field it names
         raise ToolError(exc.field, str(exc)) from None
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ToolError(field, "; ".join(messages)) from None
-    except QuerySyntaxError as exc:
-        raise ToolError("query", str(exc)) from None
     except ValueError as exc:
         # The only other ValueError the recall surfaces raise: an empty or unknown memory_types list.
         raise ToolError("memory_types", str(exc)) from None

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError
+from django.db import DatabaseError, IntegrityError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from anima.core.api.parsers import PayloadTooLarge
-from anima.core.errors import AccessDenied, AnimaError
+from anima.core.db import database_unreachable
+from anima.core.errors import AccessDenied, AnimaError, Unavailable
 
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+
+
+DATABASE_UNAVAILABLE = "database unavailable"
 
 
 def exception_handler(exc, context):
@@ -36,6 +49,10 @@ def _as_api_exception(exc):
         return exceptions.PermissionDenied(str(exc))
     if isinstance(exc, AnimaError):
         return exceptions.ValidationError({exc.field: [str(exc)]})
+    if isinstance(exc, Unavailable):
+        return ServiceUnavailable(str(exc))
+    if isinstance(exc, DatabaseError) and database_unreachable(exc):
+        return ServiceUnavailable(DATABASE_UNAVAILABLE)
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     if isinstance(exc, IntegrityError):
@@ -45,3 +62,12 @@ def _as_api_exception(exc):
         # Malformed JSON: the field at fault is the body itself.
         return exceptions.ValidationError({"body": [str(exc.detail)]})
     return exc
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: an unreachable database is a 503 JSON answer on every path (the admin and health
+    checks too, whose errors never pass the API's handler); anything else is Django's 500 page."""
+    exc = sys.exc_info()[1]
+    if exc is not None and database_unreachable(exc):
+        return JsonResponse({"detail": DATABASE_UNAVAILABLE}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    return defaults.server_error(request)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from anima.agent.api import PrepareTurnView
-from anima.api.views import ConfigViewSet, ToolCallView, ToolListView
+from anima.api.views import ConfigViewSet, DocsView, ToolCallView, ToolListView
 from conversations.api import ConversationViewSet, HistoryView, IdentityViewSet, PersonViewSet
 from memory.api import DiaryViewSet, MemoryViewSet, RecallView
 from sleep.api import SleepRunViewSet
@@ -25,7 +25,7 @@ router.register("config", ConfigViewSet, basename="config")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", DocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("recall/", RecallView.as_view(), name="api-recall"),
     path("history/", HistoryView.as_view(), name="api-history"),
     path("tools/", ToolListView.as_view(), name="api-tools"),

@@ -10,7 +10,9 @@ from drf_spectacular.utils import (
     extend_schema_view,
     inline_serializer,
 )
+from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework import exceptions, serializers, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -18,6 +20,13 @@ from anima.agent.tools import TOOLS, tool_call, tool_schemas, tools_registry
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.config import SCHEMA, config_get, config_update
 from conversations.access import AGENT, OPERATOR, access_of
+
+
+class DocsView(SpectacularSwaggerView):
+    """The Swagger UI page; a client asking for JSON (or failing authentication) gets its errors as JSON."""
+
+    renderer_classes = [*SpectacularSwaggerView.renderer_classes, JSONRenderer]
+
 
 _TOOL_SCHEMA = inline_serializer(
     "ToolSchema", {"type": serializers.CharField(), "function": serializers.DictField()}, many=True

@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.db.backends.signals import connection_created
 
 
 class CoreConfig(AppConfig):
@@ -7,3 +9,11 @@ class CoreConfig(AppConfig):
     label = "anima"
     verbose_name = "Anima"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from anima.core.db import tolerant_date_loaders_register
+        from anima.core.embedded.server import sigterm_exits_cleanly
+
+        connection_created.connect(tolerant_date_loaders_register, dispatch_uid="anima-tolerant-date-loaders")
+        if settings.DATABASES["default"]["ENGINE"] == "anima.core.embedded":
+            sigterm_exits_cleanly()

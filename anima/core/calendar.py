@@ -6,7 +6,7 @@ an ISO timestamp without an offset is local time. One module, so every app reads
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta, tzinfo
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -14,12 +14,16 @@ from django.utils.dateparse import parse_date, parse_datetime
 from anima.core.errors import AnimaError
 
 BUCKET = timedelta(minutes=30)
-# Far-off years are refused at the edges rather than overflowing in date arithmetic further down.
-YEAR_RANGE = (1000, 9000)
+# Every date and timestamp that enters Anima (importers, API, tools, LLM answers, workspaces) lies in
+# [DATE_MIN, DATE_END), compared as written (its own wall-clock date). Far-off ones are refused at the
+# edges: they overflow in time-zone and day arithmetic, and before year 1 Python cannot read them back.
+DATE_MIN = date(1900, 1, 1)
+DATE_END = date(2200, 1, 1)
+DATE_RANGE_TEXT = f"between {DATE_MIN.isoformat()} and {(DATE_END - timedelta(days=1)).isoformat()}"
 
 
 class MomentError(AnimaError):
-    """A date or datetime that cannot be read, or lies outside the accepted years."""
+    """A date or datetime that cannot be read, or lies outside the accepted range."""
 
 
 def local_day(moment: datetime) -> date:
@@ -65,33 +69,37 @@ def closed_buckets(*, day: date, now: datetime) -> list[datetime]:
     return buckets
 
 
-def moment_from_iso(value: str) -> datetime | None:
-    """An ISO-8601 timestamp (naive = local time), or None when ``value`` is not one."""
+def moment_check(value: date, *, field: str) -> None:
+    """Refuse a date or datetime outside [DATE_MIN, DATE_END), naming ``field``."""
+    day = value.date() if isinstance(value, datetime) else value
+    if not DATE_MIN <= day < DATE_END:
+        raise MomentError(f"{field} must be {DATE_RANGE_TEXT}, got {value.isoformat()}", field=field)
+
+
+def datetime_parse(value: str, *, field: str, tz: tzinfo | None = None) -> datetime:
+    """An ISO-8601 datetime within the accepted range, as an aware datetime; a naive one is read in ``tz``
+    (default: ANIMA_TIME_ZONE)."""
     try:
         parsed = parse_datetime(value.strip())
     except ValueError:
-        return None
-    if parsed is not None and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed)
-    return parsed
-
-
-def years_check(value: date, *, field: str) -> None:
-    if not YEAR_RANGE[0] <= value.year <= YEAR_RANGE[1]:
-        raise MomentError(f"{field} must be between the years {YEAR_RANGE[0]} and {YEAR_RANGE[1]}", field=field)
+        parsed = None
+    if parsed is None:
+        raise MomentError(f"{field} must be an ISO-8601 date-time, got {value!r}", field=field)
+    moment_check(parsed, field=field)
+    return timezone.make_aware(parsed, tz) if timezone.is_naive(parsed) else parsed
 
 
 def moment_parse(value: str | None, *, field: str) -> date | datetime | None:
-    """An ISO date (a whole local day) or datetime (naive = local time); None when empty."""
+    """An ISO date (a whole local day) or datetime (naive = local time) within the accepted range; None when empty."""
     if value is None or value == "":
         return None
+    if "T" in value or " " in value.strip():
+        return datetime_parse(value, field=field)
     try:
-        parsed = parse_datetime(value) if "T" in value or " " in value.strip() else parse_date(value)
+        parsed = parse_date(value)
     except ValueError:
         parsed = None
     if parsed is None:
         raise MomentError(f"{field} must be an ISO date (YYYY-MM-DD) or datetime, got {value!r}", field=field)
-    years_check(parsed, field=field)
-    if isinstance(parsed, datetime) and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed)
+    moment_check(parsed, field=field)
     return parsed

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterable
-from datetime import datetime
+import zoneinfo
+from collections.abc import Callable
+from datetime import date, datetime
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from anima.core.calendar import moment_from_iso
+from anima.core.calendar import DATE_RANGE_TEXT, MomentError, datetime_parse, moment_check
 from anima.core.jsonl import ImportReport, ProgressCallback
 
 MAX_ERRORS_SHOWN = 50
@@ -20,10 +21,30 @@ MAX_ERRORS_SHOWN = 50
 
 def moment_arg(value: str) -> datetime:
     """An argparse ``type=`` for ``--at``-style options: an ISO-8601 moment, naive = local time."""
-    moment = moment_from_iso(value)
-    if moment is None:
-        raise argparse.ArgumentTypeError(f"must be ISO-8601 (e.g. 2026-11-28T15:30+08:00), got {value!r}")
-    return moment
+    try:
+        return datetime_parse(value, field="moment")
+    except MomentError:
+        raise argparse.ArgumentTypeError(
+            f"must be ISO-8601 (e.g. 2026-11-28T15:30+08:00) and {DATE_RANGE_TEXT}, got {value!r}"
+        ) from None
+
+
+def time_zone_arg(value: str) -> zoneinfo.ZoneInfo:
+    """An argparse ``type=`` for ``--time-zone``: an IANA zone such as Asia/Shanghai."""
+    try:
+        return zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be an IANA time zone such as Asia/Shanghai, got {value!r}") from None
+
+
+def date_arg(value: str) -> date:
+    """An argparse ``type=`` for ``--day``-style options: YYYY-MM-DD within the accepted range."""
+    try:
+        day = date.fromisoformat(value)
+        moment_check(day, field="date")
+    except (ValueError, MomentError):
+        raise argparse.ArgumentTypeError(f"expected a date as YYYY-MM-DD {DATE_RANGE_TEXT}, got {value!r}") from None
+    return day
 
 
 class JsonlImportCommand(BaseCommand):
@@ -39,14 +60,15 @@ class JsonlImportCommand(BaseCommand):
     def handle(self, *args, file: str, quiet: bool, **options) -> None:
         started = time.monotonic()
         progress = None if quiet else self._progress(started)
+        # Bytes: each line is decoded on its own, so one that is not UTF-8 is reported and skipped.
         if file == "-":
-            report = self.importer()(lines=sys.stdin, progress=progress)
+            report = self.importer()(lines=sys.stdin.buffer, progress=progress)
         else:
             path = Path(file)
             if not path.is_file():
                 raise CommandError(f"{file}: no such file")
-            with path.open(encoding="utf-8", errors="strict") as handle:
-                report = self.importer()(lines=_decoded(handle, path), progress=progress)
+            with path.open("rb") as handle:
+                report = self.importer()(lines=handle, progress=progress)
         elapsed = max(time.monotonic() - started, 1e-9)
         created = ", ".join(f"{n} {what}" for what, n in sorted(report.created.items())) or "nothing new"
         self.stdout.write(
@@ -71,10 +93,3 @@ class JsonlImportCommand(BaseCommand):
             self.stderr.write(f"… {report.lines} lines ({rate:,.0f} lines/s), {len(report.errors)} bad")
 
         return report_progress
-
-
-def _decoded(handle: Iterable[str], path: Path) -> Iterable[str]:
-    try:
-        yield from handle
-    except UnicodeDecodeError as exc:
-        raise CommandError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc

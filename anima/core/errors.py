@@ -1,6 +1,7 @@
-"""Application errors: bad input a caller can fix (a 400 naming the field), and a refusal (a 403 naming why).
+"""Application errors: bad input a caller can fix (a 400 naming the field), a refusal (a 403 naming why),
+and a service that cannot answer now (a 503 with the message).
 
-The API's exception handler knows only these two classes, so it imports no app.
+The API's exception handler knows only these classes, so it imports no app.
 """
 
 from __future__ import annotations
@@ -18,3 +19,7 @@ class AnimaError(ValueError):
 
 class AccessDenied(Exception):
     """The caller reaches outside what its token may see or do (HTTP 403); the message says why."""
+
+
+class Unavailable(Exception):
+    """A dependency (the database, a search that ran out of time) cannot answer now; retrying later may help."""

@@ -6,6 +6,22 @@ import hashlib
 import re
 import unicodedata
 
+from anima.core.errors import AnimaError
+
+# The longest message, memory or history text Anima stores (characters). Search indexes every row
+# whole: at this size the worst text measured (distinct two-letter words, CJK runs) makes a
+# ~0.3 MB tsvector, well under PostgreSQL's 1 MB limit. jieba segments it in about a second for
+# ordinary Chinese; random CJK characters (all unknown words) take it 10-25 s on a small machine.
+MAX_TEXT_CHARS = 100_000
+
+
+def text_bounded(value: str, *, field: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """``value`` when it has at most ``limit`` characters; else an error naming ``field``."""
+    if len(value) > limit:
+        raise AnimaError(f"{field} is longer than {limit} characters ({len(value)})", field=field)
+    return value
+
+
 _CJK_RE = re.compile(r"[\u3400-\u9fff]")
 _LATIN_RE = re.compile(r"[A-Za-z]")
 

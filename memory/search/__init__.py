@@ -13,13 +13,14 @@ statistics and each source's plan), ``_sql`` (the statement and its planner sett
 """
 
 from anima.core.search_query import QuerySyntaxError, search_query_build
-from memory.search._fusion import MAX_LIMIT, clamp_limit, hybrid_search
+from memory.search._fusion import MAX_LIMIT, SearchTimeout, clamp_limit, hybrid_search
 from memory.search._sources import SourceSpec, entity_source, message_source
 from memory.search._stats import term_stats_clear
 
 __all__ = [
     "MAX_LIMIT",
     "QuerySyntaxError",
+    "SearchTimeout",
     "SourceSpec",
     "clamp_limit",
     "entity_source",

@@ -6,13 +6,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db import connections, transaction
+from django.conf import settings
+from django.db import OperationalError, connections, transaction
+from psycopg.errors import QueryCanceled
 
 from anima.core.db import read_alias
+from anima.core.errors import Unavailable
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
-from memory.search._sql import search_fetch, search_statement
+from memory.search._sql import recall_timeout, search_fetch, search_statement
 from memory.search._stats import branch_plans
 
 RRF_K = 60
@@ -37,24 +40,36 @@ def clamp_limit(limit: int) -> int:
     return max(1, min(int(limit), MAX_LIMIT))
 
 
+class SearchTimeout(Unavailable):
+    """The search ran past ANIMA_RECALL_TIMEOUT and the database cancelled it."""
+
+
 def hybrid_search(*, query: SearchQuery, sources: Sequence[SourceSpec], limit: int) -> list[Hit]:
     """Rank rows of ``sources`` by RRF over their FTS and trigram branches (one SQL statement).
 
     Runs on the replica inside ``replica_reads`` (recall's callers), else on the primary. A dense branch
     adds its ranked (source, "dense", id, rank) rows to ``rows`` before the merge and reports its time
-    with ``observe_recall(branch="dense", …)``.
+    with ``observe_recall(branch="dense", …)``. Raises SearchTimeout when the statement ran past
+    ANIMA_RECALL_TIMEOUT.
     """
     if query.is_empty or not sources:
         return []
     alias = read_alias()
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        plans = branch_plans(query=query, sources=sources)
-        statement = search_statement(query=query, sources=sources, plans=plans, pool=pool_size(limit=limit))
-        if statement is None:
-            return []
-        started = time.perf_counter()
-        rows = search_fetch(cursor, *statement)
-        observe_recall(branch="keyword", seconds=time.perf_counter() - started)
+    try:
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor, recall_timeout(cursor):
+            plans = branch_plans(query=query, sources=sources)
+            statement = search_statement(query=query, sources=sources, plans=plans, pool=pool_size(limit=limit))
+            if statement is None:
+                return []
+            started = time.perf_counter()
+            rows = search_fetch(cursor, *statement)
+            observe_recall(branch="keyword", seconds=time.perf_counter() - started)
+    except OperationalError as exc:
+        if not isinstance(exc.__cause__, QueryCanceled):
+            raise
+        raise SearchTimeout(
+            f"recall took longer than {settings.ANIMA_RECALL_TIMEOUT:g} s (ANIMA_RECALL_TIMEOUT) and was cancelled"
+        ) from exc
     return rrf_merge(rows=rows)
 
 

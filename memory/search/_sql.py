@@ -6,8 +6,12 @@ filter values travel as parameters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+from django.conf import settings
+
+from anima.core.models import TRIGRAM_PREFIX_CHARS
 from anima.core.search_query import SearchQuery
 from memory.search._sources import SourceSpec
 from memory.search._stats import COMMON_CANDIDATES, BranchPlan
@@ -60,11 +64,13 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
     elif fts:
         ctes.extend(_tiered_fts_sql(source, prefix, plan=plan))
     if plan.trigram_text:
+        # The very expression of the trigram index: a row's text is compared up to TRIGRAM_PREFIX_CHARS.
+        segmented = f"left(t.{source.segmented_column}, {TRIGRAM_PREFIX_CHARS})"
         ctes.append(
             f"{prefix}_trgm AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
             f" SELECT id, word_similarity(%({prefix}_trgm)s, segmented) AS score FROM ("
-            f" SELECT t.id, t.{source.segmented_column} AS segmented FROM {source.from_sql}"
-            f" WHERE %({prefix}_trgm)s <%% t.{source.segmented_column} AND {source.where_sql}"
+            f" SELECT t.id, {segmented} AS segmented FROM {source.from_sql}"
+            f" WHERE %({prefix}_trgm)s <%% {segmented} AND {source.where_sql}"
             f" LIMIT {TRIGRAM_CANDIDATES}) candidates"
             f" ORDER BY score DESC, id LIMIT %(pool)s) ranked)"
         )
@@ -147,6 +153,19 @@ def search_statement(
     return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects), params
 
 
+@contextmanager
+def recall_timeout(cursor) -> Iterator[None]:
+    """Run the block's statements under ANIMA_RECALL_TIMEOUT (inside the caller's transaction), then restore.
+
+    A pathological recall is cancelled by the server and raises QueryCanceled: no backend is left running.
+    """
+    cursor.execute("SELECT current_setting('statement_timeout')")
+    (previous,) = cursor.fetchone()
+    cursor.execute(_TIMEOUT_SQL, [f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"])
+    yield
+    cursor.execute(_TIMEOUT_SQL, [previous])
+
+
 def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
     """Run the search statement under the planner settings it needs, then restore the previous ones."""
     # The threshold is read by the `<%` operator and so by the trigram index. The planner prices `<%`
@@ -173,3 +192,4 @@ _PLANNER_SETTINGS_SQL = (
     "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
     " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true)"
 )
+_TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"

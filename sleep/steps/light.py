@@ -12,7 +12,15 @@ from django.db import transaction
 
 from anima.core.config import config_get
 from anima.core.llm import llm_json
-from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_number, schema_object, schema_string
+from anima.core.llm.schema import (
+    schema_array,
+    schema_date,
+    schema_enum,
+    schema_integer,
+    schema_number,
+    schema_object,
+    schema_string,
+)
 from anima.core.models import BlockTag, Entity, MemoryStatus, MemoryType
 from anima.core.text import content_key
 from memory.models import (
@@ -42,7 +50,7 @@ _LANGUAGE_RULE = (
     "an English one English). Writing nothing is a valid answer when nothing is worth keeping."
 )
 _TEXT = schema_string(min_length=1, max_length=600)
-_OCCURRED_AT = schema_string(max_length=40, nullable=True)
+_OCCURRED_AT = schema_date(nullable=True, description="The day the fact is about, YYYY-MM-DD, or null.")
 
 SEMANTIC_INSTRUCTIONS = (
     "You consolidate one conversation of the day into durable semantic memories about the person and the world. "
@@ -50,6 +58,7 @@ SEMANTIC_INSTRUCTIONS = (
     "of 'I'/'我' (e.g. 'Leo 住在杭州', 'Maya lives in Lisbon'). `existing` lists memories already taken from this "
     "same conversation: do not repeat them; you may update one (give only the fields that change) or deprecate "
     f"one that the conversation shows to be wrong. {_LANGUAGE_RULE} "
+    "occurred_at is the day the fact happened or was stated, as YYYY-MM-DD, or null. "
     'Answer JSON: {"create": [{"memory_type", "content", "occurred_at"}], "update": [{"id", ...}], '
     '"deprecate": [{"id", "reason"}]}.'
 )
@@ -387,7 +396,8 @@ def _outline_candidates(*, day: date) -> list[Entity]:
     narratives = [
         n
         for n in NarrativeBlock.objects.filter(source_day__lte=day).order_by("source_day", "id")
-        if (n.body or {}).get("status", "active") == "active"
+        # A blank row (stored before answers were checked) has nothing to outline.
+        if (n.body or {}).get("status", "active") == "active" and _outline_title(n)
     ]
     kept = []
     for narrative in narratives:
@@ -405,6 +415,10 @@ def _outline_candidates(*, day: date) -> list[Entity]:
     return kept
 
 
+def _outline_title(narrative: Entity) -> str:
+    return (narrative.title.strip() or narrative.content.strip()[:60]).strip()
+
+
 def autobiography_outline_refresh(ctx: StepContext) -> dict:
     """The outline stage: the self layer's autobiography_summary, title-only bullets grouped by significance."""
     narratives = _outline_candidates(day=ctx.day)
@@ -416,7 +430,7 @@ def autobiography_outline_refresh(ctx: StepContext) -> dict:
             payload={
                 "narratives": [
                     {
-                        "title": n.title or n.content[:60],
+                        "title": _outline_title(n),
                         "significance": (n.body or {}).get("significance", "normal"),
                         "period_start": (n.body or {}).get("period_start", n.source_day.isoformat()),
                     }

@@ -203,11 +203,92 @@ def test_bodies_over_the_configured_limit_are_refused(settings, size, status):
         assert "2048 bytes" in response.json()["detail"]
 
 
+def test_a_message_too_long_for_search_is_a_400_naming_the_content():
+    conversation = ConversationFactory()
+    distinct_words = " ".join(f"w{index:x}" for index in range(150_000))[:990_000]  # ~990 KB, 1 MiB body limit
+
+    response = api_client().post(
+        f"/api/conversations/{conversation.pk}/messages/", {"role": "user", "content": distinct_words}, format="json"
+    )
+
+    assert response.status_code == 400, response.content[:300]
+    assert "content" in response.json() and "100000" in response.json()["content"][0]
+    assert not conversation.messages.exists()
+
+
+def test_a_deeply_nested_payload_is_a_400_naming_the_field():
+    conversation = ConversationFactory()
+    nested = "[" * 10_000 + "]" * 10_000  # 20 KB
+    body = '{"role": "tool", "content": "x", "tool_payload": ' + nested + "}"
+
+    response = api_client().generic(
+        "POST", f"/api/conversations/{conversation.pk}/messages/", body, content_type="application/json"
+    )
+    shallow_enough = api_client().post(
+        f"/api/conversations/{conversation.pk}/messages/",
+        {"role": "tool", "content": "x", "tool_payload": json.loads("[" * 60 + "]" * 60)},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert "nested deeper than 64 levels" in response.json()["tool_payload"][0]
+    assert shallow_enough.status_code == 201
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/html", "*/*"])
+def test_the_docs_page_refuses_a_bad_token_in_the_format_asked_for(accept):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+
+    response = client.get("/api/docs/", HTTP_ACCEPT=accept)
+
+    assert response.status_code == 401
+    if accept == "application/json":
+        assert response.json() == {"detail": "Invalid token."}
+
+
 def test_invalid_dates_name_the_parameter():
     response = operator_client().get("/api/recall/", {"q": "python", "since": "2026-02-30"})
 
     assert response.status_code == 400
     assert "since" in response.json()
+
+
+_DATE_ENTRY_POINTS = [
+    ("post", "/api/conversations/{conversation}/messages/", {"role": "user", "created_at": "{t}"}, "created_at", "T"),
+    ("post", "/api/history/", {"content": "x", "timestamp": "{t}"}, "timestamp", "T"),
+    ("get", "/api/recall/", {"q": "x", "since": "{t}"}, "since", "T"),
+    ("get", "/api/history/", {"until": "{t}"}, "until", "T"),
+    ("post", "/api/tools/memory_recall/", {"query": "x", "since": "{t}"}, "since", "T"),
+    ("post", "/api/sleep-runs/", {"day": "{t}", "step": "memory-ref-sync", "force": True}, "day", "date"),
+    ("get", "/api/sleep-runs/", {"day": "{t}"}, "day", "date"),
+    ("get", "/api/diary/", {"since": "{t}"}, "since", "date"),
+    ("get", "/api/temporal-summaries/", {"until": "{t}"}, "until", "date"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field", "kind"), _DATE_ENTRY_POINTS)
+def test_every_date_is_accepted_from_1900_to_2199_only_and_a_refusal_names_the_field(method, path, body, field, kind):
+    conversation = ConversationFactory()
+    client = api_client(staff=True)
+
+    def send(moment: str):
+        filled = {key: value.replace("{t}", moment) if isinstance(value, str) else value for key, value in body.items()}
+        if "role" in filled:
+            filled["content"] = "x"
+        url = path.format(conversation=conversation.pk)
+        return client.get(url, filled) if method == "get" else client.post(url, filled, format="json")
+
+    edges, outside = ["1900-01-01", "2199-12-31"], ["1899-12-31", "2200-01-01", "1000-06-01"]
+    if kind == "T":
+        edges, outside = [f"{edges[0]}T00:00:00", f"{edges[1]}T23:59:59"], [f"{day}T12:00:00" for day in outside]
+    for moment in edges:
+        assert send(moment).status_code < 300, moment
+    for moment in outside:
+        response = send(moment)
+        assert response.status_code == 400, (moment, response.content)
+        assert field in response.json(), response.json()
+        assert "between 1900-01-01 and 2199-12-31" in json.dumps(response.json()), response.json()
 
 
 def test_bad_ids_are_404_not_500():

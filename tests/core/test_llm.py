@@ -179,6 +179,77 @@ def test_unusable_answers_raise_invalid_output_and_are_audited(stub, content, fi
     assert "LlmInvalidOutput" in run.error and run.response and run.total_tokens == 15
 
 
+def _chat_completion(content: str) -> str:
+    return json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "stub-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        }
+    )
+
+
+MALFORMED = {
+    "html": ("<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html", "not a chat completion"),
+    "not-json": ("upstream timeout", "application/json", "Expecting value"),
+    "no-choices": (json.dumps({"id": "c", "model": "m", "choices": []}), "application/json", "not a chat completion"),
+    "no-message": ('{"choices": [{"message": null}]}', "application/json", "not a chat completion"),
+    "nul": (_chat_completion('{"facts": []}\u0000'), "application/json", "NUL character or a lone surrogate"),
+    "surrogate": (_chat_completion('{"facts": [{"content": "\ud800"}]}'), "application/json", "lone surrogate"),
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+def test_a_malformed_answer_is_retried_then_one_invalid_output_with_its_audit_row(stub, kind):
+    body, content_type, reason = MALFORMED[kind]
+    for _ in range(3):
+        stub.raw(body, content_type=content_type)
+
+    with pytest.raises(LlmInvalidOutput, match=reason) as caught:
+        ask()
+
+    assert len(stub.requests) == 3  # retried like a transient failure
+    assert "gave up after 3 attempts" in str(caught.value)
+    run = AutoLlmRun.objects.get()
+    assert run.error.startswith("LlmInvalidOutput: light-sleep.semantic: malformed answer")
+
+
+def test_a_malformed_answer_followed_by_a_good_one_succeeds(stub):
+    stub.raw("<html>Service restarting</html>", content_type="text/html")
+    stub.raw(json.dumps({"id": "c", "model": "m", "choices": []}))
+    stub.reply(ANSWER)
+
+    assert ask() == ANSWER
+    assert len(stub.requests) == 3
+    assert AutoLlmRun.objects.get().error == ""
+
+
+@pytest.mark.parametrize("blank", ["   ", "\n\t", "\u3000"])
+def test_strings_are_stripped_so_a_blank_text_is_refused_where_one_is_required(stub, blank):
+    stub.reply({"facts": [{"content": f"  {blank}  ", "importance": 0.5}]})
+    with pytest.raises(LlmInvalidOutput, match=r"\$\.facts\[0\]\.content: shorter than 1 characters"):
+        ask()
+    stub.reply({"facts": [{"content": "  女儿属虎\n", "importance": 0.5}]})
+    assert ask() == {"facts": [{"content": "女儿属虎", "importance": 0.5}]}
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ('{"facts": []}\x00', "NUL character or a lone surrogate"),
+        ("[" * 5000 + "]" * 5000, "not JSON|nested too deeply"),
+    ],
+)
+def test_an_unusable_answer_from_any_provider_is_invalid_output_and_still_audited(answer, reason):
+    with scripted({"light-sleep.semantic": [answer]}), pytest.raises(LlmInvalidOutput, match=reason):
+        ask()
+
+    run = AutoLlmRun.objects.get()
+    assert run.error.startswith("LlmInvalidOutput") and "\x00" not in run.response
+
+
 def test_json_inside_code_fences_or_prose_is_accepted(stub):
     stub.reply("Here you go:\n```json\n" + json.dumps(ANSWER) + "\n```\nAnything else?")
     stub.reply("Sure. " + json.dumps(ANSWER) + " Hope that helps!")

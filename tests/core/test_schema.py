@@ -29,9 +29,9 @@ def test_extensions_are_installed():
     ("index", "expected"),
     [
         ("entities_search_fts_gin", "USING gin (search_fts)"),
-        ("entities_fts_segmented_trgm", "USING gin (fts_segmented gin_trgm_ops)"),
+        ("entities_fts_segmented_trgm", 'USING gin ("left"(fts_segmented, 2000) gin_trgm_ops)'),
         ("messages_content_fts_gin", "USING gin (content_fts)"),
-        ("messages_fts_segmented_trgm", "USING gin (fts_segmented gin_trgm_ops)"),
+        ("messages_fts_segmented_trgm", 'USING gin ("left"(fts_segmented, 2000) gin_trgm_ops)'),
         ("history_search_fts_gin", "USING gin (search_fts)"),
         ("entities_temporal_summary_window_period_unique", "((body ->> 'window'::text)), ((body ->> 'period_start'"),
         ("entities_external_id_unique_per_kind", "WHERE (external_id IS NOT NULL)"),

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import threading
+
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.core.models import Component, MemoryStatus
+from anima.api.testing import api_client
+from anima.core.models import TRIGRAM_PREFIX_CHARS, Component, MemoryStatus
 from memory.search import (
     QuerySyntaxError,
     _sql,
@@ -24,7 +27,8 @@ from memory.search._stats import (
     term_stats_clear,
     term_stats_get,
 )
-from tests.factories import MessageFactory, SemanticMemoryFactory
+from memory.selectors import passive_recall
+from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
 
 SEMANTIC_WHERE = f"t.primary_component = '{Component.SEMANTIC_MEMORY}' AND t.status = '{MemoryStatus.ACTIVE}'"
 
@@ -133,19 +137,75 @@ def test_fts_and_trigram_branches_use_the_gin_indexes():
         cursor.execute("SET enable_seqscan = off")
         cursor.execute("EXPLAIN SELECT id FROM entities WHERE search_fts @@ to_tsquery('english', %s)", [query.tsquery])
         entity_fts = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute("EXPLAIN SELECT id FROM entities WHERE %s <%% fts_segmented", [query.trigram_text])
+        trigram = f"%s <%% left(fts_segmented, {TRIGRAM_PREFIX_CHARS})"  # the trigram branch's very predicate
+        cursor.execute(f"EXPLAIN SELECT id FROM entities WHERE {trigram}", [query.trigram_text])
         entity_trgm = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute(
             "EXPLAIN SELECT id FROM messages WHERE content_fts @@ to_tsquery('english', %s)", [query.tsquery]
         )
         message_fts = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute("EXPLAIN SELECT id FROM messages WHERE %s <%% fts_segmented", [query.trigram_text])
+        cursor.execute(f"EXPLAIN SELECT id FROM messages WHERE {trigram}", [query.trigram_text])
         message_trgm = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute("RESET enable_seqscan")
     assert "Bitmap Index Scan on entities_search_fts_gin" in entity_fts
     assert "Bitmap Index Scan on entities_fts_segmented_trgm" in entity_trgm
     assert "Bitmap Index Scan on messages_content_fts_gin" in message_fts
     assert "Bitmap Index Scan on messages_fts_segmented_trgm" in message_trgm
+
+
+def test_the_trigram_branch_compares_a_long_rows_prefix_and_full_text_search_the_whole_row():
+    filler = " ".join(f"filler{index}" for index in range(400))  # ~4,000 characters
+    early = MessageFactory(content=f"Miso the cat {filler}")
+    late = MessageFactory(content=f"{filler} Tofu the dog")
+    sources = [message_source(name="session", person_id=None, since=None, until=None, channel=None)]
+
+    def ranks(text: str) -> dict[int, dict[str, int]]:
+        return {
+            hit.id: hit.ranks for hit in hybrid_search(query=search_query_build(text=text), sources=sources, limit=5)
+        }
+
+    assert "trigram" in ranks("Misso")[early.pk]  # a typo inside the compared prefix
+    assert late.pk not in ranks("Tofuu")  # a typo past it: the trigram branch never reads that far
+    assert "fts" in ranks("Tofu")[late.pk]  # full-text search still sees every word
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_recall_past_its_timeout_is_cancelled_a_503_for_the_api_and_no_passive_memories_for_a_turn(settings):
+    settings.ANIMA_RECALL_TIMEOUT = 0.3
+    conversation = ConversationFactory()
+    SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com", person=None)
+    question = "我的邮箱是啥？"
+    assert passive_recall(conversation=conversation, user_message=question).hits  # found when nothing blocks
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_table() -> None:
+        # Recall then waits for a lock another session holds: a stand-in for a statement that runs too long.
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("LOCK TABLE entities IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_table)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        response = api_client().get("/api/recall/", {"q": "邮箱", "types": "semantic"})
+        passive = passive_recall(conversation=conversation, user_message=question)
+    finally:
+        release.set()
+        holder.join()
+
+    assert response.status_code == 503
+    assert response.json() == {"detail": "recall took longer than 0.3 s (ANIMA_RECALL_TIMEOUT) and was cancelled"}
+    assert passive.hits == [] and passive.as_message() is None  # the turn goes on without passive memories
+    # The session that was cancelled recalls normally again, under its usual settings.
+    assert api_client().get("/api/recall/", {"q": "邮箱"}).json()["results"]
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
 
 
 def test_a_long_dialogue_is_searched_by_its_weighted_keywords():

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
 from django.db import IntegrityError
 
 from anima.core.models import BlockTag, Entity, MemoryStatus
+from conversations.models import Person
 from memory.models import ContentBlock, DiaryEntry, SemanticMemory
 from memory.services import (
     MemoryPart,
@@ -85,6 +88,40 @@ def test_bad_memory_lines_are_reported_and_good_ones_kept():
         "ok",
         "d1",
     }
+
+
+def test_a_known_external_id_with_other_content_is_a_conflict_and_creates_nothing():
+    memories_import(lines=[_line("m1", "world", "Leo 住在杭州")])
+
+    report = memories_import(
+        lines=[
+            _line("m1", "world", "Leo 住在杭州"),  # the same memory again: idempotent
+            _line("m1", "world", "Leo 住在上海", person="maya"),
+            _line("m2", "world", "Maya 喜欢茶", person="maya"),
+            _line("m2", "opinion", "Maya 喜欢茶", person="maya"),
+        ]
+    )
+
+    assert [number for number, _ in report.errors] == [2, 4]
+    assert "conflict: external_id 'm1' is already stored with another person, content" in report.errors[0][1]
+    assert "another memory_type" in report.errors[1][1]
+    assert report.created == {"semantic": 1} and report.imported == 2
+    assert list(SemanticMemory.objects.order_by("id").values_list("external_id", "content")) == [
+        ("m1", "Leo 住在杭州"),
+        ("m2", "Maya 喜欢茶"),
+    ]
+
+
+def test_a_conflicting_line_alone_creates_no_person(tmp_path):
+    memories_import(lines=[_line("m1", "world", "Leo 住在杭州")])
+    path = tmp_path / "memories.jsonl"
+    path.write_text(_line("m1", "world", "something else", person="maya") + "\n", encoding="utf-8")
+
+    with pytest.raises(CommandError) as caught:
+        call_command("import_memories", str(path), stdout=io.StringIO(), stderr=io.StringIO())
+
+    assert caught.value.returncode == 1
+    assert not Person.objects.filter(slug="maya").exists()
 
 
 def test_memory_merge_writes_the_successor_and_expires_every_source_with_the_link():

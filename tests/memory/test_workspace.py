@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
+import json
+import os
+import re
 import shutil
 from pathlib import Path
 
 import pgtrigger
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import Entity, MemoryStatus, MemoryType
 from conversations.models import HistoryEntry, Identity, Person
+from conversations.selectors import history_search
 from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
-from memory.services import memory_remember
-from memory.workspace import WorkspaceError, workspace_export, workspace_import
+from memory.selectors import memory_recall
+from memory.services import memory_create, memory_remember
+from memory.workspace import HISTORY_KEYS, WorkspaceError, workspace_export, workspace_import
 from tests.factories import HistoryEntryFactory, IdentityFactory, PersonFactory, SelfLayerBlockFactory
+from tests.memory.nanobot import NanobotWorkspace
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "workspace"
 
@@ -74,10 +82,10 @@ def test_export_import_export_is_byte_identical(tmp_path):
 
 
 def test_import_is_idempotent(tmp_path):
-    first = workspace_import(root=FIXTURE)
+    first = workspace_import(root=FIXTURE).counts
     counts = (SemanticMemory.objects.count(), HistoryEntry.objects.count(), Identity.objects.count())
 
-    again = workspace_import(root=FIXTURE)
+    again = workspace_import(root=FIXTURE).counts
 
     assert first["memories"] > 0 and first["history"] > 0 and first["identities"] > 0
     assert sum(again.values()) == 0
@@ -137,11 +145,14 @@ def test_locked_block_is_kept_unless_forced(tmp_path):
         ),
         (
             "memory/history.jsonl",
-            '{"timestamp": "2026-10-01T10:00:00Z", "content": "x", "mood": 1}\n',
-            "memory/history.jsonl:1: unknown key(s) mood",
+            '{"cursor": 1, "timestamp": "0001-01-01 00:00", "content": "x"}\n',
+            "memory/history.jsonl:1: timestamp must be between 1900-01-01 and 2199-12-31",
         ),
-        ("memory/MEMORY.md", "# MEMORY\n\n## feelings\n- sad\n", "memory/MEMORY.md:3: unknown memory type 'feelings'"),
-        ("memory/MEMORY.md", "# MEMORY\n\njust a paragraph\n", "memory/MEMORY.md:3: expected"),
+        (
+            "memory/persons/leo/history.jsonl",
+            '{"cursor": 1, "timestamp": "2026-10-01 10:00", "content": "x", "session_key": "wechat:555"}\n',
+            "memory/persons/leo/history.jsonl:1: session wechat:555 belongs to mia",
+        ),
         (
             "memory/identity_map.yaml",
             "persons:\n  leo:\n    display_name: Leo\n    ids: [oops\n",
@@ -162,7 +173,6 @@ def test_locked_block_is_kept_unless_forced(tmp_path):
             "persons:\n  leo:\n    nickname: L\n",
             "memory/identity_map.yaml:3: unknown key 'nickname'",
         ),
-        ("SOUL.md", "# SOUL\n\nstray text\n## self_model\nx\n", "SOUL.md:3: text before the first block heading"),
     ],
 )
 def test_bad_files_are_refused_naming_file_and_line_and_nothing_is_written(tmp_path, relative, text, expected):
@@ -187,8 +197,9 @@ def test_commands_export_and_import(tmp_path, capsys):
         (tmp_path / "out" / "memory" / "identity_map.yaml").read_text(encoding="utf-8").startswith("persons:\n  leo:\n")
     )
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "USER.md").write_text("## nope\n", encoding="utf-8")
-    with pytest.raises(CommandError, match=r"USER\.md:1: unknown memory type"):
+    (tmp_path / "bad" / "memory").mkdir()
+    (tmp_path / "bad" / "memory" / "history.jsonl").write_text("{oops\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=r"memory/history\.jsonl:1: invalid JSON"):
         call_command("import_workspace", str(tmp_path / "bad"))
 
 
@@ -211,3 +222,407 @@ def test_round_trip_holds_for_arbitrary_text(tmp_path_factory, contents, name):
     workspace_export(root=second)
 
     assert _files(second) == _files(first)
+
+
+# --- What a round trip must keep (hostile content) ------------------------------------------------
+
+
+def _round_trip(tmp_path: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    workspace_export(root=tmp_path / "first")
+    first = _files(tmp_path / "first")
+    _empty_database()
+    workspace_import(root=tmp_path / "first")
+    workspace_export(root=tmp_path / "second")
+    return first, _files(tmp_path / "second")
+
+
+def test_a_memory_that_starts_like_a_pin_marker_comes_back_unpinned(tmp_path):
+    memory_create(content="[pinned] is how the console marks pins", memory_type=MemoryType.WORLD)
+    memory_create(content="\\ a backslash first", memory_type=MemoryType.WORLD, pinned=True)
+
+    first, second = _round_trip(tmp_path)
+
+    assert second == first
+    assert set(SemanticMemory.objects.values_list("content", "pinned")) == {
+        ("[pinned] is how the console marks pins", False),
+        ("\\ a backslash first", True),
+    }
+
+
+def test_memories_that_differ_only_in_case_and_spacing_both_come_back(tmp_path):
+    for content in ("Leo likes tea", "LEO LIKES  TEA", "Leo likes tea"):
+        memory_create(content=content, memory_type=MemoryType.PREFERENCE)
+
+    first, second = _round_trip(tmp_path)
+
+    assert second == first
+    assert sorted(SemanticMemory.objects.values_list("content", flat=True)) == [
+        "LEO LIKES  TEA",
+        "Leo likes tea",
+        "Leo likes tea",
+    ]
+
+
+def test_a_self_layer_block_holding_a_block_heading_line_round_trips(tmp_path):
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, content="I plan ahead.\n## direction\nnot a block\n\\ and a slash")
+
+    first, second = _round_trip(tmp_path)
+
+    assert second == first
+    assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == (
+        "I plan ahead.\n## direction\nnot a block\n\\ and a slash"
+    )
+    assert not SelfLayerBlock.objects.filter(key=SelfBlock.DIRECTION).exclude(content="").exists()
+
+
+def test_a_chat_id_too_long_for_a_file_name_is_exported_and_imported(tmp_path):
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    chat_id = "群" * 100  # 900 bytes once percent-encoded
+    IdentityFactory(person=leo, channel="wechat", external_id=chat_id)
+    memory_remember(content="在这个群里说粤语", person=leo, source_channel="wechat", source_id=chat_id)
+
+    first, second = _round_trip(tmp_path)
+
+    assert second == first
+    (name,) = [name for name in first if "/sources/" in name]
+    assert len(Path(name).name.encode()) <= 200
+    memory = SemanticMemory.objects.get(content="在这个群里说粤语")
+    assert (memory.source_channel, memory.body["source_id"]) == ("wechat", chat_id)
+
+
+def test_a_failed_export_leaves_the_target_as_it_was(tmp_path, monkeypatch):
+    _populate()
+    workspace_export(root=tmp_path / "ws")
+    before = _files(tmp_path / "ws")
+    memory_remember(content="a new fact the failed export never wrote")
+    written = []
+    real_write = Path.write_bytes
+
+    def write_until_the_disk_is_full(path: Path, data: bytes) -> int:
+        if len(written) == 4:
+            raise OSError(28, "No space left on device")
+        written.append(path)
+        return real_write(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_until_the_disk_is_full)
+    with pytest.raises(OSError, match="No space left"):
+        workspace_export(root=tmp_path / "ws")
+
+    assert _files(tmp_path / "ws") == before
+    assert [path.name for path in tmp_path.iterdir()] == ["ws"]  # no staging directory left behind
+
+
+def test_an_export_over_an_older_one_drops_persons_no_longer_there_and_keeps_other_files(tmp_path):
+    _populate()
+    workspace_export(root=tmp_path / "ws")
+    (tmp_path / "ws" / "AGENTS.md").write_text("an agent's own file\n", encoding="utf-8")
+    PersonFactory(slug="gone")
+    workspace_export(root=tmp_path / "ws")
+    Person.objects.filter(slug="gone").delete()
+
+    workspace_export(root=tmp_path / "ws")
+
+    assert not (tmp_path / "ws" / "memory" / "persons" / "gone").exists()
+    assert (tmp_path / "ws" / "AGENTS.md").read_text(encoding="utf-8") == "an agent's own file\n"
+
+
+_ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+_TRICKY = st.sampled_from(
+    [
+        "[pinned] ",
+        "\\",
+        "## direction",
+        "## world",
+        "# title",
+        "- item",
+        "  ",
+        "\n",
+        "\r",
+        "\u2028",
+        "LEO  ",
+        "%3A",
+        ":",
+    ]
+)
+_CONTENT = st.lists(_ANY_TEXT | _TRICKY, min_size=1, max_size=4).map("".join).filter(lambda text: text.strip())
+_CHANNEL = st.sampled_from(["telegram", "wechat_work", "a:b", "%", "cli"]) | _ANY_TEXT.filter(bool).map(
+    lambda t: t[:12]
+)
+_CHAT_ID = st.sampled_from(["12345678", "群" * 100, "a/b c", "-100123:topic:4"]) | _ANY_TEXT.filter(bool)
+
+
+@st.composite
+def _worlds(draw):
+    persons = draw(st.lists(st.sampled_from(["leo", "maya", "p-1"]), unique=True, max_size=3))
+    return {
+        "persons": {
+            slug: {
+                "name": draw(_ANY_TEXT.filter(bool)),
+                "ids": draw(st.lists(st.tuples(_CHANNEL, _CHAT_ID), max_size=2, unique=True)),
+            }
+            for slug in persons
+        },
+        "memories": draw(
+            st.lists(
+                st.tuples(
+                    _CONTENT,
+                    st.sampled_from(MemoryType.values),
+                    st.sampled_from([None, *persons]),
+                    st.booleans(),
+                    st.none() | st.tuples(_CHANNEL, _CHAT_ID),
+                ),
+                max_size=6,
+            )
+        ),
+        "blocks": draw(st.dictionaries(st.sampled_from(SelfBlock.values), _CONTENT, max_size=3)),
+        "history": draw(
+            st.lists(
+                st.tuples(
+                    _CONTENT,
+                    st.sampled_from([None, *persons]),
+                    _CHANNEL | st.just(""),
+                    st.datetimes(min_value=dt.datetime(1900, 1, 2), max_value=dt.datetime(2199, 12, 30)),
+                ),
+                max_size=4,
+            )
+        ),
+    }
+
+
+def _build(world: dict) -> None:
+    persons = {}
+    taken: set[tuple[str, str]] = set()
+    for slug, spec in world["persons"].items():
+        persons[slug] = PersonFactory(slug=slug, display_name=spec["name"])
+        for channel, chat_id in spec["ids"]:
+            if (channel, chat_id) not in taken:
+                taken.add((channel, chat_id))
+                IdentityFactory(person=persons[slug], channel=channel, external_id=chat_id)
+    for content, memory_type, owner, pinned, source in world["memories"]:
+        person = persons.get(owner)
+        source = source if person else None
+        body = {"source_id": source[1]} if source else {}
+        memory_create(
+            content=content,
+            memory_type=memory_type,
+            person=person,
+            pinned=pinned,
+            source_channel=source[0] if source else "",
+            body=body,
+        )
+    for key, content in world["blocks"].items():
+        SelfLayerBlockFactory(key=key, content=content)
+    for content, owner, channel, moment in world["history"]:
+        HistoryEntryFactory(
+            person=persons.get(owner), channel=channel, content=content, timestamp=moment.replace(tzinfo=dt.UTC)
+        )
+
+
+def _snapshot() -> dict:
+    return {
+        "memories": sorted(
+            (
+                m.content,
+                m.memory_type,
+                m.person.slug if m.person else "",
+                m.pinned,
+                m.source_channel,
+                str(m.body.get("source_id", "")),
+            )
+            for m in SemanticMemory.objects.select_related("person")
+        ),
+        "blocks": {b.key: b.content.strip("\n") for b in SelfLayerBlock.objects.all() if b.content.strip()},
+        "identities": sorted(Identity.objects.values_list("channel", "external_id", "person__slug")),
+        "history": sorted(
+            (h.content, h.person.slug if h.person else "", h.channel)
+            for h in HistoryEntry.objects.select_related("person")
+        ),
+    }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(world=_worlds())
+def test_any_workspace_round_trips_byte_for_byte_and_keeps_what_it_says(tmp_path_factory, world):
+    _empty_database()
+    _build(world)
+    expected = _snapshot()
+    first, second = tmp_path_factory.mktemp("a") / "ws", tmp_path_factory.mktemp("b") / "ws"
+    workspace_export(root=first)
+    _empty_database()
+
+    result = workspace_import(root=first)
+    workspace_export(root=second)
+
+    assert _files(second) == _files(first)
+    assert result.warnings == []
+    assert _snapshot() == expected
+    assert sum(workspace_import(root=first).counts.values()) == 0  # importing again writes nothing
+
+
+# --- Warnings: what Anima skips, it says, and the import goes on -------------------------------------
+
+
+def test_what_anima_does_not_understand_is_a_warning_with_its_line_and_the_rest_imports(tmp_path):
+    root = tmp_path / "ws"
+    (root / "memory").mkdir(parents=True)
+    (root / "SOUL.md").write_text("# Soul\n\nI am nanobot.\n\n## self_model\n\nI listen.\n", encoding="utf-8")
+    (root / "memory" / "MEMORY.md").write_text(
+        "# Long-term Memory\n\nThis file stores facts.\n\n## User Information\n\n- Leo lives in Berlin\n-\n\n"
+        "## Preferences\n\n* Leo prefers tea\n\n---\n",
+        encoding="utf-8",
+    )
+    (root / "memory" / "history.jsonl").write_text(
+        '{"cursor": 1, "timestamp": "2026-10-01 10:00", "content": "moved", "mood": "happy", "tokens": 3}\n'
+        '{"cursor": 2, "timestamp": "2026-10-01 10:05", "content": ""}\n',
+        encoding="utf-8",
+    )
+    err = io.StringIO()
+
+    call_command("import_workspace", str(root), stdout=io.StringIO(), stderr=err)  # exit status 0
+
+    assert err.getvalue().splitlines() == [
+        "warning: SOUL.md:3: text outside a self-layer block (## <existence_anchor|self_model|personality_baseline|"
+        "direction|metacognition|autobiography_summary>) is not imported",
+        "warning: memory/MEMORY.md:3: not a list item ('- <memory>') or its indented continuation; not imported",
+        "warning: memory/MEMORY.md:5: 'User Information' is not a memory type; its items are imported as world",
+        "warning: memory/MEMORY.md:14: not a list item ('- <memory>') or its indented continuation; not imported",
+        "warning: memory/MEMORY.md:8: empty list item; not imported",
+        "warning: memory/history.jsonl:1: unknown field(s) mood, tokens not imported",
+        "warning: memory/history.jsonl:2: empty content; not imported",
+    ]
+    assert set(SemanticMemory.objects.values_list("content", "memory_type")) == {
+        ("Leo lives in Berlin", MemoryType.WORLD),
+        ("Leo prefers tea", MemoryType.PREFERENCE),
+    }
+    assert list(HistoryEntry.objects.values_list("content", flat=True)) == ["moved"]
+    assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == "I listen."
+
+
+# --- nanobot: workspaces its MemoryStore wrote import; exports are ones it reads ---------------------
+
+NANOBOT_CLOCK = dt.datetime(2026, 3, 1, 9, 30)  # nanobot writes naive local time
+LEO_ACCOUNT_MAP = (
+    'persons:\n  leo:\n    display_name: Leo\n    ids:\n      - channel: telegram\n        id: ["12345678"]\n'
+)
+
+
+def _minutes(n: int) -> dt.datetime:
+    return NANOBOT_CLOCK + dt.timedelta(minutes=n)
+
+
+def _timeline(person: Person | None) -> list[tuple[str, str, str]]:
+    entries = HistoryEntry.objects.filter(person=person).order_by("timestamp", "id")
+    return [(timezone.localtime(e.timestamp).strftime("%Y-%m-%d %H:%M"), e.channel, e.content) for e in entries]
+
+
+def test_a_workspace_nanobot_wrote_imports_with_its_history_identities_and_facts(tmp_path):
+    maya = PersonFactory(slug="maya")
+    IdentityFactory(person=maya, channel="telegram", external_id="87654321")
+    nanobot = NanobotWorkspace(tmp_path / "nb")
+    nanobot.write_soul("# Soul\n\nI am nanobot 🐈, a personal AI assistant.\n")
+    nanobot.write_user("# User Profile\n\n## Preferences\n\n- Leo prefers short answers in the evening\n")
+    nanobot.write_memory(
+        "# Long-term Memory\n\n## User Information\n\n- Leo moved to Berlin in March 2026\n"
+        "- Leo's daughter Xiaoyu was born in the year of the tiger\n"
+    )
+    nanobot.append_history("Leo said he moved to Berlin.", session_key="telegram:12345678", at=_minutes(0))
+    nanobot.append_history("A summary without a session", at=_minutes(1))
+    nanobot.append_history("Maya asked about trains to Lisbon.", session_key="telegram:87654321", at=_minutes(2))
+    nanobot.append_history("Group chat summary", session_key="telegram:-1001234567890:topic:42", at=_minutes(3))
+    nanobot.append_history(
+        "[RAW] 2 messages\n[2026-03-01T09:35] USER: hi\n[2026-03-01T09:35] ASSISTANT [tools: memory_recall]: hello",
+        session_key="cli:direct",
+        at=_minutes(5),
+    )
+    nanobot.append_history("Leo plans a trip to Rome in May.", session_key="telegram:12345678", at=_minutes(0))
+    # The operator says whose Telegram account 12345678 is; maya's is already known to Anima.
+    (tmp_path / "nb" / "memory" / "identity_map.yaml").write_text(LEO_ACCOUNT_MAP, encoding="utf-8")
+    err = io.StringIO()
+
+    call_command("import_workspace", str(tmp_path / "nb"), stdout=io.StringIO(), stderr=err)  # exit status 0
+
+    leo = Person.objects.get(slug="leo")
+    assert Identity.objects.get(channel="telegram", external_id="12345678").person == leo
+    # Each person's timeline in nanobot's cursor order (the two Leo entries share a minute).
+    assert _timeline(leo) == [
+        ("2026-03-01 09:30", "telegram", "Leo said he moved to Berlin."),
+        ("2026-03-01 09:30", "telegram", "Leo plans a trip to Rome in May."),
+    ]
+    assert _timeline(maya) == [("2026-03-01 09:32", "telegram", "Maya asked about trains to Lisbon.")]
+    assert [(channel, content[:18]) for _, channel, content in _timeline(None)] == [
+        ("", "A summary without "),
+        ("telegram", "Group chat summary"),
+        ("cli", "[RAW] 2 messages\n["),
+    ]
+    recalled = memory_recall(query="Berlin", memory_types=["semantic"])
+    assert recalled[0]["snippet"] == "Leo moved to Berlin in March 2026"
+    assert memory_recall(query="tiger", memory_types=["semantic"])[0]["snippet"].startswith("Leo's daughter")
+    assert SemanticMemory.objects.get(content__startswith="Leo prefers").memory_type == MemoryType.PREFERENCE
+    assert [entry.content for entry in history_search(text="Rome", person=leo)] == ["Leo plans a trip to Rome in May."]
+    warnings = err.getvalue()
+    assert "session telegram:-1001234567890 is not mapped to a person" in warnings
+    assert "SOUL.md:3: text outside a self-layer block" in warnings  # nanobot's persona is not Anima's
+    assert sum(workspace_import(root=tmp_path / "nb").counts.values()) == 0
+
+
+def test_a_legacy_nanobot_history_md_imports_as_nanobot_migrates_it(tmp_path):
+    nanobot = NanobotWorkspace(tmp_path / "nb")
+    nanobot.append_legacy_history(
+        "User asked about the trip to Rome; decided on May.", at=dt.datetime(2026, 1, 15, 14, 30)
+    )
+    nanobot.append_legacy_history(
+        "2 messages\n[2026-01-16T09:01] USER: hi\n[2026-01-16T09:02] ASSISTANT [tools: search]: hello",
+        at=dt.datetime(2026, 1, 16, 9, 2),
+        raw=True,
+    )
+    legacy = tmp_path / "nb" / "memory" / "HISTORY.md"
+    with legacy.open("a", encoding="utf-8") as handle:  # hand-written paragraphs nanobot also migrates
+        handle.write("a line without timestamp\ncontinued\n\n[2026-01-17] day-only stamp entry\n")
+    written = timezone.make_aware(dt.datetime(2026, 1, 1, 8, 0)).timestamp()
+    os.utime(legacy, (written, written))
+
+    workspace_import(root=tmp_path / "nb")
+
+    # What nanobot 0.3.5's own migration makes of this file (its fallback time is the file's mtime).
+    assert _timeline(None) == [
+        ("2026-01-01 08:00", "", "a line without timestamp\ncontinued"),
+        ("2026-01-01 08:00", "", "[2026-01-17] day-only stamp entry"),
+        ("2026-01-15 14:30", "", "User asked about the trip to Rome; decided on May."),
+        (
+            "2026-01-16 09:02",
+            "",
+            "[RAW] 2 messages\n[2026-01-16T09:01] USER: hi\n[2026-01-16T09:02] ASSISTANT [tools: search]: hello",
+        ),
+    ]
+
+
+def test_an_export_is_a_workspace_nanobot_reads_back_and_appends_to(tmp_path):
+    _populate()
+    at = dt.datetime(2026, 10, 3, tzinfo=dt.UTC)
+    HistoryEntryFactory(person=None, channel="", content="一条没有频道的记录", timestamp=at)
+    leo = Person.objects.get(slug="leo")
+    HistoryEntryFactory(person=leo, channel="telegram", content="Leo 在 Telegram 上说的", timestamp=at)
+    root = tmp_path / "ws"
+    workspace_export(root=root)
+    nanobot = NanobotWorkspace(root)
+
+    lines = (root / "memory" / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    entries = nanobot.history_entries()
+
+    assert len(entries) == len(lines) == HistoryEntry.objects.filter(person=None).count() == 2
+    for entry in entries:
+        assert list(entry)[:3] == ["cursor", "timestamp", "content"] and set(entry) <= set(HISTORY_KEYS)
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", entry["timestamp"])
+    assert [entry["cursor"] for entry in entries] == [1, 2]
+    assert entries[0] == {"cursor": 1, "timestamp": "2026-10-01 08:00", "content": "第一次部署", "session_key": "cli"}
+    assert "session_key" not in entries[1]
+    leo_lines = (root / "memory" / "persons" / "leo" / "history.jsonl").read_text(encoding="utf-8").splitlines()
+    # A person's entry names its account (Leo's one Telegram account); one without a channel names none.
+    assert [json.loads(line).get("session_key") for line in leo_lines] == [None, "telegram:12345678"]
+    assert nanobot.next_cursor() == 3
+    nanobot.append_history("Leo 说他下周去罗马", session_key="telegram:12345678", at=dt.datetime(2026, 10, 4, 20, 0))
+
+    counts = workspace_import(root=root).counts
+
+    assert counts == {"history": 1}
+    assert HistoryEntry.objects.get(content="Leo 说他下周去罗马").person.slug == "leo"

@@ -66,6 +66,14 @@ def test_a_bad_form_is_shown_again_with_errors(admin_client):
     assert not PipelineRun.objects.exists()
 
 
+@pytest.mark.parametrize("day", ["1899-12-31", "2200-01-01"])
+def test_a_day_outside_1900_to_2199_is_refused_by_the_form(admin_client, day):
+    response = admin_client.post(DASHBOARD, {"day": day, "step": "memory-ref-sync", "force": "on", "mode": "full"})
+    assert response.status_code == 200
+    assert response.context["form"].errors == {"day": ["must be between 1900-01-01 and 2199-12-31"]}
+    assert not PipelineRun.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_mode_is_passed_to_the_run(admin_client, finished_run):
     admin_client.post(DASHBOARD, {"day": DAY.isoformat(), "step": "deep-sleep", "force": "on", "mode": "incremental"})

@@ -1,17 +1,30 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import zoneinfo
 
 import pytest
 from django.utils import timezone
 
+from anima.core.llm.offline import offline_handler_get
+from anima.core.llm.providers import Completion, LlmRequest, provider_override
+from anima.core.models import BlockTag, Component, Entity
+from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep import steps
 from sleep.cycle import SLEEP_CYCLE, SleepCycleBusy, sleep_cycle_default_day, sleep_cycle_mode
-from sleep.models import PipelineRun
+from sleep.models import PipelineRun, RunStatus
 from sleep.pipeline import PipelineError, pipeline_lock
 from sleep.services import sleep_cycle_missed_days, sleep_cycle_run
-from tests.factories import MessageFactory, PipelineRunFactory, RuntimeConfigFactory
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    DiaryEntryFactory,
+    MessageFactory,
+    PersonFactory,
+    PipelineRunFactory,
+    RuntimeConfigFactory,
+)
 
 DAY = dt.date(2026, 11, 20)  # a Friday
 STEP_FUNCTIONS = [
@@ -160,3 +173,100 @@ def test_single_step_runs_do_not_count_as_a_slept_day(quiet_steps):
     sleep_cycle_run(day=DAY - dt.timedelta(days=1), step="conversation-cleanup")
 
     assert sleep_cycle_missed_days(day=DAY) == [DAY - dt.timedelta(days=1)]
+
+
+# --- Blank answers: nothing empty is stored, and nothing stored blocks a later night ----------------
+
+# Answer fields that are choices, not free text: a model that blanks its texts still picks these.
+_CHOICES = {"memory_type", "kind", "significance", "occurred_at"}
+
+
+# Texts a model may leave blank while its facts and feelings still come through.
+_TITLES_AND_SUMMARIES = {"title", "turning_points", "milestones", "recent_narratives", "summary", *SelfBlock.values}
+
+
+def _blanked(value, fields: set[str] | None, key=None):
+    if isinstance(value, dict):
+        return {name: _blanked(item, fields, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_blanked(item, fields, key) for item in value]
+    if isinstance(value, str) and key not in _CHOICES and (fields is None or key in fields):
+        return "   "
+    return value
+
+
+class BlankTextProvider:
+    """Answers like the offline provider, with free texts whitespace: those of ``fields``, or all."""
+
+    name = "blank"
+    model = "blank"
+
+    def __init__(self, fields: set[str] | None = None) -> None:
+        self.fields = fields
+
+    def complete(self, *, request: LlmRequest) -> Completion:
+        answer = offline_handler_get(purpose=request.purpose)(request.payload)
+        return Completion(text=json.dumps(_blanked(answer, self.fields)), model=self.model)
+
+
+def _a_day_worth_remembering(day: dt.date) -> None:
+    leo = PersonFactory(slug="leo")
+    conversation = ConversationFactory(person=leo, platform="telegram")
+    lines = [
+        "我是一名软件工程师，住在杭州。我女儿小雨属虎，今年四岁。",
+        "今天我升职了，真的太开心了！我们全家去吃了火锅庆祝。",
+        "不过明天要出差，我有点担心小雨会想我。",
+    ]
+    for minute, text in enumerate(lines):
+        local = dt.datetime.combine(day, dt.time(20, minute), tzinfo=zoneinfo.ZoneInfo("Asia/Shanghai"))
+        MessageFactory(conversation=conversation, role="user", content=text, created_at=local)
+
+
+def _blank_rows() -> list[str]:
+    found = [
+        f"entity #{row.pk} ({row.primary_component} {row.tag or row.memory_type})"
+        for row in Entity.objects.exclude(primary_component=Component.DIARY_ENTRY)
+        if not row.content.strip() or (row.tag in (BlockTag.NARRATIVE, BlockTag.DREAM) and not row.title.strip())
+    ]
+    for block in SelfLayerBlock.objects.all():
+        if (block.content and not block.content.strip()) or any(
+            line.strip() in ("-", "#", "##") for line in block.content.splitlines()
+        ):
+            found.append(f"self-layer block {block.key}: {block.content!r}")
+    return found
+
+
+@pytest.mark.parametrize("fields", [None, _TITLES_AND_SUMMARIES], ids=["every-text", "titles-and-summaries"])
+def test_blank_answers_store_nothing_empty_and_the_next_nights_run_normally(fields):
+    _a_day_worth_remembering(DAY)
+
+    with provider_override(BlankTextProvider(fields)):
+        sleep_cycle_run(day=DAY)
+
+    assert _blank_rows() == []
+    if fields is None:
+        assert not SemanticMemory.objects.exists()  # the blank night consolidated nothing
+
+    again = sleep_cycle_run(day=DAY)  # a working model retries the day
+    _a_day_worth_remembering(DAY + dt.timedelta(days=1))
+    next_night = sleep_cycle_run(day=DAY + dt.timedelta(days=1))
+
+    assert (again.status, next_night.status) == (RunStatus.SUCCEEDED, RunStatus.SUCCEEDED), [
+        (step.step, step.error) for step in again.steps.all() if step.error
+    ]
+    assert SemanticMemory.objects.filter(source_day=DAY, content__contains="杭州").exists()
+    assert _blank_rows() == []
+
+
+def test_a_blank_narrative_already_stored_does_not_block_the_outline():
+    diary = DiaryEntryFactory(source_day=DAY)
+    ContentBlockFactory(parent=diary, tag=BlockTag.NARRATIVE, title="学会耐心", content="那一天我学会了耐心", body={})
+    blank = ContentBlockFactory(parent=diary, tag=BlockTag.NARRATIVE, title="x", content="y", body={})
+    Entity.objects.filter(pk=blank.pk).update(title="", content="   ")  # written before answers were checked
+    _a_day_worth_remembering(DAY)
+
+    run = sleep_cycle_run(day=DAY)
+
+    assert run.status == RunStatus.SUCCEEDED, [(step.step, step.error) for step in run.steps.all() if step.error]
+    outline = SelfLayerBlock.objects.get(key="autobiography_summary").content
+    assert "- 学会耐心" in outline and "- \n" not in outline + "\n"

@@ -158,6 +158,16 @@ def test_invalid_semantic_answer_writes_no_memory(leo):
     assert not SemanticMemory.objects.exists()
 
 
+@pytest.mark.parametrize("occurred_at", ["0001-01-01", "2200-01-01", "1899-12-31", "2026-02-30", "last summer"])
+def test_an_answer_dated_outside_1900_to_2199_writes_no_memory_and_names_the_field(leo, occurred_at):
+    _talk(leo, [(Role.USER, "我住在杭州。")])
+    bad = {"create": [{"memory_type": "world", "content": "Leo 住在杭州", "occurred_at": occurred_at}]}
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})), pytest.raises(LlmInvalidOutput) as caught:
+        light_sleep(_ctx())
+    assert "$.create[0].occurred_at" in str(caught.value) and "2199-12-31" in str(caught.value)
+    assert not SemanticMemory.objects.exists()
+
+
 def test_invalid_limbic_answer_keeps_stage_one_and_writes_no_anchor(leo):
     _talk(leo, [(Role.USER, "我很担心上线。")])
     out_of_range = {

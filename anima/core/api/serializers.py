@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from rest_framework import serializers
 
-from anima.core.calendar import MomentError, moment_parse, years_check
+from anima.core.calendar import MomentError, moment_check, moment_parse
 
 
 class StrictFieldsMixin:
@@ -40,27 +40,27 @@ class MomentField(serializers.CharField):
             raise serializers.ValidationError(str(exc)) from None
 
 
-def _year_check(value, field_name: str) -> None:
+def _range_check(value, field_name: str) -> None:
     try:
-        years_check(value, field=field_name)
+        moment_check(value, field=field_name)
     except MomentError as exc:
         raise serializers.ValidationError(f"{exc}.") from None
 
 
 class BoundedDateTimeField(serializers.DateTimeField):
-    """A datetime within sane years: far-off ones would overflow in time-zone and day arithmetic."""
+    """A datetime within the accepted range: far-off ones would overflow in time-zone and day arithmetic."""
 
     def to_internal_value(self, value):
         try:
             parsed = super().to_internal_value(value)
         except OverflowError:
             raise serializers.ValidationError("Datetime out of range.") from None
-        _year_check(parsed, self.field_name)
+        _range_check(parsed, self.field_name)
         return parsed
 
 
 class BoundedDateField(serializers.DateField):
     def to_internal_value(self, value):
         parsed = super().to_internal_value(value)
-        _year_check(parsed, self.field_name)
+        _range_check(parsed, self.field_name)
         return parsed

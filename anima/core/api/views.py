@@ -7,7 +7,7 @@ from rest_framework import exceptions, generics, viewsets
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from anima.core.api.parsers import nul_paths
+from anima.core.jsonvalue import unstorable_paths
 
 
 class ApiMixin:
@@ -15,7 +15,7 @@ class ApiMixin:
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)
-        bad = [key for key, values in request.query_params.lists() if nul_paths([key, *values])]
+        bad = [key for key, values in request.query_params.lists() if unstorable_paths([key, *values])]
         if bad:
             raise exceptions.ValidationError({key: ["NUL characters are not allowed."] for key in bad})
 

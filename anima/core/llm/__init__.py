@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db.models import Sum
 
+from anima.core.jsonvalue import storable, too_deep_path, unstorable
 from anima.core.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.providers import Completion, LlmRequest, provider_get
 from anima.core.llm.schema import SchemaError, schema_validate
@@ -102,36 +103,55 @@ def identity_context() -> str:
 
 def json_extract(text: str) -> Any:
     """The JSON value in ``text``: the whole text, a fenced block, or the first object/array in it."""
+    # RecursionError: JSON nested past Python's limit is not an answer either.
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     for block in _FENCE.findall(text):
         try:
             return json.loads(block)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     decoder = json.JSONDecoder()
     for match in _JSON_START.finditer(text):
         try:
             return decoder.raw_decode(text, match.start())[0]
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     raise LlmInvalidOutput(f"answer is not JSON: {text[:200]!r}")
 
 
 def _audit_completion(audit: Any, completion: Completion) -> None:
     audit.model = completion.model
-    audit.response = completion.text
+    audit.response = storable(completion.text)
     audit.prompt_tokens = completion.prompt_tokens
     audit.completion_tokens = completion.completion_tokens
     audit.total_tokens = completion.prompt_tokens + completion.completion_tokens
 
 
+def stripped(value: Any) -> Any:
+    """``value`` with every string stripped: a text of whitespace is an empty text, refused where one is required."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list):
+        return [stripped(item) for item in value]
+    if isinstance(value, dict):
+        return {key: stripped(item) for key, item in value.items()}
+    return value
+
+
 def _parse(*, completion: Completion, schema: dict, purpose: str) -> dict:
     if completion.finish_reason == "length":
         raise LlmInvalidOutput(f"{purpose}: answer truncated at max_tokens (finish_reason=length)")
+    if unstorable(completion.text):
+        raise LlmInvalidOutput(
+            f"{purpose}: answer holds a NUL character or a lone surrogate: {completion.text[:200]!r}"
+        )
     value = json_extract(completion.text)
+    if too_deep_path(value) is not None:
+        raise LlmInvalidOutput(f"{purpose}: answer nested too deeply to be a structured answer")
+    value = stripped(value)
     try:
         schema_validate(value=value, schema=schema)
     except SchemaError as exc:

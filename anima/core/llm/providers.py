@@ -20,7 +20,8 @@ from typing import Protocol
 import openai
 from django.conf import settings
 
-from anima.core.llm.errors import LlmError, LlmTransientError
+from anima.core.jsonvalue import unstorable
+from anima.core.llm.errors import LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.offline import offline_handler_get
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ class OpenAiProvider:
 
     def complete(self, *, request: LlmRequest) -> Completion:
         client = _openai_client(self.base_url, self.api_key, self.timeout)
-        for attempt in range(self.max_retries + 1):
+        attempt = 0
+        while True:
             try:
                 response = client.chat.completions.create(
                     model=self.model,
@@ -98,25 +100,45 @@ class OpenAiProvider:
                     max_tokens=request.max_tokens,
                     response_format={"type": "json_object"},
                 )
-                break
+                return _completion_of(response, model=self.model)
             except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
-                if attempt >= self.max_retries:
-                    raise LlmTransientError(
-                        f"{request.purpose}: {_describe(exc)} (gave up after {attempt + 1} attempts)"
-                    ) from exc
-                logger.warning("%s: %s; retry %d of %d", request.purpose, _describe(exc), attempt + 1, self.max_retries)
-                time.sleep(RETRY_BACKOFF_SECONDS * 2**attempt)
+                problem, error, cause = _describe(exc), LlmTransientError, exc
+            except (MalformedAnswer, ValueError) as exc:  # ValueError: a body that is not JSON
+                problem, error, cause = f"malformed answer from the LLM server: {exc}", LlmInvalidOutput, exc
             except openai.OpenAIError as exc:
                 raise LlmError(f"{request.purpose}: {_describe(exc)}") from exc
+            if attempt >= self.max_retries:
+                raise error(f"{request.purpose}: {problem} (gave up after {attempt + 1} attempts)") from cause
+            logger.warning("%s: %s; retry %d of %d", request.purpose, problem, attempt + 1, self.max_retries)
+            time.sleep(RETRY_BACKOFF_SECONDS * 2**attempt)
+            attempt += 1
+
+
+class MalformedAnswer(Exception):
+    """A 200 answer that is not a usable chat completion (HTML, no choices, unstorable text)."""
+
+
+def _completion_of(response: object, *, model: str) -> Completion:
+    """The completion in a chat-completions response, or MalformedAnswer saying what is wrong with it."""
+    try:
         choice = response.choices[0]
+        text = choice.message.content
+        finish_reason = choice.finish_reason
         usage = response.usage
-        return Completion(
-            text=choice.message.content or "",
-            model=response.model or self.model,
-            finish_reason=choice.finish_reason or "stop",
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-        )
+    except (AttributeError, IndexError, KeyError, TypeError):
+        shown = str(response)[:200]
+        raise MalformedAnswer(f"not a chat completion ({type(response).__name__}: {shown!r})") from None
+    if text is not None and not isinstance(text, str):
+        raise MalformedAnswer(f"message content is {type(text).__name__}, not text")
+    if text and unstorable(text):
+        raise MalformedAnswer(f"the answer holds a NUL character or a lone surrogate: {text[:200]!r}")
+    return Completion(
+        text=text or "",
+        model=getattr(response, "model", None) or model,
+        finish_reason=finish_reason or "stop",
+        prompt_tokens=(getattr(usage, "prompt_tokens", None) or 0) if usage else 0,
+        completion_tokens=(getattr(usage, "completion_tokens", None) or 0) if usage else 0,
+    )
 
 
 @functools.lru_cache(maxsize=4)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from datetime import date
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
+
+from anima.core.calendar import DATE_RANGE_TEXT, MomentError, moment_check
 
 Schema = dict[str, Any]
 
@@ -43,6 +46,11 @@ def schema_string(
     if max_length is not None:
         schema["maxLength"] = max_length
     return _described(schema, description)
+
+
+def schema_date(*, nullable: bool = False, description: str = "") -> Schema:
+    """An ISO date (YYYY-MM-DD) within the dates Anima accepts."""
+    return _described({"type": _nullable("string", nullable), "format": "date"}, description)
 
 
 def schema_enum(values: Iterable[str], *, description: str = "") -> Schema:
@@ -93,9 +101,27 @@ class SchemaError(ValueError):
         super().__init__("; ".join(errors))
 
 
+# Only the formats Anima defines are checked (jsonschema treats "format" as an annotation otherwise).
+_FORMATS = FormatChecker(formats=())
+
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@_FORMATS.checks("date", raises=(ValueError, MomentError))
+def _date_format(value: Any) -> bool:
+    """YYYY-MM-DD, a real day, within the accepted range (a value of another type is the "type" check's)."""
+    if not isinstance(value, str):
+        return True
+    if not _ISO_DATE.fullmatch(value):
+        return False
+    moment_check(date.fromisoformat(value), field="date")
+    return True
+
+
 def schema_validate(*, value: Any, schema: Schema) -> None:
     """Raise SchemaError naming each path (``$.items[2].title``) that breaks ``schema``."""
-    errors = list(Draft202012Validator(schema).iter_errors(value))
+    errors = list(Draft202012Validator(schema, format_checker=_FORMATS).iter_errors(value))
     # A value of the wrong type gets that one message; its other keywords (enum) say nothing more.
     mistyped = {tuple(error.absolute_path) for error in errors if error.validator == "type"}
     problems: list[tuple[list[tuple[int, int]], int, str]] = []
@@ -138,6 +164,8 @@ def _problems(error: ValidationError) -> Iterator[tuple[str | None, tuple[int, i
         yield None, None, f"shorter than {expected} characters"
     elif keyword == "maxLength":
         yield None, None, f"longer than {expected} characters"
+    elif keyword == "format" and expected == "date":
+        yield None, None, f"{instance!r} is not a date (YYYY-MM-DD) {DATE_RANGE_TEXT}"
     elif keyword == "minimum":
         yield None, None, f"{instance} is below the minimum {expected}"
     elif keyword == "maximum":

@@ -60,6 +60,9 @@ class StubReply:
     finish_reason: str = "stop"
     prompt_tokens: int = 10
     completion_tokens: int = 5
+    # A whole body sent as is (HTML from a proxy, broken JSON), with its content type.
+    raw: bytes | None = None
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -79,6 +82,12 @@ class StubLlmServer:
     def fail(self, status: int, message: str = "stub failure") -> None:
         self.replies.append(StubReply(status=status, content=message))
 
+    def raw(self, body: str | bytes | dict, *, content_type: str = "application/json", status: int = 200) -> None:
+        """Answer with exactly this body (a dict is sent as JSON, without the completion wrapper)."""
+        data = json.dumps(body).encode() if isinstance(body, dict) else body
+        data = data.encode() if isinstance(data, str) else data
+        self.replies.append(StubReply(status=status, raw=data, content_type=content_type))
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
@@ -95,14 +104,18 @@ class StubLlmServer:
                 if not stub.replies:
                     return self._send(500, {"error": {"message": "stub: no reply queued"}})
                 reply = stub.replies.popleft()
+                if reply.raw is not None:
+                    return self._send_bytes(reply.status, reply.raw, reply.content_type)
                 if reply.status != 200:
                     return self._send(reply.status, {"error": {"message": reply.content, "type": "stub"}})
                 return self._send(200, _completion_body(body, reply))
 
             def _send(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
+                self._send_bytes(status, json.dumps(body).encode(), "application/json")
+
+            def _send_bytes(self, status: int, data: bytes, content_type: str) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -4,23 +4,30 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from anima.core.commands import time_zone_arg
 from memory.workspace import WorkspaceError, workspace_import
 
 
 class Command(BaseCommand):
     help = (
-        "Import a person-memory workspace from DIR (layout of export_workspace). Idempotent and all-or-nothing: "
-        "any bad file is reported as file:line and nothing is written."
+        "Import a person-memory workspace from DIR (export_workspace's layout, or one nanobot wrote). Idempotent and "
+        "all-or-nothing: any bad file is reported as file:line and nothing is written; what is skipped (unknown "
+        "fields, prose outside lists) is a warning on standard error and the import goes on."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("dir", help="workspace directory")
         parser.add_argument("--force", action="store_true", help="also overwrite a locked self-layer block")
+        parser.add_argument(
+            "--time-zone", type=time_zone_arg, help="zone of timestamps without an offset (default: ANIMA_TIME_ZONE)"
+        )
 
-    def handle(self, *args, dir: str, force: bool, **options) -> None:
+    def handle(self, *args, dir: str, force: bool, time_zone, **options) -> None:
         try:
-            counts = workspace_import(root=Path(dir), force=force)
+            result = workspace_import(root=Path(dir), force=force, tz=time_zone)
         except WorkspaceError as exc:
             raise CommandError(f"{dir}: not imported\n{exc}") from None
-        created = ", ".join(f"{n} {what}" for what, n in sorted(counts.items())) or "nothing new"
+        for warning in result.warnings:
+            self.stderr.write(f"warning: {warning}")
+        created = ", ".join(f"{n} {what}" for what, n in sorted(result.counts.items())) or "nothing new"
         self.stdout.write(f"imported {dir}: {created}")

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import json
-from datetime import date
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from anima.core.commands import date_arg
 from conversations.models import Person
-from memory.search import QuerySyntaxError
+from memory.search import QuerySyntaxError, SearchTimeout
 from memory.selectors import MEMORY_TYPES, memory_recall
 
 BATCH_FIELDS = (
@@ -32,8 +32,8 @@ class Command(BaseCommand):
         parser.add_argument("--types", help=f"comma-separated subset of {','.join(MEMORY_TYPES)}")
         parser.add_argument("--limit", type=int, default=10)
         parser.add_argument("--person", help="person slug: their memories and conversations plus global memories")
-        parser.add_argument("--since", type=date.fromisoformat, help="YYYY-MM-DD, inclusive")
-        parser.add_argument("--until", type=date.fromisoformat, help="YYYY-MM-DD, inclusive")
+        parser.add_argument("--since", type=date_arg, help="YYYY-MM-DD, inclusive")
+        parser.add_argument("--until", type=date_arg, help="YYYY-MM-DD, inclusive")
         parser.add_argument("--channel", help="only session hits from conversations of this channel")
         parser.add_argument("--json", action="store_true", help="print the results as JSON")
         parser.add_argument("--explain", action="store_true", help="show each hit's rank in each branch")
@@ -55,7 +55,7 @@ class Command(BaseCommand):
                 until=options["until"],
                 channel=options["channel"],
             )
-        except ValueError as exc:
+        except (ValueError, SearchTimeout) as exc:
             raise CommandError(str(exc)) from exc
         if options["json"]:
             self.stdout.write(
@@ -100,7 +100,7 @@ class Command(BaseCommand):
                 limit=int(item.get("limit") or 10),
                 person=persons.get(slug) if slug else None,
             )
-        except (QuerySyntaxError, ValueError, CommandError) as exc:
+        except (QuerySyntaxError, ValueError, CommandError, SearchTimeout) as exc:
             return {"id": item.get("id"), "error": str(exc)}
         return {"id": item.get("id"), "results": [_shape(r, explain=explain) for r in results]}
 

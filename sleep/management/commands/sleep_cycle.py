@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from anima.core.commands import date_arg
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import DeepSleepMode, PipelineRun, RunStatus
 from sleep.pipeline import PipelineError
@@ -20,7 +20,7 @@ class Command(BaseCommand):
     help = "Run the sleep cycle (default: yesterday, full mode) or one step of it; exits non-zero if a step failed."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--day", type=_parse_day, help="local day to sleep, YYYY-MM-DD (default: yesterday)")
+        parser.add_argument("--day", type=date_arg, help="local day to sleep, YYYY-MM-DD (default: yesterday)")
         parser.add_argument("--step", choices=SLEEP_CYCLE.step_names, help="run only this step (a manual retry)")
         parser.add_argument("--force", action="store_true", help="skip the dependency check of --step")
         parser.add_argument("--mode", choices=DeepSleepMode.values, help="deep-sleep mode (default: full)")
@@ -42,13 +42,6 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(_run_json(run, rows), ensure_ascii=False))
         if run.status == RunStatus.FAILED:
             raise CommandError(f"sleep cycle run #{run.pk} failed: {run.error}")
-
-
-def _parse_day(value: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a date as YYYY-MM-DD, got {value!r}") from None
 
 
 def _render(output: dict) -> str:
