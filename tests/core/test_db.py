@@ -44,7 +44,7 @@ def test_a_timestamp_before_year_one_stored_by_hand_does_not_break_any_reader(tm
     _store_by_hand("messages", "created_at", message.pk, BEFORE_YEAR_ONE)
     with pgtrigger.ignore("conversations.HistoryEntry:history_entries_append_only"):  # as a hand edit would
         _store_by_hand("history_entries", "timestamp", history.pk, "10000-01-01 00:00:00+00")
-    client = api_client()
+    client = api_client(staff=True)
 
     memories = client.get("/api/memories/")
     recall = client.get("/api/recall/", {"q": "邮箱"})
