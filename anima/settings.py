@@ -187,6 +187,20 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # (the second delivery then waits for the lock and finds the run finished).
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("ANIMA_BROKER_VISIBILITY_TIMEOUT", 3600, minimum=1)}
 CELERY_TIMEZONE = "UTC"
+# Processes of one worker (`celery -A anima worker -c N` overrides it). Light sleep's parallelism is the
+# sum over the workers, and so is how far a night may go past its token budget: one call's worth each.
+CELERY_WORKER_CONCURRENCY = env_int("ANIMA_WORKER_CONCURRENCY", 4, minimum=1)
+# Where the parts of light sleep's chord are counted before its join runs: the broker's Redis by default.
+CELERY_RESULT_BACKEND = env_url("CELERY_RESULT_BACKEND", schemes=("redis", "rediss")) or (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis:", "rediss:")) else ""
+)
+CELERY_RESULT_EXPIRES = 24 * 3600
+# Light sleep runs one task per conversation on the workers (else the whole step in the task that runs the cycle).
+ANIMA_SLEEP_FANOUT = env_bool("ANIMA_SLEEP_FANOUT", bool(CELERY_BROKER_URL and CELERY_RESULT_BACKEND))
+if ANIMA_SLEEP_FANOUT and not (CELERY_BROKER_URL and CELERY_RESULT_BACKEND):
+    raise ImproperlyConfigured(
+        "ANIMA_SLEEP_FANOUT needs CELERY_BROKER_URL and a result backend (a Redis broker, or CELERY_RESULT_BACKEND)"
+    )
 
 # --- Time: the companion's local day and its half-hour buckets are in ANIMA_TIME_ZONE.
 ANIMA_TIME_ZONE = env_time_zone("ANIMA_TIME_ZONE", "Asia/Shanghai")

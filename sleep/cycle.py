@@ -7,16 +7,24 @@ import datetime as dt
 from django.utils import timezone
 
 from sleep.models import DeepSleepMode, RunTrigger
-from sleep.pipeline import Pipeline, PipelineBusy, Step
+from sleep.pipeline import Fanout, Pipeline, PipelineBusy, Step
 
 
 class SleepCycleBusy(PipelineBusy):
     """Another sleep cycle is running (one cycle at a time)."""
 
 
-def _step(name: str, *depends_on: str) -> Step:
+def _step(name: str, *depends_on: str, fanout: Fanout | None = None) -> Step:
     # Dotted paths: the step functions are imported only when a step runs.
-    return Step(name=name, func=f"sleep.steps.{name.replace('-', '_')}", depends_on=depends_on)
+    return Step(name=name, func=f"sleep.steps.{name.replace('-', '_')}", depends_on=depends_on, fanout=fanout)
+
+
+# Under a broker, one task per conversation of the day; the outline (a shared write) once they are all done.
+LIGHT_SLEEP_FANOUT = Fanout(
+    items="sleep.steps.light.light_sleep_conversations",
+    item="sleep.steps.light.light_sleep_conversation",
+    join="sleep.steps.light.light_sleep_join",
+)
 
 
 SLEEP_CYCLE = Pipeline(
@@ -25,7 +33,7 @@ SLEEP_CYCLE = Pipeline(
     busy_error=SleepCycleBusy,
     steps=(
         _step("conversation-cleanup"),
-        _step("light-sleep", "conversation-cleanup"),
+        _step("light-sleep", "conversation-cleanup", fanout=LIGHT_SLEEP_FANOUT),
         _step("deep-sleep", "light-sleep"),
         _step("dream", "light-sleep"),
         _step("self-layer-refresh", "light-sleep"),

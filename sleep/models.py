@@ -87,3 +87,26 @@ class PipelineStepRun(models.Model):
         if self.started_at and self.finished_at:
             return (self.finished_at - self.started_at).total_seconds()
         return None
+
+
+class PipelineItemRun(models.Model):
+    """One item (a conversation) of a fanned-out step execution, carried out by its own task.
+
+    The join reads these rows, not the tasks' results, so a task delivered twice counts once.
+    """
+
+    step_run = models.ForeignKey(PipelineStepRun, on_delete=models.CASCADE, related_name="items")
+    item = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=StepStatus.choices, default=StepStatus.RUNNING)
+    output = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "pipeline_item_run"
+        ordering = ["step_run", "item"]
+        constraints = [models.UniqueConstraint(fields=["step_run", "item"], name="pipeline_item_run_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.step_run.step} item {self.item} ({self.status})"

@@ -9,6 +9,12 @@ on (``pipeline_run_continue``) by re-running what it had not finished; a run nob
 closed (``pipeline_runs_reap``), never left "running".
 
 A failed step marks its transitive dependants ``skipped``; independent steps go on.
+
+A step declared with a ``Fanout`` may instead be fanned out (``fan_out=True``, under a broker): the
+run stops at that step, waiting, while one task per item carries out the item's work
+(``pipeline_item_run``, one ``PipelineItemRun`` row each); the last of them triggers the join
+(``pipeline_fanout_join``), which does the step's shared work and carries the run on. No process
+holds the lock meanwhile: a waiting run counts as alive while its items make progress.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from anima.core.db import primary_reads
 from anima.core.llm import LlmBudgetExceeded
 from anima.core.logs import log_context
 from sleep.context import StepContext
-from sleep.models import ACTIVE_STATUSES, PipelineRun, PipelineStepRun, RunStatus, StepStatus
+from sleep.models import ACTIVE_STATUSES, PipelineItemRun, PipelineRun, PipelineStepRun, RunStatus, StepStatus
 
 logger = logging.getLogger(__name__)
 
@@ -51,12 +57,30 @@ class PipelineBusy(PipelineError):
         self.run_id = run_id
 
 
+class PipelineItemBusy(PipelineError):
+    """Another task is carrying out the same item right now."""
+
+
+@dataclass(frozen=True)
+class Fanout:
+    """How a step splits into independent items, each carried out by a task of its own, then joined.
+
+    Dotted paths: ``items(ctx) -> list[int]``; ``item(ctx, item) -> dict``, the item's own work only,
+    safe to run twice; ``join(ctx, outputs) -> dict``, the shared work once every item is done.
+    """
+
+    items: str
+    item: str
+    join: str
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
     # A callable, or the dotted path of one (imported when the step runs).
     func: StepFunction | str
     depends_on: tuple[str, ...] = ()
+    fanout: Fanout | None = None
 
     def resolve(self) -> StepFunction:
         return import_string(self.func) if isinstance(self.func, str) else self.func
@@ -69,6 +93,8 @@ class Pipeline:
     busy_error: type[PipelineBusy] = PipelineBusy
     # AutoLlmRun.run_key of a run's LLM calls is "<prefix>:<run id>".
     run_key_prefix: str = "pipeline-run"
+    # A run waiting for a fan-out's items is closed as interrupted when none has started or finished this long.
+    fanout_stall: timedelta = timedelta(hours=3)
     _by_name: dict[str, Step] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -105,24 +131,37 @@ class Pipeline:
         return done
 
 
-def _lock_key(pipeline: Pipeline) -> int:
-    return int.from_bytes(hashlib.sha256(f"pipeline:{pipeline.name}".encode()).digest()[:8], "big", signed=True)
+def _lock_key(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 @contextlib.contextmanager
-def pipeline_lock(*, pipeline: Pipeline) -> Iterator[None]:
-    """Hold the pipeline's PostgreSQL advisory lock, or raise ``pipeline.busy_error`` at once.
+def _advisory_lock(key: int) -> Iterator[bool]:
+    """Try PostgreSQL's session advisory lock ``key``; yields whether it is held (and releases it after).
 
-    The lock lives on a dedicated connection so that closing or recycling the request's own
-    connection (Celery does that between tasks) can never release it mid-run; when the process
+    The lock lives on a dedicated connection so that closing or recycling the caller's own
+    connection (Celery does that between tasks) can never release it early; when the process
     dies, PostgreSQL drops the connection and the lock with it.
     """
-    key = _lock_key(pipeline)
     connection = connections.create_connection("default")
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
             (acquired,) = cursor.fetchone()
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def pipeline_lock(*, pipeline: Pipeline) -> Iterator[None]:
+    """Hold the pipeline's advisory lock, or raise ``pipeline.busy_error`` at once."""
+    with _advisory_lock(_lock_key(f"pipeline:{pipeline.name}")) as acquired:
         if not acquired:
             active = PipelineRun.objects.filter(pipeline=pipeline.name, status__in=ACTIVE_STATUSES).first()
             raise pipeline.busy_error(
@@ -132,13 +171,7 @@ def pipeline_lock(*, pipeline: Pipeline) -> Iterator[None]:
                 run_id=active.pk if active else None,
             )
         _close_interrupted_runs(pipeline=pipeline)
-        try:
-            yield
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
-    finally:
-        connection.close()
+        yield
 
 
 INTERRUPTED = "interrupted: the process ended before the run finished"
@@ -150,17 +183,27 @@ _LOCK_FREE = (
 )
 
 
+# Whether run r waits for a fan-out whose items started or finished lately.
+_FANOUT_ALIVE = (
+    "EXISTS (SELECT 1 FROM pipeline_step_run f WHERE f.run_id = r.id AND f.status = 'running'"
+    " AND f.output -> 'fanout' IS NOT NULL AND GREATEST(f.started_at,"
+    " (SELECT max(GREATEST(i.started_at, i.finished_at)) FROM pipeline_item_run i WHERE i.step_run_id = f.id))"
+    " > %(stalled)s)"
+)
+
+
 def _close_interrupted_runs(*, pipeline: Pipeline, unless_locked: bool = False) -> int:
     """Mark runs still ``running`` (and their running steps) failed: nobody works on them.
 
-    Holding the lock, every running run is a dead process's. Without it (``unless_locked``), the
-    lock's absence is checked in the same statement, so a run that a worker is starting is never
-    touched. Returns how many runs were closed.
+    Holding the lock, every running run is a dead process's, unless it waits for a fan-out whose
+    items make progress. Without the lock (``unless_locked``), its absence is checked in the same
+    statement, so a run that a worker is starting is never touched. Returns how many runs were closed.
     """
-    key = _lock_key(pipeline)
-    params = {"pipeline": pipeline.name, "error": INTERRUPTED, "now": timezone.now()}
+    key = _lock_key(f"pipeline:{pipeline.name}")
+    now = timezone.now()
+    params = {"pipeline": pipeline.name, "error": INTERRUPTED, "now": now, "stalled": now - pipeline.fanout_stall}
     params.update(hi=(key >> 32) & 0xFFFFFFFF, lo=key & 0xFFFFFFFF)
-    condition = f" AND {_LOCK_FREE}" if unless_locked else ""
+    condition = f" AND NOT {_FANOUT_ALIVE}" + (f" AND {_LOCK_FREE}" if unless_locked else "")
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE pipeline_step_run s SET status = 'failed', error = %(error)s, finished_at = %(now)s"
@@ -169,8 +212,8 @@ def _close_interrupted_runs(*, pipeline: Pipeline, unless_locked: bool = False) 
             params,
         )
         cursor.execute(
-            "UPDATE pipeline_run SET status = 'failed', error = %(error)s, finished_at = %(now)s"
-            " WHERE pipeline = %(pipeline)s AND status = 'running'" + condition,
+            "UPDATE pipeline_run r SET status = 'failed', error = %(error)s, finished_at = %(now)s"
+            " WHERE r.pipeline = %(pipeline)s AND r.status = 'running'" + condition,
             params,
         )
         return cursor.rowcount
@@ -237,25 +280,29 @@ def pipeline_run_create(
         ) from None
 
 
-def pipeline_execute(*, pipeline: Pipeline, day: date, mode: str, trigger: str, **options) -> PipelineRun:
+def pipeline_execute(
+    *, pipeline: Pipeline, day: date, mode: str, trigger: str, fan_out: bool = False, **options
+) -> PipelineRun:
     """Create a run (see ``pipeline_run_create``) and carry it out. The caller holds the lock."""
     with primary_reads():
         run = pipeline_run_create(pipeline=pipeline, day=day, mode=mode, trigger=trigger, **options)
-        return pipeline_run_continue(pipeline=pipeline, run=run)
+        return pipeline_run_continue(pipeline=pipeline, run=run, fan_out=fan_out)
 
 
-def pipeline_run_continue(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun:
+def pipeline_run_continue(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool = False) -> PipelineRun:
     """Carry out ``run`` — queued, or resumed after its process died. The caller holds the lock.
 
     Steps that already succeeded in this run are kept; the others run (again, as a new attempt),
-    which is safe because every step is idempotent. Every read is from the primary (the cycle decides
-    what to write from what it reads), and every log record inside carries the run's id and LLM run key.
+    which is safe because every step is idempotent. With ``fan_out`` the run stops, still running, at
+    a step declared with a ``Fanout``: ``pipeline_fanout_waiting`` then names the items to hand out.
+    Every read is from the primary (the cycle decides what to write from what it reads), and every
+    log record inside carries the run's id and LLM run key.
     """
     with primary_reads():
-        return _run_continue(pipeline=pipeline, run=run)
+        return _run_continue(pipeline=pipeline, run=run, fan_out=fan_out)
 
 
-def _run_continue(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun:
+def _run_continue(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool) -> PipelineRun:
     done = set(run.steps.filter(status=StepStatus.SUCCEEDED).values_list("step", flat=True))
     options = dict(run.options)
     if run.steps.exists():
@@ -269,28 +316,42 @@ def _run_continue(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun:
     except IntegrityError:
         raise pipeline.busy_error(f"{pipeline.name}: another run became active first", run_id=None) from None
     run.refresh_from_db()
-    step = options.get("step")
-    selected = pipeline.order() if step is None else [pipeline.step(step)]
-    context = StepContext(
-        run_id=run.pk,
-        day=run.day,
-        mode=run.mode,
-        force=bool(options.get("force")),
-        run_key=f"{pipeline.run_key_prefix}:{run.pk}",
-        token_budget=options.get("token_budget"),
-    )
+    context = _context(pipeline=pipeline, run=run)
     with log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key):
         logger.info("%s for %s started (%s, %s)", pipeline.name, run.day, run.trigger, run.mode)
-        _execute_steps(run=run, selected=selected, context=context, done=done)
-        logger.info("%s for %s finished: %s", pipeline.name, run.day, run.status)
+        _execute_steps(pipeline=pipeline, run=run, context=context, done=done, fan_out=fan_out)
     return run
 
 
-def _execute_steps(*, run: PipelineRun, selected: list[Step], context: StepContext, done: set[str]) -> None:
-    failed_root: dict[str, str] = {}  # step that did not succeed -> the failed step behind it
-    budget_exhausted = False
-    for node in selected:
-        if node.name in done:
+def _context(*, pipeline: Pipeline, run: PipelineRun) -> StepContext:
+    return StepContext(
+        run_id=run.pk,
+        day=run.day,
+        mode=run.mode,
+        force=bool(run.options.get("force")),
+        run_key=f"{pipeline.run_key_prefix}:{run.pk}",
+        token_budget=run.options.get("token_budget"),
+    )
+
+
+def _selected(*, pipeline: Pipeline, run: PipelineRun) -> list[Step]:
+    step = run.options.get("step")
+    return pipeline.order() if step is None else [pipeline.step(step)]
+
+
+def _execute_steps(
+    *,
+    pipeline: Pipeline,
+    run: PipelineRun,
+    context: StepContext,
+    done: set[str],
+    fan_out: bool,
+    failed_root: dict[str, str] | None = None,
+) -> None:
+    """Run the selected steps not ``done``, then close the run; or stop at a step to fan out, the run still running."""
+    failed_root = dict(failed_root or {})  # step that did not succeed -> the failed step behind it
+    for node in _selected(pipeline=pipeline, run=run):
+        if node.name in done or node.name in failed_root:
             continue
         blocked = next((dep for dep in node.depends_on if dep in failed_root), None)
         if blocked is not None:
@@ -298,18 +359,135 @@ def _execute_steps(*, run: PipelineRun, selected: list[Step], context: StepConte
             failed_root[node.name] = failed_root[blocked]
             continue
         with log_context(step=node.name):
+            if fan_out and node.fanout is not None:
+                _fanout_start(run=run, step=node, context=context, failed_root=failed_root)
+                return
             row = _execute(run=run, step=node, context=context)
         if row.status == StepStatus.FAILED:
             failed_root[node.name] = node.name
-            budget_exhausted = budget_exhausted or row.error.startswith(BUDGET_EXHAUSTED)
     failed = [name for name, root in failed_root.items() if name == root]
     run.status = RunStatus.FAILED if failed else RunStatus.SUCCEEDED
+    budget_exhausted = run.steps.filter(
+        step__in=failed, status=StepStatus.FAILED, error__startswith=BUDGET_EXHAUSTED
+    ).exists()
     if budget_exhausted:
         run.error = f"{BUDGET_EXHAUSTED}; failed steps: {', '.join(failed)}"
     elif failed:
         run.error = f"failed steps: {', '.join(failed)}"
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "error", "finished_at"])
+    logger.info("%s for %s finished: %s", pipeline.name, run.day, run.status)
+
+
+def _fanout_start(
+    *, run: PipelineRun, step: Step, context: StepContext, failed_root: dict[str, str]
+) -> PipelineStepRun:
+    """The running row of ``step``'s fan-out: the one a resumed run was waiting for, else a new attempt.
+
+    It keeps the steps that failed so far, so that the join goes on where this left off.
+    """
+    row = _fanout_row(run=run)
+    if row is None:
+        items = list(import_string(step.fanout.items)(context))
+        row = PipelineStepRun.objects.create(
+            run=run,
+            step=step.name,
+            status=StepStatus.RUNNING,
+            attempt=_next_attempt(pipeline_name=run.pipeline, day=run.day, step=step.name),
+            output={"fanout": {"items": items, "failed": failed_root}},
+            started_at=timezone.now(),
+        )
+    logger.info("step %s fanned out over %d items", step.name, len(row.output["fanout"]["items"]))
+    return row
+
+
+def _fanout_row(*, run: PipelineRun) -> PipelineStepRun | None:
+    return run.steps.filter(status=StepStatus.RUNNING, output__has_key="fanout").order_by("-id").first()
+
+
+def pipeline_fanout_waiting(*, run: PipelineRun) -> tuple[PipelineStepRun, list[int]] | None:
+    """The fan-out ``run`` waits for and its items not done yet (in flight, lost, or never started); None if none."""
+    row = _fanout_row(run=run) if run.status == RunStatus.RUNNING else None
+    if row is None:
+        return None
+    finished = set(row.items.exclude(status=StepStatus.RUNNING).values_list("item", flat=True))
+    return row, [item for item in row.output["fanout"]["items"] if item not in finished]
+
+
+def pipeline_item_run(*, pipeline: Pipeline, step_run_id: int, item: int) -> PipelineItemRun | None:
+    """Carry out one item of a fan-out, once: an item already done is returned as it is.
+
+    None when its run no longer waits for it (finished, or closed). Raises ``PipelineItemBusy``
+    while another task carries out the same item; a task whose worker died left its row running,
+    and the next delivery does the item again (its work is idempotent).
+    """
+    with primary_reads():
+        row = PipelineStepRun.objects.select_related("run").filter(pk=step_run_id, status=StepStatus.RUNNING).first()
+        if row is None or row.run.status != RunStatus.RUNNING or "fanout" not in row.output:
+            return None
+        step = pipeline.step(row.step)
+        with _advisory_lock(_lock_key(f"item:{step_run_id}:{item}")) as acquired:
+            if not acquired:
+                raise PipelineItemBusy(f"item {item} of {row.step} (run {row.run_id}) is being carried out")
+            ledger, created = PipelineItemRun.objects.get_or_create(step_run=row, item=item)
+            if ledger.status != StepStatus.RUNNING:
+                return ledger
+            if not created:
+                ledger.started_at = timezone.now()
+                ledger.save(update_fields=["started_at"])
+            context = _context(pipeline=pipeline, run=row.run)
+            work = import_string(step.fanout.item)
+            with log_context(pipeline=pipeline.name, pipeline_run=row.run_id, run_key=context.run_key, step=row.step):
+                _perform(ledger, f"{step.name} item {item}", lambda: work(context, item))
+            return ledger
+
+
+def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool = True) -> PipelineRun:
+    """Finish the fanned-out step ``run`` waits for, once every item is done, and carry the run on.
+
+    The caller holds the lock. Items not done yet (``pipeline_fanout_waiting``) leave the run
+    waiting. A running run that waits for nothing is a dead process's: it is carried on.
+    """
+    with primary_reads():
+        run.refresh_from_db()
+        if run.status != RunStatus.RUNNING:
+            return run
+        waiting = pipeline_fanout_waiting(run=run)
+        if waiting is None:
+            return _run_continue(pipeline=pipeline, run=run, fan_out=fan_out)
+        row, pending = waiting
+        if pending:
+            return run
+        context = _context(pipeline=pipeline, run=run)
+        join = import_string(pipeline.step(row.step).fanout.join)
+        items = {ledger.item: ledger for ledger in row.items.all()}
+        outputs = [items[item] for item in row.output["fanout"]["items"]]
+        with log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key, step=row.step):
+            fanout = row.output["fanout"]
+            _perform(row, f"step {row.step}", lambda: join(context, _items_done(outputs)), keep={"fanout": fanout})
+            done = set(run.steps.filter(status=StepStatus.SUCCEEDED).values_list("step", flat=True))
+            failed_root = dict(fanout["failed"])
+            if row.status == StepStatus.FAILED:
+                failed_root[row.step] = row.step
+            _execute_steps(
+                pipeline=pipeline, run=run, context=context, done=done, fan_out=fan_out, failed_root=failed_root
+            )
+        return run
+
+
+def _items_done(items: list[PipelineItemRun]) -> list[dict]:
+    """The items' outputs, or the error of the step: the first item that failed, and how many did."""
+    failed = [ledger for ledger in items if ledger.status == StepStatus.FAILED]
+    if not failed:
+        return [ledger.output for ledger in items]
+    summary = f"{len(failed)} of {len(items)} items failed; item {failed[0].item}: {failed[0].error}"
+    if any(ledger.error.startswith(BUDGET_EXHAUSTED) for ledger in failed):
+        raise LlmBudgetExceeded(summary)
+    raise FanoutItemsFailed(summary)
+
+
+class FanoutItemsFailed(PipelineError):
+    """Some items of a fanned-out step failed: its join does not run."""
 
 
 def _check_dependencies(*, pipeline: Pipeline, day: date, step: Step) -> None:
@@ -355,22 +533,30 @@ def _execute(*, run: PipelineRun, step: Step, context: StepContext) -> PipelineS
         attempt=_next_attempt(pipeline_name=run.pipeline, day=run.day, step=step.name),
         started_at=timezone.now(),
     )
+    _perform(row, f"step {step.name}", lambda: step.resolve()(context))
+    return row
+
+
+def _perform(
+    row: PipelineStepRun | PipelineItemRun, what: str, work: Callable[[], dict], *, keep: dict | None = None
+) -> None:
+    """Run ``work`` and record on ``row`` how it went: its output (after ``keep``), or why it failed."""
     try:
-        output = step.resolve()(context)
+        output = work()
         if not isinstance(output, dict):
-            raise TypeError(f"step {step.name} returned {type(output).__name__}, expected a dict")
+            raise TypeError(f"{what} returned {type(output).__name__}, expected a dict")
         # Round-trip so dates and decimals in an output are stored as JSON strings, not refused.
-        row.output = json.loads(json.dumps(output, cls=DjangoJSONEncoder))
+        row.output = {**(keep or {}), **json.loads(json.dumps(output, cls=DjangoJSONEncoder))}
         row.status = StepStatus.SUCCEEDED
     except LlmBudgetExceeded as exc:
-        logger.warning("%s %s: %s", run, step.name, exc)
+        logger.warning("%s: %s", what, exc)
         row.status = StepStatus.FAILED
         row.error = f"{BUDGET_EXHAUSTED}: {exc}"
     except Exception as exc:
-        logger.exception("%s: step %s failed", run, step.name)
+        logger.exception("%s failed", what)
         row.status = StepStatus.FAILED
         row.error = f"{type(exc).__name__}: {exc}"
     row.finished_at = timezone.now()
     row.save(update_fields=["status", "output", "error", "finished_at"])
-    logger.info("step %s %s in %.1f s", step.name, row.status, row.duration_seconds)
-    return row
+    if isinstance(row, PipelineStepRun):
+        logger.info("%s %s in %.1f s", what, row.status, row.duration_seconds)

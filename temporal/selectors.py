@@ -19,11 +19,17 @@ EXCLUDED_PLATFORMS = (Platform.CRON, Platform.DEBUG)
 DIALOGUE_ROLES = (Role.USER, Role.ASSISTANT)
 
 
-def day_messages(*, day: date) -> QuerySet[Message]:
-    """That local day's user + assistant messages of user-facing conversations (tools and system stripped)."""
+def day_messages(*, day: date, conversation_id: int | None = None) -> QuerySet[Message]:
+    """That local day's user + assistant messages of user-facing conversations (tools and system stripped).
+
+    Of one conversation only when ``conversation_id`` is given.
+    """
     start, end = day_window(day)
+    messages = (
+        Message.objects.all() if conversation_id is None else Message.objects.filter(conversation=conversation_id)
+    )
     return (
-        Message.objects.filter(created_at__gte=start, created_at__lt=end, role__in=DIALOGUE_ROLES)
+        messages.filter(created_at__gte=start, created_at__lt=end, role__in=DIALOGUE_ROLES)
         .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
         .select_related("conversation", "conversation__person")
         .order_by("conversation_id", "created_at", "id")
@@ -64,11 +70,14 @@ class DayConversation:
         ]
 
 
-def day_conversations(*, day: date, max_chars: int | None = None) -> list[DayConversation]:
-    """Conversations with dialogue on ``day``, each with only that day's messages, capped at ``max_chars``."""
+def day_conversations(
+    *, day: date, max_chars: int | None = None, conversation_id: int | None = None
+) -> list[DayConversation]:
+    """Conversations with dialogue on ``day`` (or only ``conversation_id``), each with only that day's messages,
+    capped at ``max_chars``."""
     grouped: dict[int, DayConversation] = {}
     used: dict[int, int] = {}
-    for message in day_messages(day=day):
+    for message in day_messages(day=day, conversation_id=conversation_id):
         item = grouped.setdefault(message.conversation_id, DayConversation(message.conversation, []))
         size = used.get(message.conversation_id, 0) + len(message.content)
         if max_chars is not None and size > max_chars:

@@ -283,3 +283,23 @@ class RuntimeConfigChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.section} by {self.changed_by or '?'} at {self.changed_at:%Y-%m-%d %H:%M}"
+
+
+class LlmTokenBudget(models.Model):
+    """Tokens one job (``run_key``) has spent and reserved for calls in flight, shared by every worker.
+
+    A call reserves its largest possible cost before it is sent, with a conditional UPDATE that
+    only succeeds while spent + reserved is under the budget, and turns the reservation into what
+    it spent when it returns. A worker killed mid-call leaves its reservation standing: the job may
+    stop early, never overshoot.
+    """
+
+    run_key = models.CharField(max_length=64, primary_key=True)
+    spent = models.BigIntegerField(default=0)
+    reserved = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "llm_token_budgets"
+
+    def __str__(self) -> str:
+        return f"{self.run_key}: {self.spent} spent, {self.reserved} reserved"

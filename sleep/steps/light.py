@@ -155,26 +155,41 @@ OUTLINE_SECTIONS = (
 
 
 def light_sleep(ctx: StepContext) -> dict:
+    """The whole step in one process; under a broker its three parts run as a fan-out (see ``sleep.cycle``)."""
+    return light_sleep_join(ctx, [light_sleep_conversation(ctx, pk) for pk in light_sleep_conversations(ctx)])
+
+
+def light_sleep_conversations(ctx: StepContext) -> list[int]:
+    """Ids of the day's conversations, in the order light sleep takes them."""
     config = config_get(section="sleep")
-    conversations = day_conversations(day=ctx.day, max_chars=config["dialogue_max_chars"])
-    output: dict = {"day": ctx.day.isoformat(), "conversations": []}
-    if conversations:
-        diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
-        for item in conversations:
-            facts, semantic = _semantic_stage(ctx, item)
-            anchors, limbic = _limbic_stage(ctx, item, diary, facts, min_intensity=config["limbic_min_intensity"])
-            narrative = _narrative_stage(ctx, item, diary, facts, anchors)
-            output["conversations"].append(
-                {
-                    "conversation_id": item.conversation.pk,
-                    "messages": len(item.messages),
-                    "truncated": item.truncated,
-                    "semantic": semantic,
-                    "limbic": limbic,
-                    "narrative": narrative,
-                }
-            )
-    else:
+    return [item.conversation.pk for item in day_conversations(day=ctx.day, max_chars=config["dialogue_max_chars"])]
+
+
+def light_sleep_conversation(ctx: StepContext, conversation_id: int) -> dict:
+    """The three stages of one conversation: writes only rows of that conversation, safe to run twice."""
+    config = config_get(section="sleep")
+    found = day_conversations(day=ctx.day, max_chars=config["dialogue_max_chars"], conversation_id=conversation_id)
+    if not found:
+        return {"conversation_id": conversation_id, "skipped_reason": "no_dialogue"}
+    item = found[0]
+    diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
+    facts, semantic = _semantic_stage(ctx, item)
+    anchors, limbic = _limbic_stage(ctx, item, diary, facts, min_intensity=config["limbic_min_intensity"])
+    narrative = _narrative_stage(ctx, item, diary, facts, anchors)
+    return {
+        "conversation_id": item.conversation.pk,
+        "messages": len(item.messages),
+        "truncated": item.truncated,
+        "semantic": semantic,
+        "limbic": limbic,
+        "narrative": narrative,
+    }
+
+
+def light_sleep_join(ctx: StepContext, conversations: list[dict]) -> dict:
+    """After every conversation: the shared write (the autobiography outline) and the step's output."""
+    output: dict = {"day": ctx.day.isoformat(), "conversations": conversations}
+    if not conversations:
         output["skipped_reason"] = "no_conversations"
     output["autobiography_summary"] = autobiography_outline_refresh(ctx)
     return output

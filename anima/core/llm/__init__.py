@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Sum
-
 from anima.core.jsonvalue import storable, too_deep_path, unstorable
+from anima.core.llm.budget import budget_reserve, budget_settle
 from anima.core.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.providers import Completion, LlmRequest, provider_get
 from anima.core.llm.schema import SchemaError, schema_validate
@@ -43,16 +42,14 @@ def llm_json(
     identity: bool = True,
 ) -> dict:
     """Ask the configured model for a JSON answer to ``payload`` and return it validated against ``schema``."""
-    if token_budget is not None:
-        spent = llm_tokens_spent(run_key=run_key)
-        if spent >= token_budget:
-            raise LlmBudgetExceeded(
-                f"token budget exhausted: {run_key or 'this run'} has spent {spent} of {token_budget} tokens; "
-                f"{purpose} was not sent"
-            )
     system = f"{identity_context()}\n\n---\n\n{instructions}" if identity else instructions
     user = json.dumps(payload, ensure_ascii=False)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    reserved = 0
+    if token_budget is not None:
+        # The most this call can cost: a byte-level tokenizer never makes more tokens than bytes, plus a full answer.
+        reserved = len((system + user).encode()) + max_tokens
+        budget_reserve(run_key=run_key, budget=token_budget, tokens=reserved, purpose=purpose)
     request = LlmRequest(
         purpose=purpose, messages=messages, payload=json.loads(user), temperature=temperature, max_tokens=max_tokens
     )
@@ -70,6 +67,8 @@ def llm_json(
         finally:
             audit.latency_ms = round((time.monotonic() - started) * 1000)
             audit.save()
+            if token_budget is not None:
+                budget_settle(run_key=run_key, reserved=reserved, spent=audit.total_tokens)
             logger.info(
                 "llm call %s: %s, %d tokens in %d ms",
                 purpose,
@@ -78,10 +77,6 @@ def llm_json(
                 audit.latency_ms,
                 extra={"llm_run_id": audit.pk},
             )
-
-
-def llm_tokens_spent(*, run_key: str) -> int:
-    return AutoLlmRun.objects.filter(run_key=run_key).aggregate(total=Sum("total_tokens"))["total"] or 0
 
 
 IdentityProvider = Callable[[], str]
