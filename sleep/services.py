@@ -15,10 +15,12 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from anima.core.config import config_get
 from conversations.models import Message
 from sleep.cycle import CATCH_UP_MAX_DAYS, SLEEP_CYCLE, sleep_cycle_default_day, sleep_cycle_mode
-from sleep.models import ACTIVE_STATUSES, DeepSleepMode, PipelineRun, RunStatus, RunTrigger
+from sleep.models import ACTIVE_STATUSES, DeepSleepMode, PipelineItemRun, PipelineRun, RunStatus, RunTrigger
 from sleep.pipeline import (
     PipelineError,
     pipeline_execute,
+    pipeline_fanout_join,
+    pipeline_item_run,
     pipeline_lock,
     pipeline_run_continue,
     pipeline_run_create,
@@ -39,13 +41,17 @@ def sleep_cycle_run(
     mode: str | None = None,
     trigger: str = RunTrigger.MANUAL,
     task_id: str = "",
+    fan_out: bool = False,
 ) -> PipelineRun:
     """Run the sleep cycle (or one step of it) for ``day`` (default: yesterday) here, now, and return the run.
 
     A scheduled full run first catches up the days missed since the last scheduled success.
     ``task_id`` (the Celery task's) makes a redelivered task carry on the runs it started
-    instead of starting new ones. Raises ``SleepCycleBusy`` when another run is active,
-    ``PipelineError`` when the request is refused (unknown step or mode, unmet dependencies).
+    instead of starting new ones. With ``fan_out`` a run stops, still running, where it hands out
+    light sleep's conversations (see ``sleep.tasks``); a catch-up run that does records in its
+    options the cycle to run again (``then``) once it has finished. Raises ``SleepCycleBusy`` when
+    another run is active, ``PipelineError`` when the request is refused (unknown step or mode,
+    unmet dependencies).
     """
     day = day or sleep_cycle_default_day()
     _validate(step=step, mode=mode)
@@ -53,13 +59,19 @@ def sleep_cycle_run(
     with pipeline_lock(pipeline=SLEEP_CYCLE):
         if trigger == RunTrigger.CRON and step is None:
             for missed in sleep_cycle_missed_days(day=day):
-                _run_once(
+                run = _run_once(
                     task_id=task_id,
                     day=missed,
                     mode=sleep_cycle_mode(day=missed, trigger=RunTrigger.CATCH_UP),
                     trigger=RunTrigger.CATCH_UP,
                     token_budget=token_budget,
+                    fan_out=fan_out,
                 )
+                if run.status == RunStatus.RUNNING:
+                    then = {"day": day.isoformat(), "task_id": task_id}
+                    PipelineRun.objects.filter(pk=run.pk).update(options={**run.options, "then": then})
+                    run.refresh_from_db()
+                    return run
         return _run_once(
             task_id=task_id,
             day=day,
@@ -68,6 +80,7 @@ def sleep_cycle_run(
             force=force,
             step=step,
             token_budget=token_budget,
+            fan_out=fan_out,
         )
 
 
@@ -78,13 +91,15 @@ def _validate(*, step: str | None, mode: str | None) -> None:
         raise PipelineError(f"unknown mode {mode!r}; one of: {', '.join(DeepSleepMode.values)}")
 
 
-def _run_once(*, task_id: str, day: dt.date, **options) -> PipelineRun:
+def _run_once(*, task_id: str, day: dt.date, fan_out: bool, **options) -> PipelineRun:
     """The run of ``task_id`` for ``day``: carried on if its process died, returned as is if finished, else new."""
     if task_id:
         earlier = PipelineRun.objects.filter(pipeline=SLEEP_CYCLE.name, day=day, options__task_id=task_id).first()
         if earlier is not None:
-            return pipeline_run_continue(pipeline=SLEEP_CYCLE, run=earlier) if run_resumable(earlier) else earlier
-    return pipeline_execute(pipeline=SLEEP_CYCLE, day=day, task_id=task_id, **options)
+            if not run_resumable(earlier):
+                return earlier
+            return pipeline_run_continue(pipeline=SLEEP_CYCLE, run=earlier, fan_out=fan_out)
+    return pipeline_execute(pipeline=SLEEP_CYCLE, day=day, task_id=task_id, fan_out=fan_out, **options)
 
 
 def sleep_queue_expire() -> dt.timedelta:
@@ -120,11 +135,11 @@ def sleep_cycle_request(
     )
 
 
-def sleep_run_carry_out(*, run_id: int, task_id: str = "") -> PipelineRun | None:
+def sleep_run_carry_out(*, run_id: int, task_id: str = "", fan_out: bool = False) -> PipelineRun | None:
     """Carry out a requested run (queued, or interrupted by a dead process); None when it is gone.
 
     A run already finished is returned as it is (a task delivered twice does nothing twice).
-    Raises ``SleepCycleBusy`` when another run holds the lock.
+    ``fan_out`` as for ``sleep_cycle_run``. Raises ``SleepCycleBusy`` when another run holds the lock.
     """
     run = PipelineRun.objects.filter(pk=run_id, pipeline=SLEEP_CYCLE.name).first()
     if run is None or not run_resumable(run):
@@ -136,7 +151,24 @@ def sleep_run_carry_out(*, run_id: int, task_id: str = "") -> PipelineRun | None
         if task_id and run.options.get("task_id") != task_id:
             PipelineRun.objects.filter(pk=run.pk).update(options={**run.options, "task_id": task_id})
             run.refresh_from_db()
-        return pipeline_run_continue(pipeline=SLEEP_CYCLE, run=run)
+        return pipeline_run_continue(pipeline=SLEEP_CYCLE, run=run, fan_out=fan_out)
+
+
+def sleep_item_run(*, step_run_id: int, item: int) -> PipelineItemRun | None:
+    """Carry out one conversation of a fanned-out light sleep (see ``pipeline_item_run``)."""
+    return pipeline_item_run(pipeline=SLEEP_CYCLE, step_run_id=step_run_id, item=item)
+
+
+def sleep_fanout_join(*, run_id: int) -> PipelineRun | None:
+    """Once every conversation of its light sleep is done, finish that step and carry the run on.
+
+    None when the run is gone. Raises ``SleepCycleBusy`` when another process holds the lock.
+    """
+    run = PipelineRun.objects.filter(pk=run_id, pipeline=SLEEP_CYCLE.name).first()
+    if run is None or run.status != RunStatus.RUNNING:
+        return run
+    with pipeline_lock(pipeline=SLEEP_CYCLE):
+        return pipeline_fanout_join(pipeline=SLEEP_CYCLE, run=run)
 
 
 def sleep_run_fail(*, run_id: int, error: str) -> None:

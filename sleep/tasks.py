@@ -4,6 +4,12 @@ Runs are never lost with their worker: the task is acknowledged late and rejecte
 dies (settings), so the broker hands it to another worker, which carries on the same run (every
 step is idempotent). Without a broker a requested run is carried out by a background thread of
 the requesting process, never inside the request.
+
+With ``ANIMA_SLEEP_FANOUT`` (on when a broker and a result backend are configured) the run stops
+at light sleep and hands out a chord: one ``run_sleep_item`` per conversation, spread over every
+worker process, whose join (``join_sleep_run``) writes the outline and carries the run on. No task
+waits for another; each item is done once (a redelivered one finds it done, or does it again if
+its worker died first), and the join reads the items' rows, not the chord's results.
 """
 
 from __future__ import annotations
@@ -12,19 +18,29 @@ import datetime as dt
 import logging
 import threading
 
-from celery import shared_task
+from celery import chord, shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections, transaction
 
 from sleep.models import PipelineRun, RunTrigger
-from sleep.pipeline import PipelineBusy
-from sleep.services import sleep_cycle_run, sleep_queue_expire, sleep_run_carry_out, sleep_run_fail
+from sleep.pipeline import PipelineBusy, PipelineItemBusy, pipeline_fanout_waiting
+from sleep.services import (
+    sleep_cycle_run,
+    sleep_fanout_join,
+    sleep_item_run,
+    sleep_queue_expire,
+    sleep_run_carry_out,
+    sleep_run_fail,
+)
 
 logger = logging.getLogger(__name__)
 
 # A requested run waits for a busy lock (an operator's command run) this often, this long apart.
 BUSY_RETRIES = 20
 BUSY_RETRY_SECONDS = 60
+# A delivered item or join waits this often, this long apart, while another task holds its item or the lock.
+FANOUT_BUSY_RETRIES = 120
+FANOUT_BUSY_RETRY_SECONDS = 10
 
 
 @shared_task(
@@ -48,9 +64,10 @@ def run_sleep_cycle(
 ) -> dict:
     """A requested run (``run_id``), or a scheduled cycle for ``day`` (default yesterday)."""
     task_id = self.request.id or ""
+    fan_out = settings.ANIMA_SLEEP_FANOUT
     try:
         if run_id is not None:
-            run = sleep_run_carry_out(run_id=run_id, task_id=task_id)
+            run = sleep_run_carry_out(run_id=run_id, task_id=task_id, fan_out=fan_out)
         else:
             run = sleep_cycle_run(
                 day=dt.date.fromisoformat(day) if day else None,
@@ -59,6 +76,7 @@ def run_sleep_cycle(
                 mode=mode,
                 trigger=trigger,
                 task_id=task_id,
+                fan_out=fan_out,
             )
     except PipelineBusy as exc:
         if run_id is None:
@@ -71,7 +89,71 @@ def run_sleep_cycle(
         raise self.retry(countdown=BUSY_RETRY_SECONDS, max_retries=BUSY_RETRIES) from None
     if run is None:
         return {"run_id": run_id, "status": "missing"}
+    sleep_run_hand_out(run)
+    return _report(run)
+
+
+def _report(run: PipelineRun) -> dict:
     return {"run_id": run.pk, "day": run.day.isoformat(), "status": run.status, "error": run.error}
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    # A part of a chord: its result is what the join counts.
+    ignore_result=False,
+    autoretry_for=(OperationalError, InterfaceError),
+    max_retries=3,
+    retry_backoff=10,
+)
+def run_sleep_item(self, step_run_id: int, item: int) -> dict:
+    """One conversation of a fanned-out light sleep."""
+    try:
+        row = sleep_item_run(step_run_id=step_run_id, item=item)
+    except PipelineItemBusy:
+        raise self.retry(countdown=FANOUT_BUSY_RETRY_SECONDS, max_retries=FANOUT_BUSY_RETRIES) from None
+    return {"item": item, "status": row.status if row else "gone"}
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(OperationalError, InterfaceError),
+    max_retries=3,
+    retry_backoff=60,
+)
+def join_sleep_run(self, run_id: int) -> dict:
+    """The chord's join: once every conversation is done, finish light sleep and carry the run on."""
+    try:
+        run = sleep_fanout_join(run_id=run_id)
+    except PipelineBusy:
+        raise self.retry(countdown=FANOUT_BUSY_RETRY_SECONDS, max_retries=FANOUT_BUSY_RETRIES) from None
+    if run is None:
+        return {"run_id": run_id, "status": "missing"}
+    sleep_run_hand_out(run)
+    return _report(run)
+
+
+def sleep_run_hand_out(run: PipelineRun) -> None:
+    """Send what ``run`` waits for (its fan-out's items not done, then the join), or the cycle it says comes next.
+
+    Called once the lock is released, so that the join can take it (at once, when tasks run eagerly).
+    """
+    waiting = pipeline_fanout_waiting(run=run)
+    if waiting is not None:
+        row, pending = waiting
+        join = join_sleep_run.si(run_id=run.pk)
+        if pending:
+            chord(run_sleep_item.s(step_run_id=row.pk, item=item) for item in pending)(join)
+        else:
+            join.delay()
+        return
+    then = run.options.get("then")
+    if run.finished_at is not None and then:
+        kwargs = {"day": then["day"], "trigger": RunTrigger.CRON.value}
+        run_sleep_cycle.apply_async(kwargs=kwargs, task_id=then["task_id"] or None)
 
 
 def sleep_run_dispatch(run: PipelineRun) -> None:

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
+from django.db import connections
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from anima.core.llm import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError, llm_json, providers
+from anima.core.llm.budget import budget_reserve
 from anima.core.llm.offline import offline_handler
 from anima.core.llm.schema import (
     SchemaError,
@@ -20,7 +23,7 @@ from anima.core.llm.schema import (
     schema_string,
     schema_validate,
 )
-from anima.core.llm.testing import StubLlmServer, scripted
+from anima.core.llm.testing import StubLlmServer, StubReply, scripted
 from anima.core.models import AutoLlmRun
 from memory.models import SelfBlock
 from tests.factories import AutoLlmRunFactory, SelfLayerBlockFactory, SemanticMemoryFactory
@@ -279,6 +282,48 @@ def test_the_budget_counts_the_tokens_of_earlier_calls_of_the_run(stub):
         ask(token_budget=20)
 
     assert len(stub.requests) == 2
+
+
+def test_calls_in_flight_in_other_workers_count_against_the_budget(stub):
+    stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
+    ask(token_budget=5000)  # 15 spent
+    budget_reserve(run_key="sleep-run:1", budget=5000, tokens=4990, purpose="elsewhere")  # another worker's call
+
+    with pytest.raises(
+        LlmBudgetExceeded, match="has spent 15 of 5000 tokens \\(and 4990 reserved by calls in flight\\)"
+    ):
+        ask(token_budget=5000)
+
+    assert len(stub.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_calling_at_once_overshoot_the_budget_by_at_most_one_call(stub):
+    """Six threads, each its own database connection, call until the run's budget stops them."""
+    stub.delay = 0.05
+    stub.responder = lambda body: StubReply(content=json.dumps(ANSWER), prompt_tokens=150, completion_tokens=50)
+    budget, started = 1000, threading.Barrier(6)
+
+    def worker() -> None:
+        started.wait()
+        try:
+            while True:
+                ask(token_budget=budget, max_tokens=300)
+        except LlmBudgetExceeded:
+            pass
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    spent = sum(AutoLlmRun.objects.filter(run_key="sleep-run:1").values_list("total_tokens", flat=True))
+    # Checking the spent total before each call would let all six start at 800 and end at 2,000.
+    assert budget <= spent <= budget + 200
+    assert len(stub.requests) == spent // 200
 
 
 def test_offline_calls_dispatch_on_purpose_and_estimate_tokens(settings):

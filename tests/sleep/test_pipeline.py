@@ -6,6 +6,7 @@ import logging
 import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from anima.core.db import REPLICA, replica_reads
 from anima.core.llm import LlmBudgetExceeded, llm_json
@@ -13,8 +14,20 @@ from anima.core.llm.testing import scripted
 from memory.models import SemanticMemory
 from memory.selectors import memory_recall
 from sleep.context import StepContext
-from sleep.models import PipelineRun, PipelineStepRun
-from sleep.pipeline import Pipeline, PipelineBusy, PipelineError, Step, pipeline_execute, pipeline_lock
+from sleep.models import PipelineItemRun, PipelineRun, PipelineStepRun
+from sleep.pipeline import (
+    Fanout,
+    Pipeline,
+    PipelineBusy,
+    PipelineError,
+    Step,
+    pipeline_execute,
+    pipeline_fanout_join,
+    pipeline_fanout_waiting,
+    pipeline_item_run,
+    pipeline_lock,
+    pipeline_runs_reap,
+)
 from tests.factories import SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 20)
@@ -253,3 +266,136 @@ def test_the_cycle_reads_the_primary_even_when_its_caller_asked_for_the_replica(
     assert statuses(run) == {"recalling": "succeeded"}
     assert len(found["recall"]) == 1 and found["memories"] == ["Leo 的邮箱是 leo@example.com"]
     assert on_replica.captured_queries == []
+
+
+# A fanned-out step "spread" over items 1, 2, 3 between "a" and "after"; what each part did is recorded here.
+FANOUT_LOG: list[tuple] = []
+FANOUT_BROKEN_ITEMS: set[int] = set()
+
+
+def spread_items(ctx: StepContext) -> list[int]:
+    return [1, 2, 3]
+
+
+def spread_item(ctx: StepContext, item: int) -> dict:
+    FANOUT_LOG.append(("item", item))
+    if item in FANOUT_BROKEN_ITEMS:
+        raise RuntimeError(f"item {item} hit a wall")
+    return {"item": item, "squared": item * item}
+
+
+def spread_join(ctx: StepContext, outputs: list[dict]) -> dict:
+    FANOUT_LOG.append(("join", [output["item"] for output in outputs]))
+    return {"total": sum(output["squared"] for output in outputs)}
+
+
+def spread_whole(ctx: StepContext) -> dict:
+    return spread_join(ctx, [spread_item(ctx, item) for item in spread_items(ctx)])
+
+
+@pytest.fixture
+def fanned(recorder) -> Pipeline:
+    FANOUT_LOG.clear()
+    FANOUT_BROKEN_ITEMS.clear()
+    here = __name__
+    spread = Fanout(items=f"{here}.spread_items", item=f"{here}.spread_item", join=f"{here}.spread_join")
+    return Pipeline(
+        name="test-pipeline",
+        steps=(
+            Step("a", recorder.step("a")),
+            Step("spread", f"{here}.spread_whole", ("a",), fanout=spread),
+            Step("after", recorder.step("after"), ("spread",)),
+        ),
+    )
+
+
+def items_run(pipeline: Pipeline, run: PipelineRun) -> None:
+    row, pending = pipeline_fanout_waiting(run=run)
+    for item in pending:
+        pipeline_item_run(pipeline=pipeline, step_run_id=row.pk, item=item)
+
+
+def test_a_fanned_out_step_waits_for_its_items_and_its_join_carries_the_run_on(fanned, recorder):
+    run = execute(fanned, fan_out=True)
+
+    assert run.status == "running" and statuses(run) == {"a": "succeeded", "spread": "running"}
+    _, pending = pipeline_fanout_waiting(run=run)
+    assert pending == [1, 2, 3] and "after" not in recorder.contexts
+    items_run(fanned, run)
+    assert pipeline_fanout_waiting(run=run)[1] == []
+    run = pipeline_fanout_join(pipeline=fanned, run=run)
+
+    assert run.status == "succeeded" and statuses(run) == {
+        "a": "succeeded",
+        "spread": "succeeded",
+        "after": "succeeded",
+    }
+    assert run.steps.get(step="spread").output["total"] == 14
+    assert FANOUT_LOG == [("item", 1), ("item", 2), ("item", 3), ("join", [1, 2, 3])]
+    assert pipeline_fanout_waiting(run=run) is None
+
+
+def test_an_item_delivered_twice_is_done_once_and_an_early_join_waits(fanned):
+    run = execute(fanned, fan_out=True)
+    row, _ = pipeline_fanout_waiting(run=run)
+    pipeline_item_run(pipeline=fanned, step_run_id=row.pk, item=1)
+    pipeline_item_run(pipeline=fanned, step_run_id=row.pk, item=1)
+
+    run = pipeline_fanout_join(pipeline=fanned, run=run)
+
+    assert FANOUT_LOG == [("item", 1)]
+    assert run.status == "running" and pipeline_fanout_waiting(run=run)[1] == [2, 3]
+
+
+def test_an_item_left_running_by_a_dead_worker_is_done_again(fanned):
+    run = execute(fanned, fan_out=True)
+    row, _ = pipeline_fanout_waiting(run=run)
+    PipelineItemRun.objects.create(step_run=row, item=2)  # its worker died mid-item
+
+    assert pipeline_fanout_waiting(run=run)[1] == [1, 2, 3]
+    items_run(fanned, run)
+
+    assert sorted(FANOUT_LOG) == [("item", 1), ("item", 2), ("item", 3)]
+    assert set(row.items.values_list("status", flat=True)) == {"succeeded"}
+
+
+def test_a_failed_item_fails_the_step_without_its_join_and_skips_its_dependants(fanned, recorder):
+    FANOUT_BROKEN_ITEMS.add(2)
+    run = execute(fanned, fan_out=True)
+    items_run(fanned, run)
+
+    run = pipeline_fanout_join(pipeline=fanned, run=run)
+
+    assert run.status == "failed" and run.error == "failed steps: spread"
+    assert statuses(run) == {"a": "succeeded", "spread": "failed", "after": "skipped"}
+    assert run.steps.get(step="spread").error == (
+        "FanoutItemsFailed: 1 of 3 items failed; item 2: RuntimeError: item 2 hit a wall"
+    )
+    assert ("join", [1, 2, 3]) not in FANOUT_LOG
+
+
+def test_without_fan_out_the_same_step_runs_whole_in_process(fanned, recorder):
+    run = execute(fanned)
+
+    assert run.status == "succeeded" and run.steps.get(step="spread").output == {"total": 14}
+    assert FANOUT_LOG == [("item", 1), ("item", 2), ("item", 3), ("join", [1, 2, 3])]
+    assert not PipelineItemRun.objects.exists()
+
+
+def test_a_waiting_run_stays_alive_while_its_items_progress_and_is_closed_once_they_stall(fanned):
+    run = execute(fanned, fan_out=True)
+    row, _ = pipeline_fanout_waiting(run=run)
+
+    with pipeline_lock(pipeline=fanned):  # taking the lock closes runs nobody works on...
+        pass
+    assert pipeline_runs_reap(pipeline=fanned, queued_expire=dt.timedelta(minutes=10)) == 0
+    run.refresh_from_db()
+    assert run.status == "running"  # ...but this one's items are still to come
+
+    long_ago = timezone.now() - fanned.fanout_stall - dt.timedelta(minutes=1)
+    PipelineStepRun.objects.filter(pk=row.pk).update(started_at=long_ago)
+    PipelineItemRun.objects.create(step_run=row, item=1, started_at=long_ago)
+    assert pipeline_runs_reap(pipeline=fanned, queued_expire=dt.timedelta(minutes=10)) == 1
+    run.refresh_from_db()
+    assert run.status == "failed" and run.error.startswith("interrupted")
+    assert pipeline_item_run(pipeline=fanned, step_run_id=row.pk, item=2) is None  # a late item does nothing

@@ -1,19 +1,23 @@
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 
 import pytest
 from celery.exceptions import Retry
 from django.conf import settings as settings_module
 from django.db import OperationalError
 
+from anima.core.models import AutoLlmRun
+from conversations.models import Role
+from memory.models import SemanticMemory
 from sleep import tasks
 from sleep.cycle import SLEEP_CYCLE
-from sleep.models import PipelineRun, PipelineStepRun
+from sleep.models import PipelineItemRun, PipelineRun, PipelineStepRun
 from sleep.pipeline import PipelineError, pipeline_lock
 from sleep.services import sleep_cycle_request
 from sleep.tasks import sleep_run_dispatch
-from tests.factories import PipelineRunFactory, PipelineStepRunFactory
+from tests.factories import MessageFactory, PipelineRunFactory, PipelineStepRunFactory
 
 DAY = dt.date(2026, 11, 20)
 
@@ -125,3 +129,71 @@ def test_a_requested_run_waits_for_a_busy_lock_and_gives_up_with_a_reason():
 
 def test_a_deleted_run_is_tolerated():
     assert tasks.run_sleep_cycle.apply(kwargs={"run_id": 10**9}).get() == {"run_id": 10**9, "status": "missing"}
+
+
+@pytest.fixture
+def fan_out(settings):
+    """Light sleep fanned out as under a broker, its chord run eagerly (as Celery does without one)."""
+    settings.ANIMA_SLEEP_FANOUT = True
+
+
+def _talk_on(day: dt.date, said: str):
+    at = dt.datetime.combine(day, dt.time(12), tzinfo=zoneinfo.ZoneInfo(settings_module.ANIMA_TIME_ZONE))
+    message = MessageFactory(role=Role.USER, content=said, created_at=at)
+    return message.conversation
+
+
+def test_fanned_out_light_sleep_runs_one_task_per_conversation_and_its_join_finishes_the_cycle(fan_out):
+    first, second = _talk_on(DAY, "我住在杭州，我在一家银行工作。"), _talk_on(DAY, "我女儿小雨属虎，今年上一年级。")
+
+    result = tasks.run_sleep_cycle.apply(kwargs={"day": DAY.isoformat(), "trigger": "manual"}).get()
+
+    run = PipelineRun.objects.get(pk=result["run_id"])
+    assert run.status == "succeeded", list(run.steps.values("step", "status", "error"))
+    assert set(run.steps.values_list("status", flat=True)) == {"succeeded"} and run.steps.count() == 8
+    light = run.steps.get(step="light-sleep")
+    assert light.output["fanout"]["items"] == [first.pk, second.pk]
+    assert [c["conversation_id"] for c in light.output["conversations"]] == [first.pk, second.pk]
+    assert light.output["autobiography_summary"]["chars"] > 0  # the shared write, once, after both
+    items = PipelineItemRun.objects.filter(step_run=light)
+    assert sorted(items.values_list("item", "status")) == [(first.pk, "succeeded"), (second.pk, "succeeded")]
+    assert SemanticMemory.objects.filter(source_conversation=first).exists()
+    assert SemanticMemory.objects.filter(source_conversation=second).exists()
+    assert AutoLlmRun.objects.filter(run_key=f"sleep-run:{run.pk}", purpose="light-sleep.outline").count() == 1
+
+
+def test_fanned_out_catch_up_runs_each_missed_day_after_the_one_before_finished(fan_out):
+    _talk_on(DAY - dt.timedelta(days=2), "我住在杭州。")
+
+    tasks.run_sleep_cycle.apply(kwargs={"day": DAY.isoformat(), "trigger": "cron"}).get()
+
+    runs = list(PipelineRun.objects.order_by("id").values_list("day", "trigger", "status"))
+    assert runs == [
+        (DAY - dt.timedelta(days=2), "catch-up", "succeeded"),
+        (DAY - dt.timedelta(days=1), "catch-up", "succeeded"),
+        (DAY, "cron", "succeeded"),
+    ]
+
+
+def test_a_fanned_out_run_whose_task_is_delivered_again_hands_out_only_what_is_not_done(fan_out, monkeypatch):
+    first, second = _talk_on(DAY, "我住在杭州。"), _talk_on(DAY, "我女儿小雨属虎。")
+    sent: list = []
+    monkeypatch.setattr(tasks, "chord", lambda header: lambda body: sent.append([s.kwargs for s in header]))
+    tasks.run_sleep_cycle.apply(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, task_id="task-1").get()
+    run = PipelineRun.objects.get()
+    light = run.steps.get(step="light-sleep")
+    assert run.status == "running" and sent == [
+        [{"step_run_id": light.pk, "item": first.pk}, {"step_run_id": light.pk, "item": second.pk}]
+    ]
+    tasks.run_sleep_item.apply(kwargs={"step_run_id": light.pk, "item": first.pk}).get()
+
+    tasks.run_sleep_cycle.apply(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, task_id="task-1").get()
+
+    assert sent[1] == [{"step_run_id": light.pk, "item": second.pk}]
+    assert PipelineRun.objects.count() == 1 and run.steps.filter(step="light-sleep").count() == 1
+
+
+def test_fan_out_tasks_are_acknowledged_late_and_items_keep_their_results_for_the_chord():
+    for task in (tasks.run_sleep_item, tasks.join_sleep_run):
+        assert task.acks_late and task.reject_on_worker_lost
+    assert tasks.run_sleep_item.ignore_result is False

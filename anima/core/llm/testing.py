@@ -6,7 +6,8 @@ import collections
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -69,11 +70,15 @@ class StubReply:
 class StubLlmServer:
     """OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1, answering from a queue.
 
-    Every request body is recorded in ``requests``. With the queue empty it answers HTTP 500.
+    Every request body is recorded in ``requests``. With the queue empty it answers from
+    ``responder(request body)`` when one is given (a reply, or an answer as for ``reply``), else HTTP 500.
+    Every answer comes ``delay`` seconds after its request (requests are served concurrently).
     """
 
     requests: list[dict] = field(default_factory=list)
     replies: collections.deque = field(default_factory=collections.deque)
+    responder: Callable[[dict], Any] | None = None
+    delay: float = 0.0
 
     def reply(self, answer: Any, *, finish_reason: str = "stop", prompt_tokens: int = 10, completion_tokens: int = 5):
         content = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
@@ -99,11 +104,15 @@ class StubLlmServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 stub.requests.append(body)
+                time.sleep(stub.delay)
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                if not stub.replies:
-                    return self._send(500, {"error": {"message": "stub: no reply queued"}})
-                reply = stub.replies.popleft()
+                try:
+                    reply = stub.replies.popleft()
+                except IndexError:
+                    if stub.responder is None:
+                        return self._send(500, {"error": {"message": "stub: no reply queued"}})
+                    reply = _as_reply(stub.responder(body))
                 if reply.raw is not None:
                     return self._send_bytes(reply.status, reply.raw, reply.content_type)
                 if reply.status != 200:
@@ -138,6 +147,12 @@ class StubLlmServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _as_reply(answer: Any) -> StubReply:
+    if isinstance(answer, StubReply):
+        return answer
+    return StubReply(content=answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False))
 
 
 def _completion_body(request: dict, reply: StubReply) -> dict:
