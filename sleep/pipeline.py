@@ -34,7 +34,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from anima.core.db import primary_reads
-from anima.core.llm import LlmBudgetExceeded
+from anima.core.llm import LlmBudgetExceeded, LlmBudgetReserved
 from anima.core.logs import log_context
 from sleep.context import StepContext
 from sleep.models import ACTIVE_STATUSES, PipelineItemRun, PipelineRun, PipelineStepRun, RunStatus, StepStatus
@@ -414,12 +414,16 @@ def pipeline_fanout_waiting(*, run: PipelineRun) -> tuple[PipelineStepRun, list[
     return row, [item for item in row.output["fanout"]["items"] if item not in finished]
 
 
-def pipeline_item_run(*, pipeline: Pipeline, step_run_id: int, item: int) -> PipelineItemRun | None:
+def pipeline_item_run(
+    *, pipeline: Pipeline, step_run_id: int, item: int, wait_for_budget: bool = False
+) -> PipelineItemRun | None:
     """Carry out one item of a fan-out, once: an item already done is returned as it is.
 
     None when its run no longer waits for it (finished, or closed). Raises ``PipelineItemBusy``
-    while another task carries out the same item; a task whose worker died left its row running,
-    and the next delivery does the item again (its work is idempotent).
+    while another task carries out the same item, and with ``wait_for_budget`` while the rest of
+    the token budget is reserved by other items' calls in flight (else the item fails, budget
+    exhausted). A task whose worker died left its row running, and the next delivery does the
+    item again (its work is idempotent).
     """
     with primary_reads():
         row = PipelineStepRun.objects.select_related("run").filter(pk=step_run_id, status=StepStatus.RUNNING).first()
@@ -438,7 +442,15 @@ def pipeline_item_run(*, pipeline: Pipeline, step_run_id: int, item: int) -> Pip
             context = _context(pipeline=pipeline, run=row.run)
             work = import_string(step.fanout.item)
             with log_context(pipeline=pipeline.name, pipeline_run=row.run_id, run_key=context.run_key, step=row.step):
-                _perform(ledger, f"{step.name} item {item}", lambda: work(context, item))
+                try:
+                    _perform(
+                        ledger,
+                        f"{step.name} item {item}",
+                        lambda: work(context, item),
+                        passes=(LlmBudgetReserved,) if wait_for_budget else (),
+                    )
+                except LlmBudgetReserved as exc:
+                    raise PipelineItemBusy(f"item {item} of {row.step} waits for budget: {exc}") from None
             return ledger
 
 
@@ -538,9 +550,17 @@ def _execute(*, run: PipelineRun, step: Step, context: StepContext) -> PipelineS
 
 
 def _perform(
-    row: PipelineStepRun | PipelineItemRun, what: str, work: Callable[[], dict], *, keep: dict | None = None
+    row: PipelineStepRun | PipelineItemRun,
+    what: str,
+    work: Callable[[], dict],
+    *,
+    keep: dict | None = None,
+    passes: tuple[type[Exception], ...] = (),
 ) -> None:
-    """Run ``work`` and record on ``row`` how it went: its output (after ``keep``), or why it failed."""
+    """Run ``work`` and record on ``row`` how it went: its output (after ``keep``), or why it failed.
+
+    An exception in ``passes`` is raised to the caller, ``row`` left as it was.
+    """
     try:
         output = work()
         if not isinstance(output, dict):
@@ -548,6 +568,8 @@ def _perform(
         # Round-trip so dates and decimals in an output are stored as JSON strings, not refused.
         row.output = {**(keep or {}), **json.loads(json.dumps(output, cls=DjangoJSONEncoder))}
         row.status = StepStatus.SUCCEEDED
+    except passes:
+        raise
     except LlmBudgetExceeded as exc:
         logger.warning("%s: %s", what, exc)
         row.status = StepStatus.FAILED

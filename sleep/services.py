@@ -154,9 +154,9 @@ def sleep_run_carry_out(*, run_id: int, task_id: str = "", fan_out: bool = False
         return pipeline_run_continue(pipeline=SLEEP_CYCLE, run=run, fan_out=fan_out)
 
 
-def sleep_item_run(*, step_run_id: int, item: int) -> PipelineItemRun | None:
+def sleep_item_run(*, step_run_id: int, item: int, wait_for_budget: bool = False) -> PipelineItemRun | None:
     """Carry out one conversation of a fanned-out light sleep (see ``pipeline_item_run``)."""
-    return pipeline_item_run(pipeline=SLEEP_CYCLE, step_run_id=step_run_id, item=item)
+    return pipeline_item_run(pipeline=SLEEP_CYCLE, step_run_id=step_run_id, item=item, wait_for_budget=wait_for_budget)
 
 
 def sleep_fanout_join(*, run_id: int) -> PipelineRun | None:

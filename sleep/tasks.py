@@ -89,8 +89,13 @@ def run_sleep_cycle(
         raise self.retry(countdown=BUSY_RETRY_SECONDS, max_retries=BUSY_RETRIES) from None
     if run is None:
         return {"run_id": run_id, "status": "missing"}
-    sleep_run_hand_out(run)
+    sleep_run_hand_out(run, queue=_queue(self))
     return _report(run)
+
+
+def _queue(task) -> str | None:
+    """The queue ``task`` came from (None when run eagerly): the fan-out's tasks follow it there."""
+    return (task.request.delivery_info or {}).get("routing_key") or None
 
 
 def _report(run: PipelineRun) -> dict:
@@ -108,9 +113,11 @@ def _report(run: PipelineRun) -> dict:
     retry_backoff=10,
 )
 def run_sleep_item(self, step_run_id: int, item: int) -> dict:
-    """One conversation of a fanned-out light sleep."""
+    """One conversation of a fanned-out light sleep; on its last delivery a budget still held by others is spent."""
     try:
-        row = sleep_item_run(step_run_id=step_run_id, item=item)
+        row = sleep_item_run(
+            step_run_id=step_run_id, item=item, wait_for_budget=self.request.retries < FANOUT_BUSY_RETRIES
+        )
     except PipelineItemBusy:
         raise self.retry(countdown=FANOUT_BUSY_RETRY_SECONDS, max_retries=FANOUT_BUSY_RETRIES) from None
     return {"item": item, "status": row.status if row else "gone"}
@@ -132,28 +139,29 @@ def join_sleep_run(self, run_id: int) -> dict:
         raise self.retry(countdown=FANOUT_BUSY_RETRY_SECONDS, max_retries=FANOUT_BUSY_RETRIES) from None
     if run is None:
         return {"run_id": run_id, "status": "missing"}
-    sleep_run_hand_out(run)
+    sleep_run_hand_out(run, queue=_queue(self))
     return _report(run)
 
 
-def sleep_run_hand_out(run: PipelineRun) -> None:
+def sleep_run_hand_out(run: PipelineRun, *, queue: str | None = None) -> None:
     """Send what ``run`` waits for (its fan-out's items not done, then the join), or the cycle it says comes next.
 
     Called once the lock is released, so that the join can take it (at once, when tasks run eagerly).
     """
+    options = {"queue": queue} if queue else {}
     waiting = pipeline_fanout_waiting(run=run)
     if waiting is not None:
         row, pending = waiting
-        join = join_sleep_run.si(run_id=run.pk)
+        join = join_sleep_run.si(run_id=run.pk).set(**options)
         if pending:
-            chord(run_sleep_item.s(step_run_id=row.pk, item=item) for item in pending)(join)
+            chord(run_sleep_item.s(step_run_id=row.pk, item=item).set(**options) for item in pending)(join)
         else:
-            join.delay()
+            join.apply_async()
         return
     then = run.options.get("then")
     if run.finished_at is not None and then:
         kwargs = {"day": then["day"], "trigger": RunTrigger.CRON.value}
-        run_sleep_cycle.apply_async(kwargs=kwargs, task_id=then["task_id"] or None)
+        run_sleep_cycle.apply_async(kwargs=kwargs, task_id=then["task_id"] or None, **options)
 
 
 def sleep_run_dispatch(run: PipelineRun) -> None:

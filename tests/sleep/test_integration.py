@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -16,19 +17,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import psutil
 import psycopg
 import pytest
 import redis
 from django.conf import settings
 from django.db import connection
 
+from anima.core.llm.testing import StubLlmServer, StubReply
 from anima.core.models import AutoLlmRun
 from conversations.models import Role
-from memory.models import ContentBlock, SemanticMemory
+from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from sleep.models import PipelineRun
 from sleep.services import sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import run_sleep_cycle
-from tests.factories import ConversationFactory, MessageFactory
+from sleep.testing import light_sleep_responder
+from tests.factories import ConversationFactory, MessageFactory, RuntimeConfigFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -55,10 +59,14 @@ def _test_database_url() -> str:
 
 
 @contextlib.contextmanager
-def _worker(queue: str, log, **env: str) -> Iterator[subprocess.Popen]:
-    """A solo Celery worker on ``queue`` against the test database, stopped (if still alive) on exit."""
+def _worker(queue: str, log, processes: int = 1, **env: str) -> Iterator[subprocess.Popen]:
+    """A Celery worker on ``queue`` against the test database, stopped (if still alive) on exit.
+
+    Solo (the task runs in the worker's own process) unless ``processes`` asks for a prefork pool.
+    """
     env = {**os.environ, "DATABASE_URL": _test_database_url(), "DB_CONN_MAX_AGE": "0", **env}
-    command = [sys.executable, "-m", "celery", "-A", "anima", "worker", "--pool=solo", "-c", "1", "-Q", queue]
+    pool = "--pool=solo" if processes == 1 else "--pool=prefork"
+    command = [sys.executable, "-m", "celery", "-A", "anima", "worker", pool, "-c", str(processes), "-Q", queue]
     command += ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"]
     worker = subprocess.Popen(command, cwd=Path(settings.BASE_DIR), env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -107,7 +115,7 @@ def test_a_worker_runs_the_whole_cycle_end_to_end(worker_queue):
     conversation = ConversationFactory()
     _talk(conversation, "我女儿小雨属虎，今年上一年级。", "记住了：小雨属虎，上一年级。")
 
-    with _worker(queue, log):
+    with _worker(queue, log, ANIMA_SLEEP_FANOUT="0"):
         run_sleep_cycle.apply_async(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, queue=queue)
         run = _wait_for_finished_run(log)
 
@@ -148,7 +156,8 @@ def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_th
     run = sleep_cycle_request(day=DAY)
     # Hold the second conversation's row: light sleep writes the first conversation's memories, then
     # waits here, mid-cycle, for as long as the test likes.
-    with psycopg.connect(_test_database_url()) as blocker, _worker(queue, log) as doomed:
+    # The whole run in one task (no fan-out): the run itself is resumed, step by step.
+    with psycopg.connect(_test_database_url()) as blocker, _worker(queue, log, ANIMA_SLEEP_FANOUT="0") as doomed:
         blocker.execute("SELECT id FROM conversations WHERE id = %s FOR UPDATE", [second.pk])
         run_sleep_cycle.apply_async(kwargs={"run_id": run.pk}, queue=queue)
         _until("the first worker blocked mid-cycle", _blocked_on_a_lock, log)
@@ -172,7 +181,7 @@ def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_th
     carried_on = PipelineRun.objects.filter(pk=run.pk, finished_at__isnull=False).exclude(
         error__startswith="interrupted"
     )
-    with _worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1"):
+    with _worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1", ANIMA_SLEEP_FANOUT="0"):
         finished = _until("the run carried on by the second worker", carried_on.first, log)
 
     assert finished.pk == run.pk and finished.status == "succeeded", list(
@@ -191,3 +200,97 @@ def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_th
     for model in (SemanticMemory, ContentBlock):
         contents = list(model.objects.values_list("person_id", "content"))
         assert len(contents) == len(set(contents)), model
+
+
+SAID = (
+    "我女儿小雨属虎，今年上一年级。",
+    "我住在杭州，我在一家银行工作。",
+    "I live in Lisbon and I work at a bakery.",
+    "我对花生过敏，千万别给我推荐花生酱。",
+    "I prefer green tea over coffee these days.",
+    "我打算明年去成都看大熊猫。",
+)
+
+
+def _conversations(count: int) -> list:
+    conversations = [ConversationFactory() for _ in range(count)]
+    for index, conversation in enumerate(conversations):
+        _talk(conversation, SAID[index % len(SAID)], "记住了。")
+    return conversations
+
+
+@contextlib.contextmanager
+def _stub_model(**reply: int) -> Iterator[tuple[StubLlmServer, dict]]:
+    """A stand-in model answering light sleep after a second, and the worker settings that point at it."""
+
+    def respond(body: dict) -> StubReply:
+        return StubReply(content=json.dumps(light_sleep_responder(body), ensure_ascii=False), **reply)
+
+    with StubLlmServer(responder=respond, delay=1.0) as stub:
+        yield stub, {"ANIMA_LLM_BASE_URL": stub.base_url, "ANIMA_LLM_MODEL": "stub", "ANIMA_LLM_PROVIDER": "openai"}
+
+
+LIGHT_SLEEP_ONLY = {"day": DAY.isoformat(), "trigger": "manual", "step": "light-sleep", "force": True}
+
+
+def test_a_fanned_out_cycle_completes_its_chord_on_a_pool_of_worker_processes(worker_queue):
+    queue, log = worker_queue
+    conversations = _conversations(4)
+
+    with _worker(queue, log, processes=2):
+        run_sleep_cycle.apply_async(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, queue=queue)
+        run = _wait_for_finished_run(log)
+
+    assert run.status == "succeeded", list(run.steps.values("step", "status", "error"))
+    assert run.steps.count() == 8 and set(run.steps.values_list("status", flat=True)) == {"succeeded"}
+    light = run.steps.get(step="light-sleep")
+    assert sorted(light.output["fanout"]["items"]) == sorted(c.pk for c in conversations)
+    assert sorted(light.items.values_list("item", "status")) == sorted((c.pk, "succeeded") for c in conversations)
+    assert len(light.output["conversations"]) == 4 and light.output["autobiography_summary"]["chars"] > 0
+    for conversation in conversations:
+        assert SemanticMemory.objects.filter(source_conversation=conversation).exists()
+
+
+def test_a_worker_process_killed_mid_conversation_has_it_redone_without_duplicates(worker_queue):
+    queue, log = worker_queue
+    conversations = _conversations(4)
+
+    with _stub_model() as (stub, model), _worker(queue, log, processes=2, **model) as worker:
+        run_sleep_cycle.apply_async(kwargs=LIGHT_SLEEP_ONLY, queue=queue)
+        # A conversation's facts are written and its next stage is in flight: kill every pool process.
+        _until("a first conversation's facts", SemanticMemory.objects.exists, log)
+        killed = psutil.Process(worker.pid).children()
+        for process in killed:
+            process.kill()
+        run = _wait_for_finished_run(log)
+        replaced = psutil.Process(worker.pid).children()
+
+    assert killed and not {p.pid for p in killed} & {p.pid for p in replaced}
+    assert run.status == "succeeded", list(run.steps.values("step", "status", "error"))
+    light = run.steps.get()
+    assert sorted(light.items.values_list("item", "status")) == sorted((c.pk, "succeeded") for c in conversations)
+    # The killed calls were sent again (4 conversations x 3 stages + the outline, plus what died in flight)...
+    assert len(stub.requests) > 4 * 3 + 1
+    # ...and every conversation holds exactly one fact, one anchor and one narrative.
+    for conversation in conversations:
+        assert SemanticMemory.objects.filter(source_conversation=conversation).count() == 1
+        assert LimbicBlock.objects.filter(source_conversation=conversation).count() == 1
+        assert NarrativeBlock.objects.filter(source_conversation=conversation).count() == 1
+
+
+def test_the_nights_token_budget_holds_across_worker_processes(worker_queue):
+    queue, log = worker_queue
+    _conversations(6)
+    budget, call, processes = 2000, 400, 2
+    RuntimeConfigFactory(section="sleep", values={"token_budget": budget})
+
+    with _stub_model(prompt_tokens=300, completion_tokens=100) as (_, model):
+        with _worker(queue, log, processes=processes, **model):
+            run_sleep_cycle.apply_async(kwargs=LIGHT_SLEEP_ONLY, queue=queue)
+            run = _wait_for_finished_run(log)
+
+    spent = sum(AutoLlmRun.objects.filter(run_key=f"sleep-run:{run.pk}").values_list("total_tokens", flat=True))
+    assert run.status == "failed" and run.error.startswith("token budget exhausted"), run.error
+    assert run.steps.get().error.startswith("token budget exhausted")
+    # 6 conversations x 3 calls x 400 tokens would be 7,200.
+    assert budget <= spent <= budget + processes * call

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from anima.core.db import REPLICA, replica_reads
-from anima.core.llm import LlmBudgetExceeded, llm_json
+from anima.core.llm import LlmBudgetExceeded, LlmBudgetReserved, llm_json
 from anima.core.llm.testing import scripted
 from memory.models import SemanticMemory
 from memory.selectors import memory_recall
@@ -20,6 +20,7 @@ from sleep.pipeline import (
     Pipeline,
     PipelineBusy,
     PipelineError,
+    PipelineItemBusy,
     Step,
     pipeline_execute,
     pipeline_fanout_join,
@@ -271,6 +272,7 @@ def test_the_cycle_reads_the_primary_even_when_its_caller_asked_for_the_replica(
 # A fanned-out step "spread" over items 1, 2, 3 between "a" and "after"; what each part did is recorded here.
 FANOUT_LOG: list[tuple] = []
 FANOUT_BROKEN_ITEMS: set[int] = set()
+FANOUT_WAITING_ITEMS: set[int] = set()
 
 
 def spread_items(ctx: StepContext) -> list[int]:
@@ -281,6 +283,8 @@ def spread_item(ctx: StepContext, item: int) -> dict:
     FANOUT_LOG.append(("item", item))
     if item in FANOUT_BROKEN_ITEMS:
         raise RuntimeError(f"item {item} hit a wall")
+    if item in FANOUT_WAITING_ITEMS:
+        raise LlmBudgetReserved(f"token budget exhausted: item {item} found the rest reserved")
     return {"item": item, "squared": item * item}
 
 
@@ -297,6 +301,7 @@ def spread_whole(ctx: StepContext) -> dict:
 def fanned(recorder) -> Pipeline:
     FANOUT_LOG.clear()
     FANOUT_BROKEN_ITEMS.clear()
+    FANOUT_WAITING_ITEMS.clear()
     here = __name__
     spread = Fanout(items=f"{here}.spread_items", item=f"{here}.spread_item", join=f"{here}.spread_join")
     return Pipeline(
@@ -399,3 +404,16 @@ def test_a_waiting_run_stays_alive_while_its_items_progress_and_is_closed_once_t
     run.refresh_from_db()
     assert run.status == "failed" and run.error.startswith("interrupted")
     assert pipeline_item_run(pipeline=fanned, step_run_id=row.pk, item=2) is None  # a late item does nothing
+
+
+def test_an_item_waits_while_other_calls_hold_the_rest_of_the_budget_and_fails_when_told_not_to(fanned):
+    FANOUT_WAITING_ITEMS.add(2)
+    run = execute(fanned, fan_out=True)
+    row, _ = pipeline_fanout_waiting(run=run)
+
+    with pytest.raises(PipelineItemBusy, match="waits for budget"):
+        pipeline_item_run(pipeline=fanned, step_run_id=row.pk, item=2, wait_for_budget=True)
+    assert pipeline_fanout_waiting(run=run)[1] == [1, 2, 3]  # still to do
+    last = pipeline_item_run(pipeline=fanned, step_run_id=row.pk, item=2)
+
+    assert last.status == "failed" and last.error.startswith("token budget exhausted")

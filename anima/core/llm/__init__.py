@@ -15,13 +15,13 @@ from typing import Any
 
 from anima.core.jsonvalue import storable, too_deep_path, unstorable
 from anima.core.llm.budget import budget_reserve, budget_settle
-from anima.core.llm.errors import LlmBudgetExceeded, LlmError, LlmInvalidOutput, LlmTransientError
+from anima.core.llm.errors import LlmBudgetExceeded, LlmBudgetReserved, LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.providers import Completion, LlmRequest, provider_get
 from anima.core.llm.schema import SchemaError, schema_validate
 from anima.core.logs import log_context
 from anima.core.models import AutoLlmRun
 
-__all__ = ["LlmBudgetExceeded", "LlmError", "LlmInvalidOutput", "LlmTransientError", "llm_json"]
+__all__ = ["LlmBudgetExceeded", "LlmBudgetReserved", "LlmError", "LlmInvalidOutput", "LlmTransientError", "llm_json"]
 
 logger = logging.getLogger(__name__)
 

@@ -4,13 +4,15 @@ Checking what was spent and then calling lets every worker that checks at the sa
 too. Instead a call first reserves its largest possible cost (its prompt plus ``max_tokens``) with
 one conditional UPDATE of the job's row, admitted only while spent + reserved is under the budget;
 so however many workers call at once, what a job spends stays within its budget plus one call.
+A call refused only because calls in flight hold the rest raises ``LlmBudgetReserved``: its caller
+may try again once they have returned.
 """
 
 from __future__ import annotations
 
 from django.db import connection
 
-from anima.core.llm.errors import LlmBudgetExceeded
+from anima.core.llm.errors import LlmBudgetExceeded, LlmBudgetReserved
 
 _ENSURE = (
     "INSERT INTO llm_token_budgets (run_key, spent, reserved)"
@@ -42,7 +44,8 @@ def budget_reserve(*, run_key: str, budget: int, tokens: int, purpose: str) -> N
         cursor.execute("SELECT spent, reserved FROM llm_token_budgets WHERE run_key = %s", [run_key])
         spent, reserved = cursor.fetchone()
     in_flight = f" (and {reserved} reserved by calls in flight)" if reserved else ""
-    raise LlmBudgetExceeded(
+    error = LlmBudgetReserved if spent < budget else LlmBudgetExceeded
+    raise error(
         f"token budget exhausted: {run_key or 'this run'} has spent {spent} of {budget} tokens{in_flight}; "
         f"{purpose} was not sent"
     )

@@ -17,3 +17,7 @@ class LlmInvalidOutput(LlmError):
 
 class LlmBudgetExceeded(LlmError):
     """The run's token budget is spent; the model was not called."""
+
+
+class LlmBudgetReserved(LlmBudgetExceeded):
+    """What is left of the budget is reserved by calls in flight; once they return, there may be room again."""
