@@ -23,8 +23,11 @@ _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _initialized = False
 
 
-def _ensure_dictionary() -> None:
-    # jieba loads its ~5 MB dictionary lazily; do it once per process, under a lock, not per call.
+def segmentation_load() -> None:
+    """Load jieba's dictionary now (else on the first segmentation): once per process, under a lock.
+
+    A pre-forking parent (a Celery worker) calls it so that every child shares the loaded copy.
+    """
     global _initialized
     if _initialized:
         return
@@ -48,7 +51,7 @@ def segment_text(text: str | None) -> str | None:
             if run.isascii():
                 tokens.extend(run.split())
             else:
-                _ensure_dictionary()
+                segmentation_load()
                 tokens.extend(token for token in (t.strip() for t in jieba.cut_for_search(run)) if token)
         return " ".join(tokens)
     except Exception:
