@@ -148,6 +148,11 @@ def _conversation(*, reference: str | None, access: Access) -> Conversation:
     found = Conversation.objects.select_related("person").filter(external_id=reference).first()
     if found is not None:
         return found
+    if access.person is None and not access.is_operator:
+        raise AccessDenied(
+            f"a new conversation needs its person ({PERSON_HEADER} or user): this is {access.binding}, "
+            "which acts for no single person"
+        )
     try:
         with transaction.atomic():
             created = Conversation.objects.create(external_id=reference, platform=Platform.API, person=access.person)

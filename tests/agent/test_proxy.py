@@ -184,6 +184,10 @@ def test_who_asks_decides_where_the_turn_goes(bot, llm_stub, leo_cat):
     with pytest.raises(openai.PermissionDeniedError) as outside:
         bot(leo_bot, conversation="new").chat.completions.create(model="m", messages=hi, user="ada")
     assert "person ada is outside an agent token bound to persons leo" in outside.value.message
+    two = api_token(username="two-bot", scope="agent", persons=[leo_cat.person, ada])
+    with pytest.raises(openai.PermissionDeniedError) as nobody:
+        bot(two, conversation="new").chat.completions.create(model="m", messages=hi)
+    assert "a new conversation needs its person" in nobody.value.message
     with pytest.raises(openai.BadRequestError) as missing:
         bot(leo_bot).chat.completions.create(model="m", messages=hi)
     assert missing.value.body["param"] == "X-Anima-Conversation"
