@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from anima.agent.turn import prepare_turn
 from anima.core.errors import AccessDenied, AnimaError, Unavailable
+from anima.core.text import text_bounded
 from conversations.access import (
     AGENT,
     CONVERSATION_HEADER,
@@ -114,7 +115,7 @@ def _text_of(content: Any, *, field: str) -> str:
             content = "\n".join(texts)
     if not isinstance(content, str) or not content.strip():
         raise AnimaError(f"{field} must be a non-empty text (or a list of text parts)", field=field)
-    return content
+    return text_bounded(content, field=field)  # refused before the LLM is asked, not when storing
 
 
 def _user_message_index(messages: Any) -> int:

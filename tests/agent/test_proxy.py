@@ -4,6 +4,7 @@ with a local OpenAI-compatible stub as the upstream LLM."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 import openai
 import pytest
@@ -135,14 +136,19 @@ def test_a_tool_round_passes_through_and_stores_its_user_message_once(bot, llm_s
 
 
 def test_a_stream_passes_through_without_markers_and_stores_the_whole_reply(bot, llm_stub, leo_cat):
-    llm_stub.stream(["Your cat ", "is Miso [[ani", f"ma:{leo_cat.pk}]", "]", ". Meow [", "sic]."])
+    seen = threading.Event()
+    llm_stub.stream(["Your cat ", "is Miso [[ani", f"ma:{leo_cat.pk}]", "]", ". Meow [", "sic]."], gate=seen)
     client = bot(api_token(username="leo-bot", scope="agent", persons=[leo_cat.person]), conversation="web-1")
 
     stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Cat?"}], stream=True)
-    pieces = [chunk.choices[0].delta.content for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+    pieces = []
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+            seen.set()  # the upstream sends the rest only now
 
+    assert llm_stub.gates_opened == [True]  # the first piece reached the client while the upstream waited
     assert "".join(pieces) == "Your cat is Miso. Meow [sic]."
-    assert len(pieces) >= 3  # passed on as it came, not as one block
     assert stored("web-1") == [("user", "Cat?"), ("assistant", f"Your cat is Miso [[anima:{leo_cat.pk}]]. Meow [sic].")]
     assert Conversation.objects.get(external_id="web-1").person == leo_cat.person  # the token's one person
 

@@ -53,6 +53,9 @@ def scripted(responses: dict[str, list[Any]]) -> Iterator[ScriptedProvider]:
         yield provider
 
 
+GATE_SECONDS = 10
+
+
 @dataclass
 class StubReply:
     status: int = 200
@@ -67,6 +70,8 @@ class StubReply:
     pieces: list[str] | None = None
     # Drop the connection after this many pieces, before the finish chunk and ``[DONE]``.
     cut_after: int | None = None
+    # Sent the first piece, wait for this before the rest (a client that got it sets it).
+    gate: threading.Event | None = None
 
 
 @dataclass
@@ -78,14 +83,19 @@ class StubLlmServer:
 
     requests: list[dict] = field(default_factory=list)
     replies: collections.deque = field(default_factory=collections.deque)
+    gates_opened: list[bool] = field(default_factory=list)
 
     def reply(self, answer: Any, *, finish_reason: str = "stop", prompt_tokens: int = 10, completion_tokens: int = 5):
         content = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
         self.replies.append(StubReply(200, content, finish_reason, prompt_tokens, completion_tokens))
 
-    def stream(self, pieces: list[str], *, cut_after: int | None = None) -> None:
-        """Answer a ``stream: true`` request with these content pieces, one server-sent event each."""
-        self.replies.append(StubReply(content="".join(pieces), pieces=pieces, cut_after=cut_after))
+    def stream(self, pieces: list[str], *, cut_after: int | None = None, gate: threading.Event | None = None) -> None:
+        """Answer a ``stream: true`` request with these content pieces, one server-sent event each.
+
+        With ``gate``, the pieces after the first wait until it is set (at most ``GATE_SECONDS``);
+        ``gates_opened`` records whether it was.
+        """
+        self.replies.append(StubReply(content="".join(pieces), pieces=pieces, cut_after=cut_after, gate=gate))
 
     def fail(self, status: int, message: str = "stub failure") -> None:
         self.replies.append(StubReply(status=status, content=message))
@@ -128,6 +138,8 @@ class StubLlmServer:
                 for number, piece in enumerate(pieces):
                     if number == reply.cut_after:
                         return
+                    if number == 1 and reply.gate is not None:
+                        stub.gates_opened.append(reply.gate.wait(GATE_SECONDS))
                     self._event(_chunk_body(request, reply, {"content": piece}, None))
                 if reply.cut_after is not None:
                     return
