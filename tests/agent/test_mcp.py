@@ -15,6 +15,7 @@ from django.conf import settings
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from anima.agent.tools import tool_schemas
 from anima.api.testing import api_token
@@ -122,9 +123,11 @@ def test_http_serves_tools_to_a_bearer_token_scoped_by_its_binding(mcp_http):
             outside = await client.call_tool("memory_recall", {"query": "cat", "person": "ada"})
             bad = await client.call_tool("memory_remember", {"content": ""})
             resources = await client.list_resources()
-        return tools, recalled, outside, bad, resources
+            with pytest.raises(MCPError) as profile:
+                await client.read_resource("anima://persons/ada")
+        return tools, recalled, outside, bad, resources, profile.value
 
-    tools, recalled, outside, bad, resources = anyio.run(session)
+    tools, recalled, outside, bad, resources, profile = anyio.run(session)
 
     assert [tool.name for tool in tools.tools] == [schema["function"]["name"] for schema in tool_schemas()]
     assert [hit["snippet"] for hit in payload(recalled)["results"]] == ["Leo's cat is called Miso"]
@@ -132,6 +135,7 @@ def test_http_serves_tools_to_a_bearer_token_scoped_by_its_binding(mcp_http):
     assert "person ada is outside an agent token bound to persons leo" in payload(outside)["error"]["message"]
     assert bad.is_error and payload(bad)["error"]["field"] == "content"
     assert {str(resource.uri) for resource in resources.resources} == {"anima://self", "anima://persons/leo"}
+    assert "person ada is outside" in profile.message
 
 
 def test_http_headers_only_narrow_and_a_missing_token_is_401(mcp_http):
