@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from anima.agent.api import ChatCompletionsView
+
 admin.site.site_header = "Anima Habitat"
 admin.site.site_title = "Habitat"
 admin.site.index_title = "Memory console"
@@ -8,6 +10,8 @@ admin.site.index_title = "Memory console"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("anima.api.urls")),
+    # OpenAI-compatible: a client's base_url is <host>/v1.
+    path("v1/chat/completions", ChatCompletionsView.as_view(), name="chat-completions"),
 ]
 
 # An unreachable database is a 503 with a JSON body everywhere, not Django's HTML 500.

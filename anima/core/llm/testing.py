@@ -54,6 +54,9 @@ def scripted(responses: dict[str, list[Any]]) -> Iterator[ScriptedProvider]:
         yield provider
 
 
+GATE_SECONDS = 10
+
+
 @dataclass
 class StubReply:
     status: int = 200
@@ -64,6 +67,12 @@ class StubReply:
     # A whole body sent as is (HTML from a proxy, broken JSON), with its content type.
     raw: bytes | None = None
     content_type: str = "application/json"
+    # A streamed answer (``stream: true``): the content in these pieces; None sends it as one piece.
+    pieces: list[str] | None = None
+    # Drop the connection after this many pieces, before the finish chunk and ``[DONE]``.
+    cut_after: int | None = None
+    # Sent the first piece, wait for this before the rest (a client that got it sets it).
+    gate: threading.Event | None = None
 
 
 @dataclass
@@ -77,12 +86,21 @@ class StubLlmServer:
 
     requests: list[dict] = field(default_factory=list)
     replies: collections.deque = field(default_factory=collections.deque)
+    gates_opened: list[bool] = field(default_factory=list)
     responder: Callable[[dict], Any] | None = None
     delay: float = 0.0
 
     def reply(self, answer: Any, *, finish_reason: str = "stop", prompt_tokens: int = 10, completion_tokens: int = 5):
         content = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
         self.replies.append(StubReply(200, content, finish_reason, prompt_tokens, completion_tokens))
+
+    def stream(self, pieces: list[str], *, cut_after: int | None = None, gate: threading.Event | None = None) -> None:
+        """Answer a ``stream: true`` request with these content pieces, one server-sent event each.
+
+        With ``gate``, the pieces after the first wait until it is set (at most ``GATE_SECONDS``);
+        ``gates_opened`` records whether it was.
+        """
+        self.replies.append(StubReply(content="".join(pieces), pieces=pieces, cut_after=cut_after, gate=gate))
 
     def fail(self, status: int, message: str = "stub failure") -> None:
         self.replies.append(StubReply(status=status, content=message))
@@ -117,7 +135,29 @@ class StubLlmServer:
                     return self._send_bytes(reply.status, reply.raw, reply.content_type)
                 if reply.status != 200:
                     return self._send(reply.status, {"error": {"message": reply.content, "type": "stub"}})
+                if body.get("stream"):
+                    return self._send_events(body, reply)
                 return self._send(200, _completion_body(body, reply))
+
+            def _send_events(self, request: dict, reply: StubReply) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                pieces = reply.pieces if reply.pieces is not None else [reply.content]
+                for number, piece in enumerate(pieces):
+                    if number == reply.cut_after:
+                        return
+                    if number == 1 and reply.gate is not None:
+                        stub.gates_opened.append(reply.gate.wait(GATE_SECONDS))
+                    self._event(_chunk_body(request, reply, {"content": piece}, None))
+                if reply.cut_after is not None:
+                    return
+                self._event(_chunk_body(request, reply, {}, reply.finish_reason))
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _event(self, chunk: dict) -> None:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
 
             def _send(self, status: int, body: dict) -> None:
                 self._send_bytes(status, json.dumps(body).encode(), "application/json")
@@ -173,4 +213,14 @@ def _completion_body(request: dict, reply: StubReply) -> dict:
             "completion_tokens": reply.completion_tokens,
             "total_tokens": reply.prompt_tokens + reply.completion_tokens,
         },
+    }
+
+
+def _chunk_body(request: dict, reply: StubReply, delta: dict, finish_reason: str | None) -> dict:
+    return {
+        "id": f"chatcmpl-stub-{id(reply)}",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": request.get("model", "stub"),
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
     }
