@@ -472,11 +472,11 @@ def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool 
             return run
         context = _context(pipeline=pipeline, run=run)
         join = import_string(pipeline.step(row.step).fanout.join)
-        items = {ledger.item: ledger for ledger in row.items.all()}
-        outputs = [items[item] for item in row.output["fanout"]["items"]]
+        by_item = {ledger.item: ledger for ledger in row.items.all()}
+        ledgers = [by_item[item] for item in row.output["fanout"]["items"]]
         with log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key, step=row.step):
             fanout = row.output["fanout"]
-            _perform(row, f"step {row.step}", lambda: join(context, _items_done(outputs)), keep={"fanout": fanout})
+            _perform(row, f"step {row.step}", lambda: join(context, _items_done(ledgers)), keep={"fanout": fanout})
             done = set(run.steps.filter(status=StepStatus.SUCCEEDED).values_list("step", flat=True))
             failed_root = dict(fanout["failed"])
             if row.status == StepStatus.FAILED:
