@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+from anima.core.text import is_chinese
 from memory.models import Mood
 
 WEEK_DAYS = 7
@@ -257,4 +258,8 @@ _PHRASES = {
 def tendency_line(*, name: str, mood: str, chinese: bool) -> str:
     """The one line a prompt carries about a notable week, e.g. "Leo has seemed more stressed than usual this week."."""
     english, zh = _PHRASES[mood]
-    return f"这一周{name}似乎{zh}。" if chinese else f"{name} has seemed {english} this week."
+    if not chinese:
+        return f"{name} has seemed {english} this week."
+    # A Latin name stands apart from the Chinese around it ("这一周 Leo 似乎…"), a Chinese one does not.
+    spaced = f"{name}" if is_chinese(name) else f" {name} "
+    return f"这一周{spaced}似乎{zh}。"
