@@ -161,11 +161,11 @@ def _direction(shift: float, threshold: float) -> int:
 def mood_of(*, valence: int, arousal: int) -> str:
     """The mood of a notable week from the directions (−1, 0, 1) of its valence and arousal shifts."""
     if valence < 0:
-        return Mood.STRESSED if arousal > 0 else Mood.LOW
+        return Mood.STRESSED.value if arousal > 0 else Mood.LOW.value
     if valence > 0:
-        return Mood.UPBEAT
+        return Mood.UPBEAT.value
     if arousal:
-        return Mood.TENSE if arousal > 0 else Mood.SUBDUED
+        return Mood.TENSE.value if arousal > 0 else Mood.SUBDUED.value
     return ""
 
 
