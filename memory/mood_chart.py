@@ -20,7 +20,7 @@ PANEL_HEIGHT = {"valence": 170, "arousal": 110}
 PANEL_RANGE = {"valence": (-1.0, 1.0), "arousal": (0.0, 1.0)}
 PANEL_TICKS = {"valence": (-1.0, -0.5, 0.0, 0.5, 1.0), "arousal": (0.0, 0.5, 1.0)}
 PANEL_COLOR = {"valence": "#2b6cb0", "arousal": "#c05621"}
-TOP, GAP, BOTTOM = 18, 34, 30
+TOP, GAP, BOTTOM = 24, 34, 30
 HEIGHT = TOP + PANEL_HEIGHT["valence"] + GAP + PANEL_HEIGHT["arousal"] + BOTTOM
 
 

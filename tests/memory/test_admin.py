@@ -257,9 +257,7 @@ def test_the_mood_chart_draws_a_persons_days_with_their_anchors_one_click_away(a
     svg = ElementTree.fromstring(str(page.context["chart"]))  # well-formed SVG
     dots = {(a.get("data-day"), a.get("data-dimension")): a.get("href") for a in svg.iter(f"{SVG}a")}
     assert len(dots) == 20  # ten days, valence and arousal
-    titles = {
-        (a.get("data-day"), a.get("data-dimension")): a.find(f"{SVG}title").text for a in svg.iter(f"{SVG}a")
-    }
+    titles = {(a.get("data-day"), a.get("data-dimension")): a.find(f"{SVG}title").text for a in svg.iter(f"{SVG}a")}
     # Maya's worried day is not Leo's: his dot of that day stays where his own anchor put it.
     two_days_ago = (today - dt.timedelta(days=2)).isoformat()
     assert titles[(two_days_ago, "valence")] == f"{two_days_ago}: valence +0.50, 1 anchor"
