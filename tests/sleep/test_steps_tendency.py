@@ -5,12 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 
-from conversations.models import Person
+from django.utils import timezone
+
+from anima.core.llm.testing import scripted
+from conversations.models import Person, Platform, Role
 from memory.models import EmotionalTendency
 from sleep.context import StepContext
 from sleep.services import sleep_cycle_run
-from sleep.steps import emotional_tendency
-from tests.factories import LimbicAnchorFactory, PersonFactory
+from sleep.steps import emotional_tendency, light_sleep
+from tests.factories import ConversationFactory, LimbicAnchorFactory, MessageFactory, PersonFactory
 
 DAY = dt.date(2026, 11, 20)
 CALM = [(0.6, 0.3), (0.5, 0.35), (0.7, 0.25), (0.6, 0.3), (0.55, 0.3)]
@@ -62,14 +65,18 @@ def test_the_step_stores_each_persons_tendency_and_the_overall_one():
     assert overall.month_anchors == 59
 
 
-def test_rerunning_a_day_changes_nothing():
+def test_rerunning_a_day_changes_nothing_and_asks_no_model():
     leo = PersonFactory(slug="leo")
     calm_days(leo, DAY - dt.timedelta(days=29), 24)
     stressed_days(leo, DAY - dt.timedelta(days=5), 6)
     emotional_tendency(_ctx(DAY))
     before = rows()
 
-    emotional_tendency(_ctx(DAY))
+    # A model configured or not, the step is numbers only: a provider with no answers is never asked.
+    with scripted({}) as provider:
+        emotional_tendency(_ctx(DAY))
+
+    assert provider.calls == []
 
     assert rows() == before
     assert len(before) == 2
@@ -109,3 +116,25 @@ def test_the_nightly_cycle_runs_the_step_after_light_sleep():
     assert step.status == "succeeded", step.error
     assert step.output["persons"] == 1
     assert EmotionalTendency.objects.filter(day=DAY).count() == 2
+
+
+def test_with_the_offline_provider_anchors_of_worried_days_make_a_notable_week():
+    """Light sleep (offline, no model) writes the anchors; the step turns them into a tendency."""
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    conversation = ConversationFactory(person=leo, platform=Platform.WEB)
+    relieved = "I am so relieved that the exam is over, a quiet evening at home."
+    worried = "I am really anxious about the launch tomorrow, I can't sleep."
+    first = DAY - dt.timedelta(days=16)
+    for offset in range(17):
+        day = first + dt.timedelta(days=offset)
+        noon = timezone.make_aware(dt.datetime.combine(day, dt.time(12)))
+        text = worried if day > DAY - dt.timedelta(days=4) else relieved
+        MessageFactory(conversation=conversation, role=Role.USER, content=text, created_at=noon)
+        light_sleep(_ctx(day))
+
+    output = emotional_tendency(_ctx(DAY))
+
+    assert output["notable"] == {str(leo.pk): "stressed"}
+    row = EmotionalTendency.objects.get(person=leo, day=DAY)
+    assert (row.mood_since, row.week_days, row.month_days) == (DAY - dt.timedelta(days=3), 7, 17)
+    assert row.week_valence < 0 < row.month_valence
