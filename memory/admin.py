@@ -359,7 +359,14 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
             "person": person,
             "persons": Person.objects.filter(emotional_tendencies__isnull=False).distinct().order_by("slug"),
             "days": days,
-            "chart": mood_chart_svg(points=points, since=since, until=until, href=_anchors_url, week_means=week_means),
+            "chart": mood_chart_svg(
+                points=points,
+                since=since,
+                until=until,
+                href=_anchors_url,
+                week_means=week_means,
+                notable=[(row.day, row.get_mood_display().lower()) for row in tendencies if row.mood],
+            ),
             "points": len(points),
             "latest": tendencies.last(),
         }

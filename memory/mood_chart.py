@@ -92,13 +92,36 @@ def mood_chart_svg(
     until: date,
     href: Callable[[DayPoint], str],
     week_means: Sequence[tuple[date, float | None, float | None]] = (),
+    notable: Sequence[tuple[date, str]] = (),
 ) -> SafeString:
     """The chart of ``points`` between ``since`` and ``until``; ``href`` gives each dot's link to its anchors.
 
-    ``week_means`` are the stored tendencies (day, 7-day valence, 7-day arousal), drawn dashed.
+    ``week_means`` are the stored tendencies (day, 7-day valence, 7-day arousal), drawn dashed;
+    ``notable`` the days whose week was notable (day, mood), shaded behind both panels.
     """
     shown = [p for p in points if since <= p.day <= until]
-    layers = [_panel("valence", since=since, until=until), _panel("arousal", since=since, until=until)]
+    column = (WIDTH - LEFT - RIGHT) / max((until - since).days, 1)
+    layers = [
+        format_html_join(
+            "",
+            '<rect class="notable" x="{}" y="{}" width="{}" height="{}" fill="#f6e05e" opacity="0.25">'
+            "<title>{}: the week up to this day was {}</title></rect>",
+            (
+                (
+                    f"{_x(day, since, until) - column / 2:.1f}",
+                    TOP,
+                    f"{column:.1f}",
+                    HEIGHT - TOP - BOTTOM,
+                    day.isoformat(),
+                    mood,
+                )
+                for day, mood in notable
+                if since <= day <= until
+            ),
+        ),
+        _panel("valence", since=since, until=until),
+        _panel("arousal", since=since, until=until),
+    ]
     for dimension in ("valence", "arousal"):
         color = PANEL_COLOR[dimension]
         index = 1 if dimension == "valence" else 2

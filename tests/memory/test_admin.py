@@ -19,6 +19,7 @@ from memory.services import emotional_tendencies_refresh
 from tests.factories import (
     ContentBlockFactory,
     DiaryEntryFactory,
+    EmotionalTendencyFactory,
     LimbicAnchorFactory,
     MemoryReferenceFactory,
     MessageFactory,
@@ -250,6 +251,7 @@ def test_the_mood_chart_draws_a_persons_days_with_their_anchors_one_click_away(a
     LimbicAnchorFactory(person=leo, day=today - dt.timedelta(days=1), valence=-0.9, content="I feel Leo's dread")
     LimbicAnchorFactory(person=maya, day=today - dt.timedelta(days=2), valence=-0.5, content="I feel maya's worry")
     emotional_tendencies_refresh(day=today - dt.timedelta(days=1))
+    EmotionalTendencyFactory(person=leo, day=today - dt.timedelta(days=3), mood="stressed")
 
     page = admin_client.get(reverse("admin:memory_emotionaltendency_chart"), {"person": "leo"})
 
@@ -257,6 +259,8 @@ def test_the_mood_chart_draws_a_persons_days_with_their_anchors_one_click_away(a
     svg = ElementTree.fromstring(str(page.context["chart"]))  # well-formed SVG
     dots = {(a.get("data-day"), a.get("data-dimension")): a.get("href") for a in svg.iter(f"{SVG}a")}
     assert len(dots) == 20  # ten days, valence and arousal
+    (notable,) = svg.iter(f"{SVG}rect")
+    assert notable.find(f"{SVG}title").text.endswith("was more stressed than usual")
     titles = {(a.get("data-day"), a.get("data-dimension")): a.find(f"{SVG}title").text for a in svg.iter(f"{SVG}a")}
     # Maya's worried day is not Leo's: his dot of that day stays where his own anchor put it.
     two_days_ago = (today - dt.timedelta(days=2)).isoformat()
