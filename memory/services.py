@@ -529,7 +529,7 @@ def memory_delete(*, memory: SemanticMemory) -> None:
 
 # --- Emotional tendencies ---
 
-# Stored figures are rounded so that a re-run stores exactly what it stored before, whatever the float noise.
+# Stored figures keep 4 decimals: anchors are judged to one or two, further digits are only float noise.
 _TENDENCY_DIGITS = 4
 
 
