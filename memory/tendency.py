@@ -184,6 +184,7 @@ def _since(week: Sequence[DayPoint], *, center: float, sign: int, dimension: str
 
 def _stood_out(points: Sequence[DayPoint]) -> list[dict]:
     """Days of the window outside its usual 95 % range (median ± z·σ) in valence or arousal."""
+    # As for the baseline: under a week's worth of days there is no "usual" to stand out from.
     if len(points) < MIN_BASELINE_DAYS:
         return []
     bands = {}
@@ -256,7 +257,7 @@ _PHRASES = {
 
 
 def tendency_line(*, name: str, mood: str, chinese: bool) -> str:
-    """The one line a prompt carries about a notable week, e.g. "Leo has seemed more stressed than usual this week."."""
+    """The one line a prompt carries about a notable week ("Leo has seemed more stressed than usual this week.")."""
     english, zh = _PHRASES[mood]
     if not chinese:
         return f"{name} has seemed {english} this week."
