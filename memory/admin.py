@@ -2,30 +2,38 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import date, timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
 from anima.core.models import BlockTag
+from conversations.models import Person
 from memory import services as memory_services
 from memory.models import (
     ContentBlock,
     DiaryEntry,
     DreamBlock,
+    EmotionalTendency,
     LimbicBlock,
     MemoryReference,
     NarrativeBlock,
     SelfLayerBlock,
     SemanticMemory,
 )
+from memory.mood_chart import mood_chart_svg
 from memory.search import QuerySyntaxError, SearchTimeout
-from memory.selectors import SEARCH_RANK, ranked_by_ids, semantic_memory_search_ids
+from memory.selectors import SEARCH_RANK, mood_points, ranked_by_ids, semantic_memory_search_ids
+from memory.tendency import DayPoint
 
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
@@ -283,3 +291,83 @@ class SelfLayerBlockAdmin(admin.ModelAdmin):
         if obj is None:
             return ()
         return ("key", "content") if obj.locked else ("key",)
+
+
+MOOD_CHART_DAYS = 60
+MOOD_CHART_MAX_DAYS = 366
+
+
+def _anchors_url(point: DayPoint) -> str:
+    """The anchors behind one chart dot: the anchor itself, or the list of that day's anchors."""
+    if len(point.anchor_ids) == 1:
+        return reverse("admin:memory_contentblock_change", args=[point.anchor_ids[0]])
+    ids = ",".join(str(pk) for pk in point.anchor_ids)
+    return f"{reverse('admin:memory_contentblock_changelist')}?id__in={ids}"
+
+
+@admin.register(EmotionalTendency)
+class EmotionalTendencyAdmin(ReadOnlyAdmin):
+    """Tendencies are written by the nightly step; the chart page draws them with the anchors behind them."""
+
+    list_display = (
+        "day",
+        "person",
+        "mood",
+        "mood_since",
+        "week_valence",
+        "week_arousal",
+        "month_valence",
+        "month_arousal",
+        "week_days",
+        "chart_link",
+    )
+    list_filter = ("mood", "person")
+    list_select_related = ("person",)
+    date_hierarchy = "day"
+
+    def get_urls(self) -> list[URLPattern]:
+        chart = path("chart/", self.admin_site.admin_view(self.chart_view), name="memory_emotionaltendency_chart")
+        return [chart, *super().get_urls()]
+
+    @admin.display(description="chart")
+    def chart_link(self, obj: EmotionalTendency) -> SafeString:
+        query = f"?person={obj.person.slug}" if obj.person_id else ""
+        return format_html("<a href='{}{}'>chart</a>", reverse("admin:memory_emotionaltendency_chart"), query)
+
+    def chart_view(self, request: HttpRequest) -> HttpResponse:
+        """Valence and arousal per day of one person (``?person=slug``, else everyone) over ``?days=``."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        slug = request.GET.get("person", "")
+        person = Person.objects.filter(slug=slug).first() if slug else None
+        if slug and person is None:
+            raise Http404(f"no person {slug!r}")
+        raw_days = request.GET.get("days", "")
+        days = int(raw_days) if raw_days.isascii() and raw_days.isdigit() and len(raw_days) <= 3 else MOOD_CHART_DAYS
+        days = min(max(days, 7), MOOD_CHART_MAX_DAYS)
+        until = timezone.localdate()
+        since = until - timedelta(days=days - 1)
+        points = mood_points(since=since, until=until, person=person)
+        tendencies = EmotionalTendency.objects.filter(person=person, day__gte=since, day__lte=until).order_by("day")
+        week_means: list[tuple[date, float | None, float | None]] = [
+            (row.day, row.week_valence, row.week_arousal) for row in tendencies
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Mood of {person or 'everyone'}",
+            "opts": self.model._meta,
+            "person": person,
+            "persons": Person.objects.filter(emotional_tendencies__isnull=False).distinct().order_by("slug"),
+            "days": days,
+            "chart": mood_chart_svg(
+                points=points,
+                since=since,
+                until=until,
+                href=_anchors_url,
+                week_means=week_means,
+                notable=[(row.day, row.get_mood_display().lower()) for row in tendencies if row.mood],
+            ),
+            "points": len(points),
+            "latest": tendencies.last(),
+        }
+        return TemplateResponse(request, "admin/memory/emotionaltendency/chart.html", context)

@@ -1,4 +1,4 @@
-"""API views for semantic memories, recall and the diary (thin adapters over services and selectors)."""
+"""API views for memories, recall, the diary and emotional tendencies (thin adapters over services and selectors)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from anima.core.forms import RangeDateFilter
 from anima.core.models import Entity, MemoryStatus, MemoryType
 from conversations.access import OPERATOR, SCOPED, access_of
 from conversations.models import Person
-from memory.models import DiaryEntry, SemanticMemory
+from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
 from memory.selectors import SEARCH_RANK, memory_recall, memory_semantic_search, ranked_by_ids
 from memory.serializers import (
     DeprecateSerializer,
     DiaryEntrySerializer,
+    EmotionalTendencySerializer,
     RecallQuerySerializer,
     RecallResultSerializer,
     RememberSerializer,
@@ -177,3 +178,45 @@ class DiaryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
         # A scoped token reads the blocks of its persons and the person-less ones, as recall does.
         blocks = access_of(self.request).owned(Entity.objects.order_by("created_at", "id"))
         return super().get_queryset().prefetch_related(Prefetch("blocks", queryset=blocks))
+
+
+class EmotionalTendencyFilter(django_filters.FilterSet):
+    person = django_filters.CharFilter(field_name="person__slug")
+    overall = django_filters.BooleanFilter(field_name="person", lookup_expr="isnull", label="Only the overall rows")
+    since = RangeDateFilter(field_name="day", lookup_expr="gte")
+    until = RangeDateFilter(field_name="day", lookup_expr="lte")
+    notable = django_filters.BooleanFilter(method="notable_only", label="Only notable weeks")
+
+    class Meta:
+        model = EmotionalTendency
+        fields = ["person", "overall", "since", "until", "notable"]
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        slug = self.data.get("person")
+        if slug:
+            # A person outside the token's reach is refused by name, not an empty page.
+            access_of(self.request).person_for(Person.objects.filter(slug=slug).first())
+        return super().filter_queryset(queryset)
+
+    def notable_only(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return queryset
+        return queryset.exclude(mood="") if value else queryset.filter(mood="")
+
+
+class EmotionalTendencyViewSet(mixins.ListModelMixin, ApiViewSet):
+    """Emotional tendencies per person and day (newest first), written by the nightly sleep step.
+
+    A scoped token sees its own persons' rows only; the overall rows (person null) mix everyone's
+    anchors, so they are for operators.
+    """
+
+    queryset = EmotionalTendency.objects.select_related("person").order_by("-day", "person__slug")
+    serializer_class = EmotionalTendencySerializer
+    filterset_class = EmotionalTendencyFilter
+    access_scopes = SCOPED
+
+    def get_queryset(self):
+        access = access_of(self.request)
+        queryset = super().get_queryset()
+        return queryset if access.person_ids is None else queryset.filter(person__in=access.person_ids)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
@@ -14,8 +14,10 @@ from anima.core.calendar import moment_bound
 from anima.core.config import config_get
 from anima.core.db import replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
-from conversations.models import Conversation, Message, Person
-from memory.models import SelfLayerBlock, SemanticMemory
+from anima.core.text import is_chinese
+from conversations.models import Conversation, Message, Person, Role
+from conversations.selectors import conversation_person
+from memory.models import EmotionalTendency, LimbicBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
     MAX_LIMIT,
     SearchTimeout,
@@ -26,6 +28,7 @@ from memory.search import (
     message_source,
     search_query_build,
 )
+from memory.tendency import WEEK_DAYS, Anchor, DayPoint, day_points, tendency_line
 
 logger = logging.getLogger(__name__)
 
@@ -291,3 +294,77 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         used += len(line) + 1
     text = "Possibly relevant memories:\n" + "\n".join(lines) if lines else ""
     return PassiveRecall(hits=hits, text=text)
+
+
+# --- Emotional tendencies ---
+
+# How many of a conversation's latest messages tell its language.
+LANGUAGE_SAMPLE_MESSAGES = 20
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def limbic_anchors(*, since: date, until: date, person: Person | None = None) -> list[Anchor]:
+    """The limbic anchors about the days ``since``..``until``: ``person``'s, or everyone's without one.
+
+    An anchor whose body lacks a numeric valence, arousal or intensity is left out.
+    """
+    rows = LimbicBlock.objects.filter(source_day__gte=since, source_day__lte=until)
+    if person is not None:
+        rows = rows.filter(person=person)
+    anchors = []
+    for pk, day, person_id, body in rows.order_by("source_day", "id").values_list(
+        "pk", "source_day", "person_id", "body"
+    ):
+        body = body if isinstance(body, dict) else {}
+        values = [_number(body.get(key)) for key in ("valence", "arousal", "intensity")]
+        if day is not None and None not in values:
+            valence, arousal, intensity = values
+            anchors.append(
+                Anchor(id=pk, day=day, valence=valence, arousal=arousal, intensity=intensity, person_id=person_id)
+            )
+    return anchors
+
+
+def mood_points(*, since: date, until: date, person: Person | None = None) -> list[DayPoint]:
+    """One point per day with anchors (see ``memory.tendency``): what the console's mood chart draws."""
+    return day_points(limbic_anchors(since=since, until=until, person=person))
+
+
+def emotional_tendency_current(*, person: Person, today: date) -> EmotionalTendency | None:
+    """``person``'s latest tendency, if it describes a week that overlaps the one up to ``today``."""
+    return (
+        EmotionalTendency.objects.filter(person=person, day__gte=today - timedelta(days=WEEK_DAYS), day__lte=today)
+        .order_by("-day")
+        .first()
+    )
+
+
+def conversation_is_chinese(*, conversation: Conversation) -> bool:
+    """Whether the conversation is held in Chinese, judged by its latest user messages (else its title)."""
+    texts = list(
+        Message.objects.filter(conversation=conversation, role=Role.USER)
+        .order_by("-created_at", "-id")
+        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
+    )
+    return is_chinese("\n".join(texts) or conversation.title)
+
+
+def emotional_tendency_line(*, conversation: Conversation, today: date) -> str:
+    """One line about the conversation's own person when their week is notable, else empty.
+
+    Only the person the conversation resolves to: never another person's tendency, never the overall one.
+    """
+    person = conversation_person(conversation=conversation)
+    if person is None:
+        return ""
+    tendency = emotional_tendency_current(person=person, today=today)
+    if tendency is None or not tendency.mood:
+        return ""
+    return tendency_line(
+        name=person.display_name or person.slug,
+        mood=tendency.mood,
+        chinese=conversation_is_chinese(conversation=conversation),
+    )

@@ -9,7 +9,7 @@ from anima.core.api.serializers import MomentField, StrictSerializer
 from anima.core.models import Entity, MemoryType
 from conversations.models import Conversation
 from conversations.serializers import PersonSlugField
-from memory.models import DiaryEntry, SemanticMemory
+from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
 from memory.selectors import MEMORY_TYPES
 
@@ -116,3 +116,14 @@ class DiaryEntrySerializer(serializers.ModelSerializer):
         order = {"limbic": 0, "narrative": 1, "dream": 2}
         blocks = sorted(entry.blocks.all(), key=lambda block: (order.get(block.tag, 3), block.created_at, block.pk))
         return ContentBlockSerializer(blocks, many=True).data
+
+
+class EmotionalTendencySerializer(serializers.ModelSerializer):
+    """One day's tendency of one person (``person`` null: overall, operators only)."""
+
+    person = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = EmotionalTendency
+        exclude = ["id"]
+        read_only_fields = [field.name for field in EmotionalTendency._meta.fields if field.name != "id"]

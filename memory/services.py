@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, timedelta
 from typing import Any, TypedDict
 
 from django.core.exceptions import ValidationError
@@ -28,8 +29,9 @@ from anima.core.segmentation import segment_text
 from anima.core.text import text_bounded
 from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
-from memory.models import ContentBlock, DiaryEntry, SemanticMemory
-from memory.selectors import active_semantic_memories
+from memory.models import ContentBlock, DiaryEntry, EmotionalTendency, SemanticMemory
+from memory.selectors import active_semantic_memories, limbic_anchors
+from memory.tendency import MONTH_DAYS, Tendency, Window, tendency_compute
 
 IMPORT_BATCH_LINES = 500
 # Advisory-lock key of memory import batches (concurrent imports take turns per batch).
@@ -523,3 +525,66 @@ def memory_unpin(*, memory: SemanticMemory) -> SemanticMemory:
 def memory_delete(*, memory: SemanticMemory) -> None:
     """Physical delete (operators only): references go with it; memories it superseded lose the link."""
     memory.delete()
+
+
+# --- Emotional tendencies ---
+
+# Stored figures keep 4 decimals: anchors are judged to one or two, further digits are only float noise.
+_TENDENCY_DIGITS = 4
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, _TENDENCY_DIGITS)
+
+
+def _window_fields(prefix: str, window: Window) -> dict[str, Any]:
+    return {
+        f"{prefix}_{key}": _rounded(value) if isinstance(value, float) else value
+        for key, value in asdict(window).items()
+    }
+
+
+def _tendency_fields(tendency: Tendency) -> dict[str, Any]:
+    return {
+        **_window_fields("week", tendency.week),
+        **_window_fields("month", tendency.month),
+        **{
+            key: _rounded(getattr(tendency, key))
+            for key in ("valence_shift", "arousal_shift", "valence_threshold", "arousal_threshold")
+        },
+        "mood": tendency.mood,
+        "mood_since": tendency.mood_since,
+        "shifts": tendency.shifts,
+    }
+
+
+def emotional_tendencies_refresh(*, day: date) -> dict[str, Any]:
+    """Store the tendency of ``day`` for every person with anchors in its 30 days, and the overall one.
+
+    Idempotent: a re-run of the day stores the same rows (and drops the row of a person who no
+    longer has anchors in the window, e.g. after forgetting).
+    """
+    anchors = limbic_anchors(since=day - timedelta(days=MONTH_DAYS - 1), until=day)
+    by_person: dict[int, list] = defaultdict(list)
+    for anchor in anchors:
+        if anchor.person_id is not None:
+            by_person[anchor.person_id].append(anchor)
+    tendencies: dict[int | None, Tendency] = {None: tendency_compute(anchors=anchors, day=day)}
+    tendencies.update({pk: tendency_compute(anchors=group, day=day) for pk, group in sorted(by_person.items())})
+    with transaction.atomic():
+        dropped, _ = (
+            EmotionalTendency.objects.filter(day=day, person__isnull=False).exclude(person_id__in=by_person).delete()
+        )
+        for person_id, tendency in tendencies.items():
+            EmotionalTendency.objects.update_or_create(
+                person_id=person_id, day=day, defaults=_tendency_fields(tendency)
+            )
+    return {
+        "day": day.isoformat(),
+        "anchors": len(anchors),
+        "persons": len(by_person),
+        "dropped": dropped,
+        # Person ids only: the step's output is an audit row, not a place for names.
+        "notable": {str(pk): t.mood for pk, t in tendencies.items() if pk is not None and t.mood},
+        "overall_mood": tendencies[None].mood,
+    }

@@ -29,7 +29,15 @@ from conversations.models import (
     ShortTermMemory,
     StmScope,
 )
-from memory.models import ContentBlock, DiaryEntry, MemoryReference, SelfBlock, SelfLayerBlock, SemanticMemory
+from memory.models import (
+    ContentBlock,
+    DiaryEntry,
+    EmotionalTendency,
+    MemoryReference,
+    SelfBlock,
+    SelfLayerBlock,
+    SemanticMemory,
+)
 from sleep.models import PipelineRun, PipelineStepRun
 from temporal.models import TemporalSummary
 
@@ -124,6 +132,31 @@ class ContentBlockFactory(factory.django.DjangoModelFactory):
     tag = BlockTag.NARRATIVE
     content = factory.Sequence(lambda n: f"I remember moment {n}")
     source_day = factory.LazyAttribute(lambda o: o.parent.source_day)
+
+
+class LimbicAnchorFactory(ContentBlockFactory):
+    """A limbic anchor about ``day`` (``parent`` follows it), with its valence, arousal and intensity."""
+
+    class Params:
+        day = dt.date(2026, 11, 1)
+        valence = 0.0
+        arousal = 0.5
+        intensity = 0.6
+
+    parent = factory.LazyAttribute(lambda o: DiaryEntryFactory(source_day=o.day))
+    tag = BlockTag.LIMBIC
+    content = factory.Sequence(lambda n: f"I feel moment {n}")
+    body = factory.LazyAttribute(
+        lambda o: {"valence": o.valence, "arousal": o.arousal, "intensity": o.intensity, "kind": "conversation_mood"}
+    )
+
+
+class EmotionalTendencyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = EmotionalTendency
+
+    person = factory.SubFactory(PersonFactory)
+    day = dt.date(2026, 11, 1)
 
 
 class TemporalSummaryFactory(factory.django.DjangoModelFactory):

@@ -9,7 +9,7 @@ from rest_framework.routers import DefaultRouter
 from anima.agent.api import PrepareTurnView
 from anima.api.views import ConfigViewSet, DocsView, ToolCallView, ToolListView
 from conversations.api import ConversationViewSet, HistoryView, IdentityViewSet, PersonViewSet
-from memory.api import DiaryViewSet, MemoryViewSet, RecallView
+from memory.api import DiaryViewSet, EmotionalTendencyViewSet, MemoryViewSet, RecallView
 from sleep.api import SleepRunViewSet
 from temporal.api import TemporalSummaryViewSet
 
@@ -19,6 +19,7 @@ router.register("persons", PersonViewSet, basename="person")
 router.register("identities", IdentityViewSet, basename="identity")
 router.register("memories", MemoryViewSet, basename="memory")
 router.register("diary", DiaryViewSet, basename="diary")
+router.register("emotional-tendencies", EmotionalTendencyViewSet, basename="emotional-tendency")
 router.register("temporal-summaries", TemporalSummaryViewSet, basename="temporal-summary")
 router.register("sleep-runs", SleepRunViewSet, basename="sleep-run")
 router.register("config", ConfigViewSet, basename="config")

@@ -16,10 +16,12 @@ from anima.agent.turn import PEERS_NAME, prepare_turn
 from anima.core.config import config_update
 from conversations.models import Message, PeerBlock, Role, StmScope
 from conversations.services import conversations_import
-from memory.services import memories_import
+from memory.models import EmotionalTendency
+from memory.services import emotional_tendencies_refresh, memories_import
 from temporal.tick import temporal_tick_run
 from tests.factories import (
     ConversationFactory,
+    LimbicAnchorFactory,
     MessageFactory,
     PeerBlockFactory,
     PersonFactory,
@@ -359,3 +361,71 @@ def test_blocks_of_buckets_the_summary_covers_stay_out_even_when_first_shown_lat
     messages = prepare_turn(conversation=viewer, user_message="later", now=at("11:45"), store=False)
 
     assert peers(messages) == []  # the 10:00 bucket lies inside what the summary stands for
+
+
+def _feelings(person, first: date, days: int, valence: float, arousal: float) -> None:
+    # Usual days vary a little, as real ones do.
+    for offset in range(days):
+        wobble = (offset % 3 - 1) * 0.05
+        LimbicAnchorFactory(
+            person=person, day=first + timedelta(days=offset), valence=valence + wobble, arousal=arousal - wobble
+        )
+
+
+def test_a_tendency_line_appears_after_a_run_of_sad_days_and_disappears_after_happy_ones():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    conversation = ConversationFactory(person=leo)
+    MessageFactory(conversation=conversation, role=Role.USER, content="Work has been a lot lately.")
+    last_sad = date(2026, 11, 20)
+    _feelings(leo, last_sad - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    _feelings(leo, last_sad - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    emotional_tendencies_refresh(day=last_sad)
+
+    after_sad = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00", "2026-11-21"))
+
+    assert "Leo has seemed more stressed than usual this week." in after_sad[0]["content"]
+
+    _feelings(leo, last_sad + timedelta(days=1), 7, valence=0.6, arousal=0.3)
+    emotional_tendencies_refresh(day=last_sad + timedelta(days=7))
+
+    after_happy = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00", "2026-11-28"))
+
+    assert "this week" not in after_happy[0]["content"]
+    assert "than usual" not in after_happy[0]["content"]
+
+
+def test_the_tendency_line_is_in_the_conversations_language_and_changes_the_prefix_once_a_day():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    conversation = ConversationFactory(person=leo)
+    MessageFactory(conversation=conversation, role=Role.USER, content="最近工作压力好大，天天加班")
+    day = date(2026, 11, 20)
+    _feelings(leo, day - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    morning = prepare_turn(conversation=conversation, user_message="早", now=at("09:00", "2026-11-21"))
+    _feelings(leo, day - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    emotional_tendencies_refresh(day=day)  # a late (or re-run) night's step, after today's snapshot
+
+    noon = prepare_turn(conversation=conversation, user_message="在吗", now=at("12:00", "2026-11-21"))
+    next_day = prepare_turn(conversation=conversation, user_message="早", now=at("09:00", "2026-11-22"))
+
+    assert noon[0]["content"] == morning[0]["content"]  # the snapshot stands until the next 02:00
+    assert "这一周 Leo 似乎比平时压力更大。" in next_day[0]["content"]
+
+
+def test_a_conversation_carries_only_its_own_persons_tendency():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    day = date(2026, 11, 20)
+    for person in (leo, maya):
+        _feelings(person, day - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    _feelings(leo, day - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    _feelings(maya, day - timedelta(days=6), 7, valence=0.6, arousal=0.3)
+    emotional_tendencies_refresh(day=day)
+    now = at("10:00", "2026-11-21")
+
+    maya_prompt = prepare_turn(conversation=ConversationFactory(person=maya), user_message="hi", now=now)[0]
+    nobodys_prompt = prepare_turn(conversation=ConversationFactory(person=None), user_message="hi", now=now)[0]
+
+    assert EmotionalTendency.objects.get(person=None, day=day).mood  # everyone's week did move
+    for prompt in (maya_prompt, nobodys_prompt):
+        assert "than usual" not in prompt["content"]
+        assert "Leo" not in prompt["content"]
