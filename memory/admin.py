@@ -8,6 +8,7 @@ from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -25,7 +26,7 @@ from memory.models import (
     SemanticMemory,
 )
 from memory.search import QuerySyntaxError, SearchTimeout
-from memory.selectors import SEARCH_RANK, ranked_by_ids, semantic_memory_search_ids
+from memory.selectors import SEARCH_RANK, memory_versions, ranked_by_ids, semantic_memory_search_ids
 
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
@@ -68,7 +69,9 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         "fts_segmented",
         "created_at",
         "updated_at",
-        "supersede_chain",
+        "valid_from",
+        "valid_to",
+        "belief_timeline",
         "citing_messages",
     )
     raw_id_fields = ("superseded_by", "source_conversation")
@@ -80,7 +83,10 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     ]
     fieldsets = (
         (None, {"fields": ("content", "memory_type", "status", "pinned", "person")}),
-        ("Expiry", {"fields": ("expired_reason", "superseded_by", "supersede_chain")}),
+        (
+            "Belief history",
+            {"fields": ("valid_from", "valid_to", "expired_reason", "superseded_by", "belief_timeline")},
+        ),
         ("Source", {"fields": ("source_conversation", "source_channel", "source_day", "external_id")}),
         ("Citations", {"fields": ("reference_count", "citing_messages")}),
         ("Details", {"fields": ("body", "fts_segmented", "created_at", "updated_at")}),
@@ -106,43 +112,16 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def short_content(self, obj: SemanticMemory) -> str:
         return obj.content[:100]
 
-    @admin.display(description="supersede chain")
-    def supersede_chain(self, obj: SemanticMemory) -> SafeString | str:
-        """What this memory replaced, and what replaced it, transitively."""
-        seen = {obj.pk}
-        older: list[SemanticMemory] = []
-        frontier = list(obj.supersedes.order_by("id")) if obj.pk else []
-        while frontier:
-            memory = frontier.pop(0)
-            if memory.pk not in seen:
-                seen.add(memory.pk)
-                older.append(memory)
-                frontier.extend(memory.supersedes.order_by("id"))
-        newer: list[SemanticMemory] = []
-        current = obj.superseded_by
-        while current is not None and current.pk not in seen:
-            seen.add(current.pk)
-            newer.append(current)
-            current = current.superseded_by
-        if not older and not newer:
+    @admin.display(description="timeline (old → new)")
+    def belief_timeline(self, obj: SemanticMemory) -> SafeString | str:
+        """This belief's versions: when each was held, why it ended and the conversation that changed it."""
+        versions = memory_versions(memory=obj) if obj.pk else []
+        if len(versions) < 2:
             return "—"
-        rows = [("supersedes", memory) for memory in older] + [("superseded by", memory) for memory in newer]
         return format_html(
-            "<ul class='anima-chain'>{}</ul>",
+            "<ol class='anima-timeline'>{}</ol>",
             format_html_join(
-                "",
-                "<li>{} <a href='{}'>#{}</a> [{}] {}{}</li>",
-                (
-                    (
-                        label,
-                        _entity_url(memory),
-                        memory.pk,
-                        memory.status,
-                        memory.content[:120],
-                        f" — {memory.expired_reason}" if memory.expired_reason else "",
-                    )
-                    for label, memory in rows
-                ),
+                "", "<li>{}</li>", ((_version_html(memory, current=memory.pk == obj.pk),) for memory in versions)
             ),
         )
 
@@ -176,6 +155,34 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
                 ),
             ),
         )
+
+
+def _held_text(moment) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else "?"
+
+
+def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
+    """One version: held from → to, the memory, why it ended and where (the successor's conversation)."""
+    held_from = _held_text(memory.valid_from or memory.created_at)
+    held_to = _held_text(memory.valid_to) if memory.valid_to else "now"
+    successor = memory.superseded_by
+    changed_in: SafeString | str = ""
+    if successor is not None and successor.source_conversation is not None:
+        conversation = successor.source_conversation
+        url = reverse("admin:conversations_conversation_change", args=[conversation.pk])
+        changed_in = format_html(" · changed in <a href='{}'>{}</a>", url, conversation)
+    return format_html(
+        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}{}",
+        "▶ " if current else "",
+        held_from,
+        held_to,
+        _entity_url(memory),
+        memory.pk,
+        memory.status,
+        memory.content[:120],
+        f" — {memory.expired_reason}" if memory.expired_reason else "",
+        changed_in,
+    )
 
 
 def _entity_url(memory: SemanticMemory) -> str:

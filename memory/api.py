@@ -151,6 +151,7 @@ class RecallView(ApiView):
             until=query["until"],
             channel=query["channel"],
             global_only=access.global_only,
+            as_of=query["as_of"],
         )
         return Response({"results": results})
 

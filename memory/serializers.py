@@ -34,6 +34,8 @@ class SemanticMemorySerializer(serializers.ModelSerializer):
             "source_day",
             "expired_reason",
             "superseded_by",
+            "valid_from",
+            "valid_to",
             "body",
             "citation",
             "created_at",
@@ -68,6 +70,11 @@ class RecallQuerySerializer(serializers.Serializer):
     person = PersonSlugField(required=False, default=None)
     since = MomentField(required=False, default=None)
     until = MomentField(required=False, default=None)
+    as_of = MomentField(
+        required=False,
+        default=None,
+        help_text="Recall what was held then: a date (the end of that local day) or an ISO datetime.",
+    )
     channel = serializers.CharField(max_length=64, required=False, default=None)
     limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=10)
 
@@ -92,6 +99,8 @@ class RecallResultSerializer(serializers.Serializer):
     message_external_id = serializers.CharField(allow_null=True)
     ranks = serializers.DictField(child=serializers.IntegerField())
     semantic_memory_id = serializers.IntegerField(required=False)
+    valid_from = serializers.CharField(required=False, allow_null=True)
+    valid_to = serializers.CharField(required=False, allow_null=True)
     role = serializers.CharField(required=False)
 
 

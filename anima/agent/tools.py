@@ -35,7 +35,7 @@ from conversations.models import Conversation, Person, person_slug_valid
 from conversations.selectors import history_search
 from conversations.services import identity_map, identity_resolve
 from memory.search import MAX_LIMIT
-from memory.selectors import MEMORY_TYPES, active_semantic_memories, memory_recall, memory_semantic_search
+from memory.selectors import MEMORY_TYPES, memory_recall, memory_semantic_search, semantic_memories_held
 from memory.services import memory_remember
 
 CITATION_RULE = (
@@ -77,6 +77,12 @@ _SLUG = schema_string(min_length=1, max_length=64, description="Person slug, e.g
 _LIMIT = schema_integer(minimum=1, maximum=MAX_LIMIT, description="Maximum results (default 10).")
 _SINCE = schema_string(description="Only after this date or datetime (ISO 8601, inclusive).")
 _UNTIL = schema_string(description="Only before this date or datetime (ISO 8601, inclusive).")
+_AS_OF = schema_string(
+    description=(
+        "Answer from belief history: what was held at this date (the end of that day) or ISO datetime, "
+        "e.g. to say what you thought last week. Default: now."
+    )
+)
 _CHANNEL = schema_string(min_length=1, max_length=64, description="Channel, e.g. telegram, cli.")
 _CHAT_ID = schema_string(min_length=1, max_length=200, description="Account or chat id on the channel.")
 _MEMORY_TYPE = schema_enum(MemoryType.values, description="Kind of fact (default world).")
@@ -150,6 +156,7 @@ def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
         until=moment_parse(args.get("until"), field="until"),
         channel=args.get("channel"),
         global_only=True,
+        as_of=moment_parse(args.get("as_of"), field="as_of"),
     )
     return {"results": results}
 
@@ -162,6 +169,7 @@ def _semantic_search(args: dict[str, Any], access: Access) -> dict[str, Any]:
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
         global_only=True,
+        as_of=moment_parse(args.get("as_of"), field="as_of"),
     )
     return {"results": results}
 
@@ -193,7 +201,8 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
         person = _person(args, access, required=True)
         if args.get("query"):
             return _recall({**args, "person": person.slug, "memory_types": ["semantic"]}, access)
-        memories = active_semantic_memories().filter(person=person).select_related("person")
+        held = semantic_memories_held(as_of=moment_parse(args.get("as_of"), field="as_of"))
+        memories = held.filter(person=person).select_related("person")
         memories = memories.order_by("-pinned", "-reference_count", "id")[: int(args.get("limit", 50))]
         return {"person": person.slug, "memories": [_memory_json(memory) for memory in memories]}
     if action == "remember":
@@ -267,6 +276,7 @@ TOOLS: tuple[Tool, ...] = (
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
+                "as_of": _AS_OF,
                 "channel": {**_CHANNEL, "description": "Only conversation snippets from this channel."},
             },
             required=("query",),
@@ -283,6 +293,7 @@ TOOLS: tuple[Tool, ...] = (
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
+                "as_of": _AS_OF,
             },
             required=("query",),
         ),
@@ -328,6 +339,7 @@ TOOLS: tuple[Tool, ...] = (
                 "scope": schema_enum(["person", "source"], description="remember: default person."),
                 "since": _SINCE,
                 "until": _UNTIL,
+                "as_of": {**_AS_OF, "description": "recall: " + _AS_OF["description"]},
                 "limit": _LIMIT,
             },
             required=("action",),

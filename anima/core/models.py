@@ -100,6 +100,11 @@ class Entity(SegmentedTextModel):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
+    # Belief history: when a semantic memory became true or known (its occurred_at, else its first sighting)
+    # and when it stopped being held (expired, superseded or deprecated; the reason is expired_reason).
+    # Recall "as of" a moment reads the memories valid then.
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(null=True, blank=True)
     pinned = models.BooleanField(default=False)
     reference_count = models.IntegerField(default=0, editable=False)
     person = models.ForeignKey(

@@ -7,7 +7,13 @@ import datetime as dt
 from anima.api.testing import api_client, operator_client
 from anima.core.models import BlockTag, MemoryStatus
 from memory.models import SemanticMemory
-from tests.factories import ContentBlockFactory, DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
+from tests.factories import (
+    ContentBlockFactory,
+    DiaryEntryFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+    belief_superseded,
+)
 
 
 def test_remember_creates_once_and_returns_the_existing_fact_after():
@@ -119,3 +125,20 @@ def test_a_search_that_finds_nothing_is_an_empty_page():
     response = operator_client().get("/api/memories/", {"q": "zebrafish"})
     assert response.status_code == 200
     assert response.json()["results"] == []
+
+
+def test_recall_as_of_answers_from_belief_history_and_refuses_far_off_moments():
+    leo = PersonFactory(slug="leo")
+    old, new, _ = belief_superseded(person=leo)
+    client = operator_client()
+
+    def held(as_of):
+        return client.get("/api/recall/", {"q": "zodiac", "person": "leo", "types": "semantic", "as_of": as_of})
+
+    assert [r["id"] for r in held("2026-11-20").json()["results"]] == [old.pk]
+    assert [r["id"] for r in held("2026-11-25T21:00+08:00").json()["results"]] == [new.pk]
+    for far in ("1899-12-31", "2200-01-01", "2200-01-01T00:00", "last week"):
+        response = held(far)
+        assert response.status_code == 400 and "as_of" in response.json(), far
+    listed = client.get(f"/api/memories/{old.pk}/").json()
+    assert listed["valid_to"] and listed["expired_reason"] == "contradiction: corrected"

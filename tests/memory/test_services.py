@@ -8,6 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError
+from django.utils import timezone
 
 from anima.core.models import BlockTag, Entity, MemoryStatus
 from conversations.models import Person
@@ -17,8 +18,10 @@ from memory.services import (
     diary_block_create,
     memories_import,
     memory_create,
+    memory_deprecate,
     memory_expire,
     memory_merge,
+    memory_restore,
     memory_split,
     memory_update,
 )
@@ -210,3 +213,14 @@ def test_diary_blocks_hang_under_their_day_and_take_its_day():
         diary_block_create(diary=block, tag=BlockTag.DREAM, content="x")
     with pytest.raises(IntegrityError):  # the database keeps one dream a day
         diary_block_create(diary=diary, tag=BlockTag.DREAM, content="又一个梦")
+
+
+def test_every_retirement_ends_the_belief_and_a_restore_reopens_it():
+    memory = memory_create(content="Leo lives in Hangzhou", memory_type="world", body={"occurred_at": "2025-03-01"})
+    assert timezone.localtime(memory.valid_from).isoformat() == "2025-03-01T00:00:00+08:00"
+    memory_deprecate(memory=memory, reason="wrong")
+    assert memory.valid_to is not None and memory.expired_reason == "wrong"
+    memory_restore(memory=memory)
+    assert (memory.valid_to, memory.expired_reason) == (None, "")
+    fuzzy = memory_create(content="Leo moved in spring", memory_type="world", body={"occurred_at": "spring 2019"})
+    assert fuzzy.valid_from == fuzzy.created_at  # a fuzzy date is no moment: the first sighting stands in
