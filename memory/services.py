@@ -493,7 +493,8 @@ def memory_split(*, memory: SemanticMemory, parts: Sequence[MemoryPart]) -> list
     if not parts:
         raise ValidationError({"parts": "a split needs at least one part"})
     with transaction.atomic():
-        written = [_memory_derive(memory, part=part) for part in parts]
+        # split_from: forgetting ``memory`` reaches every part, not only the first (its successor).
+        written = [_memory_derive(memory, part=part, body={"split_from": memory.pk}) for part in parts]
         ids = ", ".join(f"#{part.pk}" for part in written)
         memory_expire(memory=memory, reason=f"split into {ids}", superseded_by=written[0])
     return written
