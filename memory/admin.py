@@ -5,16 +5,21 @@ from collections.abc import Callable
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
-from anima.core.models import BlockTag
+from anima.core.models import BlockTag, ForgetReason
+from conversations.models import Person
 from memory import services as memory_services
+from memory.forgetting import ForgetPlan, memory_forget, memory_forget_plan, person_forget, person_forget_plan
 from memory.models import (
     ContentBlock,
     DiaryEntry,
@@ -56,6 +61,44 @@ def _memory_action(
     return admin.action(description=description, permissions=["change"])(action)
 
 
+FORGET_TEMPLATE = "admin/memory/forget_confirmation.html"
+
+
+def _forget_page(request: HttpRequest, *, title: str, plans: list[ForgetPlan], **context) -> TemplateResponse:
+    """The confirmation page: everything each forget will take, then one button."""
+    context = {
+        **admin.site.each_context(request),
+        "title": title,
+        "plans": plans,
+        "opts": SemanticMemory._meta,
+        "messages_checked": bool(request.POST.get("messages")),
+        **context,
+    }
+    return TemplateResponse(request, FORGET_TEMPLATE, context)
+
+
+def _requester(request: HttpRequest) -> str:
+    return f"console:{request.user.get_username()}"
+
+
+@admin.action(description="Forget selected memories everywhere…", permissions=["delete"])
+def forget_memories(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+    messages_too = bool(request.POST.get("messages"))
+    if request.POST.get("confirm") != "yes":
+        plans = [memory_forget_plan(memory=memory, messages=messages_too) for memory in queryset]
+        selected = [memory.pk for memory in queryset]
+        return _forget_page(request, title="Forget memories", plans=plans, selected=selected, action="forget_memories")
+    forgotten = 0
+    for pk in queryset.values_list("pk", flat=True):
+        # An earlier forget of this batch may have taken it already (one version of another).
+        memory = SemanticMemory.objects.filter(pk=pk).first()
+        if memory is not None:
+            memory_forget(memory=memory, messages=messages_too, requested_by=_requester(request))
+            forgotten += 1
+    modeladmin.message_user(request, f"Forgot {forgotten} memor{'y' if forgotten == 1 else 'ies'}.", messages.SUCCESS)
+    return None
+
+
 @admin.register(SemanticMemory)
 class SemanticMemoryAdmin(admin.ModelAdmin):
     list_display = ("id", "short_content", "memory_type", "status", "pinned", "reference_count", "person", "source_day")
@@ -80,6 +123,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         _memory_action(memory_services.memory_unpin, "Unpinned", "Unpin selected memories"),
         _memory_action(memory_services.memory_deprecate, "Deprecated", "Deprecate selected memories"),
         _memory_action(memory_services.memory_restore, "Restored", "Restore selected memories to active"),
+        forget_memories,
     ]
     fieldsets = (
         (None, {"fields": ("content", "memory_type", "status", "pinned", "person")}),
@@ -94,6 +138,40 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs) -> type[ChangeList]:
         return RankedChangeList
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # a delete is a forget: the forget action lists what goes
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: SemanticMemory) -> None:
+        memory_forget(memory=obj, requested_by=_requester(request), reason=ForgetReason.OPERATOR)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for pk in queryset.values_list("pk", flat=True):
+            memory = SemanticMemory.objects.filter(pk=pk).first()
+            if memory is not None:
+                memory_forget(memory=memory, requested_by=_requester(request), reason=ForgetReason.OPERATOR)
+
+    def get_urls(self) -> list:
+        forget = self.admin_site.admin_view(self.forget_person_view)
+        return [
+            path("forget-person/<slug:slug>/", forget, name="memory_forget_person"),
+            *super().get_urls(),
+        ]
+
+    def forget_person_view(self, request: HttpRequest, slug: str) -> HttpResponse:
+        """GET: everything about the person that forgetting takes; POST (confirmed): forget it."""
+        if not self.has_delete_permission(request):
+            raise PermissionDenied
+        person = get_object_or_404(Person, slug=slug)
+        messages_too = bool(request.POST.get("messages"))
+        if request.method == "POST" and request.POST.get("confirm") == "yes":
+            tombstone = person_forget(person=person, messages=messages_too, requested_by=_requester(request))
+            self.message_user(request, f"Forgot everything about person #{tombstone.target_id}.", messages.SUCCESS)
+            return HttpResponseRedirect(reverse("admin:memory_semanticmemory_changelist"))
+        plan = person_forget_plan(person=person, messages=messages_too)
+        return _forget_page(request, title=f"Forget {person.slug}", plans=[plan], selected=[], person_scope=True)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
         term = search_term.strip()

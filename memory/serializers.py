@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from anima.core.api.serializers import MomentField, StrictSerializer
-from anima.core.models import Entity, MemoryType
+from anima.core.models import Entity, ForgetReason, ForgetTombstone, MemoryType
 from conversations.models import Conversation
 from conversations.serializers import PersonSlugField
 from memory.models import DiaryEntry, SemanticMemory
@@ -60,6 +60,29 @@ class RememberSerializer(StrictSerializer):
 
 class DeprecateSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class ForgetSerializer(StrictSerializer):
+    messages = serializers.BooleanField(default=False, help_text="Redact the messages that stated it too.")
+    reason = serializers.ChoiceField(choices=ForgetReason.choices, required=False)
+
+
+class ForgetTombstoneSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ForgetTombstone
+        fields = [
+            "id",
+            "kind",
+            "target_id",
+            "reason",
+            "requested_by",
+            "with_messages",
+            "entity_ids",
+            "counts",
+            "created_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
 
 
 class RecallQuerySerializer(serializers.Serializer):

@@ -548,8 +548,3 @@ def memory_unpin(*, memory: SemanticMemory) -> SemanticMemory:
     memory.pinned = False
     memory.save(update_fields=["pinned", "updated_at"])
     return memory
-
-
-def memory_delete(*, memory: SemanticMemory) -> None:
-    """Physical delete (operators only): references go with it; memories it superseded lose the link."""
-    memory.delete()

@@ -34,6 +34,8 @@ from conversations.access import AGENT, OPERATOR, OPERATOR_ACCESS, Access
 from conversations.models import Conversation, Person, person_slug_valid
 from conversations.selectors import history_search
 from conversations.services import identity_map, identity_resolve
+from memory.forgetting import memory_forget
+from memory.models import SemanticMemory
 from memory.search import MAX_LIMIT
 from memory.selectors import MEMORY_TYPES, memory_recall, memory_semantic_search, semantic_memories_held
 from memory.services import memory_remember
@@ -209,6 +211,8 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
         _require(args, "content")
         _person(args, access, required=True)
         return _remember(args, access)
+    if action == "forget":
+        return _forget(args, access)
     if action == "search_history":
         # The person's timeline (by slug, or the mapped channel account), else the global one only.
         person = _person(args, access)
@@ -245,6 +249,19 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
         display_name=args.get("display_name", ""),
     )
     return {"identity": {"channel": identity.channel, "chat_id": identity.external_id, "person": identity.person.slug}}
+
+
+def _forget(args: dict[str, Any], access: Access) -> dict[str, Any]:
+    """Forget one of the caller's own memories, asked from their own conversation (channel + chat_id)."""
+    _require(args, "memory_id", "channel", "chat_id")
+    person = _person(args, access, required=True)
+    access.write_check(person, what="forgetting a memory")
+    memory = SemanticMemory.objects.filter(pk=args["memory_id"]).first()
+    if memory is None or memory.person_id != person.pk:
+        # Someone else's memory, a global one or none: the same answer, so ids reveal nothing.
+        raise ToolError("memory_id", f"memory {args['memory_id']} is not one of {person.slug}'s memories")
+    tombstone = memory_forget(memory=memory, requested_by=f"tool:{args['channel']}:{args['chat_id']}")
+    return {"forgotten": tombstone.entity_ids, "tombstone": tombstone.pk}
 
 
 def _short_term_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
@@ -322,19 +339,22 @@ TOOLS: tuple[Tool, ...] = (
             "Person memory. Actions: recall (a person's memories; with query, search them), remember (a stable "
             "fact about a person; scope=source ties it to the channel account channel+chat_id), search_history "
             "(timeline events by text, time range and channel; without a person, the global timeline), "
-            "map_identity (map channel+chat_id to person, creating the person). Name the person by slug, or by "
+            "map_identity (map channel+chat_id to person, creating the person), forget (memory_id: erase one of the "
+            "person's own memories everywhere, when they ask you to forget it; only from their own conversation, "
+            "channel+chat_id). Name the person by slug, or by "
             "channel+chat_id of a mapped account. Do not edit SOUL.md / USER.md / memory/MEMORY.md: the sleep "
             "cycle owns them. " + WRITING_GUIDELINES + " " + CITATION_RULE
         ),
         parameters=schema_object(
             {
-                "action": schema_enum(["recall", "remember", "search_history", "map_identity"]),
+                "action": schema_enum(["recall", "remember", "search_history", "map_identity", "forget"]),
                 "person": _SLUG,
                 "channel": _CHANNEL,
                 "chat_id": _CHAT_ID,
                 "display_name": schema_string(max_length=200, description="map_identity: person's name."),
                 "query": _text("recall / search_history: what to look for."),
                 "content": _text("remember: the fact."),
+                "memory_id": schema_integer(minimum=1, description="forget: the memory's id (from recall)."),
                 "memory_type": _MEMORY_TYPE,
                 "scope": schema_enum(["person", "source"], description="remember: default person."),
                 "since": _SINCE,

@@ -38,6 +38,7 @@ def test_the_published_schemas_are_openai_function_definitions():
         "remember",
         "search_history",
         "map_identity",
+        "forget",
     ]
 
 
