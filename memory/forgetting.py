@@ -174,8 +174,11 @@ class _Change:
     row: dict[str, Any]
 
 
-def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int]) -> Iterator[_Change]:
-    """Every row with a passage quoting a forgotten fact or citing a forgotten id, and its redacted values."""
+def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], persons: set[int]) -> Iterator[_Change]:
+    """Every row with a passage quoting a forgotten fact or citing a forgotten id, and its redacted values.
+
+    Another person's semantic memories are about them, never a quote of a forgotten fact of ``persons``.
+    """
     terms = redactor.search_terms()
     if not terms:
         return
@@ -194,8 +197,10 @@ def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int]) -> It
                     query |= Q(**{f"body__{key}__contains": [pk]})
         rows = model._base_manager.filter(query)
         if model is Entity:
-            rows = rows.exclude(pk__in=skip_entities)
-        extra = ["primary_component"] if model is Entity else []
+            rows = rows.exclude(pk__in=skip_entities).exclude(
+                Q(primary_component=Component.SEMANTIC_MEMORY, person__isnull=False) & ~Q(person__in=persons)
+            )
+        extra = ["primary_component", "tag"] if model is Entity else []
         for row in rows.values(model._meta.pk.attname, *extra, *(f.attname for f in fields)).iterator():
             values = {}
             for f in fields:
@@ -267,7 +272,8 @@ def _run(
                 result.note(Entity._meta.db_table, pk, deleted=True)
             if before_sweep is not None:
                 before_sweep(result)
-            for change in list(_sweep(redactor, messages=messages, skip_entities=ids)):
+            swept = _sweep(redactor, messages=messages, skip_entities=ids, persons=_persons(memories))
+            for change in list(swept):
                 _apply(change, result)
             prefix = config_get(section="memory.temporal_summary")["redis_key_prefix"]
             cache_delete_prefix(prefix=f"{prefix}:peer_roll:")
@@ -287,15 +293,21 @@ def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> For
     memories = list(SemanticMemory.objects.filter(pk__in=_versions([memory.pk])).select_related("person"))
     rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
     rows += [PlannedRow("entities", m.pk, m.content[:120], "restore") for m in _restored({m.pk for m in memories})]
-    rows += _planned(_redactor(memories), messages=messages, skip={m.pk for m in memories})
+    rows += _planned(_redactor(memories), messages=messages, memories=memories)
     return ForgetPlan(kind=MEMORY, target_id=memory.pk, memories=memories, rows=rows)
 
 
-def _planned(redactor: Redactor, *, messages: bool, skip: set[int]) -> list[PlannedRow]:
+def _persons(memories: list[SemanticMemory]) -> set[int]:
+    return {memory.person_id for memory in memories if memory.person_id}
+
+
+def _planned(redactor: Redactor, *, messages: bool, memories: list[SemanticMemory]) -> list[PlannedRow]:
     planned = []
-    for change in _sweep(redactor, messages=messages, skip_entities=skip):
+    skip = {memory.pk for memory in memories}
+    for change in _sweep(redactor, messages=messages, skip_entities=skip, persons=_persons(memories)):
         text = change.row.get("content") or change.row.get("title") or ""
-        label = f"{change.model._meta.verbose_name} #{change.pk}" + (f": {text[:100]}" if isinstance(text, str) else "")
+        kind = change.row.get("tag") or change.row.get("primary_component") or change.model._meta.verbose_name
+        label = f"{kind} #{change.pk}" + (f": {text[:100]}" if isinstance(text, str) else "")
         emptied = "content" in change.values and not str(change.values["content"]).strip()
         planned.append(PlannedRow(change.model._meta.db_table, change.pk, label, "delete" if emptied else "redact"))
     return planned
@@ -341,7 +353,7 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
             PlannedRow("conversations", pk, str(title), "delete")
             for pk, title in Conversation.objects.filter(person=person).values_list("pk", "title")
         ]
-    rows += _planned(_person_redactor(person, memories), messages=messages, skip=skip)
+    rows += _planned(_person_redactor(person, memories), messages=messages, memories=memories)
     return ForgetPlan(kind=PERSON, target_id=person.pk, memories=memories, rows=rows)
 
 

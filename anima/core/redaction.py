@@ -30,7 +30,8 @@ STEM_CHARS = 5
 QUOTE_SHARE = 0.75
 SHORT_FACT_WORDS = 3
 
-_WORD_RE = re.compile(r"[^\W\d_][\w'’]*", re.UNICODE)
+# Words, and numbers of two or more digits (a code, a year: "1234" is what tells two locker codes apart).
+_WORD_RE = re.compile(r"[^\W\d_][\w'’]*|\d{2,}", re.UNICODE)
 _CJK_RUN_RE = re.compile(r"[\u3400-\u9fff]+")
 # Sentence spans keep their trailing punctuation and whitespace, so the text around a removed one is unchanged.
 _SPAN_RE = re.compile(r".*?(?:[。！？!?；;\n]+|\.(?=\s)|$)\s*", re.DOTALL)
