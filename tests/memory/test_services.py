@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import io
 import json
 
 import pytest
+from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from anima.core.models import BlockTag, Entity, MemoryStatus
@@ -224,3 +226,18 @@ def test_every_retirement_ends_the_belief_and_a_restore_reopens_it():
     assert (memory.valid_to, memory.expired_reason) == (None, "")
     fuzzy = memory_create(content="Leo moved in spring", memory_type="world", body={"occurred_at": "spring 2019"})
     assert fuzzy.valid_from == fuzzy.created_at  # a fuzzy date is no moment: the first sighting stands in
+
+
+def test_the_migration_backfills_belief_history_from_the_body():
+    backfill = importlib.import_module("anima.migrations.0007_belief_history").belief_history_backfill
+    dated = SemanticMemoryFactory(body={"occurred_at": "2025-03-01"})
+    seen = SemanticMemoryFactory(body={"observed_at": "2026-01-02T03:04:05+00:00", "occurred_at": "spring"})
+    retired = SemanticMemoryFactory(status=MemoryStatus.EXPIRED)
+    Entity.objects.update(valid_from=None, valid_to=None)
+    with connection.schema_editor() as editor:
+        backfill(apps, editor)
+    dated, seen, retired = (Entity.objects.get(pk=m.pk) for m in (dated, seen, retired))
+    assert timezone.localtime(dated.valid_from).isoformat() == "2025-03-01T00:00:00+08:00"
+    assert seen.valid_from.isoformat() == "2026-01-02T03:04:05+00:00"
+    assert (retired.valid_from, retired.valid_to) == (retired.created_at, retired.updated_at)
+    assert dated.valid_to is None
