@@ -43,6 +43,7 @@ from anima.core.models import (
 )
 from anima.core.redaction import Fact, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
+from conversations.selectors import conversations_of_persons
 from memory.models import SemanticMemory
 from memory.services import memory_restore
 from temporal.models import TemporalSummary, Window
@@ -358,16 +359,23 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
     if messages:
         rows += [
             PlannedRow("conversations", pk, str(title), "delete")
-            for pk, title in Conversation.objects.filter(person=person).values_list("pk", "title")
+            for pk, title in _conversations(person).values_list("pk", "title")
         ]
     rows += _planned(_person_redactor(person, memories), messages=messages, memories=memories)
     return ForgetPlan(kind=PERSON, target_id=person.pk, memories=memories, rows=rows)
 
 
+def _conversations(person: Person):
+    """The person's conversations: theirs, or person-less ones on a channel account mapped to them."""
+    return Conversation.objects.filter(conversations_of_persons(person_ids=[person.pk]))
+
+
+def _history_rows(person: Person):
+    return HistoryEntry.objects.filter(Q(person=person) | Q(conversation__in=_conversations(person)))
+
+
 def _history(person: Person) -> list[tuple[int, str]]:
-    return list(
-        HistoryEntry.objects.filter(Q(person=person) | Q(conversation__person=person)).values_list("pk", "content")
-    )
+    return list(_history_rows(person).values_list("pk", "content"))
 
 
 def _person_redactor(person: Person, memories: list[SemanticMemory]) -> Redactor:
@@ -393,12 +401,13 @@ def person_forget(
         Entity.objects.filter(person=person).delete()
         for pk, _ in _history(person):
             result.note("history_entries", pk, deleted=True)
-        HistoryEntry.objects.filter(Q(person=person) | Q(conversation__person=person)).delete()
+        _history_rows(person).delete()
         _summary_sections_drop(person, result)
         if messages:
-            for pk in Conversation.objects.filter(person=person).values_list("pk", flat=True):
+            conversations = list(_conversations(person).values_list("pk", flat=True))
+            for pk in conversations:
                 result.note("conversations", pk, deleted=True)
-            Conversation.objects.filter(person=person).delete()
+            Conversation.objects.filter(pk__in=conversations).delete()
             Identity.objects.filter(person=person).delete()
             Person.objects.filter(pk=person.pk).delete()
 

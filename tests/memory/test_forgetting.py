@@ -185,13 +185,16 @@ def test_person_forget_with_messages_is_erasure():
     kept = SemanticMemoryFactory(person=leo, content="Leo collects stamps")
     mine = ConversationFactory(person=maya)
     MessageFactory(conversation=mine, content="I collect vintage typewriters")
+    IdentityFactory(person=maya, channel="telegram", external_id="7")
+    mapped = ConversationFactory(person=None, channel="telegram", chat_id="7")  # hers through her account
+    MessageFactory(conversation=mapped, content="Another typewriter arrived today")
     ContentBlockFactory(tag=BlockTag.NARRATIVE, person=None, content="Maya visited today. Leo cooked.")
 
     response = operator_client().post("/api/persons/maya/forget/", {"messages": True}, format="json")
 
     assert response.status_code == 200 and response.json()["kind"] == "person"
     assert not Person.objects.filter(slug="maya").exists()
-    assert not Conversation.objects.filter(pk=mine.pk).exists()
+    assert not Conversation.objects.filter(pk__in=[mine.pk, mapped.pk]).exists()
     assert SemanticMemory.objects.get() == kept
     assert Entity.objects.get(tag=BlockTag.NARRATIVE).content == "Leo cooked."
     assert traces("typewriter", "maya") == []
