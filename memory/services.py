@@ -441,9 +441,10 @@ def memory_expire(
 ) -> SemanticMemory:
     """Retire an active memory with the reason and, when one does, the memory that supersedes it.
 
-    The one write that ends a belief (expiry, supersede, merge, split): ``valid_to`` becomes ``at``
-    (default now), so recall "as of" an earlier moment still finds it. Nothing is deleted:
-    ``memory_restore`` brings it back.
+    The one write that ends a belief (expiry, supersede, merge, split): ``valid_to`` becomes ``at``,
+    by default now or, when a successor took over earlier (its ``valid_from``: a change stated days
+    before the night that consolidated it), then; so recall "as of" a moment finds one version, not
+    both. Nothing is deleted: ``memory_restore`` brings it back.
     """
     _active_valid(memory)
     if superseded_by is not None and superseded_by.pk == memory.pk:
@@ -451,7 +452,10 @@ def memory_expire(
     memory.status = MemoryStatus.EXPIRED
     memory.expired_reason = reason
     memory.superseded_by = superseded_by
-    memory.valid_to = at or timezone.now()
+    end = at or timezone.now()
+    if at is None and superseded_by is not None and superseded_by.valid_from is not None:
+        end = min(end, max(superseded_by.valid_from, memory.valid_from or memory.created_at))
+    memory.valid_to = end
     memory.full_clean(validate_constraints=False)
     memory.save(update_fields=["status", "expired_reason", "superseded_by", "valid_to", "updated_at"])
     return memory

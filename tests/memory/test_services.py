@@ -241,3 +241,15 @@ def test_the_migration_backfills_belief_history_from_the_body():
     assert seen.valid_from.isoformat() == "2026-01-02T03:04:05+00:00"
     assert (retired.valid_from, retired.valid_to) == (retired.created_at, retired.updated_at)
     assert dated.valid_to is None
+
+
+def test_a_supersede_ends_the_old_belief_when_the_new_one_began():
+    old = memory_create(content="Leo lives in Hangzhou", memory_type="world", body={"occurred_at": "2026-03-01"})
+    new = memory_create(content="Leo lives in Suzhou", memory_type="world", body={"occurred_at": "2026-11-20"})
+    memory_expire(memory=old, reason="moved", superseded_by=new)
+    assert old.valid_to == new.valid_from
+    # A successor dated before the old belief began ends it at once, never before it began.
+    older = memory_create(content="Leo's sign is Leo", memory_type="world", body={"occurred_at": "2026-05-01"})
+    backdated = memory_create(content="Leo's sign is Virgo", memory_type="world", body={"occurred_at": "2016-09-01"})
+    memory_expire(memory=older, reason="corrected", superseded_by=backdated)
+    assert older.valid_to == older.valid_from
