@@ -95,15 +95,7 @@ class ForgetPlan:
 
     kind: str
     target_id: int
-    memories: list[SemanticMemory]
     rows: list[PlannedRow]
-
-    def counts(self) -> dict[str, dict[str, int]]:
-        counts: dict[str, dict[str, int]] = {}
-        for row in self.rows:
-            table = counts.setdefault(row.table, {})
-            table[row.action] = table.get(row.action, 0) + 1
-        return counts
 
 
 # --- What a forget takes ---------------------------------------------------------------------------
@@ -125,6 +117,10 @@ def _versions(start: Iterable[int]) -> set[int]:
         newer = set(made.values_list("pk", flat=True)) - ids
         ids |= newer
     return ids
+
+
+def _taken(start: Iterable[int]) -> list[SemanticMemory]:
+    return list(SemanticMemory.objects.filter(pk__in=_versions(start)).select_related("person"))
 
 
 def _restored(ids: set[int]) -> list[SemanticMemory]:
@@ -298,11 +294,11 @@ def _run(
 
 def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> ForgetPlan:
     """What ``memory_forget`` would take, without taking it."""
-    memories = list(SemanticMemory.objects.filter(pk__in=_versions([memory.pk])).select_related("person"))
+    memories = _taken([memory.pk])
     rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
     rows += [PlannedRow("entities", m.pk, m.content[:120], "restore") for m in _restored({m.pk for m in memories})]
     rows += _planned(_redactor(memories), messages=messages, memories=memories)
-    return ForgetPlan(kind=MEMORY, target_id=memory.pk, memories=memories, rows=rows)
+    return ForgetPlan(kind=MEMORY, target_id=memory.pk, rows=rows)
 
 
 def _persons(memories: list[SemanticMemory]) -> set[int]:
@@ -330,7 +326,7 @@ def memory_forget(
 ) -> ForgetTombstone:
     """Forget ``memory`` and everything derived from it, everywhere; ``messages`` also redacts the messages
     that stated it. Returns the tombstone (ids and counts, no content)."""
-    memories = list(SemanticMemory.objects.filter(pk__in=_versions([memory.pk])).select_related("person"))
+    memories = _taken([memory.pk])
     return _run(
         kind=MEMORY,
         target_id=memory.pk,
@@ -343,8 +339,7 @@ def memory_forget(
 
 
 def _person_memories(person: Person) -> list[SemanticMemory]:
-    own = SemanticMemory.objects.filter(person=person).values_list("pk", flat=True)
-    return list(SemanticMemory.objects.filter(pk__in=_versions(own)).select_related("person"))
+    return _taken(SemanticMemory.objects.filter(person=person).values_list("pk", flat=True))
 
 
 def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
@@ -362,7 +357,7 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
             for pk, title in _conversations(person).values_list("pk", "title")
         ]
     rows += _planned(_person_redactor(person, memories), messages=messages, memories=memories)
-    return ForgetPlan(kind=PERSON, target_id=person.pk, memories=memories, rows=rows)
+    return ForgetPlan(kind=PERSON, target_id=person.pk, rows=rows)
 
 
 def _conversations(person: Person):
