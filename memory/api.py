@@ -7,14 +7,16 @@ from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.forms import RangeDateFilter
-from anima.core.models import Entity, MemoryStatus, MemoryType
-from conversations.access import OPERATOR, SCOPED, access_of
+from anima.core.models import Entity, ForgetReason, MemoryStatus, MemoryType
+from conversations.access import OPERATOR, PERSON, SCOPED, access_of
 from conversations.models import Person
+from memory.forgetting import memory_forget, person_forget
 from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
 from memory.selectors import SEARCH_RANK, memory_recall, memory_semantic_search, ranked_by_ids
@@ -22,13 +24,14 @@ from memory.serializers import (
     DeprecateSerializer,
     DiaryEntrySerializer,
     EmotionalTendencySerializer,
+    ForgetSerializer,
+    ForgetTombstoneSerializer,
     RecallQuerySerializer,
     RecallResultSerializer,
     RememberSerializer,
     SemanticMemorySerializer,
 )
 from memory.services import (
-    memory_delete,
     memory_deprecate,
     memory_pin,
     memory_remember,
@@ -67,7 +70,7 @@ class MemoryFilter(django_filters.FilterSet):
 
 
 class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ApiViewSet):
-    """Semantic memories: list / filter / search, remember, curate; DELETE is a physical delete (staff)."""
+    """Semantic memories: list / filter / search, remember, curate, forget; DELETE forgets (operators)."""
 
     queryset = SemanticMemory.objects.select_related("person").order_by("-created_at", "-id")
     serializer_class = SemanticMemorySerializer
@@ -99,7 +102,19 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         )
 
     def perform_destroy(self, instance: SemanticMemory) -> None:
-        memory_delete(memory=instance)
+        # A delete is a forget: nothing derived from the memory may outlive it.
+        memory_forget(memory=instance, requested_by=_requester(self.request), reason=ForgetReason.OPERATOR)
+
+    @extend_schema(request=ForgetSerializer, responses={200: ForgetTombstoneSerializer})
+    @action(detail=True, methods=["post"])
+    def forget(self, request: Request, pk: str) -> Response:
+        """Forget this memory everywhere (its versions and what quotes or cites it); returns the tombstone."""
+        data = ForgetSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        memory = self.get_object()
+        access_of(request).write_check(memory.person, what="forgetting a memory")
+        tombstone = memory_forget(memory=memory, requested_by=_requester(request), **data.validated_data)
+        return Response(ForgetTombstoneSerializer(tombstone).data)
 
     def _curate(self, request: Request, change) -> Response:
         memory = self.get_object()
@@ -130,6 +145,27 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         return self._curate(request, memory_unpin)
 
 
+class PersonForgetView(ApiView):
+    access_scopes = (OPERATOR, PERSON)
+
+    @extend_schema(request=ForgetSerializer, responses={200: ForgetTombstoneSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        """Forget everything about this person (right to erasure); with ``messages`` their conversations,
+        accounts and the person go too. Returns the tombstone."""
+        data = ForgetSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        person = Person.objects.filter(slug=slug).first()
+        if person is None:
+            raise NotFound(f"no person {slug!r}")
+        access_of(request).write_check(person, what="forgetting a person")
+        tombstone = person_forget(person=person, requested_by=_requester(request), **data.validated_data)
+        return Response(ForgetTombstoneSerializer(tombstone).data)
+
+
+def _requester(request: Request) -> str:
+    return f"api:{request.user.get_username()}"
+
+
 class RecallView(ApiView):
     access_scopes = SCOPED
 
@@ -152,6 +188,7 @@ class RecallView(ApiView):
             until=query["until"],
             channel=query["channel"],
             global_only=access.global_only,
+            as_of=query["as_of"],
         )
         return Response({"results": results})
 

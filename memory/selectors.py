@@ -9,6 +9,8 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from anima.core.calendar import moment_bound
 from anima.core.config import config_get
@@ -39,6 +41,17 @@ def active_semantic_memories() -> QuerySet[SemanticMemory]:
     return SemanticMemory.objects.filter(status=MemoryStatus.ACTIVE)
 
 
+def semantic_memories_held(*, as_of: date | datetime | None = None) -> QuerySet[SemanticMemory]:
+    """The semantic memories held at ``as_of`` (a date: the end of that local day), or today's active ones."""
+    moment = as_of_moment(as_of)
+    if moment is None:
+        return active_semantic_memories()
+    valid_from = Coalesce("valid_from", "created_at")
+    return SemanticMemory.objects.alias(held_from=valid_from).filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=moment), held_from__lte=moment
+    )
+
+
 def resident_memories(*, person: Person | None = None, global_only: bool = False) -> list[SemanticMemory]:
     """Pinned memories (at most 40; more are cut here with a warning) then the most referenced ones.
 
@@ -58,6 +71,26 @@ def resident_memories(*, person: Person | None = None, global_only: bool = False
         ]
     )
     return pinned + top
+
+
+def memory_versions(*, memory: SemanticMemory) -> list[SemanticMemory]:
+    """Every version of a belief, old to new: what ``memory`` replaced and what replaced it, transitively.
+
+    Merges and splits make the chain a graph: the memories merged into one version are all its
+    predecessors. Each row comes with its successor and the successor's conversation (what changed it).
+    """
+    related = SemanticMemory.objects.select_related("superseded_by__source_conversation", "source_conversation")
+    versions = {memory.pk: memory}
+    frontier = [memory.pk]
+    while frontier:  # older versions: whatever names a known version as its successor
+        older = [m for m in related.filter(superseded_by__in=frontier) if m.pk not in versions]
+        versions.update((m.pk, m) for m in older)
+        frontier = [m.pk for m in older]
+    current = memory
+    while current.superseded_by_id and current.superseded_by_id not in versions:
+        current = related.get(pk=current.superseded_by_id)
+        versions[current.pk] = current
+    return sorted(versions.values(), key=lambda m: (m.created_at, m.pk))
 
 
 SEARCH_RANK = "search_rank"
@@ -127,10 +160,19 @@ SNIPPET_CHARS = 240
 # ``primary_component || ''`` keeps the planner off the (component, status) btree, which matches every
 # memory: the GIN indexes are the selective path (bench/recall_scale.py).
 _ENTITY_WHERE = {
-    SEMANTIC: f"t.primary_component || '' = '{Component.SEMANTIC_MEMORY}' AND t.status || '' = '{MemoryStatus.ACTIVE}'",
+    SEMANTIC: f"t.primary_component || '' = '{Component.SEMANTIC_MEMORY}'",
     LIMBIC: f"t.primary_component || '' = '{Component.CONTENT_BLOCK}' AND t.tag = '{BlockTag.LIMBIC}'",
     AUTOBIOGRAPHICAL: f"t.primary_component || '' = '{Component.CONTENT_BLOCK}' AND t.tag = '{BlockTag.NARRATIVE}'",
 }
+# Today's recall reads active memories; recall "as of" a moment reads the ones valid then, whatever their status.
+_ACTIVE_NOW = f" AND t.status || '' = '{MemoryStatus.ACTIVE}'"
+
+
+def as_of_moment(value: date | datetime | None) -> datetime | None:
+    """An ``as_of`` bound, compared inclusively: a datetime as is, a local date as the last instant of that day."""
+    if isinstance(value, datetime) or value is None:
+        return value
+    return moment_bound(value, end_of_day=True) - timedelta(microseconds=1)
 
 
 def memory_recall(
@@ -143,6 +185,7 @@ def memory_recall(
     until: date | datetime | None = None,
     channel: str | None = None,
     global_only: bool = False,
+    as_of: date | datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
@@ -150,12 +193,14 @@ def memory_recall(
     memories; without ``person``, ``global_only`` keeps to global memories and no
     conversation snippets (a user-facing caller whose human is unknown). ``since``/``until`` bound
     the creation time (a date means the whole day; both inclusive). ``channel`` restricts
-    session hits to conversations of that channel.
+    session hits to conversations of that channel. ``as_of`` recalls what was held then: semantic
+    memories valid at that moment (a date means the end of that local day), other rows created by it.
     Raises memory.search.QuerySyntaxError for a malformed query.
     """
     types = _memory_types(memory_types)
     limit = clamp_limit(limit)
     start, end = moment_bound(since), moment_bound(until, end_of_day=True)
+    moment = as_of_moment(as_of)
     person_id = person.pk if person else None
     # Fixed SQL, no user input: an unknown human sees nobody's private rows.
     unscoped = global_only and person is None
@@ -164,10 +209,22 @@ def memory_recall(
         if memory_type == SESSION:
             if unscoped:
                 continue  # every conversation is someone's: an unknown human sees none of them
-            source = message_source(name=SESSION, person_id=person_id, since=start, until=end, channel=channel)
+            source = message_source(
+                name=SESSION, person_id=person_id, since=start, until=end, channel=channel, as_of=moment
+            )
         else:
             where_sql = _ENTITY_WHERE[memory_type] + (" AND t.person_id IS NULL" if unscoped else "")
-            source = entity_source(name=memory_type, where_sql=where_sql, person_id=person_id, since=start, until=end)
+            if memory_type == SEMANTIC and moment is None:
+                where_sql += _ACTIVE_NOW
+            source = entity_source(
+                name=memory_type,
+                where_sql=where_sql,
+                person_id=person_id,
+                since=start,
+                until=end,
+                as_of=moment,
+                by_validity=memory_type == SEMANTIC,
+            )
         sources.append(source)
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
@@ -176,7 +233,14 @@ def memory_recall(
 
 
 def memory_semantic_search(
-    *, query: str, limit: int = 10, person: Person | None = None, since=None, until=None, global_only: bool = False
+    *,
+    query: str,
+    limit: int = 10,
+    person: Person | None = None,
+    since=None,
+    until=None,
+    global_only: bool = False,
+    as_of: date | datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Semantic memories only (the memory_semantic_search tool)."""
     return memory_recall(
@@ -187,6 +251,7 @@ def memory_semantic_search(
         since=since,
         until=until,
         global_only=global_only,
+        as_of=as_of,
     )
 
 
@@ -205,7 +270,9 @@ def _results(hits) -> list[dict[str, Any]]:
     message_ids = [hit.id for hit in hits if hit.source == SESSION]
     entities = {
         row["id"]: row
-        for row in Entity.objects.filter(pk__in=entity_ids).values("id", "external_id", "content", "created_at")
+        for row in Entity.objects.filter(pk__in=entity_ids).values(
+            "id", "external_id", "content", "created_at", "valid_from", "valid_to"
+        )
     }
     messages = {
         row["id"]: row
@@ -232,10 +299,17 @@ def _results(hits) -> list[dict[str, Any]]:
         }
         if hit.source == SEMANTIC:
             result["semantic_memory_id"] = hit.id
+            # Belief history: since when the fact is held and, for one recalled "as of" the past, until when.
+            result["valid_from"] = _iso(row["valid_from"])
+            result["valid_to"] = _iso(row["valid_to"])
         if hit.source == SESSION:
             result["role"] = row["role"]
         results.append(result)
     return results
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return timezone.localtime(moment).isoformat() if moment else None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from anima.core.calendar import local_day
+from anima.core.calendar import MomentError, day_start, local_day, moment_parse
 from anima.core.jsonl import (
     ImportReport,
     LineError,
@@ -243,6 +243,7 @@ def _entity_for(
         entity.memory_type = p.memory_type
         entity.status = MemoryStatus.ACTIVE
         entity.body.setdefault("observed_at", p.created_at.isoformat())
+        entity.valid_from = memory_valid_from(body=entity.body, created_at=p.created_at)
     else:
         entity.tag = p.memory_type
         entity.parent = diaries[day]
@@ -262,6 +263,22 @@ _DERIVED_BODY_KEYS = {"observed_at", "occurred_at", "source_conversations", "tag
 def memory_content_normalize(content: str) -> str:
     """What counts as "the same fact": case-folded, whitespace collapsed."""
     return " ".join(content.split()).casefold()
+
+
+def _body_moment(value: Any) -> datetime | None:
+    """A body date (its local midnight) or datetime; None when absent or fuzzy ("spring 2019")."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = moment_parse(value, field="body")
+    except MomentError:
+        return None
+    return moment if isinstance(moment, datetime) or moment is None else day_start(moment)
+
+
+def memory_valid_from(*, body: dict[str, Any], created_at: datetime) -> datetime:
+    """When a fact became true or known: its ``occurred_at``, else its first sighting, else its creation."""
+    return _body_moment(body.get("occurred_at")) or _body_moment(body.get("observed_at")) or created_at
 
 
 def _content_valid(content: str) -> str:
@@ -314,6 +331,7 @@ def memory_create(
     )
     if created_at is not None:
         memory.created_at = created_at
+    memory.valid_from = memory_valid_from(body=memory.body, created_at=memory.created_at)
     memory.full_clean(validate_constraints=False)
     memory.save()
     return memory
@@ -389,7 +407,8 @@ def memory_update(*, memory: SemanticMemory, changes: MemoryChanges) -> Semantic
         fields.append("memory_type")
     if "occurred_at" in changes:
         memory.body = {**memory.body, "occurred_at": changes["occurred_at"]}
-        fields.append("body")
+        memory.valid_from = memory_valid_from(body=memory.body, created_at=memory.created_at)
+        fields += ["body", "valid_from"]
     memory.full_clean(validate_constraints=False)
     memory.save(update_fields=fields)
     return memory
@@ -399,25 +418,35 @@ def memory_deprecate(*, memory: SemanticMemory, reason: str = "") -> SemanticMem
     """Soft-delete: the memory leaves recall and resident memory but stays for belief history."""
     memory.status = MemoryStatus.DEPRECATED
     memory.body = {**memory.body, "deprecated_reason": reason} if reason else memory.body
-    memory.save(update_fields=["status", "body", "updated_at"])
+    memory.expired_reason = reason
+    memory.valid_to = memory.valid_to or timezone.now()
+    memory.save(update_fields=["status", "body", "expired_reason", "valid_to", "updated_at"])
     return memory
 
 
 def memory_restore(*, memory: SemanticMemory) -> SemanticMemory:
-    """Back to active, whatever retired it (deprecation or expiry)."""
+    """Back to active, whatever retired it (deprecation or expiry); its one validity span reopens."""
     memory.status = MemoryStatus.ACTIVE
     memory.expired_reason = ""
     memory.superseded_by = None
-    memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
+    memory.valid_to = None
+    memory.save(update_fields=["status", "expired_reason", "superseded_by", "valid_to", "updated_at"])
     return memory
 
 
 def memory_expire(
-    *, memory: SemanticMemory, reason: str, superseded_by: SemanticMemory | None = None
+    *,
+    memory: SemanticMemory,
+    reason: str,
+    superseded_by: SemanticMemory | None = None,
+    at: datetime | None = None,
 ) -> SemanticMemory:
     """Retire an active memory with the reason and, when one does, the memory that supersedes it.
 
-    Nothing is deleted: ``memory_restore`` brings it back.
+    The one write that ends a belief (expiry, supersede, merge, split): ``valid_to`` becomes ``at``,
+    by default now or, when a successor took over earlier (its ``valid_from``: a change stated days
+    before the night that consolidated it), then; so recall "as of" a moment finds one version, not
+    both. Nothing is deleted: ``memory_restore`` brings it back.
     """
     _active_valid(memory)
     if superseded_by is not None and superseded_by.pk == memory.pk:
@@ -425,8 +454,12 @@ def memory_expire(
     memory.status = MemoryStatus.EXPIRED
     memory.expired_reason = reason
     memory.superseded_by = superseded_by
+    end = at or timezone.now()
+    if at is None and superseded_by is not None and superseded_by.valid_from is not None:
+        end = min(end, max(superseded_by.valid_from, memory.valid_from or memory.created_at))
+    memory.valid_to = end
     memory.full_clean(validate_constraints=False)
-    memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
+    memory.save(update_fields=["status", "expired_reason", "superseded_by", "valid_to", "updated_at"])
     return memory
 
 
@@ -466,7 +499,8 @@ def memory_split(*, memory: SemanticMemory, parts: Sequence[MemoryPart]) -> list
     if not parts:
         raise ValidationError({"parts": "a split needs at least one part"})
     with transaction.atomic():
-        written = [_memory_derive(memory, part=part) for part in parts]
+        # split_from: forgetting ``memory`` reaches every part, not only the first (its successor).
+        written = [_memory_derive(memory, part=part, body={"split_from": memory.pk}) for part in parts]
         ids = ", ".join(f"#{part.pk}" for part in written)
         memory_expire(memory=memory, reason=f"split into {ids}", superseded_by=written[0])
     return written
@@ -520,11 +554,6 @@ def memory_unpin(*, memory: SemanticMemory) -> SemanticMemory:
     memory.pinned = False
     memory.save(update_fields=["pinned", "updated_at"])
     return memory
-
-
-def memory_delete(*, memory: SemanticMemory) -> None:
-    """Physical delete (operators only): references go with it; memories it superseded lose the link."""
-    memory.delete()
 
 
 # --- Emotional tendencies ---

@@ -38,6 +38,7 @@ from memory.models import (
     SelfLayerBlock,
     SemanticMemory,
 )
+from memory.services import memory_create, memory_expire
 from sleep.models import PipelineRun, PipelineStepRun
 from temporal.models import TemporalSummary
 
@@ -111,6 +112,27 @@ class SemanticMemoryFactory(factory.django.DjangoModelFactory):
     content = factory.Sequence(lambda n: f"fact number {n}")
     person = factory.SubFactory(PersonFactory)
     source_day = factory.LazyFunction(lambda: timezone.localdate())
+
+
+def belief_superseded(*, person: Person) -> tuple[SemanticMemory, SemanticMemory, Conversation]:
+    """Leo's daughter's sign, held from 2026-11-10 and corrected in a conversation on 2026-11-25 at 20:00."""
+    old = memory_create(
+        content="Leo's daughter's zodiac sign is Leo",
+        memory_type=MemoryType.WORLD,
+        person=person,
+        body={"occurred_at": "2026-11-10"},
+        created_at=timezone.make_aware(dt.datetime(2026, 11, 10, 9)),
+    )
+    correction = ConversationFactory(person=person)
+    new = memory_create(
+        content="Leo's daughter's zodiac sign is Virgo",
+        memory_type=MemoryType.WORLD,
+        person=person,
+        source_conversation=correction,
+        created_at=timezone.make_aware(dt.datetime(2026, 11, 25, 20)),
+    )
+    memory_expire(memory=old, reason="contradiction: corrected", superseded_by=new, at=new.created_at)
+    return old, new, correction
 
 
 class DiaryEntryFactory(factory.django.DjangoModelFactory):

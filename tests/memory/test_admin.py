@@ -161,7 +161,7 @@ def test_editing_a_memory_re_segments_it_so_search_finds_the_new_text(admin_clie
     assert _listed_ids(admin_client.get(CHANGELIST, {"q": "上海"})) == []
 
 
-def test_change_page_shows_the_supersede_chain_and_the_citing_messages(admin_client):
+def test_change_page_shows_the_belief_timeline_and_the_citing_messages(admin_client):
     newest = SemanticMemoryFactory(content="现在更喜欢 TypeScript")
     middle = SemanticMemoryFactory(
         content="喜欢 Go", status=MemoryStatus.EXPIRED, superseded_by=newest, expired_reason="preference changed"

@@ -13,6 +13,7 @@ from tests.factories import (
     EmotionalTendencyFactory,
     PersonFactory,
     SemanticMemoryFactory,
+    belief_superseded,
 )
 
 
@@ -167,3 +168,20 @@ def test_a_person_token_sees_its_own_tendencies_only():
     assert overall.json()["results"] == []  # the overall rows mix everyone's anchors
     assert hers.status_code == 403
     assert "maya" in hers.json()["detail"]
+
+
+def test_recall_as_of_answers_from_belief_history_and_refuses_far_off_moments():
+    leo = PersonFactory(slug="leo")
+    old, new, _ = belief_superseded(person=leo)
+    client = operator_client()
+
+    def held(as_of):
+        return client.get("/api/recall/", {"q": "zodiac", "person": "leo", "types": "semantic", "as_of": as_of})
+
+    assert [r["id"] for r in held("2026-11-20").json()["results"]] == [old.pk]
+    assert [r["id"] for r in held("2026-11-25T21:00+08:00").json()["results"]] == [new.pk]
+    for far in ("1899-12-31", "2200-01-01", "2200-01-01T00:00", "last week"):
+        response = held(far)
+        assert response.status_code == 400 and "as_of" in response.json(), far
+    listed = client.get(f"/api/memories/{old.pk}/").json()
+    assert listed["valid_to"] and listed["expired_reason"] == "contradiction: corrected"
