@@ -3,165 +3,301 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from anima.core.llm.offline import offline_handler
 from anima.core.text import clip, is_chinese, normalized, sentences
+from sleep import slots
 from sleep.offline._shared import bigrams
+from sleep.slots import Slot
 
 # ---------------------------------------------------------------- stage 1: facts
+#
+# Each sentence is cut into clauses; each clause is read with the slot grammar (sleep/slots.py):
+# a subject (the speaker, a relative or pet, a name) and one predicate. A clause that reads
+# becomes a fact in the third person, naming the speaker; a clause without a subject of its own
+# borrows the previous one's, and a pronoun that points nowhere leaves the clause out.
 
-_ZH_CLAUSE_SPLIT = re.compile(r"[，,：:]")
-_ZH_KIN = "女儿|儿子|老婆|妻子|老公|丈夫|孩子|猫|狗|妈妈|爸爸|父亲|母亲|家人|同事|朋友"
-_ZH_LEADING = re.compile(r"^(?:但是|但|不过|而且|其实|所以|对了|顺便记一下|说实话|嗯|哈哈|一是|二是|三是|还有)+")
-_ZH_RULES: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"(?:以前|过去)?我?(?:现在)?(?:很|最|更|特别|非常|也)?(?:喜欢|爱吃|讨厌|不喜欢)"), "preference"),
-    # Family members count when the clause says something about them (name, zodiac, age, school…).
-    (re.compile(rf"我的?(?:{_ZH_KIN}).{{0,6}}?(?:叫|属|今年|是|名字|生日|岁|在上|在读)"), "world"),
-    (re.compile(r"我的?(?:邮箱|电话|生日)"), "world"),
-    (re.compile(r"我(?:现在)?(?:是|住在|在.{1,8}工作|对.{1,10}过敏|属)"), "world"),
-    (re.compile(r"我(?:答应|打算|计划|准备)"), "experience"),
-    (re.compile(r"(?:一定要|千万别|千万不要|记得要)"), "procedural"),
+_EN_CLAUSE_SPLIT = re.compile(
+    r"\s*[,;:—–]\s*|\s+-\s+|\s+(?:and|but|so|because|plus)\s+"
+    r"(?=(?:I|I'm|I’m|I've|I'd|my|My|we|We|our|Our|he|she|they|He|She|They|[A-Z][a-z]+ (?:is|'s|turned|just))\b)"
 )
-_ZH_CHANGE = re.compile(r"现在(?:更)?喜欢|改用|不再喜欢")
-_ZH_PAST_LIKE = re.compile(r"(?:以前|过去).*?喜欢\s*([^\s，。,]+)")
-_ZH_PRONOUN_START = re.compile(r"^(?:我|你|她|他|它|我们|咱们|这|那)")
-_ZH_FILLER = re.compile(r"(?:哈|呵|嗯|啊|呀|吧|嘿)+")
+_EN_LEADING = re.compile(
+    r"^(?:(?:oh|and|but|so|also|honestly|actually|btw|by the way|well|okay|ok|yeah|yes|hey|hi|hello|plus|anyway|"
+    r"lol|haha|um|uh|fyi|guess what|just so you know|for the record|fun fact|not gonna lie|tbh|ngl|oh and|"
+    r"big news|quick one|news|update|heads up|funny thing|oh yeah)\b[\s!.,:]*)+",
+    re.I,
+)
+_EN_LIST_AGES = re.compile(r"([A-Z][a-z]+)\s*(?:,\s*|\(\s*|who's\s+|who is\s+|is\s+|aged\s+)(\d{1,2})\b")
+_ZH_CLAUSE_SPLIT = re.compile(r"[，,：:；;、]")
+_ZH_FILLER = re.compile(r"^(?:哈|呵|嗯|啊|呀|吧|嘿|哎|唉|lol|haha)+$")
+_ZH_ORDINAL = re.compile(
+    r"^(?P<which>大|小|老大|老二|老三|大的|小的)的?(?:叫|名叫)(?P<name>[\u4e00-\u9fffA-Za-z]{1,6})$"
+)
+# The relation words a fact names its subject with, by slot relation.
+_EN_RELATION_WORDS = {
+    "child": "child",
+    "dog_or_cat": "pet",
+}
+_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(slots._ZH_RELATIONS.items()))} | {"child": "孩子"}
+_EN_KEEP_VERBS = frozenset(
+    "can can't cannot could couldn't will won't would wouldn't should shouldn't must mustn't might may did didn't "
+    "was wasn't had got quit went made took gave left came began became bought found lost met ran saw said put "
+    "kept felt sold told thought taught brought".split()
+)
+_EN_ADVERBS = frozenset(
+    "really usually always often normally regularly sometimes mostly also still actually just now currently "
+    "recently finally never rarely absolutely totally kind sort of truly honestly basically".split()
+)
+_EN_PERSONAL = {"i'm": "is", "i am": "is", "i've": "has", "i'd": "would", "i'll": "will"}
 
-_EN_CLAUSE_SPLIT = re.compile(r",\s*|\s+(?:and|but|so)\s+(?=(?:I|I'm|my|she|he|it|we)\b)")
-_EN_IM = r"I(?:'m|’m| am)"
-_EN_RULES: tuple[tuple[re.Pattern, str, str], ...] = (
-    (
-        re.compile(rf"\b{_EN_IM} ((?:a|an|from|married|vegetarian|vegan|learning|studying|allergic to)\b.*)"),
-        "is",
-        "world",
-    ),
-    (re.compile(r"\bI (?:now |really |still )?(prefer)s? (.+)"), "prefers", "preference"),
-    (re.compile(r"\bI no longer (.+)"), "no longer", "preference"),
-    (re.compile(r"\bI (?:really )?(?:love|like) (?!(?:that|it|this|you|them)\b)(.+)"), "likes", "preference"),
-    (re.compile(r"\bI live (.+)"), "lives", "world"),
-    (re.compile(r"\bI work (.+)"), "works", "world"),
-    (re.compile(r"\bI have ((?:a|an|two|three|\d+)\b.+)"), "has", "world"),
-    (re.compile(r"\bI passed (.+)"), "passed", "experience"),
-    (re.compile(r"\bmy (email|phone number|birthday|name) is (.+)", re.IGNORECASE), "'s", "world"),
-)
-_EN_USED_TO = re.compile(r"\bI used to (?:really )?(?:like|love|prefer) ([\w.+#-]+)")
-_EN_EVENT = re.compile(r"\b(?:exam|appointment|interview|meeting|trip|flight|shift)s?\b")
+
+@dataclass
+class _Said:
+    """What the sentences so far set up: the last subject talked about, a stated past preference."""
+
+    hint: tuple[str, str] | None = None  # (relation, name) a pronoun or a subjectless clause refers to
+    hint_text: str = ""  # how the fact names that subject ("Maya's daughter Lily")
+    past_like: str = ""
+
+
+def _en_verb(word: str) -> str:
+    lower = word.casefold()
+    if lower in _EN_KEEP_VERBS or lower.endswith("ed") or lower.endswith("n't") and lower not in {"don't"}:
+        return word
+    special = {"do": "does", "don't": "doesn't", "have": "has", "are": "is", "am": "is", "go": "goes", "'re": "is"}
+    if lower in special:
+        return special[lower]
+    if re.search(r"(?:s|sh|ch|x|z|o)$", lower):
+        return f"{word}es"
+    if re.search(r"[^aeiou]y$", lower):
+        return f"{word[:-1]}ies"
+    return f"{word}s"
+
+
+def _en_third_person(clause: str, name: str) -> str:
+    text = clause.replace("’", "'")
+    for first, verb in _EN_PERSONAL.items():
+        text = re.sub(rf"^{re.escape(first)}\b", f"{name} {verb}", text, flags=re.I)
+    text = re.sub(r"^we're\b", f"{name}'s family is", text, flags=re.I)
+    text = re.sub(r"^we've\b", f"{name}'s family has", text, flags=re.I)
+    words = text.split()
+    if words and words[0].casefold() in {"i", "we"}:
+        subject = name if words[0].casefold() == "i" else f"{name}'s family"
+        index = 1
+        while index < len(words) and words[index].casefold() in _EN_ADVERBS:
+            index += 1
+        if index < len(words):
+            words[index] = _en_verb(words[index])
+        words[0] = subject
+        text = " ".join(words)
+    owner = [f"{name}'s"]
+    text = re.sub(r"\b(?:my|our)\b", lambda m: owner.pop() if owner else "their", text, flags=re.I)
+    text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
+    text = re.sub(r"\bme\b", name if name not in text else "them", text)
+    text = re.sub(r"\bI'm\b", "they're", re.sub(r"\bI\b", "they", text))
+    return text[0].upper() + text[1:] if text else text
 
 
 def _zh_third_person(text: str, name: str) -> str:
+    text = re.sub(r"我们家|咱们家|咱家|我家", f" {name} 家", text)
+    text = re.sub(r"我们|咱们", f" {name} 一家", text)
     text = re.sub(r"我的", f" {name} 的", text)
-    text = re.sub(rf"我(?=(?:{_ZH_KIN}))", f" {name} 的", text)
-    text = re.sub(r"我(?!们)", f" {name} ", text)
+    text = re.sub(rf"我(?=(?:{slots._ZH_REL}))", f" {name} 的", text)
+    text = re.sub(r"我", f" {name} ", text)
     text = re.sub(r"\s+", " ", text)
-    return re.sub(r"\s+(?=[，。！？；：、）])", "", text).strip()
+    return re.sub(r"\s+(?=[，。！？；：、）])|(?<=[，。！？；：、（])\s+", "", text).strip()
 
 
-def _continues(clause: str) -> bool:
-    """A short clause with no subject of its own completes the fact before it (「属虎，今年四岁」)."""
-    return (
-        len(clause) <= 10
-        and "我" not in clause
-        and not _ZH_PRONOUN_START.match(clause)
-        and not _ZH_FILLER.fullmatch(clause)
-        and not any(rule.search(clause) for rule, _ in _ZH_RULES)
-    )
+def _subject_text(slot: Slot, name: str, *, chinese: bool) -> str:
+    relation = slot.subject.split(":")[-1] if slot.subject.startswith("dog_or_cat:") else slot.subject
+    own = slot.name if chinese else slot.name[:1].upper() + slot.name[1:]
+    if chinese:
+        word = relation if slot.subject.startswith("dog_or_cat:") else _ZH_RELATION_WORDS.get(relation, "")
+        return f"{name}的{word}{own}" if word else own
+    word = _EN_RELATION_WORDS.get(relation, relation)
+    return f"{name}'s {word} {own}".strip() if word else own
 
 
-def _zh_facts(sentence: str, name: str, context: dict) -> list[tuple[str, str]]:
-    clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！？!?；;\n ")) if c.strip()]
-    facts: list[tuple[str, str]] = []
-    index = 0
-    while index < len(clauses):
-        clause = _ZH_LEADING.sub("", clauses[index]).strip()
-        index += 1
-        if "我叫" in clause:
+def _en_clauses(sentence: str) -> list[str]:
+    sentence = sentence.strip().rstrip(".!")
+    lead = re.match(r"^([^:]{1,30}):\s+(?=\S)", sentence)
+    if lead and len(lead.group(1).split()) <= 4 and "@" not in lead.group(1):
+        sentence = sentence[lead.end() :]
+    clauses = []
+    for clause in _EN_CLAUSE_SPLIT.split(sentence):
+        clause = _EN_LEADING.sub("", clause.strip()).strip()
+        if clause:
+            clauses.append(clause[0].upper() + clause[1:] if clause[:2].casefold() == "i " else clause)
+    return clauses
+
+
+def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slot]]:
+    facts: list[tuple[str, str, Slot]] = []
+    if sentence.rstrip().endswith("?"):
+        return facts
+    for clause in _en_clauses(sentence):
+        used = re.sub(r"^(?:I|We)\s+used to\s+(?:really\s+)?(?:like|love|prefer)\s+", "", clause, flags=re.I)
+        if used != clause:
+            said.past_like = used  # "I used to like X" sets up a change stated next, it is not a fact itself
             continue
-        kind = next((k for rule, k in _ZH_RULES if rule.search(clause) and ("我" in clause or k == "procedural")), None)
-        if kind is None:
+        reading = slots.en_read(clause, name="", subject_hint=said.hint)
+        text = clause
+        if (
+            reading is None
+            and said.hint is None
+            and not re.match(r"^(?:it|this|that|there|they|he|she)\b", clause, re.I)
+        ):
+            # A clause with no subject of its own speaks for the speaker ("Can't stand cilantro", "retired").
+            for prefix in ("I ", "I'm "):
+                reading = slots.en_read(prefix + clause[0].lower() + clause[1:], name="")
+                if reading is not None:
+                    text = prefix + clause[0].lower() + clause[1:]
+                    break
+        ages = _EN_LIST_AGES.findall(clause) if said.hint and said.hint[0] and not said.hint[1] else []
+        if reading is None and len(ages) >= 1 and not slots._en_subjects(clause, name=""):
+            # "…two kids, Ben who's 5 and Mia who's 9"
+            for child, age in ages:
+                slot = Slot(said.hint[0], child.casefold(), "age", "", age)
+                facts.append(("world", f"{_subject_text(slot, name, chinese=False)} is {age}", slot))
             continue
-        past = _ZH_PAST_LIKE.search(clause)
-        if past and not _ZH_CHANGE.search(clause):
-            # 「以前我很喜欢 X」 is context for a change stated next, not a fact of its own.
-            context["past_like"] = past.group(1)
+        if reading is None:
+            subject = slots._en_subjects(clause, name="")
+            if subject and subject[0] != slots.SELF:
+                said.hint, said.hint_text = (subject[0], subject[1].casefold()), subject[1] or subject[3]
             continue
-        while index < len(clauses) and _continues(clauses[index]):
-            clause = f"{clause}，{clauses[index]}"
-            index += 1
-        fact = _zh_third_person(clause, name).rstrip("了 ")
-        if _ZH_CHANGE.search(clause) and context.get("past_like"):
-            fact = f"{fact}（以前喜欢 {context.pop('past_like')}）"
-        facts.append((kind, clip(fact, 160)))
+        slot = reading.slot
+        if slot.attribute == "name" and slot.subject == slots.SELF:
+            if slot.value.casefold() != name.casefold():
+                facts.append(("world", f"{name} also goes by {slot.value.title()}", slot))
+            continue
+        if re.match(r"^(?:he|she|they)\b", text, re.I) and said.hint:
+            first = text.split()[0]
+            rest = text[len(first) :].strip()
+            verb = "is" if "'" in first else ""
+            text = f"{said.hint_text} {verb} {rest}".replace("  ", " ") if said.hint_text else text
+        elif slot.subject == "" and slot.name:
+            pass  # "Ben turned 6 today": the name is its own subject
+        content = _en_third_person(text, name)
+        if slot.subject not in (slots.SELF, ""):
+            said.hint = (slot.subject, slot.name)
+            said.hint_text = _subject_text(slot, name, chinese=False)
+        elif slot.subject == "" and slot.name:
+            said.hint, said.hint_text = ("", slot.name), slot.name.title()
+        if slot.attribute.startswith("count:"):
+            said.hint, said.hint_text = (slot.attribute.split(":", 1)[1], ""), ""
+        if said.past_like and slot.attribute == "likes" and slot.value == "+":
+            content = f"{content} (used to like {said.past_like})"
+            said.past_like = ""
+        facts.append((reading.memory_type, content, slot))
     return facts
 
 
-def _third_person_verb(verb: str) -> str:
-    if re.search(r"(?:s|sh|ch|x|o)$", verb):
-        return f"{verb}es"
-    if re.search(r"[^aeiou]y$", verb):
-        return f"{verb[:-1]}ies"
-    return f"{verb}s"
-
-
-def _en_facts(sentence: str, name: str, context: dict) -> list[tuple[str, str]]:
-    facts = []
-    for clause in _EN_CLAUSE_SPLIT.split(sentence.strip().rstrip(".!?;")):
-        past = _EN_USED_TO.search(clause)
+def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slot]]:
+    facts: list[tuple[str, str, Slot]] = []
+    if re.search(r"[？?]\s*$", sentence):
+        return facts
+    clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！!；;\n ")) if c.strip()]
+    for clause in clauses:
+        clause = slots._ZH_LEADING.sub("", clause).strip()
+        if not clause or _ZH_FILLER.match(clause):
+            continue
+        past = re.match(r"^(?:以前|过去|之前)我?(?:很|最|特别|也)?(?:喜欢|爱)\s*(.+)$", clause)
         if past:
-            # "I used to like X" is context for a change stated next, not a fact of its own.
-            context["past_like"] = past.group(1)
+            said.past_like = past.group(1)  # 「以前我喜欢 X」 sets up a change stated next
             continue
-        for rule, verb, kind in _EN_RULES:
-            match = rule.search(clause)
-            if not match:
-                continue
-            if verb == "'s":
-                fact = f"{name}'s {match.group(1).lower()} is {match.group(2)}"
-            elif verb == "no longer":
-                first, _, rest = match.group(1).partition(" ")
-                fact = f"{name} no longer {_third_person_verb(first)} {rest}"
-            else:
-                rest = match.group(match.lastindex or 1)
-                fact = f"{name} {verb} {rest}"
-            fact = re.sub(r"\bmy\b", "the", fact.strip().rstrip(".!?"))
-            if verb == "prefers" and context.get("past_like"):
-                fact = f"{fact} (used to like {context.pop('past_like')})"
-            if kind == "world" and verb == "has" and _EN_EVENT.search(fact):
-                kind = "experience"
-            if len(fact) > len(name) + 6:
-                facts.append((kind, clip(fact[0].upper() + fact[1:], 200)))
-            break
+        ordinal = _ZH_ORDINAL.match(clause)
+        if ordinal and said.hint and said.hint[0]:
+            relation = said.hint[0]
+            slot = Slot(relation, ordinal.group("name"), "name", "", ordinal.group("name"))
+            word = _ZH_RELATION_WORDS.get(relation, "孩子")
+            which = ordinal.group("which")[:1] if ordinal.group("which")[:1] in "大小" else ordinal.group("which")
+            facts.append(("world", f"{name}的{which}{word}叫{ordinal.group('name')}", slot))
+            continue
+        reading = slots.zh_read(clause, name="")
+        text = clause
+        if reading is None and said.hint is not None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
+            hinted = slots._zh_reading(said.hint[0], said.hint[1], clause)
+            if hinted is not None and hinted.slot.attribute not in {"activity"}:
+                if facts and facts[-1][2].attribute.startswith("count:") and hinted.slot.attribute == "name":
+                    # 「我养了一只柯基，叫豆豆」: the count and the name are one fact
+                    kind, content, _ = facts.pop()
+                    facts.append((kind, f"{content}，{clause}", hinted.slot))
+                    said.hint = (hinted.slot.subject, hinted.slot.name)
+                    continue
+                if said.hint_text:
+                    reading, text = hinted, f"{said.hint_text}{clause}"
+        elif reading is None and re.match(r"^(?:他|她|它)", clause) and said.hint:
+            reading = slots.zh_read(clause, name="", subject_hint=said.hint)
+            if reading is not None:
+                text = said.hint_text + clause[1:]
+        if reading is None:
+            if facts and len(clause) <= 12 and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
+                kind, content, slot = facts.pop()
+                facts.append(
+                    (kind, f"{content}，{clause}", slot)
+                )  # 「今年七岁，上小学一年级」: detail of the fact before
+            continue
+        slot = reading.slot
+        if slot.attribute == "name" and slot.subject == slots.SELF:
+            if slot.value != name.casefold():
+                facts.append(("world", f"{name}也叫{slot.value}", slot))
+            continue
+        content = _zh_third_person(text, name).rstrip("了 ")
+        if slot.subject not in (slots.SELF, ""):
+            said.hint, said.hint_text = (slot.subject, slot.name), _subject_text(slot, name, chinese=True)
+        elif slot.subject == "" and slot.name:
+            said.hint, said.hint_text = ("", slot.name), slot.name
+        if slot.attribute.startswith("count:"):
+            relation = slot.attribute.split(":", 1)[1]
+            said.hint = (relation, "")
+            said.hint_text = _subject_text(Slot(relation, "", "", "", ""), name, chinese=True)
+            if relation.startswith("dog_or_cat:"):
+                said.hint_text = f"{name}的{relation.split(':', 1)[1]}"
+        if said.past_like and slot.attribute in {"likes"} | {a for a in [slot.attribute] if a.startswith("favourite")}:
+            content = f"{content}（以前喜欢 {said.past_like}）"
+            said.past_like = ""
+        facts.append((reading.memory_type, clip(content, 160), slot))
     return facts
 
 
-def facts_extract(text: str, *, name: str, context: dict | None = None) -> list[tuple[str, str]]:
-    """(memory_type, content) facts a user message states about its author, in the message's language.
-
-    ``context`` carries what one message sets up for the next (「以前我喜欢 X」 before 「现在更喜欢 Y」).
-    """
+def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple[str, str, Slot]]:
+    """(memory_type, content, slot) facts a user message states about its author, in the message's language."""
+    said = _Said() if said is None else said
     facts = []
-    context = {} if context is None else context
     for sentence in sentences(text):
         if is_chinese(sentence):
-            facts.extend(_zh_facts(sentence, name or "用户", context))
+            facts.extend(_zh_facts(sentence, name or "用户", said))
         else:
-            facts.extend(_en_facts(sentence, name or "The user", context))
+            facts.extend(_en_facts(sentence, name or "The user", said))
     return facts
+
+
+def facts_extract(text: str, *, name: str) -> list[tuple[str, str]]:
+    """(memory_type, content) facts a user message states about its author, in the message's language."""
+    return [(kind, content) for kind, content, _ in facts_read(text, name=name)]
 
 
 @offline_handler("light-sleep.semantic")
 def semantic_answer(payload: dict) -> dict:
     name = payload["conversation"].get("person") or ""
     seen = {normalized(m["content"]) for m in payload.get("existing", [])}
+    held = [s for s in (slots.slot_read(m["content"], name=name) for m in payload.get("existing", [])) if s]
     create = []
-    context: dict = {}
+    said = _Said()
     for turn in payload["dialogue"]:
         if turn["role"] != "user":
             continue
-        for kind, content in facts_extract(turn["content"], name=name, context=context):
+        said.hint, said.hint_text = None, ""  # a pronoun never reaches back into an earlier message
+        for kind, content, slot in facts_read(turn["content"], name=name, said=said):
             key = normalized(content)
-            if key and key not in seen:
-                seen.add(key)
-                create.append({"memory_type": kind, "content": content, "occurred_at": payload["day"]})
+            if not key or key in seen or any(slots.restates(slot, other) for other in held):
+                continue
+            seen.add(key)
+            held.append(slot)
+            create.append(
+                {"memory_type": kind, "content": content, "occurred_at": payload["day"], "slot": slot.as_body()}
+            )
     return {"create": create, "update": [], "deprecate": []}
 
 

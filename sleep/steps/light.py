@@ -33,6 +33,7 @@ from memory.models import (
 )
 from memory.services import diary_block_create, diary_entries_ensure, memory_create, memory_deprecate, memory_update
 from sleep.context import StepContext
+from sleep.slots import SLOT_RULE, SLOT_SCHEMA, Slot, memory_slot, restates, slot_read
 from temporal.selectors import DayConversation, day_conversations
 
 MEMORY_TYPES = list(MemoryType.values)
@@ -59,14 +60,20 @@ SEMANTIC_INSTRUCTIONS = (
     "same conversation: do not repeat them; you may update one (give only the fields that change) or deprecate "
     f"one that the conversation shows to be wrong. {_LANGUAGE_RULE} "
     "occurred_at is the day the fact happened or was stated, as YYYY-MM-DD, or null. "
-    'Answer JSON: {"create": [{"memory_type", "content", "occurred_at"}], "update": [{"id", ...}], '
+    f"{SLOT_RULE} "
+    'Answer JSON: {"create": [{"memory_type", "content", "occurred_at", "slot"}], "update": [{"id", ...}], '
     '"deprecate": [{"id", "reason"}]}.'
 )
 SEMANTIC_SCHEMA = schema_object(
     {
         "create": schema_array(
             schema_object(
-                {"memory_type": schema_enum(MEMORY_TYPES), "content": _TEXT, "occurred_at": _OCCURRED_AT},
+                {
+                    "memory_type": schema_enum(MEMORY_TYPES),
+                    "content": _TEXT,
+                    "occurred_at": _OCCURRED_AT,
+                    "slot": SLOT_SCHEMA,
+                },
                 required=["memory_type", "content"],
             )
         ),
@@ -237,6 +244,18 @@ def _diary_block_once(
     report["created"].append(block.pk)
 
 
+def _held_slots(item: DayConversation) -> list[Slot]:
+    """Slots the person's active memories fill (the conversation's own when nobody is known)."""
+    conversation = item.conversation
+    owned = (
+        SemanticMemory.objects.filter(person=conversation.person)
+        if conversation.person_id
+        else SemanticMemory.objects.filter(source_conversation=conversation)
+    )
+    memories = owned.filter(status=MemoryStatus.ACTIVE).select_related("person")
+    return [slot for slot in (memory_slot(m) for m in memories) if slot is not None]
+
+
 def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[SemanticMemory], dict]:
     conversation = item.conversation
     if _stage_rows(SemanticMemory, ctx.day, item, "semantic"):
@@ -263,9 +282,16 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
     report = {"created": [], "updated": [], "deprecated": [], "duplicates": 0, "rejected_ids": []}
     with transaction.atomic():
         known = {content_key(m.content) for m in existing.values()}
+        held = _held_slots(item)
         for fact in answer.get("create", []):
             external_id = _external_id(ctx.day, item, "semantic", fact["content"])
-            if content_key(fact["content"]) in known or SemanticMemory.objects.filter(external_id=external_id).exists():
+            slot = Slot.from_body({"slot": fact.get("slot")}) or slot_read(fact["content"], name=item.person_name)
+            if (
+                content_key(fact["content"]) in known
+                or SemanticMemory.objects.filter(external_id=external_id).exists()
+                # A restated fact (same slot, same value) never becomes a second active memory.
+                or (slot is not None and any(restates(slot, other) for other in held))
+            ):
                 report["duplicates"] += 1
                 continue
             memory = memory_create(
@@ -277,10 +303,13 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
                     "observed_at": observed_at,
                     "occurred_at": fact.get("occurred_at") or ctx.day.isoformat(),
                     "source_conversations": [conversation.pk],
+                    **({"slot": slot.as_body()} if slot else {}),
                 },
                 **_provenance(item),
             )
             known.add(content_key(memory.content))
+            if slot is not None:
+                held.append(slot)
             report["created"].append(memory.pk)
         for change in answer.get("update", []):
             memory = existing.get(change["id"])
