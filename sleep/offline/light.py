@@ -28,6 +28,11 @@ _EN_LEADING = re.compile(
     r"big news|quick one|news|update|heads up|funny thing|oh yeah)\b[\s!.,:]*)+",
     re.I,
 )
+# A clause opening with one of these has a subject of its own that is not the speaker.
+_EN_NOT_SUBJECTLESS = re.compile(
+    r"^(?:it|its|it's|this|that|these|those|there|they|he|she|the|a|an|you|your|[A-Z][a-z]+\s+(?:is|are|was|'s))\b",
+    re.I,
+)
 _EN_LIST_AGES = re.compile(r"([A-Z][a-z]+)\s*(?:,\s*|\(\s*|who's\s+|who is\s+|is\s+|aged\s+)(\d{1,2})\b")
 _ZH_CLAUSE_SPLIT = re.compile(r"[，,：:；;、]")
 _ZH_FILLER = re.compile(r"^(?:哈|呵|嗯|啊|呀|吧|嘿|哎|唉|lol|haha)+$")
@@ -146,7 +151,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         if (
             reading is None
             and said.hint is None
-            and not re.match(r"^(?:it|this|that|there|they|he|she)\b", clause, re.I)
+            and not _EN_NOT_SUBJECTLESS.match(clause)
         ):
             # A clause with no subject of its own speaks for the speaker ("Can't stand cilantro", "retired").
             for prefix in ("I ", "I'm "):
