@@ -148,11 +148,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             continue
         reading = slots.en_read(clause, name="", subject_hint=said.hint)
         text = clause
-        if (
-            reading is None
-            and said.hint is None
-            and not _EN_NOT_SUBJECTLESS.match(clause)
-        ):
+        if reading is None and said.hint is None and not _EN_NOT_SUBJECTLESS.match(clause):
             # A clause with no subject of its own speaks for the speaker ("Can't stand cilantro", "retired").
             for prefix in ("I ", "I'm "):
                 reading = slots.en_read(prefix + clause[0].lower() + clause[1:], name="")

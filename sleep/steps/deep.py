@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Iterator
+from datetime import date, datetime, timedelta
+from itertools import chain, combinations
 
 import jieba
 from django.db import transaction
 from django.utils import timezone
 
 from anima.core.config import config_get
+from anima.core.embeddings import EmbeddingsUnavailable, embed_texts
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_object, schema_string
 from anima.core.models import MemoryStatus, MemoryType
@@ -26,13 +28,18 @@ from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
 from sleep.context import StepContext
+from sleep.slots import memory_slot, same_slot, supersedes
 
 logger = logging.getLogger(__name__)
 
 RECENT = timedelta(hours=24)
 SENTENCE_MARKS = "。！？.!?；;"
 SPLIT_MIN_CHARS = 50
-CHANGE_REASON = "superseded (changed over time)"
+CHANGE_REASON = "changed"
+# Cosine of two memories' embeddings from which they are asked about together (contradiction) or taken as
+# saying the same thing (merge); measured with bench/offline_mind.py, see the README.
+CONTRADICTION_COSINE = 0.80
+DUPLICATE_COSINE = 0.92
 MEMORY_TYPES = list(MemoryType.values)
 
 # Relation and time words (and function words): sharing one says nothing about sharing a subject.
@@ -128,6 +135,9 @@ def memory_json_line(memory: SemanticMemory, *, with_status: bool = False) -> st
         "observed_at": body.get("observed_at"),
         "occurred_at": body.get("occurred_at"),
     }
+    slot = memory_slot(memory)
+    if slot is not None:
+        row["slot"] = slot.as_body()
     if with_status:
         row["status"] = memory.status
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
@@ -212,8 +222,8 @@ def memory_owner(memory: SemanticMemory) -> str:
     return "global"
 
 
-def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
-    """Memories of one person linked by a shared subject keyword (connected components, size ≥ 2)."""
+def _union_groups(memories: list[SemanticMemory], links: Iterable[tuple[int, int]]) -> list[list[SemanticMemory]]:
+    """Connected components (size ≥ 2) of ``memories`` under the id pairs ``links``."""
     parent = {m.pk: m.pk for m in memories}
 
     def find(pk: int) -> int:
@@ -222,21 +232,95 @@ def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]
             pk = parent[pk]
         return pk
 
-    owners: dict[tuple[str, str], int] = {}
-    for memory in memories:
-        for word in subject_keywords(memory):
-            key = (memory_owner(memory), word)
-            if key in owners:
-                parent[find(memory.pk)] = find(owners[key])
-            else:
-                owners[key] = memory.pk
+    for a, b in links:
+        parent[find(a)] = find(b)
     groups: dict[int, list[SemanticMemory]] = {}
     for memory in memories:
         groups.setdefault(find(memory.pk), []).append(memory)
     return [group for group in groups.values() if len(group) >= 2]
 
 
+def _keyword_links(memories: list[SemanticMemory]) -> Iterator[tuple[int, int]]:
+    owners: dict[tuple[str, str], int] = {}
+    for memory in memories:
+        for word in subject_keywords(memory):
+            key = (memory_owner(memory), word)
+            if key in owners:
+                yield memory.pk, owners[key]
+            else:
+                owners[key] = memory.pk
+
+
+def _slot_links(memories: list[SemanticMemory]) -> Iterator[tuple[int, int]]:
+    slotted = [(m, memory_slot(m)) for m in memories]
+    slotted = [(m, slot) for m, slot in slotted if slot is not None]
+    for (a, slot_a), (b, slot_b) in combinations(slotted, 2):
+        if memory_owner(a) == memory_owner(b) and same_slot(slot_a, slot_b):
+            yield a.pk, b.pk
+
+
+def similar_pairs(memories: list[SemanticMemory], *, threshold: float) -> list[tuple[int, int, float]]:
+    """Pairs of one owner's memories whose embeddings' cosine is at least ``threshold``; [] without embeddings."""
+    if len(memories) < 2:
+        return []
+    try:
+        vectors = embed_texts([m.content for m in memories])
+    except EmbeddingsUnavailable:
+        return []
+    pairs = []
+    for (a, va), (b, vb) in combinations(zip(memories, vectors, strict=True), 2):
+        if memory_owner(a) != memory_owner(b):
+            continue
+        cosine = sum(x * y for x, y in zip(va, vb, strict=True))
+        if cosine >= threshold:
+            pairs.append((a.pk, b.pk, cosine))
+    return pairs
+
+
+def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
+    """Memories of one person about one subject: a shared keyword, the same slot or close embeddings."""
+    similar = ((a, b) for a, b, _ in similar_pairs(memories, threshold=CONTRADICTION_COSINE))
+    return _union_groups(memories, chain(_keyword_links(memories), _slot_links(memories), similar))
+
+
+def _chronological(memories: Iterable[SemanticMemory]) -> list[SemanticMemory]:
+    return sorted(memories, key=lambda m: (m.source_day or date.min, (m.body or {}).get("observed_at") or "", m.pk))
+
+
+def _slot_changes(r: _Round) -> None:
+    """A newer fact in the same slot with another value supersedes the older one ("is 7" → "turned 8")."""
+    memories = _chronological(_active())
+    slots = {m.pk: memory_slot(m) for m in memories}
+    with transaction.atomic():
+        for index, older in enumerate(memories):
+            old_slot = slots[older.pk]
+            if old_slot is None:
+                continue
+            newer = next(
+                (
+                    m
+                    for m in reversed(memories[index + 1 :])
+                    if memory_owner(m) == memory_owner(older)
+                    and slots[m.pk] is not None
+                    and supersedes(slots[m.pk], old_slot)
+                ),
+                None,
+            )
+            if newer is None:
+                continue
+            memory_expire(memory=older, reason=CHANGE_REASON, superseded_by=newer)
+            r.record(
+                "expire",
+                before=older.content,
+                after=newer.content,
+                ids=[older.pk, newer.pk],
+                kind="change",
+                reason=CHANGE_REASON,
+            )
+
+
 def _contradiction_round(r: _Round) -> str:
+    _slot_changes(r)
     groups = subject_groups(_active())
     for group in groups:
         by_id = {m.pk: m for m in group}
