@@ -133,7 +133,10 @@ def _measure(rows: list[dict], *, verbose: bool) -> dict:
                 s["found"] += 1
             else:
                 misses.append(f"{slug}: missed {keys}")
-            if sum(_states(keys, m.content) for m in active) > 1:
+            stating = [m for m in active if _states(keys, m.content)]
+            # Two memories that state exactly the same disclosed facts say the same thing twice.
+            signatures = [frozenset(i for i, other in enumerate(gold) if _states(other, m.content)) for m in stating]
+            if len(signatures) != len(set(signatures)):
                 s["dups"] += 1
                 misses.append(f"{slug}: duplicated {keys}")
         for m in written:

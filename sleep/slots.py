@@ -110,10 +110,10 @@ _ZH_VALUE_TAIL = re.compile(r"(?:了|啦|呢|吧|啊|呀|的|哦|喔|嘛|也|都
 
 
 def value_normalized(text: str) -> str:
-    text = text.strip().strip("。.!！?？,，;；:：\"'“”‘’《》「」()（）").strip()
     previous = None
     while previous != text:
         previous = text
+        text = text.strip().strip("。.!！?？,，;；:：\"'“”‘’《》「」()（）").strip()
         text = _EN_VALUE_TAIL.sub("", text).strip()
         text = _ZH_VALUE_TAIL.sub("", text).strip()
     text = _EN_ARTICLES.sub("", text)
@@ -509,6 +509,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         elif attribute == "age":
             value = number_value(raw)
         elif attribute == "residence":
+            raw = re.split(r"\s+(?:with|for|because|since|to|when|where|and)\s+", raw)[0]
             places = re.findall(rf"{_EN_NAME}(?:\s+{_EN_NAME})*", raw)
             value = value_normalized(places[-1] if places else head_value(raw))
         elif attribute == "job":
@@ -738,16 +739,6 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         ("age", rf"^(?:今年|已经|现在)?是?\s*(?P<value>{_ZH_NUM})\s*(?:周)?岁"),
         (
-            "residence",
-            r"^(?:现在|目前|一直|还|也|都)*(?:住在|住|定居在|定居|生活在|在)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,12}?)"
-            r"(?:生活|住|定居|$|[，,。]|的|那边|这边|附近|市|区)",
-        ),
-        (
-            "residence",
-            r"^(?:(?:已经|刚|刚刚|上周|上个月|最近|去年|今年)*)(?:搬到|搬去|搬家到|移居|迁到|调到)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)"
-            r"(?:了|去|来|住|工作|生活|$|[，,。])",
-        ),
-        (
             "origin",
             r"^(?:老家|家乡|出生在|出生于|老家在|老家是)\s*(?:是|在)?\s*(?P<value>[\u4e00-\u9fff]{2,6}?)(?:的|人|$|[，,。])",
         ),
@@ -764,6 +755,16 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("job", r"^(?:是|是个|是一名|是一个)?(?P<value>(?:开|做|干|搞)[^，,。；;！!？?]{1,8})的$"),
         ("job", r"^(?:现在|目前|还|还是|一直|也)*是\s*(?:一名|一个|一位|个|名)?(?P<value>[^，,。；;！!？?]{1,10})$"),
         ("workplace", r"^(?:现在|目前|还|一直|也)*在\s*(?P<value>[^，,。；;！!？?]{2,16}?)(?:工作|上班|任职|实习)"),
+        (
+            "residence",
+            r"^(?:现在|目前|一直|还|也|都)*(?:住在|住|定居在|定居|生活在|在)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,12}?)"
+            r"(?:生活|住|定居|$|[，,。]|的|那边|这边|附近|市|区)",
+        ),
+        (
+            "residence",
+            r"^(?:(?:已经|刚|刚刚|上周|上个月|最近|去年|今年)*)(?:搬到|搬去|搬家到|移居|迁到|调到)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)"
+            r"(?:了|去|来|住|工作|生活|$|[，,。])",
+        ),
         (
             "study",
             r"^(?:现在|目前|还|也)*在\s*(?P<value>[^，,。；;！!？?]{0,10}?(?:读|上)(?:大学|研究生|研|博|博士|高中|初中|小学|书|学))",
@@ -804,7 +805,8 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "habit",
-            r"^(?P<value>(?:会|在)?(?:弹|打|练|跑|游|学|去|做|看|画|写|骑|爬|跳|唱|下|玩|踢|健|瑜)[^，,。；;！!？?]{1,12})",
+            r"^(?P<freq>(?:每[天周晚月年个早上晚周末次]{1,4}|平时|经常|常常|一般|通常|总是|周[一二三四五六日末天]|天天|偶尔)*)"
+            r"(?:都|也|还)*(?P<value>[^，,。；;！!？?]{2,14})",
         ),
         ("passed", r"^(?:去世|过世|走了)(?P<value>)"),
     )
@@ -893,9 +895,9 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
                 Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"), "world"
             )
         elif attribute == "habit":
-            if not _ZH_FREQUENCY.search(rest) and not raw.startswith("会"):
+            if not match.group("freq") and not re.match(r"^会(?:弹|打|拉|吹|说|讲|做|画|写|游|跳|唱|下)", raw):
                 continue
-            attribute, key, value = "activity", _zh_thing(re.sub(r"^(?:会|在)", "", raw)), "+"
+            attribute, key, value = "activity", _zh_thing(re.sub(r"^(?:会|在)?去?", "", raw)), "+"
         elif attribute == "passed":
             attribute, value = "alive", "no"
         memory_type = "preference" if attribute.startswith(("likes", "favourite")) else "world"

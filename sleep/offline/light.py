@@ -19,7 +19,8 @@ from sleep.slots import Slot
 # borrows the previous one's, and a pronoun that points nowhere leaves the clause out.
 
 _EN_CLAUSE_SPLIT = re.compile(
-    r"\s*[,;:—–]\s*|\s+-\s+|\s+(?:and|but|so|because|plus)\s+"
+    r"\s*[,;:—–]\s*|\s+-\s+|\s+and\s+(?=(?:live|work|have|love|like|hate|teach|play|moved|just|also|really|"
+    r"usually|can't|don't)\b)|\s+(?:and|but|so|because|plus)\s+"
     r"(?=(?:I|I'm|I’m|I've|I'd|my|My|we|We|our|Our|he|she|they|He|She|They|[A-Z][a-z]+ (?:is|'s|turned|just))\b)"
 )
 _EN_LEADING = re.compile(
@@ -111,6 +112,7 @@ def _zh_third_person(text: str, name: str) -> str:
     text = re.sub(rf"我(?=(?:{slots._ZH_REL}))", f" {name} 的", text)
     text = re.sub(r"我", f" {name} ", text)
     text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])", "", text)
     return re.sub(r"\s+(?=[，。！？；：、）])|(?<=[，。！？；：、（])\s+", "", text).strip()
 
 
@@ -156,7 +158,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                     text = prefix + clause[0].lower() + clause[1:]
                     break
         ages = _EN_LIST_AGES.findall(clause) if said.hint and said.hint[0] and not said.hint[1] else []
-        if reading is None and len(ages) >= 1 and not slots._en_subjects(clause, name=""):
+        if reading is None and ages:
             # "…two kids, Ben who's 5 and Mia who's 9"
             for child, age in ages:
                 slot = Slot(said.hint[0], child.casefold(), "age", "", age)
@@ -233,6 +235,11 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             if reading is not None:
                 text = said.hint_text + clause[1:]
         if reading is None:
+            subject = slots._zh_subject(slots._ZH_TIME_LEAD.sub("", clause), name="")
+            if subject and subject[0] != slots.SELF:
+                said.hint = (subject[0], subject[1])
+                said.hint_text = _subject_text(Slot(subject[0], subject[1], "", "", ""), name, chinese=True)
+                continue
             if facts and len(clause) <= 12 and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
                 kind, content, slot = facts.pop()
                 facts.append(
