@@ -356,6 +356,11 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             "job",
             r"^(?:now\s+|currently\s+|still\s+)?(?:work|works|am working|'m working)\s+as\s+(?:an?\s+)?(?P<value>[^,.;!?]+)",
         ),
+        (
+            "uses",
+            r"^(?:now\s+)?(?:mainly|mostly|mostly just|primarily|usually|mainly just)\s+(?:use|uses|work with|works with|"
+            r"code in|codes in|write|writes|program in)\s+(?P<value>[^,.;!?]+)",
+        ),
         ("job", r"^(?:job is|job's|occupation is)\s+(?:an?\s+)?(?P<value>[^,.;!?]+)"),
         ("job", r"^(?:teach|teaches)\s+(?P<value>[^,.;!?]+)"),
         ("job", r"^(?:am|'m|is|'s)\s+(?:now\s+|still\s+|currently\s+)?(?:an?|the)\s+(?P<value>[^,.;!?]+)"),
@@ -504,7 +509,9 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             if subject == SELF:
                 return Reading(Slot(SELF, "", "name", "", value_normalized(raw)), "world")
             return Reading(Slot(subject, raw.casefold(), "name", "", raw.casefold()), "world")
-        if attribute in {"email", "phone", "birthday", "origin", "workplace"}:
+        if attribute == "uses":
+            value = _en_thing(raw)
+        elif attribute in {"email", "phone", "birthday", "origin", "workplace"}:
             value = head_value(raw) if attribute == "origin" else value_normalized(raw)
         elif attribute == "age":
             value = number_value(raw)
@@ -580,6 +587,15 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
     return None
 
 
+# "Peanuts are a no-go for me", "my doctor told me to avoid salt": a restriction said object first.
+_EN_OBJECT_FIRST = re.compile(
+    r"^(?:(?P<value>[\w' -]{2,30}?)\s+(?:is|are|'s)\s+(?:a\s+)?(?:no-go|no go|off[- ]limits|forbidden|not allowed|"
+    r"a hard no|poison)\s+for me|(?:my\s+)?doctor\s+(?:told|tells|wants|says|said)\s+(?:me\s+)?(?:to\s+)?"
+    r"(?:avoid|cut out|cut down on|stay away from|no)\s+(?P<value2>[^,.;!?]+))",
+    re.I,
+)
+
+
 def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None = None) -> Reading | None:
     """The fact one English clause states about the person (``name`` also stands for "I"), or None.
 
@@ -588,6 +604,10 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     clause = clause.strip().rstrip(".!;")
     if not clause or clause.endswith("?") or _EN_HEDGE.search(clause):
         return None
+    restricted = _EN_OBJECT_FIRST.match(clause)
+    if restricted:
+        thing = _en_thing(restricted.group("value") or restricted.group("value2"))
+        return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"), "world")
     subject = _en_subjects(clause, name=name)
     if subject is None:
         pronoun = re.match(r"^(?:he|she|they|it)(?:'s|\s+is|\s+are|'re)?\s*(.*)$", clause, re.I)
@@ -750,14 +770,18 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "job",
-            r"^(?:现在|目前|还|还是|一直|也)*(?:当|做|干)(?:了)?\s*(?:一名|一个|名)?(?P<value>[^，,。；;！!？?了]{1,10})",
+            r"^(?:现在|目前|还|还是|一直|也)*在?(?:当|做|干)(?:了)?\s*(?:一名|一个|名)?(?P<value>[^，,。；;！!？?了]{1,10})",
         ),
         ("job", r"^(?:是|是个|是一名|是一个)?(?P<value>(?:开|做|干|搞)[^，,。；;！!？?]{1,8})的$"),
         ("job", r"^(?:现在|目前|还|还是|一直|也)*是\s*(?:一名|一个|一位|个|名)?(?P<value>[^，,。；;！!？?]{1,10})$"),
+        (
+            "uses",
+            r"^(?:平时|现在|一般|日常|工作中|工作上)*(?:主要|基本|一般|平时|大多|多半)(?:都|还是)?(?:用|写|使用)\s*(?P<value>[A-Za-z][\w.+#-]*|[\u4e00-\u9fff]{2,8})",
+        ),
         ("workplace", r"^(?:现在|目前|还|一直|也)*在\s*(?P<value>[^，,。；;！!？?]{2,16}?)(?:工作|上班|任职|实习)"),
         (
             "residence",
-            r"^(?:现在|目前|一直|还|也|都)*(?:住在|住|定居在|定居|生活在|在)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,12}?)"
+            r"^(?:现在|目前|一直|还|也|都)*(?:住在|住|定居在|定居|生活在)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,12}?)"
             r"(?:生活|住|定居|$|[，,。]|的|那边|这边|附近|市|区)",
         ),
         (
@@ -801,7 +825,8 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("event", r"^的?(?P<value>预产期|婚期|考试|面试|手术|婚礼|答辩)(?:是|在)\s*(?P<date>[^，,。；;！!？?]+)"),
         (
             "has",
-            rf"^(?:养了|养着|养|有|家里有)\s*(?P<value>(?:{_ZH_NUM}|几)?\s*(?:个|只|条|位|头)?\s*(?:{_ZH_REL}|{_ZH_PET_WORDS}))",
+            rf"^(?:养了|养着|养|有|家里有)\s*(?P<value>(?:{_ZH_NUM}|几)?\s*(?:个|只|条|位|头)?\s*(?:{_ZH_REL}|{_ZH_PET_WORDS}))"
+            r"(?:[，,]?\s*(?:叫|名叫|名字叫)\s*(?P<pname>[\u4e00-\u9fffA-Za-z]{1,6}))?",
         ),
         (
             "habit",
@@ -848,7 +873,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             if subject == SELF:
                 return Reading(Slot(SELF, "", "name", "", value_normalized(raw)), "world")
             return Reading(Slot(subject, raw, "name", "", raw), "world")
-        if attribute in {"email", "phone", "birthday", "origin", "workplace", "study"}:
+        if attribute in {"email", "phone", "birthday", "origin", "workplace", "study", "uses"}:
             value = value_normalized(raw)
         elif attribute == "age":
             value = number_value(raw)
@@ -891,6 +916,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             count = re.match(rf"({_ZH_NUM}|几)", raw)
             word = re.search(rf"({_ZH_REL}|{_ZH_PET_WORDS})", raw).group(1)
             relation = _ZH_RELATIONS.get(word) or ("dog_or_cat:" + word)
+            if match.group("pname"):
+                return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")), "world")
             return Reading(
                 Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"), "world"
             )
@@ -913,6 +940,13 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     if not clause or _ZH_HEDGE.search(clause):
         return None
     clause = _ZH_TIME_LEAD.sub("", clause)
+    restricted = re.match(
+        r"^(?:医生|大夫)(?:不让|不许|叫我别|让我别|让我少|叫我少|要我少|要我别)我?(吃|喝|碰)太?(.{1,8})$", clause
+    )
+    if restricted:
+        return Reading(
+            Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"), "world"
+        )
     subject = _zh_subject(clause, name=name)
     if subject is None:
         named = re.match(
@@ -927,9 +961,17 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     return _zh_reading(*subject)
 
 
+_ADDRESS = re.compile(r"\S+@\S+|https?://\S+")
+
+
+def chinese(text: str) -> bool:
+    """Whether a statement is Chinese, judged without its e-mail addresses and links."""
+    return is_chinese(_ADDRESS.sub("", text))
+
+
 def slot_read(text: str, *, name: str = "") -> Slot | None:
     """The slot a stored fact fills, read with the person's ``name`` standing for the first person."""
-    reader = zh_read if is_chinese(text) else en_read
+    reader = zh_read if chinese(text) else en_read
     first = re.split(r"(?<=[。！？!?；;])|(?<=\.)\s+|[，,](?=\s*(?:and|but|so)\b)", text.strip())[0]
     reading = reader(first, name=name)
     return reading.slot if reading else None

@@ -230,6 +230,10 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                     continue
                 if said.hint_text:
                     reading, text = hinted, f"{said.hint_text}{clause}"
+        elif reading is None and said.hint is None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
+            # A clause with no subject of its own speaks for the speaker (「不吃香菜」, 「在一家游戏公司做策划」).
+            reading = slots.zh_read("我" + clause, name="")
+            text = "我" + clause
         elif reading is None and re.match(r"^(?:他|她|它)", clause) and said.hint:
             reading = slots.zh_read(clause, name="", subject_hint=said.hint)
             if reading is not None:
@@ -274,7 +278,7 @@ def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple
     said = _Said() if said is None else said
     facts = []
     for sentence in sentences(text):
-        if is_chinese(sentence):
+        if slots.chinese(sentence):
             facts.extend(_zh_facts(sentence, name or "用户", said))
         else:
             facts.extend(_en_facts(sentence, name or "The user", said))
