@@ -15,7 +15,7 @@ what they are about as the slot's ``key`` and compare polarity or detail.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from anima.core.llm.schema import schema_object, schema_string
 from anima.core.text import is_chinese
@@ -58,6 +58,22 @@ def same_subject(a: Slot, b: Slot) -> bool:
     if a.name and b.name:
         return a.name == b.name
     return bool(a.subject) and a.subject == b.subject
+
+
+def slots_aliased(slots: list[Slot]) -> dict[str, str]:
+    """name → relation, from the slots that state both ("my son Diego", 「我儿子叫乐乐」)."""
+    aliases: dict[str, str] = {}
+    for slot in slots:
+        if slot.name and slot.subject and slot.subject != SELF:
+            aliases.setdefault(slot.name, slot.subject)
+    return aliases
+
+
+def slot_resolved(slot: Slot, aliases: dict[str, str]) -> Slot:
+    """``slot`` with its relation filled in when only the subject's name was said ("Diego turned 5")."""
+    if slot.name and not slot.subject and slot.name in aliases:
+        return replace(slot, subject=aliases[slot.name])
+    return slot
 
 
 def same_slot(a: Slot, b: Slot) -> bool:
@@ -298,7 +314,10 @@ def _en_relation(word: str) -> str:
 
 def _en_thing(text: str) -> str:
     """What a like / restriction / plan is about: the noun phrase, lightly normalised ("peanuts" → "peanut")."""
-    text = value_normalized(re.split(r"[,;]|\s+(?:because|but|so|since|which|when|as|and I|, I)\s+", text)[0])
+    text = re.split(
+        r"[,;]|\s+(?:because|but|so|since|which|when|as|and I|, I|more than|than|so much|a lot|like crazy)\b", text
+    )[0]
+    text = value_normalized(text)
     text = re.sub(r"^(?:to |eating |having |drinking |playing |the |a |an )", "", text)
     words = text.split()
     if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
@@ -396,6 +415,11 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"quite\s+|now\s+|truly\s+)*(?P<verb>like|likes|love|loves|enjoy|enjoys|adore|adores|prefer|prefers|"
             r"am into|'m into|is into|'m obsessed with|am obsessed with|'m a (?:huge |big )?fan of|"
             r"am a (?:huge |big )?fan of|dig)\s+(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "unlikes",
+            r"^(?:no longer|don't|do not|doesn't|does not)\s+(?:really\s+)?(?:hate|hates|dislike|dislikes|mind|minds)\s+"
+            r"(?P<value>[^,.;!?]+)",
         ),
         (
             "dislikes",
@@ -546,6 +570,8 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             if not category:
                 return None
             attribute, value = f"favourite:{category}", value_normalized(raw)
+        elif attribute == "unlikes":
+            attribute, key, value = "likes", _en_thing(raw), "0"
         elif attribute in {"likes", "dislikes"}:
             verb = match.group("verb").casefold()
             key = _en_thing(raw)
@@ -758,6 +784,7 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             rf"^(?:今年|已经|都|刚|刚刚|上个月|这个月|昨天|前天|今天|现在)*(?:满|过了)?\s*(?P<value>{_ZH_NUM})\s*(?:周)?岁",
         ),
         ("age", rf"^(?:今年|已经|现在)?是?\s*(?P<value>{_ZH_NUM})\s*(?:周)?岁"),
+        ("age", rf"^(?:今年|已经|都|现在)*(?:满)?(?P<value>{_ZH_NUM})了$"),
         (
             "origin",
             r"^(?:老家|家乡|出生在|出生于|老家在|老家是)\s*(?:是|在)?\s*(?P<value>[\u4e00-\u9fff]{2,6}?)(?:的|人|$|[，,。])",
@@ -766,7 +793,7 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("job", r"^(?:现在|目前)?的?(?:工作|职业)(?:是|为)\s*(?:一名|一个|个)?(?P<value>[^，,。；;！!？?]+)"),
         (
             "job",
-            r"^(?:现在|目前|还|还是|一直|也)*(?:在|给)[^，,。；;]{1,16}?(?:当|做|干|开)\s*(?P<value>[^，,。；;！!？?了]{1,12})",
+            r"^(?:现在|目前|还|还是|一直|也)*(?:在|给)[^，,。；;]{1,16}?(?:当|做|干|(?=开))\s*(?P<value>[^，,。；;！!？?了]{1,12})",
         ),
         (
             "job",
@@ -803,7 +830,11 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "favourite",
-            rf"^(?:现在|目前|一直)?最(?:喜欢|爱|喜爱)的(?P<category>{_ZH_CAT})(?:是|换成|变成|改成|成了)(?:了)?\s*(?P<value>[^，,。；;！!？?]+)",
+            rf"^(?:现在|目前|一直)?最(?:喜欢|爱|喜爱)的(?P<category>{_ZH_CAT})(?:现在|目前|已经|也)?(?:是|换成|变成|改成|成了)(?:了)?\s*(?P<value>[^，,。；;！!？?]+)",
+        ),
+        (
+            "unlikes",
+            r"^(?:现在|已经|也)*(?:不再|不|没那么|没有那么)(?:讨厌|怕|害怕|反感|烦)\s*(?P<value>[^，,。；;！!？?]{1,12})",
         ),
         (
             "dislikes",
@@ -899,6 +930,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             attribute, value = "diet", "vegetarian"
         elif attribute == "favourite":
             attribute, value = f"favourite:{_ZH_CATEGORIES[match.group('category')]}", value_normalized(raw)
+        elif attribute == "unlikes":
+            attribute, key, value = "likes", _zh_thing(raw), "0"
         elif attribute in {"likes", "dislikes"}:
             key = _zh_thing(raw)
             if not key or key in {"你", "这个", "那个", "他", "她", "它", "这样", "那样"}:

@@ -28,7 +28,7 @@ from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
 from sleep.context import StepContext
-from sleep.slots import memory_slot, same_slot, supersedes
+from sleep.slots import Slot, memory_slot, same_slot, slot_resolved, slots_aliased, supersedes
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +291,15 @@ def _slot_changes(r: _Round) -> None:
     """A newer fact in the same slot with another value supersedes the older one ("is 7" → "turned 8")."""
     memories = _chronological(_active())
     slots = {m.pk: memory_slot(m) for m in memories}
+    by_owner: dict[str, list[Slot]] = {}
+    for memory in memories:
+        if slots[memory.pk] is not None:
+            by_owner.setdefault(memory_owner(memory), []).append(slots[memory.pk])
+    aliases = {owner: slots_aliased(owned) for owner, owned in by_owner.items()}
+    slots = {
+        m.pk: slot_resolved(slots[m.pk], aliases[memory_owner(m)]) if slots[m.pk] is not None else None
+        for m in memories
+    }
     with transaction.atomic():
         for index, older in enumerate(memories):
             old_slot = slots[older.pk]
