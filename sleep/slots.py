@@ -354,6 +354,7 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"(?P<value>\d{1,3})(?!\s*(?:%|percent|km|miles|kg|lbs|minutes|hours|times|o'clock|pm|am|:|\.\d|,\d|-year))",
         ),
         ("age", r"^(?:am|is|'m|'s)\s+(?P<value>\d{1,3})-year-old\b"),
+        ("zodiac", r"^(?:was|were)\s+born\s+in\s+the\s+year\s+of\s+the\s+(?P<value>[a-z]+)"),
         (
             "residence",
             r"^(?:now\s+|currently\s+|still\s+)?(?:live|lives|living|am living|'m living|'ve been living|"
@@ -535,7 +536,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             return Reading(Slot(subject, raw.casefold(), "name", "", raw.casefold()), "world")
         if attribute == "uses":
             value = _en_thing(raw)
-        elif attribute in {"email", "phone", "birthday", "origin", "workplace"}:
+        elif attribute in {"email", "phone", "birthday", "origin", "workplace", "zodiac"}:
             value = head_value(raw) if attribute == "origin" else value_normalized(raw)
         elif attribute == "age":
             value = number_value(raw)
@@ -784,6 +785,7 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             rf"^(?:今年|已经|都|刚|刚刚|上个月|这个月|昨天|前天|今天|现在)*(?:满|过了)?\s*(?P<value>{_ZH_NUM})\s*(?:周)?岁",
         ),
         ("age", rf"^(?:今年|已经|现在)?是?\s*(?P<value>{_ZH_NUM})\s*(?:周)?岁"),
+        ("zodiac", r"^(?:是)?属(?P<value>[鼠牛虎兔龙蛇马羊猴鸡狗猪])"),
         ("age", rf"^(?:今年|已经|都|现在)*(?:满)?(?P<value>{_ZH_NUM})了$"),
         (
             "origin",
@@ -885,6 +887,16 @@ def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
         if named:
             after = rest[named.end() :].lstrip("，, ")
             return relation, named.group("n"), after or f"叫{named.group('n')}"
+        # 「我女儿小雨属虎」: a name right after the relation, before what is said about them
+        bare = re.match(
+            rf"^\s*(?P<n>[\u4e00-\u9fff]{{2,3}}?|[A-Z][a-z]+)\s*(?=属|今年|已经|在|是|也|满|{_ZH_NUM}岁)", rest
+        )
+        if (
+            bare
+            and not _ZH_TIME_LEAD.match(bare.group("n"))
+            and not re.match(r"^(?:也|都|还|就|在|是)", bare.group("n"))
+        ):
+            return relation, bare.group("n"), rest[bare.end() :].strip()
         return relation, "", rest
     match = re.match(rf"^(?:{selves})(?P<rest>.*)$", clause)
     if match:
@@ -904,7 +916,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             if subject == SELF:
                 return Reading(Slot(SELF, "", "name", "", value_normalized(raw)), "world")
             return Reading(Slot(subject, raw, "name", "", raw), "world")
-        if attribute in {"email", "phone", "birthday", "origin", "workplace", "study", "uses"}:
+        if attribute in {"email", "phone", "birthday", "origin", "workplace", "study", "uses", "zodiac"}:
             value = value_normalized(raw)
         elif attribute == "age":
             value = number_value(raw)

@@ -128,6 +128,12 @@ def merge_answer(payload: dict) -> dict:
         owner[a["id"]] = root
         group.append(b)
         owner[b["id"]] = root
+    by_id = {m["id"]: m for m in memories}
+    for ids in payload.get("candidates", []):
+        group = [by_id[i] for i in ids if i in by_id and i not in owner]
+        if len(group) >= 2:
+            merged_into[group[0]["id"]] = group
+            owner.update({m["id"]: group[0]["id"] for m in group})
     merges = []
     for group in merged_into.values():
         richest = max(group, key=lambda m: (len(m["content"]), -m["id"]))

@@ -28,7 +28,7 @@ from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
 from sleep.context import StepContext
-from sleep.slots import Slot, memory_slot, same_slot, slot_resolved, slots_aliased, supersedes
+from sleep.slots import Slot, memory_slot, restates, same_slot, slot_resolved, slots_aliased, supersedes
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ SPLIT_MIN_CHARS = 50
 CHANGE_REASON = "changed"
 # Cosine of two memories' embeddings from which they are asked about together (contradiction) or taken as
 # saying the same thing (merge); measured with bench/offline_mind.py, see the README.
-CONTRADICTION_COSINE = 0.80
-DUPLICATE_COSINE = 0.92
+CONTRADICTION_COSINE = 0.92
+DUPLICATE_COSINE = 0.96
 MEMORY_TYPES = list(MemoryType.values)
 
 # Relation and time words (and function words): sharing one says nothing about sharing a subject.
@@ -96,7 +96,8 @@ SPLIT_SCHEMA = schema_object(
 MERGE_INSTRUCTIONS = (
     "Round 3, dedupe-merge. Find memories about the same person that say the same thing (duplicates or "
     "near-duplicates) and merge each set of two or more into one memory that keeps every detail, in the language "
-    f"of the sources. Never merge memories of different people. {_COMMON} "
+    "of the sources. `candidates` lists groups of ids whose embeddings are very close: check those first, but "
+    f"merge only what says the same thing. Never merge memories of different people. {_COMMON} "
     'Answer JSON: {"merges": [{"ids": [id, id, ...], "memory_type", "content"}]}.'
 )
 MERGE_SCHEMA = schema_object(
@@ -414,15 +415,42 @@ def _split_round(r: _Round) -> str:
     return f"{len(candidates)} candidates, {len(r.changes)} split"
 
 
+def _slot_restatements(r: _Round) -> None:
+    """A fact restated (same slot, same value) keeps its first memory; later ones are merged into it."""
+    memories = _chronological(_active())
+    slots = {m.pk: memory_slot(m) for m in memories}
+    kept: dict[str, list[SemanticMemory]] = {}
+    with transaction.atomic():
+        for memory in memories:
+            slot = slots[memory.pk]
+            owner = memory_owner(memory)
+            first = next((k for k in kept.get(owner, []) if slot is not None and restates(slot, slots[k.pk])), None)
+            if first is None:
+                kept.setdefault(owner, []).append(memory)
+                continue
+            # The first memory keeps its id, so citations of it stay valid; memory-ref-sync carries the rest.
+            memory_expire(memory=memory, reason=f"merged into #{first.pk}", superseded_by=first)
+            r.record("merge", before=memory.content, after=first.content, ids=[memory.pk, first.pk], kind="restated")
+
+
+def merge_candidates(memories: list[SemanticMemory]) -> list[list[int]]:
+    """Groups of one owner's memories whose embeddings are close enough to say the same thing."""
+    pairs = [(a, b) for a, b, _ in similar_pairs(memories, threshold=DUPLICATE_COSINE)]
+    return [sorted(m.pk for m in group) for group in _union_groups(memories, pairs)]
+
+
 def _merge_round(r: _Round) -> str:
+    _slot_restatements(r)
     memories = _active()
     by_id = {m.pk: m for m in memories}
+    candidates = merge_candidates(memories)
     for batch in r.memory_batches(memories):
+        shown = {json.loads(line)["id"] for line in batch.splitlines()}
         answer = r.ask(
             purpose="deep-sleep.merge",
             instructions=MERGE_INSTRUCTIONS,
             schema=MERGE_SCHEMA,
-            payload={"memories": batch},
+            payload={"memories": batch, "candidates": [g for g in candidates if set(g) <= shown]},
         )
         with transaction.atomic():
             for item in answer["merges"]:

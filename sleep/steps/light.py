@@ -244,18 +244,6 @@ def _diary_block_once(
     report["created"].append(block.pk)
 
 
-def _held_slots(item: DayConversation) -> list[Slot]:
-    """Slots the person's active memories fill (the conversation's own when nobody is known)."""
-    conversation = item.conversation
-    owned = (
-        SemanticMemory.objects.filter(person=conversation.person)
-        if conversation.person_id
-        else SemanticMemory.objects.filter(source_conversation=conversation)
-    )
-    memories = owned.filter(status=MemoryStatus.ACTIVE).select_related("person")
-    return [slot for slot in (memory_slot(m) for m in memories) if slot is not None]
-
-
 def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[SemanticMemory], dict]:
     conversation = item.conversation
     if _stage_rows(SemanticMemory, ctx.day, item, "semantic"):
@@ -282,7 +270,7 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
     report = {"created": [], "updated": [], "deprecated": [], "duplicates": 0, "rejected_ids": []}
     with transaction.atomic():
         known = {content_key(m.content) for m in existing.values()}
-        held = _held_slots(item)
+        held = [slot for slot in (memory_slot(m) for m in existing.values()) if slot is not None]
         for fact in answer.get("create", []):
             external_id = _external_id(ctx.day, item, "semantic", fact["content"])
             slot = Slot.from_body({"slot": fact.get("slot")}) or slot_read(fact["content"], name=item.person_name)
