@@ -122,7 +122,7 @@ _EN_VALUE_TAIL = re.compile(
     r"lol|haha|honestly|btw|at all|really|so much|a lot)$",
     re.I,
 )
-_ZH_VALUE_TAIL = re.compile(r"(?:了|啦|呢|吧|啊|呀|的|哦|喔|嘛|也|都|还|现在|以后|之后|平时)+$")
+_ZH_VALUE_TAIL = re.compile(r"(?:了|啦|呢|吧|啊|呀|的|哦|喔|嘛)+$")
 
 
 def value_normalized(text: str) -> str:
@@ -270,7 +270,8 @@ _EN_STATES = {
 }
 _EN_FREQUENCY = re.compile(
     r"\b(?:every|each)\s+\w+|\b(?:daily|weekly|nightly|monthly|usually|always|often|normally|regularly|"
-    r"sometimes|mostly|most (?:days|mornings|evenings|nights|weekends))\b|\bon (?:mon|tue|wed|thu|fri|sat|sun)\w*days?\b|"
+    r"sometimes|mostly|most (?:days|mornings|evenings|nights|weekends))\b|"
+    r"\bon (?:mon|tue|wed|thu|fri|sat|sun)\w*days?\b|"
     r"\b(?:once|twice|three times) a (?:day|week|month)\b|\bat (?:the )?weekends?\b",
     re.I,
 )
@@ -374,11 +375,13 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "job",
-            r"^(?:now\s+|currently\s+|still\s+)?(?:work|works|am working|'m working)\s+as\s+(?:an?\s+)?(?P<value>[^,.;!?]+)",
+            r"^(?:now\s+|currently\s+|still\s+)?(?:work|works|am working|'m working)\s+as\s+(?:an?\s+)?"
+            r"(?P<value>[^,.;!?]+)",
         ),
         (
             "uses",
-            r"^(?:now\s+)?(?:mainly|mostly|mostly just|primarily|usually|mainly just)\s+(?:use|uses|work with|works with|"
+            r"^(?:now\s+)?(?:mainly|mostly|mostly just|primarily|usually|mainly just)\s+"
+            r"(?:use|uses|work with|works with|"
             r"code in|codes in|write|writes|program in)\s+(?P<value>[^,.;!?]+)",
         ),
         ("job", r"^(?:job is|job's|occupation is)\s+(?:an?\s+)?(?P<value>[^,.;!?]+)"),
@@ -407,7 +410,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("restriction", r"^(?:avoid|avoids|stay away from|stays away from)\s+(?P<value>[^,.;!?]+)"),
         (
             "favourite",
-            r"^(?:new\s+|all-time\s+|current\s+)?(?:favou?rite|fave|favorite)\s+(?P<category>[a-z]+(?: show| language)?)"
+            r"^(?:new\s+|all-time\s+|current\s+)?(?:favou?rite|fave|favorite)\s+"
+            r"(?P<category>[a-z]+(?: show| language)?)"
             r"\s+(?:is|are|'s|has to be|would be)\s+(?:now\s+)?(?P<value>[^,.;!?]+)",
         ),
         (
@@ -419,7 +423,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "unlikes",
-            r"^(?:no longer|don't|do not|doesn't|does not)\s+(?:really\s+)?(?:hate|hates|dislike|dislikes|mind|minds)\s+"
+            r"^(?:no longer|don't|do not|doesn't|does not)\s+(?:really\s+)?"
+            r"(?:hate|hates|dislike|dislikes|mind|minds)\s+"
             r"(?P<value>[^,.;!?]+)",
         ),
         (
@@ -463,6 +468,11 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"^(?:have|has|'ve got|have got|own|owns)\s+(?P<value>(?:an?|one|two|three|four|five|\d+)\s+[^,.;!?]+)",
         ),
         ("passed", r"^(?:passed away|died)\b(?P<value>[^,.;!?]*)"),
+        (
+            "achieved",
+            r"^(?:just\s+|finally\s+)?(?:passed|aced|finished|completed|graduated from|graduated|won|got promoted|"
+            r"got engaged|got married|got the job|got into|got accepted to|got accepted into)\b(?P<value>[^,.;!?]*)",
+        ),
     )
 )
 
@@ -605,6 +615,9 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             return Reading(Slot(SELF, "", f"count:{relation}", "", count.group(1) if count else "1"), "world")
         elif attribute == "passed":
             attribute, value = "alive", "no"
+        elif attribute == "achieved":
+            key = value_normalized(re.sub(r"^(?:just|finally)\s+", "", match.group(0)))
+            attribute, value = "event", "done"
         else:
             value = value_normalized(raw)
         memory_type = "preference" if attribute.startswith(("likes", "favourite")) else "world"
@@ -745,7 +758,7 @@ _ZH_CAT = "|".join(sorted(_ZH_CATEGORIES, key=len, reverse=True))
 # Occupation nouns end in these (老师, 程序员, 医生, 护士, 会计, 司机, 策划, 老板 …).
 _ZH_JOB_END = re.compile(
     r"(?:师|员|生|家|手|工|长|经理|老板|士|司机|会计|策划|主播|博主|模特|编辑|记者|律师|总监|主管|专员|顾问|"
-    r"骑手|代购|店主|学生|研究生|博士|硕士|本科生|保安|保姆|厨子|木匠|农民|警察|军人|设计|运营|产品|开发|HR|hr|助理|老师)$"
+    r"骑手|代购|店主|负责人|组长|学生|研究生|博士|硕士|本科生|保安|保姆|厨子|木匠|农民|警察|军人|设计|运营|产品|开发|HR|hr|助理|老师)$"
 )
 _ZH_FREQUENCY = re.compile(
     r"每(?:天|周|週|晚|个?月|年|周末|个周末|天早上|天晚上|次)|平时|经常|常常|一般|通常|总是|周[一二三四五六日末天]|天天|偶尔|习惯"
@@ -791,7 +804,7 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             "origin",
             r"^(?:老家|家乡|出生在|出生于|老家在|老家是)\s*(?:是|在)?\s*(?P<value>[\u4e00-\u9fff]{2,6}?)(?:的|人|$|[，,。])",
         ),
-        ("origin", r"^是\s*(?P<value>[\u4e00-\u9fff]{2,4})人$"),
+        ("origin", r"^是\s*(?P<value>[\u4e00-\u9fff]{2,3})人$"),
         ("job", r"^(?:现在|目前)?的?(?:工作|职业)(?:是|为)\s*(?:一名|一个|个)?(?P<value>[^，,。；;！!？?]+)"),
         (
             "job",
@@ -867,6 +880,14 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"(?:都|也|还)*(?P<value>[^，,。；;！!？?]{2,14})",
         ),
         ("passed", r"^(?:去世|过世|走了)(?P<value>)"),
+        (
+            "achieved",
+            r"^(?P<value>[^，,。；;！!？?]{0,8}?(?:通过|考过|考上|拿到|毕业|升职|结婚|订婚|录取|中奖)了[^，,。；;！!？?]{0,12})",
+        ),
+        (
+            "achieved",
+            r"^(?P<value>(?:通过了|考过了|考上了|拿到了|毕业了|升职了|结婚了|订婚了|录取了|中了)[^，,。；;！!？?]{0,12})",
+        ),
     )
 )
 
@@ -972,6 +993,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             attribute, key, value = "activity", _zh_thing(re.sub(r"^(?:会|在)?去?", "", raw)), "+"
         elif attribute == "passed":
             attribute, value = "alive", "no"
+        elif attribute == "achieved":
+            attribute, key, value = "event", value_normalized(raw), "done"
         memory_type = "preference" if attribute.startswith(("likes", "favourite")) else "world"
         if attribute in {"activity", "event"}:
             memory_type = "experience"

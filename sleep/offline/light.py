@@ -69,7 +69,7 @@ class _Said:
 
 def _en_verb(word: str) -> str:
     lower = word.casefold()
-    if lower in _EN_KEEP_VERBS or lower.endswith("ed") or lower.endswith("n't") and lower not in {"don't"}:
+    if lower in _EN_KEEP_VERBS or lower.endswith("ed") or (lower.endswith("n't") and lower != "don't"):
         return word
     special = {"do": "does", "don't": "doesn't", "have": "has", "are": "is", "am": "is", "go": "goes", "'re": "is"}
     if lower in special:
@@ -97,7 +97,7 @@ def _en_third_person(clause: str, name: str) -> str:
             words[index] = _en_verb(words[index])
         words[0] = subject
         text = " ".join(words)
-    owner = [f"{name}'s"]
+    owner = [] if re.search(rf"\b{re.escape(name)}\b", text) else [f"{name}'s"]
     text = re.sub(r"\b(?:my|our)\b", lambda m: owner.pop() if owner else "their", text, flags=re.I)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
     text = re.sub(r"\bme\b", name if name not in text else "them", text)

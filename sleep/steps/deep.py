@@ -36,6 +36,8 @@ RECENT = timedelta(hours=24)
 SENTENCE_MARKS = "。！？.!?；;"
 SPLIT_MIN_CHARS = 50
 CHANGE_REASON = "changed"
+# Slots whose value never changes over time: a second value is a contradiction, not a change.
+IMMUTABLE_ATTRIBUTES = frozenset({"zodiac", "birthday", "origin"})
 # Cosine of two memories' embeddings from which they are asked about together (contradiction) or taken as
 # saying the same thing (merge); measured with bench/offline_mind.py, see the README.
 CONTRADICTION_COSINE = 0.92
@@ -318,14 +320,15 @@ def _slot_changes(r: _Round) -> None:
             )
             if newer is None:
                 continue
-            memory_expire(memory=older, reason=CHANGE_REASON, superseded_by=newer)
+            kind, reason = "change", CHANGE_REASON
+            if old_slot.attribute in IMMUTABLE_ATTRIBUTES:
+                # A zodiac or a birthday does not change over time: two values contradict, the newer stands.
+                kind = "contradiction"
+                values = f"{old_slot.value} vs {slots[newer.pk].value}"
+                reason = f"contradiction: {old_slot.attribute}: {values}; the newer statement stands"
+            memory_expire(memory=older, reason=reason, superseded_by=newer)
             r.record(
-                "expire",
-                before=older.content,
-                after=newer.content,
-                ids=[older.pk, newer.pk],
-                kind="change",
-                reason=CHANGE_REASON,
+                "expire", before=older.content, after=newer.content, ids=[older.pk, newer.pk], kind=kind, reason=reason
             )
 
 
@@ -416,21 +419,43 @@ def _split_round(r: _Round) -> str:
 
 
 def _slot_restatements(r: _Round) -> None:
-    """A fact restated (same slot, same value) keeps its first memory; later ones are merged into it."""
+    """Memories restating one fact (same slot, same value, or the same text) merge into one, whoever answers."""
     memories = _chronological(_active())
     slots = {m.pk: memory_slot(m) for m in memories}
-    kept: dict[str, list[SemanticMemory]] = {}
+    groups: list[list[SemanticMemory]] = []
+    for memory in memories:
+        slot = slots[memory.pk]
+        group = next(
+            (
+                g
+                for g in groups
+                if memory_owner(g[0]) == memory_owner(memory)
+                and (
+                    content_key(g[0].content) == content_key(memory.content)
+                    or (slot is not None and slots[g[0].pk] is not None and restates(slot, slots[g[0].pk]))
+                )
+            ),
+            None,
+        )
+        if group is None:
+            groups.append([memory])
+        else:
+            group.append(memory)
     with transaction.atomic():
-        for memory in memories:
-            slot = slots[memory.pk]
-            owner = memory_owner(memory)
-            first = next((k for k in kept.get(owner, []) if slot is not None and restates(slot, slots[k.pk])), None)
-            if first is None:
-                kept.setdefault(owner, []).append(memory)
-                continue
-            # The first memory keeps its id, so citations of it stay valid; memory-ref-sync carries the rest.
-            memory_expire(memory=memory, reason=f"merged into #{first.pk}", superseded_by=first)
-            r.record("merge", before=memory.content, after=first.content, ids=[memory.pk, first.pk], kind="restated")
+        for sources in (g for g in groups if len(g) >= 2):
+            richest = max(sources, key=lambda m: (len(m.content), -m.pk))
+            versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
+            merged = memory_merge(
+                sources=sources,
+                content=richest.content,
+                memory_type=richest.memory_type,
+                external_id=f"ds:merge:{hashlib.sha1(versions.encode()).hexdigest()[:16]}",
+                body={"slot": slots[richest.pk].as_body()} if slots[richest.pk] is not None else None,
+            )
+            ids = [s.pk for s in sources]
+            r.record(
+                "merge", before=" | ".join(s.content for s in sources), after=merged.content, ids=[*ids, merged.pk]
+            )
 
 
 def merge_candidates(memories: list[SemanticMemory]) -> list[list[int]]:

@@ -87,8 +87,9 @@ def _all_quiet(**overrides):
 
 
 def test_the_model_may_only_retire_ids_of_the_group_it_was_shown(leo, maya):
-    a = _memory(leo, "Leo 的女儿小雨属羊", observed="2026-10-01")
-    b = _memory(leo, "Leo 的女儿小雨属虎", observed="2026-11-26")
+    # Two claims no slot decides (the zodiac pair above is settled before any model is asked).
+    a = _memory(leo, "Leo 很喜欢爬山", observed="2026-10-01")
+    b = _memory(leo, "Leo 最近膝盖疼，爬山很吃力", observed="2026-11-26")
     bystander = _memory(maya, "Maya is allergic to peanuts", observed="2026-10-05")
     greedy = {"expire": [{"id": bystander.pk, "superseded_by": b.pk, "kind": "contradiction", "reason": "x"}]}
     with scripted(_all_quiet(**{"deep-sleep.contradiction": [greedy] + [{"expire": []}] * 5})) as provider:
