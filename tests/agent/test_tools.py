@@ -8,12 +8,14 @@ from hypothesis import strategies as st
 
 from anima.agent.tools import TOOLS, ToolError, tool_call, tool_schemas
 from anima.api.testing import operator_client
+from conversations.models import Role
 from memory.models import SemanticMemory
 from memory.services import memory_remember
 from tests.factories import (
     ConversationFactory,
     HistoryEntryFactory,
     IdentityFactory,
+    MessageFactory,
     PersonFactory,
     SemanticMemoryFactory,
 )
@@ -259,3 +261,18 @@ def test_an_unmapped_account_naming_a_person_is_refused_and_alone_sees_global_me
 
     assert caught.value.field == "person" and "not mapped" in str(caught.value)
     assert [hit["snippet"] for hit in alone["results"]] == ["peanut allergy is common"]
+
+
+def test_a_turn_that_asks_to_remember_is_not_offered_the_short_term_tool():
+    conversation = ConversationFactory()
+    MessageFactory(conversation=conversation, role=Role.USER, content="Let's plan the trip.")
+
+    def offered() -> list[str]:
+        schemas = operator_client().get("/api/tools/", {"conversation": conversation.pk}).json()
+        return [schema["function"]["name"] for schema in schemas]
+
+    assert "update_short_term_memory" in offered()
+    MessageFactory(conversation=conversation, role=Role.USER, content="Please remember this: I'm vegan.")
+    assert "update_short_term_memory" not in offered()
+    assert "memory_remember" in offered()
+    assert operator_client().get("/api/tools/", {"conversation": 10**9}).status_code == 404
