@@ -183,3 +183,18 @@ def test_recall_reads_the_replica_and_finds_what_the_primary_committed(replica):
     assert [result["id"] for result in results] == [memory.pk]
     assert primary.captured_queries == []
     assert any("ts_rank_cd" in query["sql"] for query in on_replica.captured_queries)
+
+
+def test_passive_recall_skips_memories_the_system_prompt_already_shows():
+    person = PersonFactory()
+    shown = SemanticMemoryFactory(content="Maya's cat Miso likes tuna", person=person)
+    unseen = SemanticMemoryFactory(content="Miso the cat sleeps on the piano", person=person)
+    conversation = ConversationFactory(
+        person=person, system_prompt=f"## Person memory\n- {shown.content} [[anima:{shown.pk}]]"
+    )
+
+    ids = [
+        hit["id"] for hit in passive_recall(conversation=conversation, user_message="What does Miso the cat like?").hits
+    ]
+
+    assert shown.pk not in ids and unseen.pk in ids
