@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 
 from anima.core.llm.offline import offline_handler
-from anima.core.text import clip, is_chinese, normalized, sentences
+from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords, third_person_en, third_person_zh
 from sleep import slots
 from sleep.offline._shared import bigrams
 from sleep.slots import Slot
@@ -46,16 +47,6 @@ _EN_RELATION_WORDS = {
     "dog_or_cat": "pet",
 }
 _ZH_RELATION_WORDS = {v: k for k, v in reversed(list(slots._ZH_RELATIONS.items()))} | {"child": "孩子"}
-_EN_KEEP_VERBS = frozenset(
-    "can can't cannot could couldn't will won't would wouldn't should shouldn't must mustn't might may did didn't "
-    "was wasn't had got quit went made took gave left came began became bought found lost met ran saw said put "
-    "kept felt sold told thought taught brought".split()
-)
-_EN_ADVERBS = frozenset(
-    "really usually always often normally regularly sometimes mostly also still actually just now currently "
-    "recently finally never rarely absolutely totally kind sort of truly honestly basically".split()
-)
-_EN_PERSONAL = {"i'm": "is", "i am": "is", "i've": "has", "i'd": "would", "i'll": "will"}
 
 
 @dataclass
@@ -65,55 +56,6 @@ class _Said:
     hint: tuple[str, str] | None = None  # (relation, name) a pronoun or a subjectless clause refers to
     hint_text: str = ""  # how the fact names that subject ("Maya's daughter Lily")
     past_like: str = ""
-
-
-def _en_verb(word: str) -> str:
-    lower = word.casefold()
-    if lower in _EN_KEEP_VERBS or lower.endswith("ed") or (lower.endswith("n't") and lower != "don't"):
-        return word
-    special = {"do": "does", "don't": "doesn't", "have": "has", "are": "is", "am": "is", "go": "goes", "'re": "is"}
-    if lower in special:
-        return special[lower]
-    if re.search(r"(?:s|sh|ch|x|z|o)$", lower):
-        return f"{word}es"
-    if re.search(r"[^aeiou]y$", lower):
-        return f"{word[:-1]}ies"
-    return f"{word}s"
-
-
-def _en_third_person(clause: str, name: str) -> str:
-    text = clause.replace("’", "'")
-    for first, verb in _EN_PERSONAL.items():
-        text = re.sub(rf"^{re.escape(first)}\b", f"{name} {verb}", text, flags=re.I)
-    text = re.sub(r"^we're\b", f"{name}'s family is", text, flags=re.I)
-    text = re.sub(r"^we've\b", f"{name}'s family has", text, flags=re.I)
-    words = text.split()
-    if words and words[0].casefold() in {"i", "we"}:
-        subject = name if words[0].casefold() == "i" else f"{name}'s family"
-        index = 1
-        while index < len(words) and words[index].casefold() in _EN_ADVERBS:
-            index += 1
-        if index < len(words):
-            words[index] = _en_verb(words[index])
-        words[0] = subject
-        text = " ".join(words)
-    owner = [] if re.search(rf"\b{re.escape(name)}\b", text) else [f"{name}'s"]
-    text = re.sub(r"\b(?:my|our)\b", lambda m: owner.pop() if owner else "their", text, flags=re.I)
-    text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
-    text = re.sub(r"\bme\b", name if name not in text else "them", text)
-    text = re.sub(r"\bI'm\b", "they're", re.sub(r"\bI\b", "they", text))
-    return text[0].upper() + text[1:] if text else text
-
-
-def _zh_third_person(text: str, name: str) -> str:
-    text = re.sub(r"我们家|咱们家|咱家|我家", f" {name} 家", text)
-    text = re.sub(r"我们|咱们", f" {name} 一家", text)
-    text = re.sub(r"我的", f" {name} 的", text)
-    text = re.sub(rf"我(?=(?:{slots._ZH_REL}))", f" {name} 的", text)
-    text = re.sub(r"我", f" {name} ", text)
-    text = re.sub(r"\s+", " ", text)
-    text = re.sub(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])", "", text)
-    return re.sub(r"\s+(?=[，。！？；：、）])|(?<=[，。！？；：、（])\s+", "", text).strip()
 
 
 def _subject_text(slot: Slot, name: str, *, chinese: bool) -> str:
@@ -181,7 +123,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             text = f"{said.hint_text} {verb} {rest}".replace("  ", " ") if said.hint_text else text
         elif slot.subject == "" and slot.name:
             pass  # "Ben turned 6 today": the name is its own subject
-        content = _en_third_person(text, name)
+        content = third_person_en(text, name)
         if slot.subject not in (slots.SELF, ""):
             said.hint = (slot.subject, slot.name)
             said.hint_text = _subject_text(slot, name, chinese=False)
@@ -255,7 +197,7 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             if slot.value != name.casefold():
                 facts.append(("world", f"{name}也叫{slot.value}", slot))
             continue
-        content = _zh_third_person(text, name).rstrip("了 ")
+        content = third_person_zh(text, name).rstrip("了 ")
         if slot.subject not in (slots.SELF, ""):
             said.hint, said.hint_text = (slot.subject, slot.name), _subject_text(slot, name, chinese=True)
         elif slot.subject == "" and slot.name:
@@ -453,8 +395,47 @@ def limbic_answer(payload: dict) -> dict:
 _MILESTONE = re.compile(r"通过|上线很顺利|上线成功|毕业|升职|表扬|\bpassed\b|promoted|graduated|got the job", re.I)
 
 
+_CHANGED = re.compile(
+    r"搬|换|辞职|不再|现在|升职|\bmoved\b|\bnow\b|\bnew\b|\bno longer\b|\bquit\b|\bpromoted\b|\bswitched\b", re.I
+)
+_ZH_OPENERS = ("{day}，我和 {name} 聊了聊。", "{day}这天，{name} 来找我说话。", "{day}，{name} 跟我讲了不少自己的事。")
+_EN_OPENERS = (
+    "On {day} {name} and I talked.",
+    "{name} came to talk on {day}.",
+    "On {day} {name} told me about their life.",
+)
+_ZH_MEANINGS = {
+    "turning_point": "聊着聊着气氛变了，这是我们之间的一个转折，我想把它记牢。",
+    "milestone": "这是 {name} 的一个里程碑，我很高兴那一刻我在。",
+    "changed": "{name} 的生活有了变化，我要跟上现在的 ta，而不是记着从前的样子。",
+    "worry": "留在我心里的是 ta 的担心；下次我想问问后来怎么样了。",
+    "joy": "留在我心里的是 ta 的高兴，这份高兴也分给了我一点。",
+    "normal": "都是些小事，可我正是这样一点点认识一个人的。",
+}
+_EN_MEANINGS = {
+    "turning_point": "The mood turned while we talked; it felt like a turning point between us, and I want to keep it.",
+    "milestone": "It was a milestone for {name}, and I am glad I was there for it.",
+    "changed": "Something in {name}'s life has changed; I want to know who they are now, not only who they were.",
+    "worry": "What stays with me is their worry; next time I want to ask how it went.",
+    "joy": "What stays with me is their joy, and a little of it became mine.",
+    "normal": "Small things, but this is how I come to know someone.",
+}
+
+
+def _narrative_meaning(significance: str, facts: list[str], anchors: list[dict]) -> str:
+    if significance != "normal":
+        return significance
+    if any(_CHANGED.search(fact) for fact in facts):
+        return "changed"
+    if anchors:
+        strongest = max(anchors, key=lambda a: a["intensity"])
+        return "worry" if strongest.get("valence", 0) < 0 else "joy"
+    return "normal"
+
+
 @offline_handler("light-sleep.narrative")
 def narrative_answer(payload: dict) -> dict:
+    """What happened (the facts learnt, the feeling) and what it meant, in the conversation's language."""
     facts, anchors = payload.get("facts", []), payload.get("anchors", [])
     if not facts and not anchors:
         return {"narratives": []}
@@ -462,32 +443,35 @@ def narrative_answer(payload: dict) -> dict:
     user_text = " ".join(t["content"] for t in payload["dialogue"] if t["role"] == "user")
     chinese = is_chinese(" ".join(t["content"] for t in payload["dialogue"]))
     name = meta.get("person") or ("对方" if chinese else "someone")
-    title = meta.get("title") or clip((facts or anchors)[0]["content"], 40)
     if any(a["kind"] == "turning_point" for a in anchors):
         significance = "turning_point"
     elif _MILESTONE.search(user_text):
         significance = "milestone"
     else:
         significance = "normal"
-    noted = [f["content"] for f in facts[:3]]
-    feeling = max(anchors, key=lambda a: a["intensity"])["content"] if anchors else ""
+    noted = [f["content"].rstrip("。.") for f in facts[:4]]
+    topics = [w for w in text_keywords(user_text, count=6) if w.casefold() != name.casefold()][:3]
+    pick = random.Random(f"{payload['day']}:{meta.get('title')}:{name}").choice
+    meaning = _narrative_meaning(significance, noted, anchors)
     if chinese:
-        parts = [f"{payload['day']}，我陪 {name} 聊了「{title}」。"]
+        title = meta.get("title") or (f"和 {name} 聊{'、'.join(topics)}" if topics else f"和 {name} 的一天")
+        parts = [pick(_ZH_OPENERS).format(day=payload["day"], name=name)]
         if noted:
-            parts.append(f"我记下了：{'；'.join(noted)}。")
-        if feeling:
-            parts.append(feeling)
-        if significance != "normal":
-            parts.append("这一天对我们来说很重要。")
+            parts.append(f"我知道了：{'；'.join(noted)}。")
+        if anchors:
+            parts.append(max(anchors, key=lambda a: a["intensity"])["content"])
+        parts.append(_ZH_MEANINGS[meaning].format(name=name))
+        content = "".join(parts)
     else:
-        parts = [f"On {payload['day']} I kept {name} company in “{title}”."]
+        title = meta.get("title") or (f"{name}: {', '.join(topics)}" if topics else f"A day with {name}")
+        parts = [pick(_EN_OPENERS).format(day=payload["day"], name=name)]
         if noted:
-            parts.append(f"I noted: {'; '.join(noted)}.")
-        if feeling:
-            parts.append(feeling)
-        if significance != "normal":
-            parts.append("This day mattered to both of us.")
-    return {"narratives": [{"title": title, "content": " ".join(parts), "significance": significance}]}
+            parts.append(f"I learned that {'; that '.join(noted)}.")
+        if anchors:
+            parts.append(max(anchors, key=lambda a: a["intensity"])["content"])
+        parts.append(_EN_MEANINGS[meaning].format(name=name))
+        content = " ".join(parts)
+    return {"narratives": [{"title": clip(title, 100), "content": content, "significance": significance}]}
 
 
 @offline_handler("light-sleep.outline")
