@@ -13,8 +13,8 @@ configured (the offline one without `ANIMA_LLM_*`). Reported per language and ov
 
 - recall: disclosed facts stated by some memory light sleep wrote (whatever became of it later);
 - precision: memories light sleep wrote that state some disclosed fact of their person;
-- changes: day-1 memories of a changed fact expired with reason "changed" and superseded (through
-  merges, if any) by an active memory stating the new value;
+- changes: day-1 memories of a changed fact expired (themselves or what they were merged into) with
+  reason "changed", superseded (through merges, if any) by an active memory stating the new value;
 - duplicates: disclosed facts stated by two or more active memories at the end;
 - first-person leaks: memories still speaking as 我 / I instead of naming the person;
 - idempotent: re-running both steps over day 2 changes no memory.
@@ -28,6 +28,7 @@ import os
 import re
 import sys
 from datetime import date, datetime, time, timedelta
+from itertools import combinations
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,6 +42,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from anima.core.embeddings import EmbeddingsUnavailable, embed_texts  # noqa: E402
 from anima.core.models import MemoryStatus  # noqa: E402
 from anima.core.text import is_chinese  # noqa: E402
 from conversations.models import Conversation, Message, Person, Role  # noqa: E402
@@ -101,6 +103,18 @@ def _final(memory: SemanticMemory, by_id: dict[int, SemanticMemory]) -> Semantic
     return memory
 
 
+def _changed_to(memory: SemanticMemory, keys: list[str], by_id: dict[int, SemanticMemory]) -> bool:
+    """``memory`` (or what it was merged into) expired as "changed", superseded by an active memory stating ``keys``."""
+    seen = set()
+    while memory.expired_reason.startswith("merged into") and memory.superseded_by_id and memory.pk not in seen:
+        seen.add(memory.pk)
+        memory = by_id[memory.superseded_by_id]
+    if memory.status != MemoryStatus.EXPIRED or memory.expired_reason != "changed" or not memory.superseded_by_id:
+        return False
+    successor = _final(by_id[memory.superseded_by_id], by_id)
+    return successor.status == MemoryStatus.ACTIVE and _states(keys, successor.content)
+
+
 def _fingerprint() -> list[tuple]:
     return list(SemanticMemory.objects.order_by("id").values_list("id", "status", "content", "superseded_by_id"))
 
@@ -151,20 +165,46 @@ def _measure(rows: list[dict], *, verbose: bool) -> dict:
         for change in (c for r in lines for c in r.get("changes", [])):
             s["changes"] += 1
             olds = [m for m in written if m.source_day == DAYS[1] and _states(change["old"], m.content)]
-            done = bool(olds) and all(
-                m.status == MemoryStatus.EXPIRED
-                and m.expired_reason == "changed"
-                and m.superseded_by_id
-                and _final(by_id[m.superseded_by_id], by_id).status == MemoryStatus.ACTIVE
-                and _states(change["new"], _final(by_id[m.superseded_by_id], by_id).content)
-                for m in olds
-            )
+            done = bool(olds) and all(_changed_to(m, change["new"], by_id) for m in olds)
             s["changed"] += done
             if not done:
                 misses.append(f"{slug}: change {change['old']} → {change['new']} not recorded")
     if verbose:
         print("\n".join(misses))
-    return {"stats": stats, "idempotent": idempotent}
+    return {"stats": stats, "idempotent": idempotent, "cosines": _cosines(rows, persons, everything)}
+
+
+def _cosines(rows: list[dict], persons: dict[str, Person], memories: list[SemanticMemory]) -> dict | None:
+    """Cosine of two memories of one person that state the same disclosed facts vs ones that share none.
+
+    What the merge and contradiction thresholds of deep sleep are read against; None without embeddings.
+    """
+    same, different = [], []
+    for slug, person in persons.items():
+        gold = [keys for r in rows if r["person"] == slug for keys in r["facts"]]
+        mine = [m for m in memories if m.person_id == person.pk and (m.external_id or "").startswith("ls:")]
+        try:
+            vectors = embed_texts([m.content for m in mine])
+        except EmbeddingsUnavailable:
+            return None
+        signed = [
+            (frozenset(i for i, keys in enumerate(gold) if _states(keys, m.content)), v)
+            for m, v in zip(mine, vectors, strict=True)
+        ]
+        for (sa, va), (sb, vb) in combinations(signed, 2):
+            cosine = sum(x * y for x, y in zip(va, vb, strict=True))
+            if sa and sa == sb:
+                same.append(cosine)
+            elif not sa & sb:
+                different.append(cosine)
+    different.sort()
+    return {
+        "same_min": round(min(same), 3) if same else None,
+        "same_pairs": len(same),
+        "different_max": round(different[-1], 3) if different else None,
+        "different_p99": round(different[int(len(different) * 0.99) - 1], 3) if different else None,
+        "different_pairs": len(different),
+    }
 
 
 def _ratio(a: int, b: int) -> float:
@@ -206,11 +246,14 @@ def main() -> None:
         "en": _report(result["stats"]["en"]),
         "all": _report(total),
         "idempotent": result["idempotent"],
+        "cosines": result["cosines"],
     }
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
         return
     print(f"provider {report['provider']}, embeddings {report['embeddings']}, idempotent {report['idempotent']}")
+    if report["cosines"]:
+        print("cosine of same-fact pairs vs unrelated pairs of one person:", report["cosines"])
     print("set | recall | precision | changes | duplicates | first-person | facts | written | changes")
     for key in ("zh", "en", "all"):
         r = report[key]

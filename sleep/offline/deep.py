@@ -103,14 +103,21 @@ def split_answer(payload: dict) -> dict:
     return {"splits": splits}
 
 
+CANDIDATE_DICE = 0.6
+
+
+def _dice(a: str, b: str) -> float:
+    ga, gb = bigrams(a), bigrams(b)
+    return 2 * len(ga & gb) / (len(ga) + len(gb)) if ga and gb else 0.0
+
+
 def near_duplicates(a: str, b: str) -> bool:
     """High character-bigram overlap (Dice ≥ 0.8), or one text contained in the other."""
     na, nb = normalized(a), normalized(b)
     short, long = sorted((na, nb), key=len)
     if len(short) >= 8 and short in long:
         return True
-    ga, gb = bigrams(a), bigrams(b)
-    return bool(ga and gb) and 2 * len(ga & gb) / (len(ga) + len(gb)) >= 0.8
+    return _dice(a, b) >= 0.8
 
 
 @offline_handler("deep-sleep.merge")
@@ -130,7 +137,10 @@ def merge_answer(payload: dict) -> dict:
         owner[b["id"]] = root
     by_id = {m["id"]: m for m in memories}
     for ids in payload.get("candidates", []):
+        # Close embeddings alone do not make a duplicate (a small model puts unrelated facts of one person
+        # close together): the texts must also overlap, more loosely than near_duplicates asks.
         group = [by_id[i] for i in ids if i in by_id and i not in owner]
+        group = [m for m in group if m is group[0] or _dice(m["content"], group[0]["content"]) >= CANDIDATE_DICE]
         if len(group) >= 2:
             merged_into[group[0]["id"]] = group
             owner.update({m["id"]: group[0]["id"] for m in group})

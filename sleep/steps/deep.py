@@ -38,10 +38,12 @@ SPLIT_MIN_CHARS = 50
 CHANGE_REASON = "changed"
 # Slots whose value never changes over time: a second value is a contradiction, not a change.
 IMMUTABLE_ATTRIBUTES = frozenset({"zodiac", "birthday", "origin"})
-# Cosine of two memories' embeddings from which they are asked about together (contradiction) or taken as
-# saying the same thing (merge); measured with bench/offline_mind.py, see the README.
-CONTRADICTION_COSINE = 0.92
-DUPLICATE_COSINE = 0.96
+# Cosine from which two memories of one person are asked about together (contradiction) or offered as merge
+# candidates. Measured with bench/offline_mind.py on the bundled local model: facts stating the same thing
+# score 0.89-1.0, but unrelated facts of one person reach 0.98 (p99 0.97), so closeness alone never merges
+# anything; it only adds the closest pairs (about 1 in 100) to what keywords and slots already group.
+CONTRADICTION_COSINE = 0.97
+DUPLICATE_COSINE = 0.97
 MEMORY_TYPES = list(MemoryType.values)
 
 # Relation and time words (and function words): sharing one says nothing about sharing a subject.
