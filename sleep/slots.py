@@ -1021,7 +1021,7 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
             rf"^(?P<who>[\u4e00-\u9fff]{{2,3}}?)(?P<rest>(?:今年|已经|上个月|刚|都|也|还)*(?:满|过了)?{_ZH_NUM}岁.*)$",
             clause,
         )
-        if named and subject_hint is None:
+        if named and subject_hint is None and not re.match(r"^(?:他|她|它|这|那|你|今|明|去|每)", named.group("who")):
             return _zh_reading("", named.group("who"), named.group("rest"))
         if re.match(r"^(?:他|她|它)", clause) and subject_hint:
             return _zh_reading(subject_hint[0], subject_hint[1], clause[1:])

@@ -109,7 +109,8 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         if reading is None:
             subject = slots._en_subjects(clause, name="")
             if subject and subject[0] != slots.SELF:
-                said.hint, said.hint_text = (subject[0], subject[1].casefold()), subject[1] or subject[3]
+                said.hint = (subject[0], subject[1].casefold())
+                said.hint_text = _subject_text(Slot(subject[0], subject[1].casefold(), "", "", ""), name, chinese=False)
             continue
         slot = reading.slot
         if slot.attribute == "name" and slot.subject == slots.SELF:
