@@ -76,8 +76,20 @@ def slot_resolved(slot: Slot, aliases: dict[str, str]) -> Slot:
     return slot
 
 
+def _same_key(a: str, b: str) -> bool:
+    """What two many-valued facts are about: equal, or one names it more fully (「徒步」, 「山里徒步」; "cello")."""
+    if a == b:
+        return True
+    short, long = sorted((a, b), key=len)
+    if len(short) < 2 or not long:
+        return False
+    if short.isascii():
+        return f" {short} " in f" {long} "
+    return long.endswith(short)
+
+
 def same_slot(a: Slot, b: Slot) -> bool:
-    return a.attribute == b.attribute and a.key == b.key and same_subject(a, b)
+    return a.attribute == b.attribute and _same_key(a.key, b.key) and same_subject(a, b)
 
 
 def restates(a: Slot, b: Slot) -> bool:
@@ -616,6 +628,8 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         elif attribute == "passed":
             attribute, value = "alive", "no"
         elif attribute == "achieved":
+            if not raw.strip():
+                return None  # "I passed!" says nothing of what
             key = value_normalized(re.sub(r"^(?:just|finally)\s+", "", match.group(0)))
             attribute, value = "event", "done"
         else:

@@ -45,6 +45,7 @@ _OUTCOME = re.compile(
 )
 
 
+_ADDRESS = re.compile(r"\S+@\S+|https?://\S+")
 # How many outcomes a conversation's line reports (the last ones).
 OUTCOMES = 2
 
@@ -52,7 +53,7 @@ OUTCOMES = 2
 def conversation_theme(conversation: dict) -> str:
     """Themes and how it turned out, in the conversation's language, told about the person (no raw quotes)."""
     sentences = [s for s in _user_sentences(conversation["dialogue"]) if not s.rstrip().endswith(("?", "？"))]
-    text = " ".join(sentences)
+    text = _ADDRESS.sub(" ", " ".join(sentences))  # an e-mail address is no theme
     chinese = is_chinese(text or conversation.get("title") or "")
     name = conversation.get("person") or ("对方" if chinese else "They")
     keywords = [k for k in text_keywords(text, count=5) if k.casefold() != name.casefold()][:4]

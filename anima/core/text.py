@@ -165,17 +165,17 @@ def third_person_en(clause: str, name: str) -> str:
     text = re.sub(r"\b(?:my|our)\b", lambda m: owner.pop() if owner else "their", text, flags=re.I)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
     text = re.sub(r"\bme\b", name if name not in text else "them", text)
-    text = re.sub(r"\bI'm\b", "they're", re.sub(r"\bI\b", "they", text))
+    text = re.sub(r"\bI\b", "they", re.sub(r"\bI(?:'m| am)\b", "they're", text))
     return text[0].upper() + text[1:] if text else text
 
 
 def third_person_zh(text: str, name: str) -> str:
     """A first-person Chinese statement with ``name`` for 我 (「我女儿七岁」 → 「Leo 的女儿七岁」)."""
     text = re.sub(r"我们家|咱们家|咱家|我家", f" {name} 家", text)
-    text = re.sub(r"我们|咱们", f" {name} 一家", text)
+    text = re.sub(r"我们|咱们", f" {name} 他们", text)
     text = re.sub(r"我的", f" {name} 的", text)
     text = re.sub(rf"我(?=(?:{_ZH_KIN_WORDS}))", f" {name} 的", text)
-    text = re.sub(r"我", f" {name} ", text)
+    text = re.sub(r"(?<!自)我", f" {name} ", text)  # 「自我介绍」 keeps its 我
     text = re.sub(r"\s+", " ", text)
     text = re.sub(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])", "", text)
     return re.sub(r"\s+(?=[，。！？；：、）])|(?<=[，。！？；：、（])\s+", "", text).strip()

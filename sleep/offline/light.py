@@ -189,9 +189,8 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                 continue
             if facts and len(clause) <= 12 and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
                 kind, content, slot = facts.pop()
-                facts.append(
-                    (kind, f"{content}，{clause}", slot)
-                )  # 「今年七岁，上小学一年级」: detail of the fact before
+                # 「今年七岁，上小学一年级」: a detail of the fact before, told about the person too
+                facts.append((kind, f"{content}，{third_person_zh(clause, name).rstrip('了 ')}", slot))
             continue
         slot = reading.slot
         if slot.attribute == "name" and slot.subject == slots.SELF:
@@ -430,7 +429,7 @@ def _narrative_meaning(significance: str, facts: list[str], anchors: list[dict])
         return "changed"
     if anchors:
         strongest = max(anchors, key=lambda a: a["intensity"])
-        return "worry" if strongest.get("valence", 0) < 0 else "joy"
+        return "worry" if (strongest.get("valence") or 0) < 0 else "joy"
     return "normal"
 
 

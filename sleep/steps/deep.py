@@ -292,6 +292,14 @@ def _chronological(memories: Iterable[SemanticMemory]) -> list[SemanticMemory]:
     return sorted(memories, key=lambda m: (m.source_day or date.min, (m.body or {}).get("observed_at") or "", m.pk))
 
 
+def _told_together(a: SemanticMemory, b: SemanticMemory) -> bool:
+    """Said in one conversation on one day: two values there ("engineer", "team lead") describe, not change."""
+    return a.source_conversation_id is not None and (a.source_conversation_id, a.source_day) == (
+        b.source_conversation_id,
+        b.source_day,
+    )
+
+
 def _slot_changes(r: _Round) -> None:
     """A newer fact in the same slot with another value supersedes the older one ("is 7" → "turned 8")."""
     memories = _chronological(_active())
@@ -315,6 +323,7 @@ def _slot_changes(r: _Round) -> None:
                     m
                     for m in reversed(memories[index + 1 :])
                     if memory_owner(m) == memory_owner(older)
+                    and not _told_together(m, older)
                     and slots[m.pk] is not None
                     and supersedes(slots[m.pk], old_slot)
                 ),

@@ -365,7 +365,15 @@ def _limbic_stage(
 ) -> tuple[list[dict], dict]:
     written = [] if late else _stage_rows(LimbicBlock, ctx.day, item, BlockTag.LIMBIC.value)
     if written:
-        anchors = [{"content": b.content, "kind": b.body["kind"], "intensity": b.body["intensity"]} for b in written]
+        anchors = [
+            {
+                "content": b.content,
+                "kind": b.body["kind"],
+                "intensity": b.body["intensity"],
+                "valence": b.body.get("valence"),
+            }
+            for b in written
+        ]
         return anchors, {"skipped_reason": "already_consolidated"}
     answer = _llm(
         ctx,
@@ -423,7 +431,10 @@ def _narrative_stage(
             ctx,
             item,
             facts=[{"id": f.pk, "content": f.content} for f in facts],
-            anchors=[{"content": a["content"], "kind": a["kind"], "intensity": a["intensity"]} for a in anchors],
+            anchors=[
+                {"content": a["content"], "kind": a["kind"], "intensity": a["intensity"], "valence": a.get("valence")}
+                for a in anchors
+            ],
         ),
         schema=NARRATIVE_SCHEMA,
     )
