@@ -311,3 +311,16 @@ def test_the_contradiction_round_groups_one_slot_without_a_shared_word(maya):
         SemanticMemoryFactory(person=maya, content="Paramedic since May", body={"slot": {**job, "value": "medic"}}),
     ]
     assert [sorted(m.pk for m in group) for group in subject_groups(memories)] == [sorted(m.pk for m in memories)]
+
+
+def test_offline_merge_takes_a_fact_nearly_contained_in_another_but_not_another_number(leo, maya):
+    short = _memory(leo, "Leo 是一名软件工程师", observed="2026-11-26")
+    long = _memory(leo, "Leo 在杭州工作，是一名后端软件工程师", observed="2026-10-01")
+    seven = _memory(maya, "Maya ran 7 km along the river on Sunday", observed="2026-10-01")
+    seventeen = _memory(maya, "Maya ran 17 km along the river on Sunday", observed="2026-10-01")
+
+    deep_sleep(_ctx())
+
+    merged = SemanticMemory.objects.get(person=leo, status=MemoryStatus.ACTIVE)
+    assert merged.content == long.content and {_status(short), _status(long)} == {MemoryStatus.EXPIRED}
+    assert _status(seven) == _status(seventeen) == MemoryStatus.ACTIVE
