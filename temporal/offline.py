@@ -46,8 +46,13 @@ _OUTCOME = re.compile(
 
 
 _ADDRESS = re.compile(r"\S+@\S+|https?://\S+")
-# How many outcomes a conversation's line reports (the last ones).
+# How many outcomes a conversation's line reports (the last ones), or sentences when nothing came out.
 OUTCOMES = 2
+
+
+def _mentioned(told: str, name: str) -> str:
+    """「Leo 提到……」 unless the sentence already names the person first."""
+    return f"{told}。" if told.startswith(name) else f"{name} 提到{told}。"
 
 
 def conversation_theme(conversation: dict) -> str:
@@ -65,14 +70,17 @@ def conversation_theme(conversation: dict) -> str:
         if outcomes:
             told = [_short(third_person_zh(o, name), limit).rstrip("。！!") for o in outcomes[-OUTCOMES:]]
             return line + f"结果：{'；'.join(told)}。"
-        return line + (
-            f"{name} 提到{_short(third_person_zh(telling[0], name), limit).rstrip('。')}。" if telling else ""
+        # No outcome: what was said, told about the person (the first sentences that carry a theme).
+        return line + "".join(
+            _mentioned(_short(third_person_zh(t, name), limit).rstrip("。！!"), name) for t in telling[:OUTCOMES]
         )
     line = f"Talked about {', '.join(keywords)}." if keywords else ""
     if outcomes:
         told = [_short(third_person_en(o, name), limit).rstrip(".!") for o in outcomes[-OUTCOMES:]]
         return (line + f" Outcome: {'; '.join(told)}.").strip()
-    return (line + (f" {_short(third_person_en(telling[0], name), limit).rstrip('.!')}." if telling else "")).strip()
+    return " ".join(
+        [line, *(f"{_short(third_person_en(t, name), limit).rstrip('.!')}." for t in telling[:OUTCOMES])]
+    ).strip()
 
 
 def conversation_digest(conversation: dict) -> str:
