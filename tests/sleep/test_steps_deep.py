@@ -13,7 +13,7 @@ from conversations.models import Role
 from memory.models import SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep, light_sleep
-from sleep.steps.deep import CHANGE_REASON, memory_owner, subject_groups
+from sleep.steps.deep import CHANGE_REASON, memory_owner, merge_candidates, similar_pairs, subject_groups
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -324,3 +324,16 @@ def test_offline_merge_takes_a_fact_nearly_contained_in_another_but_not_another_
     merged = SemanticMemory.objects.get(person=leo, status=MemoryStatus.ACTIVE)
     assert merged.content == long.content and {_status(short), _status(long)} == {MemoryStatus.EXPIRED}
     assert _status(seven) == _status(seventeen) == MemoryStatus.ACTIVE
+
+
+@pytest.mark.local_embeddings
+def test_close_embeddings_offer_merge_candidates_within_one_person_only(leo, maya):
+    same = [
+        _memory(maya, "Maya 的女儿七岁", observed="2026-10-01"),
+        _memory(maya, "Maya 的女儿今年七岁了", observed="2026-11-26"),
+    ]
+    other = _memory(leo, "Maya 的女儿七岁", observed="2026-11-26")
+    memories = [*same, other]
+
+    assert {(a, b) for a, b, _ in similar_pairs(memories, threshold=0.0) if other.pk in (a, b)} == set()
+    assert merge_candidates(memories) == [sorted(m.pk for m in same)]
