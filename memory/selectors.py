@@ -19,6 +19,7 @@ from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from anima.core.text import is_chinese
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversation_person
+from memory.citations import cited_ids
 from memory.models import EmotionalTendency, LimbicBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
     MAX_LIMIT,
@@ -351,8 +352,10 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         )
         return PassiveRecall(hits=[], text="")
     if config["exclude_resident"]:
-        resident = {memory.pk for memory in resident_memories(person=person, global_only=True)}
-        candidates = [hit for hit in candidates if hit["id"] not in resident]
+        # Whatever the system prompt already shows (resident and person memory, cited there) is not repeated.
+        shown = {memory.pk for memory in resident_memories(person=person, global_only=True)}
+        shown |= cited_ids(conversation.system_prompt or "")
+        candidates = [hit for hit in candidates if hit["id"] not in shown]
     if not candidates:
         return PassiveRecall(hits=[], text="")
     cutoff = max(config["min_score"], candidates[0]["score"] * config["min_relative_score"])

@@ -512,12 +512,17 @@ def _earliest(values: Iterable[str | None]) -> str | None:
 
 
 def memory_merge(
-    *, sources: Sequence[SemanticMemory], content: str, memory_type: str, external_id: str
+    *,
+    sources: Sequence[SemanticMemory],
+    content: str,
+    memory_type: str,
+    external_id: str,
+    body: dict[str, Any] | None = None,
 ) -> SemanticMemory:
     """Write one memory that says what ``sources`` say and expire each of them, superseded by it.
 
     The merged memory is pinned when a source was, and keeps the earliest day and dates and
-    every source conversation of its sources.
+    every source conversation of its sources; ``body`` adds keys of its own (e.g. its slot).
     """
     if len({source.pk for source in sources}) != len(sources) or len(sources) < 2:
         raise ValidationError({"sources": "a merge needs two or more distinct memories"})
@@ -537,6 +542,7 @@ def memory_merge(
                     | {source.source_conversation_id for source in sources if source.source_conversation_id}
                 ),
                 "merged_from": [source.pk for source in sources],
+                **(body or {}),
             },
         )
         for source in sources:

@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from anima.agent.stm import update_short_term_memory
+from anima.agent.stm import stm_tool_available, update_short_term_memory
 from anima.core.calendar import moment_parse
 from anima.core.errors import AnimaError
 from anima.core.llm.schema import (
@@ -391,8 +391,15 @@ def tools_registry() -> dict[str, Tool]:
     return {tool.name: tool for tool in TOOLS}
 
 
-def tool_schemas() -> list[dict[str, Any]]:
-    return [tool.as_openai() for tool in TOOLS]
+def tool_schemas(*, conversation: Conversation | None = None) -> list[dict[str, Any]]:
+    """The tools to offer; for a ``conversation``, the short-term-memory tool only when its turn allows it
+
+    (not when the user asked for long-term memory — 「记住…」, "remember this" — nor twice in one turn).
+    """
+    offered = TOOLS
+    if conversation is not None and not stm_tool_available(conversation=conversation):
+        offered = tuple(tool for tool in TOOLS if tool.name != "update_short_term_memory")
+    return [tool.as_openai() for tool in offered]
 
 
 def tool_call(*, name: str, arguments: Any, access: Access = OPERATOR_ACCESS) -> dict[str, Any]:

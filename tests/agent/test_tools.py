@@ -8,12 +8,14 @@ from hypothesis import strategies as st
 
 from anima.agent.tools import TOOLS, ToolError, tool_call, tool_schemas
 from anima.api.testing import operator_client
+from conversations.models import Role
 from memory.models import SemanticMemory
 from memory.services import memory_remember
 from tests.factories import (
     ConversationFactory,
     HistoryEntryFactory,
     IdentityFactory,
+    MessageFactory,
     PersonFactory,
     SemanticMemoryFactory,
     belief_superseded,
@@ -277,3 +279,18 @@ def test_the_tools_answer_what_was_believed_last_week():
     with pytest.raises(ToolError) as refused:
         tool_call(name="memory_recall", arguments={"query": "zodiac", "as_of": "2200-01-01"})
     assert refused.value.field == "as_of"
+
+
+def test_a_turn_that_asks_to_remember_is_not_offered_the_short_term_tool():
+    conversation = ConversationFactory()
+    MessageFactory(conversation=conversation, role=Role.USER, content="Let's plan the trip.")
+
+    def offered() -> list[str]:
+        schemas = operator_client().get("/api/tools/", {"conversation": conversation.pk}).json()
+        return [schema["function"]["name"] for schema in schemas]
+
+    assert "update_short_term_memory" in offered()
+    MessageFactory(conversation=conversation, role=Role.USER, content="Please remember this: I'm vegan.")
+    assert "update_short_term_memory" not in offered()
+    assert "memory_remember" in offered()
+    assert operator_client().get("/api/tools/", {"conversation": 10**9}).status_code == 404

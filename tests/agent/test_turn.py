@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 from datetime import date, datetime, timedelta
 
 import pytest
@@ -97,13 +98,16 @@ def test_the_system_prompt_is_a_snapshot_until_the_next_0200_boundary():
 
 def test_history_then_passive_recall_right_before_the_user_message_which_is_stored():
     leo = PersonFactory(slug="leo")
-    fact = SemanticMemoryFactory(person=leo, content="Leo 的猫叫 Miso，是一只橘猫")
     conversation = ConversationFactory(person=leo)
     MessageFactory(conversation=conversation, content="早上好", created_at=at("09:00"))
     MessageFactory(conversation=conversation, role=Role.ASSISTANT, content="早上好，Leo！", created_at=at("09:01"))
+    prepare_turn(conversation=conversation, user_message="早上好", now=at("09:02"), store=False)  # the snapshot
+    # Learnt after the system prompt was built: only passive recall can bring it into this turn.
+    fact = SemanticMemoryFactory(person=leo, content="Leo 的猫叫 Miso，是一只橘猫")
 
     messages = prepare_turn(conversation=conversation, user_message="我的猫叫什么名字？", now=at("09:05"))
 
+    assert f"[[anima:{fact.pk}]]" not in messages[0]["content"]
     assert [(m["role"], m["content"]) for m in messages[1:3]] == [("user", "早上好"), ("assistant", "早上好，Leo！")]
     passive, user = messages[-2:]
     assert passive["role"] == "assistant" and passive["name"] == "passive_memory_context"
@@ -287,7 +291,10 @@ def test_the_demo_prints_a_prepared_turn_with_peers_and_passive_recall():
 
     text = out.getvalue()
     assert "(temporal_summary_peers)" in text and "Maya" in text
-    assert "(passive_memory_context)" in text and "小雨" in text
+    assert "小雨" in text
+    # Every fact shows once: passive recall leaves out what the system prompt already holds.
+    cited = re.findall(r"\[\[anima:(\d+)\]\]", text)
+    assert cited and len(cited) == len(set(cited))
     assert text.rstrip().endswith(DEMO_MESSAGE)
     assert not Message.objects.filter(content=DEMO_MESSAGE).exists()
 

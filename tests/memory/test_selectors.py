@@ -221,3 +221,18 @@ def test_memory_versions_run_old_to_new_with_the_conversation_that_changed_them(
         versions = memory_versions(memory=memory)
         assert [v.pk for v in versions] == [old.pk, new.pk]
         assert versions[0].superseded_by.source_conversation == correction
+
+
+def test_passive_recall_skips_memories_the_system_prompt_already_shows():
+    person = PersonFactory()
+    shown = SemanticMemoryFactory(content="Maya's cat Miso likes tuna", person=person)
+    unseen = SemanticMemoryFactory(content="Miso the cat sleeps on the piano", person=person)
+    conversation = ConversationFactory(
+        person=person, system_prompt=f"## Person memory\n- {shown.content} [[anima:{shown.pk}]]"
+    )
+
+    ids = [
+        hit["id"] for hit in passive_recall(conversation=conversation, user_message="What does Miso the cat like?").hits
+    ]
+
+    assert shown.pk not in ids and unseen.pk in ids
