@@ -219,6 +219,8 @@ ANIMA_LLM_PROVIDER = env_choice(
 if ANIMA_LLM_PROVIDER == "openai" and not (ANIMA_LLM_BASE_URL and ANIMA_LLM_MODEL):
     raise ImproperlyConfigured("ANIMA_LLM_PROVIDER=openai needs ANIMA_LLM_BASE_URL and ANIMA_LLM_MODEL")
 ANIMA_LLM_TIMEOUT = env_float("ANIMA_LLM_TIMEOUT", 60.0, minimum=1.0)
+# The language the companion writes its self layer in: "auto" = the majority language of its conversations.
+ANIMA_COMPANION_LANGUAGE = env_choice("ANIMA_COMPANION_LANGUAGE", "auto", choices=("auto", "zh", "en"))
 ANIMA_LLM_MAX_RETRIES = env_int("ANIMA_LLM_MAX_RETRIES", 2, minimum=0, maximum=10)
 # The chat proxy (POST /v1/chat/completions) strips [[anima:ID]] markers from what clients see unless set.
 ANIMA_PROXY_KEEP_CITATIONS = env_bool("ANIMA_PROXY_KEEP_CITATIONS", False)

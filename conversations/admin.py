@@ -35,9 +35,14 @@ class IdentityInline(admin.TabularInline):
 
 @admin.register(Person)
 class PersonAdmin(admin.ModelAdmin):
-    list_display = ("slug", "display_name", "created_at")
+    list_display = ("slug", "display_name", "created_at", "forget_link")
     search_fields = ("slug", "display_name", "identities__external_id")
     inlines = [IdentityInline]
+
+    @admin.display(description="forget")
+    def forget_link(self, obj: Person) -> SafeString:
+        # Forgetting lives in the memory app (it reaches memories): linked by URL name only.
+        return format_html("<a href='{}'>forget…</a>", reverse("admin:memory_forget_person", args=[obj.slug]))
 
 
 @admin.register(Identity)

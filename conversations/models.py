@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
-from anima.core.models import SegmentedTextModel, search_vector_of, trigram_index
+from anima.core.models import AppendOnly, SegmentedTextModel, search_vector_of, trigram_index
 
 PERSON_SLUG_MAX_LENGTH = 64
 
@@ -175,7 +175,7 @@ class HistoryEntry(SegmentedTextModel):
             models.Index(fields=["person", "timestamp"], name="history_person_timestamp"),
         ]
         triggers = [
-            pgtrigger.Protect(name="history_entries_append_only", operation=pgtrigger.Update | pgtrigger.Delete),
+            AppendOnly(name="history_entries_append_only"),
         ]
 
     @property

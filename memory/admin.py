@@ -2,30 +2,40 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import date, timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
-from anima.core.models import BlockTag
+from anima.core.models import BlockTag, ForgetReason
+from conversations.models import Person
 from memory import services as memory_services
+from memory.forgetting import ForgetPlan, memory_forget, memory_forget_plan, person_forget, person_forget_plan
 from memory.models import (
     ContentBlock,
     DiaryEntry,
     DreamBlock,
+    EmotionalTendency,
     LimbicBlock,
     MemoryReference,
     NarrativeBlock,
     SelfLayerBlock,
     SemanticMemory,
 )
+from memory.mood_chart import mood_chart_svg
 from memory.search import QuerySyntaxError, SearchTimeout
-from memory.selectors import SEARCH_RANK, ranked_by_ids, semantic_memory_search_ids
+from memory.selectors import SEARCH_RANK, memory_versions, mood_points, ranked_by_ids, semantic_memory_search_ids
+from memory.tendency import DayPoint
 
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
@@ -55,6 +65,44 @@ def _memory_action(
     return admin.action(description=description, permissions=["change"])(action)
 
 
+FORGET_TEMPLATE = "admin/memory/forget_confirmation.html"
+
+
+def _forget_page(request: HttpRequest, *, title: str, plans: list[ForgetPlan], **context) -> TemplateResponse:
+    """The confirmation page: everything each forget will take, then one button."""
+    context = {
+        **admin.site.each_context(request),
+        "title": title,
+        "plans": plans,
+        "opts": SemanticMemory._meta,
+        "messages_checked": bool(request.POST.get("messages")),
+        **context,
+    }
+    return TemplateResponse(request, FORGET_TEMPLATE, context)
+
+
+def _requester(request: HttpRequest) -> str:
+    return f"console:{request.user.get_username()}"
+
+
+@admin.action(description="Forget selected memories everywhere…", permissions=["delete"])
+def forget_memories(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+    messages_too = bool(request.POST.get("messages"))
+    if request.POST.get("confirm") != "yes":
+        plans = [memory_forget_plan(memory=memory, messages=messages_too) for memory in queryset]
+        selected = [memory.pk for memory in queryset]
+        return _forget_page(request, title="Forget memories", plans=plans, selected=selected, action="forget_memories")
+    forgotten = 0
+    for pk in queryset.values_list("pk", flat=True):
+        # An earlier forget of this batch may have taken it already (one version of another).
+        memory = SemanticMemory.objects.filter(pk=pk).first()
+        if memory is not None:
+            memory_forget(memory=memory, messages=messages_too, requested_by=_requester(request))
+            forgotten += 1
+    modeladmin.message_user(request, f"Forgot {forgotten} memor{'y' if forgotten == 1 else 'ies'}.", messages.SUCCESS)
+    return None
+
+
 @admin.register(SemanticMemory)
 class SemanticMemoryAdmin(admin.ModelAdmin):
     list_display = ("id", "short_content", "memory_type", "status", "pinned", "reference_count", "person", "source_day")
@@ -68,7 +116,9 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         "fts_segmented",
         "created_at",
         "updated_at",
-        "supersede_chain",
+        "valid_from",
+        "valid_to",
+        "belief_timeline",
         "citing_messages",
     )
     raw_id_fields = ("superseded_by", "source_conversation")
@@ -77,10 +127,14 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         _memory_action(memory_services.memory_unpin, "Unpinned", "Unpin selected memories"),
         _memory_action(memory_services.memory_deprecate, "Deprecated", "Deprecate selected memories"),
         _memory_action(memory_services.memory_restore, "Restored", "Restore selected memories to active"),
+        forget_memories,
     ]
     fieldsets = (
         (None, {"fields": ("content", "memory_type", "status", "pinned", "person")}),
-        ("Expiry", {"fields": ("expired_reason", "superseded_by", "supersede_chain")}),
+        (
+            "Belief history",
+            {"fields": ("valid_from", "valid_to", "expired_reason", "superseded_by", "belief_timeline")},
+        ),
         ("Source", {"fields": ("source_conversation", "source_channel", "source_day", "external_id")}),
         ("Citations", {"fields": ("reference_count", "citing_messages")}),
         ("Details", {"fields": ("body", "fts_segmented", "created_at", "updated_at")}),
@@ -88,6 +142,40 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs) -> type[ChangeList]:
         return RankedChangeList
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # a delete is a forget: the forget action lists what goes
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: SemanticMemory) -> None:
+        memory_forget(memory=obj, requested_by=_requester(request), reason=ForgetReason.OPERATOR)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for pk in queryset.values_list("pk", flat=True):
+            memory = SemanticMemory.objects.filter(pk=pk).first()
+            if memory is not None:
+                memory_forget(memory=memory, requested_by=_requester(request), reason=ForgetReason.OPERATOR)
+
+    def get_urls(self) -> list:
+        forget = self.admin_site.admin_view(self.forget_person_view)
+        return [
+            path("forget-person/<slug:slug>/", forget, name="memory_forget_person"),
+            *super().get_urls(),
+        ]
+
+    def forget_person_view(self, request: HttpRequest, slug: str) -> HttpResponse:
+        """GET: everything about the person that forgetting takes; POST (confirmed): forget it."""
+        if not self.has_delete_permission(request):
+            raise PermissionDenied
+        person = get_object_or_404(Person, slug=slug)
+        messages_too = bool(request.POST.get("messages"))
+        if request.method == "POST" and request.POST.get("confirm") == "yes":
+            tombstone = person_forget(person=person, messages=messages_too, requested_by=_requester(request))
+            self.message_user(request, f"Forgot everything about person #{tombstone.target_id}.", messages.SUCCESS)
+            return HttpResponseRedirect(reverse("admin:memory_semanticmemory_changelist"))
+        plan = person_forget_plan(person=person, messages=messages_too)
+        return _forget_page(request, title=f"Forget {person.slug}", plans=[plan], selected=[], person_scope=True)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
         term = search_term.strip()
@@ -106,43 +194,16 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def short_content(self, obj: SemanticMemory) -> str:
         return obj.content[:100]
 
-    @admin.display(description="supersede chain")
-    def supersede_chain(self, obj: SemanticMemory) -> SafeString | str:
-        """What this memory replaced, and what replaced it, transitively."""
-        seen = {obj.pk}
-        older: list[SemanticMemory] = []
-        frontier = list(obj.supersedes.order_by("id")) if obj.pk else []
-        while frontier:
-            memory = frontier.pop(0)
-            if memory.pk not in seen:
-                seen.add(memory.pk)
-                older.append(memory)
-                frontier.extend(memory.supersedes.order_by("id"))
-        newer: list[SemanticMemory] = []
-        current = obj.superseded_by
-        while current is not None and current.pk not in seen:
-            seen.add(current.pk)
-            newer.append(current)
-            current = current.superseded_by
-        if not older and not newer:
+    @admin.display(description="timeline (old → new)")
+    def belief_timeline(self, obj: SemanticMemory) -> SafeString | str:
+        """This belief's versions: when each was held, why it ended and the conversation that changed it."""
+        versions = memory_versions(memory=obj) if obj.pk else []
+        if len(versions) < 2:
             return "—"
-        rows = [("supersedes", memory) for memory in older] + [("superseded by", memory) for memory in newer]
         return format_html(
-            "<ul class='anima-chain'>{}</ul>",
+            "<ol class='anima-timeline'>{}</ol>",
             format_html_join(
-                "",
-                "<li>{} <a href='{}'>#{}</a> [{}] {}{}</li>",
-                (
-                    (
-                        label,
-                        _entity_url(memory),
-                        memory.pk,
-                        memory.status,
-                        memory.content[:120],
-                        f" — {memory.expired_reason}" if memory.expired_reason else "",
-                    )
-                    for label, memory in rows
-                ),
+                "", "<li>{}</li>", ((_version_html(memory, current=memory.pk == obj.pk),) for memory in versions)
             ),
         )
 
@@ -176,6 +237,34 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
                 ),
             ),
         )
+
+
+def _held_text(moment) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M") if moment else "?"
+
+
+def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
+    """One version: held from → to, the memory, why it ended and where (the successor's conversation)."""
+    held_from = _held_text(memory.valid_from or memory.created_at)
+    held_to = _held_text(memory.valid_to) if memory.valid_to else "now"
+    successor = memory.superseded_by
+    changed_in: SafeString | str = ""
+    if successor is not None and successor.source_conversation is not None:
+        conversation = successor.source_conversation
+        url = reverse("admin:conversations_conversation_change", args=[conversation.pk])
+        changed_in = format_html(" · changed in <a href='{}'>{}</a>", url, conversation)
+    return format_html(
+        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}{}",
+        "▶ " if current else "",
+        held_from,
+        held_to,
+        _entity_url(memory),
+        memory.pk,
+        memory.status,
+        memory.content[:120],
+        f" — {memory.expired_reason}" if memory.expired_reason else "",
+        changed_in,
+    )
 
 
 def _entity_url(memory: SemanticMemory) -> str:
@@ -283,3 +372,83 @@ class SelfLayerBlockAdmin(admin.ModelAdmin):
         if obj is None:
             return ()
         return ("key", "content") if obj.locked else ("key",)
+
+
+MOOD_CHART_DAYS = 60
+MOOD_CHART_MAX_DAYS = 366
+
+
+def _anchors_url(point: DayPoint) -> str:
+    """The anchors behind one chart dot: the anchor itself, or the list of that day's anchors."""
+    if len(point.anchor_ids) == 1:
+        return reverse("admin:memory_contentblock_change", args=[point.anchor_ids[0]])
+    ids = ",".join(str(pk) for pk in point.anchor_ids)
+    return f"{reverse('admin:memory_contentblock_changelist')}?id__in={ids}"
+
+
+@admin.register(EmotionalTendency)
+class EmotionalTendencyAdmin(ReadOnlyAdmin):
+    """Tendencies are written by the nightly step; the chart page draws them with the anchors behind them."""
+
+    list_display = (
+        "day",
+        "person",
+        "mood",
+        "mood_since",
+        "week_valence",
+        "week_arousal",
+        "month_valence",
+        "month_arousal",
+        "week_days",
+        "chart_link",
+    )
+    list_filter = ("mood", "person")
+    list_select_related = ("person",)
+    date_hierarchy = "day"
+
+    def get_urls(self) -> list[URLPattern]:
+        chart = path("chart/", self.admin_site.admin_view(self.chart_view), name="memory_emotionaltendency_chart")
+        return [chart, *super().get_urls()]
+
+    @admin.display(description="chart")
+    def chart_link(self, obj: EmotionalTendency) -> SafeString:
+        query = f"?person={obj.person.slug}" if obj.person_id else ""
+        return format_html("<a href='{}{}'>chart</a>", reverse("admin:memory_emotionaltendency_chart"), query)
+
+    def chart_view(self, request: HttpRequest) -> HttpResponse:
+        """Valence and arousal per day of one person (``?person=slug``, else everyone) over ``?days=``."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        slug = request.GET.get("person", "")
+        person = Person.objects.filter(slug=slug).first() if slug else None
+        if slug and person is None:
+            raise Http404(f"no person {slug!r}")
+        raw_days = request.GET.get("days", "")
+        days = int(raw_days) if raw_days.isascii() and raw_days.isdigit() and len(raw_days) <= 3 else MOOD_CHART_DAYS
+        days = min(max(days, 7), MOOD_CHART_MAX_DAYS)
+        until = timezone.localdate()
+        since = until - timedelta(days=days - 1)
+        points = mood_points(since=since, until=until, person=person)
+        tendencies = EmotionalTendency.objects.filter(person=person, day__gte=since, day__lte=until).order_by("day")
+        week_means: list[tuple[date, float | None, float | None]] = [
+            (row.day, row.week_valence, row.week_arousal) for row in tendencies
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Mood of {person or 'everyone'}",
+            "opts": self.model._meta,
+            "person": person,
+            "persons": Person.objects.filter(emotional_tendencies__isnull=False).distinct().order_by("slug"),
+            "days": days,
+            "chart": mood_chart_svg(
+                points=points,
+                since=since,
+                until=until,
+                href=_anchors_url,
+                week_means=week_means,
+                notable=[(row.day, row.get_mood_display().lower()) for row in tendencies if row.mood],
+            ),
+            "points": len(points),
+            "latest": tendencies.last(),
+        }
+        return TemplateResponse(request, "admin/memory/emotionaltendency/chart.html", context)

@@ -1,4 +1,4 @@
-"""API views for semantic memories, recall and the diary (thin adapters over services and selectors)."""
+"""API views for memories, recall, the diary and emotional tendencies (thin adapters over services and selectors)."""
 
 from __future__ import annotations
 
@@ -7,27 +7,31 @@ from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.forms import RangeDateFilter
-from anima.core.models import Entity, MemoryStatus, MemoryType
-from conversations.access import OPERATOR, SCOPED, access_of
+from anima.core.models import Entity, ForgetReason, MemoryStatus, MemoryType
+from conversations.access import OPERATOR, PERSON, SCOPED, access_of
 from conversations.models import Person
-from memory.models import DiaryEntry, SemanticMemory
+from memory.forgetting import memory_forget, person_forget
+from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
 from memory.selectors import SEARCH_RANK, memory_recall, memory_semantic_search, ranked_by_ids
 from memory.serializers import (
     DeprecateSerializer,
     DiaryEntrySerializer,
+    EmotionalTendencySerializer,
+    ForgetSerializer,
+    ForgetTombstoneSerializer,
     RecallQuerySerializer,
     RecallResultSerializer,
     RememberSerializer,
     SemanticMemorySerializer,
 )
 from memory.services import (
-    memory_delete,
     memory_deprecate,
     memory_pin,
     memory_remember,
@@ -66,7 +70,7 @@ class MemoryFilter(django_filters.FilterSet):
 
 
 class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ApiViewSet):
-    """Semantic memories: list / filter / search, remember, curate; DELETE is a physical delete (staff)."""
+    """Semantic memories: list / filter / search, remember, curate, forget; DELETE forgets (operators)."""
 
     queryset = SemanticMemory.objects.select_related("person").order_by("-created_at", "-id")
     serializer_class = SemanticMemorySerializer
@@ -98,7 +102,19 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         )
 
     def perform_destroy(self, instance: SemanticMemory) -> None:
-        memory_delete(memory=instance)
+        # A delete is a forget: nothing derived from the memory may outlive it.
+        memory_forget(memory=instance, requested_by=_requester(self.request), reason=ForgetReason.OPERATOR)
+
+    @extend_schema(request=ForgetSerializer, responses={200: ForgetTombstoneSerializer})
+    @action(detail=True, methods=["post"])
+    def forget(self, request: Request, pk: str) -> Response:
+        """Forget this memory everywhere (its versions and what quotes or cites it); returns the tombstone."""
+        data = ForgetSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        memory = self.get_object()
+        access_of(request).write_check(memory.person, what="forgetting a memory")
+        tombstone = memory_forget(memory=memory, requested_by=_requester(request), **data.validated_data)
+        return Response(ForgetTombstoneSerializer(tombstone).data)
 
     def _curate(self, request: Request, change) -> Response:
         memory = self.get_object()
@@ -129,6 +145,27 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         return self._curate(request, memory_unpin)
 
 
+class PersonForgetView(ApiView):
+    access_scopes = (OPERATOR, PERSON)
+
+    @extend_schema(request=ForgetSerializer, responses={200: ForgetTombstoneSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        """Forget everything about this person (right to erasure); with ``messages`` their conversations,
+        accounts and the person go too. Returns the tombstone."""
+        data = ForgetSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        person = Person.objects.filter(slug=slug).first()
+        if person is None:
+            raise NotFound(f"no person {slug!r}")
+        access_of(request).write_check(person, what="forgetting a person")
+        tombstone = person_forget(person=person, requested_by=_requester(request), **data.validated_data)
+        return Response(ForgetTombstoneSerializer(tombstone).data)
+
+
+def _requester(request: Request) -> str:
+    return f"api:{request.user.get_username()}"
+
+
 class RecallView(ApiView):
     access_scopes = SCOPED
 
@@ -151,6 +188,7 @@ class RecallView(ApiView):
             until=query["until"],
             channel=query["channel"],
             global_only=access.global_only,
+            as_of=query["as_of"],
         )
         return Response({"results": results})
 
@@ -177,3 +215,45 @@ class DiaryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
         # A scoped token reads the blocks of its persons and the person-less ones, as recall does.
         blocks = access_of(self.request).owned(Entity.objects.order_by("created_at", "id"))
         return super().get_queryset().prefetch_related(Prefetch("blocks", queryset=blocks))
+
+
+class EmotionalTendencyFilter(django_filters.FilterSet):
+    person = django_filters.CharFilter(field_name="person__slug")
+    overall = django_filters.BooleanFilter(field_name="person", lookup_expr="isnull", label="Only the overall rows")
+    since = RangeDateFilter(field_name="day", lookup_expr="gte")
+    until = RangeDateFilter(field_name="day", lookup_expr="lte")
+    notable = django_filters.BooleanFilter(method="notable_only", label="Only notable weeks")
+
+    class Meta:
+        model = EmotionalTendency
+        fields = ["person", "overall", "since", "until", "notable"]
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        slug = self.data.get("person")
+        if slug:
+            # A person outside the token's reach is refused by name, not an empty page.
+            access_of(self.request).person_for(Person.objects.filter(slug=slug).first())
+        return super().filter_queryset(queryset)
+
+    def notable_only(self, queryset: QuerySet, name: str, value: bool | None) -> QuerySet:
+        if value is None:
+            return queryset
+        return queryset.exclude(mood="") if value else queryset.filter(mood="")
+
+
+class EmotionalTendencyViewSet(mixins.ListModelMixin, ApiViewSet):
+    """Emotional tendencies per person and day (newest first), written by the nightly sleep step.
+
+    A scoped token sees its own persons' rows only; the overall rows (person null) mix everyone's
+    anchors, so they are for operators.
+    """
+
+    queryset = EmotionalTendency.objects.select_related("person").order_by("-day", "person__slug")
+    serializer_class = EmotionalTendencySerializer
+    filterset_class = EmotionalTendencyFilter
+    access_scopes = SCOPED
+
+    def get_queryset(self):
+        access = access_of(self.request)
+        queryset = super().get_queryset()
+        return queryset if access.person_ids is None else queryset.filter(person__in=access.person_ids)

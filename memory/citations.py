@@ -98,6 +98,26 @@ JOIN entities e ON e.id = marker[1]::bigint AND NOT (e.primary_component = 'cont
 WHERE m.role IN ('user', 'assistant') AND c.platform <> 'cron' AND m.content LIKE '%%[[anima:%%'
 """
 
+# A citation of a memory that was merged or split also counts for what carries its content now (following
+# chains of merges), so consolidation never costs a fact its weight; a memory retired because the fact
+# changed keeps its citations to itself.
+_CARRY_SQL = """
+INSERT INTO ref_sync_wanted (message_id, entity_id, weight)
+WITH RECURSIVE carried(message_id, entity_id, weight, depth) AS (
+    SELECT w.message_id, e.superseded_by_id, w.weight, 1
+    FROM ref_sync_wanted w JOIN entities e ON e.id = w.entity_id
+    WHERE e.superseded_by_id IS NOT NULL
+      AND (e.expired_reason LIKE 'merged into %%' OR e.expired_reason LIKE 'split into %%')
+    UNION
+    SELECT c.message_id, e.superseded_by_id, c.weight, c.depth + 1
+    FROM carried c JOIN entities e ON e.id = c.entity_id
+    WHERE e.superseded_by_id IS NOT NULL AND c.depth < 32
+      AND (e.expired_reason LIKE 'merged into %%' OR e.expired_reason LIKE 'split into %%')
+)
+SELECT DISTINCT c.message_id, c.entity_id, c.weight FROM carried c
+WHERE NOT EXISTS (SELECT 1 FROM ref_sync_wanted w WHERE w.message_id = c.message_id AND w.entity_id = c.entity_id)
+"""
+
 _SYNC_STEPS = {
     "references_removed": """
         DELETE FROM memory_references r
@@ -134,6 +154,7 @@ def memory_ref_sync(*, now: datetime | None = None) -> dict[str, int]:
     summary: dict[str, int] = {}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_WANTED_SQL, params)
+        cursor.execute(_CARRY_SQL, params)
         cursor.execute("SELECT count(*) FROM ref_sync_wanted")
         summary["citations"] = cursor.fetchone()[0]
         for name, sql in _SYNC_STEPS.items():

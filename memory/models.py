@@ -140,3 +140,68 @@ class SelfLayerBlock(models.Model):
 
     def __str__(self) -> str:
         return self.get_key_display()
+
+
+class Mood(models.TextChoices):
+    """How a notable week differs from the usual days (``memory.tendency`` says when a week is notable)."""
+
+    STRESSED = "stressed", "More stressed than usual"
+    LOW = "low", "Lower in spirits than usual"
+    UPBEAT = "upbeat", "In better spirits than usual"
+    TENSE = "tense", "More on edge than usual"
+    SUBDUED = "subdued", "Quieter than usual"
+
+
+class EmotionalTendency(models.Model):
+    """The third limbic form: how the anchors of the 7 and 30 days up to ``day`` lean, per person.
+
+    ``person`` null is the overall tendency over every anchor (operator eyes only: it mixes people).
+    Written by the nightly ``emotional-tendency`` step; re-running a day rewrites the same values.
+    Derived from a person's limbic anchors, so it goes with the person.
+    """
+
+    person = models.ForeignKey(
+        "conversations.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="emotional_tendencies"
+    )
+    day = models.DateField(db_index=True)
+    # Per window: anchors and days with anchors; intensity-weighted mean valence (-1..1) and arousal
+    # (0..1), mean intensity; trend = least-squares slope of the daily means, per week.
+    week_anchors = models.PositiveIntegerField(default=0)
+    week_days = models.PositiveSmallIntegerField(default=0)
+    week_valence = models.FloatField(null=True, blank=True)
+    week_arousal = models.FloatField(null=True, blank=True)
+    week_intensity = models.FloatField(null=True, blank=True)
+    week_valence_trend = models.FloatField(null=True, blank=True)
+    week_arousal_trend = models.FloatField(null=True, blank=True)
+    month_anchors = models.PositiveIntegerField(default=0)
+    month_days = models.PositiveSmallIntegerField(default=0)
+    month_valence = models.FloatField(null=True, blank=True)
+    month_arousal = models.FloatField(null=True, blank=True)
+    month_intensity = models.FloatField(null=True, blank=True)
+    month_valence_trend = models.FloatField(null=True, blank=True)
+    month_arousal_trend = models.FloatField(null=True, blank=True)
+    # The week against the usual days before it: the median-day difference, the threshold it had to
+    # pass (null: too few days to tell), and what that makes the week.
+    valence_shift = models.FloatField(null=True, blank=True)
+    arousal_shift = models.FloatField(null=True, blank=True)
+    valence_threshold = models.FloatField(null=True, blank=True)
+    arousal_threshold = models.FloatField(null=True, blank=True)
+    mood = models.CharField(max_length=16, choices=Mood.choices, blank=True, default="")
+    mood_since = models.DateField(null=True, blank=True)
+    # Days of the 30 that stood out: [{day, valence, arousal, anchors, valence_direction, arousal_direction}].
+    shifts = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        db_table = "emotional_tendencies"
+        verbose_name_plural = "emotional tendencies"
+        ordering = ["-day", "person_id"]
+        constraints = [
+            # One row per person and day, and one overall row (person null) per day.
+            models.UniqueConstraint(
+                fields=["person", "day"], nulls_distinct=False, name="emotional_tendencies_one_per_person_day"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = self.person.slug if self.person_id else "overall"
+        return f"{who} {self.day}{f' ({self.mood})' if self.mood else ''}"

@@ -5,17 +5,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from anima.core.calendar import moment_bound
 from anima.core.config import config_get
 from anima.core.db import replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
-from conversations.models import Conversation, Message, Person
-from memory.models import SelfLayerBlock, SemanticMemory
+from anima.core.text import is_chinese
+from conversations.models import Conversation, Message, Person, Role
+from conversations.selectors import conversation_person
+from memory.citations import cited_ids
+from memory.models import EmotionalTendency, LimbicBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
     MAX_LIMIT,
     SearchTimeout,
@@ -26,6 +31,7 @@ from memory.search import (
     message_source,
     search_query_build,
 )
+from memory.tendency import WEEK_DAYS, Anchor, DayPoint, day_points, tendency_line
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +40,17 @@ RESIDENT_PINNED_HARD_CAP = 40
 
 def active_semantic_memories() -> QuerySet[SemanticMemory]:
     return SemanticMemory.objects.filter(status=MemoryStatus.ACTIVE)
+
+
+def semantic_memories_held(*, as_of: date | datetime | None = None) -> QuerySet[SemanticMemory]:
+    """The semantic memories held at ``as_of`` (a date: the end of that local day), or today's active ones."""
+    moment = as_of_moment(as_of)
+    if moment is None:
+        return active_semantic_memories()
+    valid_from = Coalesce("valid_from", "created_at")
+    return SemanticMemory.objects.alias(held_from=valid_from).filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=moment), held_from__lte=moment
+    )
 
 
 def resident_memories(*, person: Person | None = None, global_only: bool = False) -> list[SemanticMemory]:
@@ -55,6 +72,26 @@ def resident_memories(*, person: Person | None = None, global_only: bool = False
         ]
     )
     return pinned + top
+
+
+def memory_versions(*, memory: SemanticMemory) -> list[SemanticMemory]:
+    """Every version of a belief, old to new: what ``memory`` replaced and what replaced it, transitively.
+
+    Merges and splits make the chain a graph: the memories merged into one version are all its
+    predecessors. Each row comes with its successor and the successor's conversation (what changed it).
+    """
+    related = SemanticMemory.objects.select_related("superseded_by__source_conversation", "source_conversation")
+    versions = {memory.pk: memory}
+    frontier = [memory.pk]
+    while frontier:  # older versions: whatever names a known version as its successor
+        older = [m for m in related.filter(superseded_by__in=frontier) if m.pk not in versions]
+        versions.update((m.pk, m) for m in older)
+        frontier = [m.pk for m in older]
+    current = memory
+    while current.superseded_by_id and current.superseded_by_id not in versions:
+        current = related.get(pk=current.superseded_by_id)
+        versions[current.pk] = current
+    return sorted(versions.values(), key=lambda m: (m.created_at, m.pk))
 
 
 SEARCH_RANK = "search_rank"
@@ -124,10 +161,19 @@ SNIPPET_CHARS = 240
 # ``primary_component || ''`` keeps the planner off the (component, status) btree, which matches every
 # memory: the GIN indexes are the selective path (bench/recall_scale.py).
 _ENTITY_WHERE = {
-    SEMANTIC: f"t.primary_component || '' = '{Component.SEMANTIC_MEMORY}' AND t.status || '' = '{MemoryStatus.ACTIVE}'",
+    SEMANTIC: f"t.primary_component || '' = '{Component.SEMANTIC_MEMORY}'",
     LIMBIC: f"t.primary_component || '' = '{Component.CONTENT_BLOCK}' AND t.tag = '{BlockTag.LIMBIC}'",
     AUTOBIOGRAPHICAL: f"t.primary_component || '' = '{Component.CONTENT_BLOCK}' AND t.tag = '{BlockTag.NARRATIVE}'",
 }
+# Today's recall reads active memories; recall "as of" a moment reads the ones valid then, whatever their status.
+_ACTIVE_NOW = f" AND t.status || '' = '{MemoryStatus.ACTIVE}'"
+
+
+def as_of_moment(value: date | datetime | None) -> datetime | None:
+    """An ``as_of`` bound, compared inclusively: a datetime as is, a local date as the last instant of that day."""
+    if isinstance(value, datetime) or value is None:
+        return value
+    return moment_bound(value, end_of_day=True) - timedelta(microseconds=1)
 
 
 def memory_recall(
@@ -140,6 +186,7 @@ def memory_recall(
     until: date | datetime | None = None,
     channel: str | None = None,
     global_only: bool = False,
+    as_of: date | datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
@@ -147,12 +194,14 @@ def memory_recall(
     memories; without ``person``, ``global_only`` keeps to global memories and no
     conversation snippets (a user-facing caller whose human is unknown). ``since``/``until`` bound
     the creation time (a date means the whole day; both inclusive). ``channel`` restricts
-    session hits to conversations of that channel.
+    session hits to conversations of that channel. ``as_of`` recalls what was held then: semantic
+    memories valid at that moment (a date means the end of that local day), other rows created by it.
     Raises memory.search.QuerySyntaxError for a malformed query.
     """
     types = _memory_types(memory_types)
     limit = clamp_limit(limit)
     start, end = moment_bound(since), moment_bound(until, end_of_day=True)
+    moment = as_of_moment(as_of)
     person_id = person.pk if person else None
     # Fixed SQL, no user input: an unknown human sees nobody's private rows.
     unscoped = global_only and person is None
@@ -161,10 +210,22 @@ def memory_recall(
         if memory_type == SESSION:
             if unscoped:
                 continue  # every conversation is someone's: an unknown human sees none of them
-            source = message_source(name=SESSION, person_id=person_id, since=start, until=end, channel=channel)
+            source = message_source(
+                name=SESSION, person_id=person_id, since=start, until=end, channel=channel, as_of=moment
+            )
         else:
             where_sql = _ENTITY_WHERE[memory_type] + (" AND t.person_id IS NULL" if unscoped else "")
-            source = entity_source(name=memory_type, where_sql=where_sql, person_id=person_id, since=start, until=end)
+            if memory_type == SEMANTIC and moment is None:
+                where_sql += _ACTIVE_NOW
+            source = entity_source(
+                name=memory_type,
+                where_sql=where_sql,
+                person_id=person_id,
+                since=start,
+                until=end,
+                as_of=moment,
+                by_validity=memory_type == SEMANTIC,
+            )
         sources.append(source)
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
@@ -173,7 +234,14 @@ def memory_recall(
 
 
 def memory_semantic_search(
-    *, query: str, limit: int = 10, person: Person | None = None, since=None, until=None, global_only: bool = False
+    *,
+    query: str,
+    limit: int = 10,
+    person: Person | None = None,
+    since=None,
+    until=None,
+    global_only: bool = False,
+    as_of: date | datetime | None = None,
 ) -> list[dict[str, Any]]:
     """Semantic memories only (the memory_semantic_search tool)."""
     return memory_recall(
@@ -184,6 +252,7 @@ def memory_semantic_search(
         since=since,
         until=until,
         global_only=global_only,
+        as_of=as_of,
     )
 
 
@@ -202,7 +271,9 @@ def _results(hits) -> list[dict[str, Any]]:
     message_ids = [hit.id for hit in hits if hit.source == SESSION]
     entities = {
         row["id"]: row
-        for row in Entity.objects.filter(pk__in=entity_ids).values("id", "external_id", "content", "created_at")
+        for row in Entity.objects.filter(pk__in=entity_ids).values(
+            "id", "external_id", "content", "created_at", "valid_from", "valid_to"
+        )
     }
     messages = {
         row["id"]: row
@@ -229,10 +300,17 @@ def _results(hits) -> list[dict[str, Any]]:
         }
         if hit.source == SEMANTIC:
             result["semantic_memory_id"] = hit.id
+            # Belief history: since when the fact is held and, for one recalled "as of" the past, until when.
+            result["valid_from"] = _iso(row["valid_from"])
+            result["valid_to"] = _iso(row["valid_to"])
         if hit.source == SESSION:
             result["role"] = row["role"]
         results.append(result)
     return results
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return timezone.localtime(moment).isoformat() if moment else None
 
 
 @dataclass(frozen=True)
@@ -274,8 +352,10 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         )
         return PassiveRecall(hits=[], text="")
     if config["exclude_resident"]:
-        resident = {memory.pk for memory in resident_memories(person=person, global_only=True)}
-        candidates = [hit for hit in candidates if hit["id"] not in resident]
+        # Whatever the system prompt already shows (resident and person memory, cited there) is not repeated.
+        shown = {memory.pk for memory in resident_memories(person=person, global_only=True)}
+        shown |= cited_ids(conversation.system_prompt or "")
+        candidates = [hit for hit in candidates if hit["id"] not in shown]
     if not candidates:
         return PassiveRecall(hits=[], text="")
     cutoff = max(config["min_score"], candidates[0]["score"] * config["min_relative_score"])
@@ -291,3 +371,77 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         used += len(line) + 1
     text = "Possibly relevant memories:\n" + "\n".join(lines) if lines else ""
     return PassiveRecall(hits=hits, text=text)
+
+
+# --- Emotional tendencies ---
+
+# How many of a conversation's latest messages tell its language.
+LANGUAGE_SAMPLE_MESSAGES = 20
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def limbic_anchors(*, since: date, until: date, person: Person | None = None) -> list[Anchor]:
+    """The limbic anchors about the days ``since``..``until``: ``person``'s, or everyone's without one.
+
+    An anchor whose body lacks a numeric valence, arousal or intensity is left out.
+    """
+    rows = LimbicBlock.objects.filter(source_day__gte=since, source_day__lte=until)
+    if person is not None:
+        rows = rows.filter(person=person)
+    anchors = []
+    for pk, day, person_id, body in rows.order_by("source_day", "id").values_list(
+        "pk", "source_day", "person_id", "body"
+    ):
+        body = body if isinstance(body, dict) else {}
+        values = [_number(body.get(key)) for key in ("valence", "arousal", "intensity")]
+        if day is not None and None not in values:
+            valence, arousal, intensity = values
+            anchors.append(
+                Anchor(id=pk, day=day, valence=valence, arousal=arousal, intensity=intensity, person_id=person_id)
+            )
+    return anchors
+
+
+def mood_points(*, since: date, until: date, person: Person | None = None) -> list[DayPoint]:
+    """One point per day with anchors (see ``memory.tendency``): what the console's mood chart draws."""
+    return day_points(limbic_anchors(since=since, until=until, person=person))
+
+
+def emotional_tendency_current(*, person: Person, today: date) -> EmotionalTendency | None:
+    """``person``'s latest tendency, if it describes a week that overlaps the one up to ``today``."""
+    return (
+        EmotionalTendency.objects.filter(person=person, day__gte=today - timedelta(days=WEEK_DAYS), day__lte=today)
+        .order_by("-day")
+        .first()
+    )
+
+
+def conversation_is_chinese(*, conversation: Conversation) -> bool:
+    """Whether the conversation is held in Chinese, judged by its latest user messages (else its title)."""
+    texts = list(
+        Message.objects.filter(conversation=conversation, role=Role.USER)
+        .order_by("-created_at", "-id")
+        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
+    )
+    return is_chinese("\n".join(texts) or conversation.title)
+
+
+def emotional_tendency_line(*, conversation: Conversation, today: date) -> str:
+    """One line about the conversation's own person when their week is notable, else empty.
+
+    Only the person the conversation resolves to: never another person's tendency, never the overall one.
+    """
+    person = conversation_person(conversation=conversation)
+    if person is None:
+        return ""
+    tendency = emotional_tendency_current(person=person, today=today)
+    if tendency is None or not tendency.mood:
+        return ""
+    return tendency_line(
+        name=person.display_name or person.slug,
+        mood=tendency.mood,
+        chinese=conversation_is_chinese(conversation=conversation),
+    )

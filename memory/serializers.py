@@ -6,10 +6,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from anima.core.api.serializers import MomentField, StrictSerializer
-from anima.core.models import Entity, MemoryType
+from anima.core.models import Entity, ForgetReason, ForgetTombstone, MemoryType
 from conversations.models import Conversation
 from conversations.serializers import PersonSlugField
-from memory.models import DiaryEntry, SemanticMemory
+from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
 from memory.selectors import MEMORY_TYPES
 
@@ -34,6 +34,8 @@ class SemanticMemorySerializer(serializers.ModelSerializer):
             "source_day",
             "expired_reason",
             "superseded_by",
+            "valid_from",
+            "valid_to",
             "body",
             "citation",
             "created_at",
@@ -60,6 +62,29 @@ class DeprecateSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
 
 
+class ForgetSerializer(StrictSerializer):
+    messages = serializers.BooleanField(default=False, help_text="Redact the messages that stated it too.")
+    reason = serializers.ChoiceField(choices=ForgetReason.choices, required=False)
+
+
+class ForgetTombstoneSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ForgetTombstone
+        fields = [
+            "id",
+            "kind",
+            "target_id",
+            "reason",
+            "requested_by",
+            "with_messages",
+            "entity_ids",
+            "counts",
+            "created_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
 class RecallQuerySerializer(serializers.Serializer):
     q = serializers.CharField(max_length=10_000)
     types = serializers.CharField(
@@ -68,6 +93,11 @@ class RecallQuerySerializer(serializers.Serializer):
     person = PersonSlugField(required=False, default=None)
     since = MomentField(required=False, default=None)
     until = MomentField(required=False, default=None)
+    as_of = MomentField(
+        required=False,
+        default=None,
+        help_text="Recall what was held then: a date (the end of that local day) or an ISO datetime.",
+    )
     channel = serializers.CharField(max_length=64, required=False, default=None)
     limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=10)
 
@@ -92,6 +122,8 @@ class RecallResultSerializer(serializers.Serializer):
     message_external_id = serializers.CharField(allow_null=True)
     ranks = serializers.DictField(child=serializers.IntegerField())
     semantic_memory_id = serializers.IntegerField(required=False)
+    valid_from = serializers.CharField(required=False, allow_null=True)
+    valid_to = serializers.CharField(required=False, allow_null=True)
     role = serializers.CharField(required=False)
 
 
@@ -116,3 +148,14 @@ class DiaryEntrySerializer(serializers.ModelSerializer):
         order = {"limbic": 0, "narrative": 1, "dream": 2}
         blocks = sorted(entry.blocks.all(), key=lambda block: (order.get(block.tag, 3), block.created_at, block.pk))
         return ContentBlockSerializer(blocks, many=True).data
+
+
+class EmotionalTendencySerializer(serializers.ModelSerializer):
+    """One day's tendency of one person (``person`` null: overall, operators only)."""
+
+    person = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = EmotionalTendency
+        exclude = ["id"]
+        read_only_fields = [field.name for field in EmotionalTendency._meta.fields if field.name != "id"]

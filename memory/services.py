@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, timedelta
 from typing import Any, TypedDict
 
 from django.core.exceptions import ValidationError
@@ -12,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from anima.core.calendar import local_day
+from anima.core.calendar import MomentError, day_start, local_day, moment_parse
 from anima.core.jsonl import (
     ImportReport,
     LineError,
@@ -28,8 +29,9 @@ from anima.core.segmentation import segment_text
 from anima.core.text import text_bounded
 from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
-from memory.models import ContentBlock, DiaryEntry, SemanticMemory
-from memory.selectors import active_semantic_memories
+from memory.models import ContentBlock, DiaryEntry, EmotionalTendency, SemanticMemory
+from memory.selectors import active_semantic_memories, limbic_anchors
+from memory.tendency import MONTH_DAYS, Tendency, Window, tendency_compute
 
 IMPORT_BATCH_LINES = 500
 # Advisory-lock key of memory import batches (concurrent imports take turns per batch).
@@ -241,6 +243,7 @@ def _entity_for(
         entity.memory_type = p.memory_type
         entity.status = MemoryStatus.ACTIVE
         entity.body.setdefault("observed_at", p.created_at.isoformat())
+        entity.valid_from = memory_valid_from(body=entity.body, created_at=p.created_at)
     else:
         entity.tag = p.memory_type
         entity.parent = diaries[day]
@@ -260,6 +263,22 @@ _DERIVED_BODY_KEYS = {"observed_at", "occurred_at", "source_conversations", "tag
 def memory_content_normalize(content: str) -> str:
     """What counts as "the same fact": case-folded, whitespace collapsed."""
     return " ".join(content.split()).casefold()
+
+
+def _body_moment(value: Any) -> datetime | None:
+    """A body date (its local midnight) or datetime; None when absent or fuzzy ("spring 2019")."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = moment_parse(value, field="body")
+    except MomentError:
+        return None
+    return moment if isinstance(moment, datetime) or moment is None else day_start(moment)
+
+
+def memory_valid_from(*, body: dict[str, Any], created_at: datetime) -> datetime:
+    """When a fact became true or known: its ``occurred_at``, else its first sighting, else its creation."""
+    return _body_moment(body.get("occurred_at")) or _body_moment(body.get("observed_at")) or created_at
 
 
 def _content_valid(content: str) -> str:
@@ -312,6 +331,7 @@ def memory_create(
     )
     if created_at is not None:
         memory.created_at = created_at
+    memory.valid_from = memory_valid_from(body=memory.body, created_at=memory.created_at)
     memory.full_clean(validate_constraints=False)
     memory.save()
     return memory
@@ -387,7 +407,8 @@ def memory_update(*, memory: SemanticMemory, changes: MemoryChanges) -> Semantic
         fields.append("memory_type")
     if "occurred_at" in changes:
         memory.body = {**memory.body, "occurred_at": changes["occurred_at"]}
-        fields.append("body")
+        memory.valid_from = memory_valid_from(body=memory.body, created_at=memory.created_at)
+        fields += ["body", "valid_from"]
     memory.full_clean(validate_constraints=False)
     memory.save(update_fields=fields)
     return memory
@@ -397,25 +418,35 @@ def memory_deprecate(*, memory: SemanticMemory, reason: str = "") -> SemanticMem
     """Soft-delete: the memory leaves recall and resident memory but stays for belief history."""
     memory.status = MemoryStatus.DEPRECATED
     memory.body = {**memory.body, "deprecated_reason": reason} if reason else memory.body
-    memory.save(update_fields=["status", "body", "updated_at"])
+    memory.expired_reason = reason
+    memory.valid_to = memory.valid_to or timezone.now()
+    memory.save(update_fields=["status", "body", "expired_reason", "valid_to", "updated_at"])
     return memory
 
 
 def memory_restore(*, memory: SemanticMemory) -> SemanticMemory:
-    """Back to active, whatever retired it (deprecation or expiry)."""
+    """Back to active, whatever retired it (deprecation or expiry); its one validity span reopens."""
     memory.status = MemoryStatus.ACTIVE
     memory.expired_reason = ""
     memory.superseded_by = None
-    memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
+    memory.valid_to = None
+    memory.save(update_fields=["status", "expired_reason", "superseded_by", "valid_to", "updated_at"])
     return memory
 
 
 def memory_expire(
-    *, memory: SemanticMemory, reason: str, superseded_by: SemanticMemory | None = None
+    *,
+    memory: SemanticMemory,
+    reason: str,
+    superseded_by: SemanticMemory | None = None,
+    at: datetime | None = None,
 ) -> SemanticMemory:
     """Retire an active memory with the reason and, when one does, the memory that supersedes it.
 
-    Nothing is deleted: ``memory_restore`` brings it back.
+    The one write that ends a belief (expiry, supersede, merge, split): ``valid_to`` becomes ``at``,
+    by default now or, when a successor took over earlier (its ``valid_from``: a change stated days
+    before the night that consolidated it), then; so recall "as of" a moment finds one version, not
+    both. Nothing is deleted: ``memory_restore`` brings it back.
     """
     _active_valid(memory)
     if superseded_by is not None and superseded_by.pk == memory.pk:
@@ -423,8 +454,12 @@ def memory_expire(
     memory.status = MemoryStatus.EXPIRED
     memory.expired_reason = reason
     memory.superseded_by = superseded_by
+    end = at or timezone.now()
+    if at is None and superseded_by is not None and superseded_by.valid_from is not None:
+        end = min(end, max(superseded_by.valid_from, memory.valid_from or memory.created_at))
+    memory.valid_to = end
     memory.full_clean(validate_constraints=False)
-    memory.save(update_fields=["status", "expired_reason", "superseded_by", "updated_at"])
+    memory.save(update_fields=["status", "expired_reason", "superseded_by", "valid_to", "updated_at"])
     return memory
 
 
@@ -464,7 +499,8 @@ def memory_split(*, memory: SemanticMemory, parts: Sequence[MemoryPart]) -> list
     if not parts:
         raise ValidationError({"parts": "a split needs at least one part"})
     with transaction.atomic():
-        written = [_memory_derive(memory, part=part) for part in parts]
+        # split_from: forgetting ``memory`` reaches every part, not only the first (its successor).
+        written = [_memory_derive(memory, part=part, body={"split_from": memory.pk}) for part in parts]
         ids = ", ".join(f"#{part.pk}" for part in written)
         memory_expire(memory=memory, reason=f"split into {ids}", superseded_by=written[0])
     return written
@@ -476,12 +512,17 @@ def _earliest(values: Iterable[str | None]) -> str | None:
 
 
 def memory_merge(
-    *, sources: Sequence[SemanticMemory], content: str, memory_type: str, external_id: str
+    *,
+    sources: Sequence[SemanticMemory],
+    content: str,
+    memory_type: str,
+    external_id: str,
+    body: dict[str, Any] | None = None,
 ) -> SemanticMemory:
     """Write one memory that says what ``sources`` say and expire each of them, superseded by it.
 
     The merged memory is pinned when a source was, and keeps the earliest day and dates and
-    every source conversation of its sources.
+    every source conversation of its sources; ``body`` adds keys of its own (e.g. its slot).
     """
     if len({source.pk for source in sources}) != len(sources) or len(sources) < 2:
         raise ValidationError({"sources": "a merge needs two or more distinct memories"})
@@ -501,6 +542,7 @@ def memory_merge(
                     | {source.source_conversation_id for source in sources if source.source_conversation_id}
                 ),
                 "merged_from": [source.pk for source in sources],
+                **(body or {}),
             },
         )
         for source in sources:
@@ -520,6 +562,64 @@ def memory_unpin(*, memory: SemanticMemory) -> SemanticMemory:
     return memory
 
 
-def memory_delete(*, memory: SemanticMemory) -> None:
-    """Physical delete (operators only): references go with it; memories it superseded lose the link."""
-    memory.delete()
+# --- Emotional tendencies ---
+
+# Stored figures keep 4 decimals: anchors are judged to one or two, further digits are only float noise.
+_TENDENCY_DIGITS = 4
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, _TENDENCY_DIGITS)
+
+
+def _window_fields(prefix: str, window: Window) -> dict[str, Any]:
+    return {
+        f"{prefix}_{key}": _rounded(value) if isinstance(value, float) else value
+        for key, value in asdict(window).items()
+    }
+
+
+def _tendency_fields(tendency: Tendency) -> dict[str, Any]:
+    return {
+        **_window_fields("week", tendency.week),
+        **_window_fields("month", tendency.month),
+        **{
+            key: _rounded(getattr(tendency, key))
+            for key in ("valence_shift", "arousal_shift", "valence_threshold", "arousal_threshold")
+        },
+        "mood": tendency.mood,
+        "mood_since": tendency.mood_since,
+        "shifts": tendency.shifts,
+    }
+
+
+def emotional_tendencies_refresh(*, day: date) -> dict[str, Any]:
+    """Store the tendency of ``day`` for every person with anchors in its 30 days, and the overall one.
+
+    Idempotent: a re-run of the day stores the same rows (and drops the row of a person who no
+    longer has anchors in the window, e.g. after forgetting).
+    """
+    anchors = limbic_anchors(since=day - timedelta(days=MONTH_DAYS - 1), until=day)
+    by_person: dict[int, list] = defaultdict(list)
+    for anchor in anchors:
+        if anchor.person_id is not None:
+            by_person[anchor.person_id].append(anchor)
+    tendencies: dict[int | None, Tendency] = {None: tendency_compute(anchors=anchors, day=day)}
+    tendencies.update({pk: tendency_compute(anchors=group, day=day) for pk, group in sorted(by_person.items())})
+    with transaction.atomic():
+        dropped, _ = (
+            EmotionalTendency.objects.filter(day=day, person__isnull=False).exclude(person_id__in=by_person).delete()
+        )
+        for person_id, tendency in tendencies.items():
+            EmotionalTendency.objects.update_or_create(
+                person_id=person_id, day=day, defaults=_tendency_fields(tendency)
+            )
+    return {
+        "day": day.isoformat(),
+        "anchors": len(anchors),
+        "persons": len(by_person),
+        "dropped": dropped,
+        # Person ids only: the step's output is an audit row, not a place for names.
+        "notable": {str(pk): t.mood for pk, t in tendencies.items() if pk is not None and t.mood},
+        "overall_mood": tendencies[None].mood,
+    }

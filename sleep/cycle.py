@@ -38,6 +38,7 @@ SLEEP_CYCLE = Pipeline(
         _step("dream", "light-sleep"),
         _step("self-layer-refresh", "light-sleep"),
         _step("temporal-summary-day", "light-sleep"),
+        _step("emotional-tendency", "light-sleep"),
         _step("memory-ref-sync", "deep-sleep"),
         _step("temporal-summary-cascade", "deep-sleep"),
     ),

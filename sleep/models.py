@@ -89,6 +89,28 @@ class PipelineStepRun(models.Model):
         return None
 
 
+class LightSleepWatermark(models.Model):
+    """How far light sleep consolidated one conversation's messages of one local day.
+
+    Messages of that day stored later (an import, a delayed client) have larger ids: the next
+    run consolidates just those. Advanced only after every stage of the batch succeeded.
+    """
+
+    conversation = models.ForeignKey("conversations.Conversation", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    last_message_id = models.BigIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "sleep_light_watermarks"
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "day"], name="sleep_light_watermark_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"conversation {self.conversation_id} on {self.day}: up to message {self.last_message_id}"
+
+
 class PipelineItemRun(models.Model):
     """One item (a conversation) of a fanned-out step execution, carried out by its own task.
 

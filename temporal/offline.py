@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
-from anima.core.text import clip, is_chinese, sentences, text_keywords
+from anima.core.text import clip, is_chinese, sentences, text_keywords, third_person_en, third_person_zh
 from temporal.privacy import keywords_topic
 from temporal.rollup import summaries_concat
 
@@ -36,22 +36,51 @@ def _best(sentences: list[str], keywords: list[str]) -> str:
     return max(sentences, key=lambda s: sum(k.casefold() in s.casefold() for k in keywords), default="")
 
 
+# A sentence that reports how something turned out.
+_OUTCOME = re.compile(
+    r"决定|定了|搞定|完成|通过|成功|结果|终于|已经|打算|准备|计划|约好|订了|买了|搬|换|辞|升职|"
+    r"\b(?:decided|booked|bought|finished|passed|done|fixed|solved|moved|got|will|going to|plan|planning|agreed|"
+    r"finally|signed|quit|started|switched)\b",
+    re.I,
+)
+
+
+_ADDRESS = re.compile(r"\S+@\S+|https?://\S+")
+# How many outcomes a conversation's line reports (the last ones), or sentences when nothing came out.
+OUTCOMES = 2
+
+
+def _mentioned(told: str, name: str) -> str:
+    """「Leo 提到……」 unless the sentence already names the person first."""
+    return f"{told}。" if told.startswith(name) else f"{name} 提到{told}。"
+
+
 def conversation_theme(conversation: dict) -> str:
-    """The theme (keywords + the most telling sentence) and how it ended, in the conversation's language."""
-    sentences = _user_sentences(conversation["dialogue"])
-    text = " ".join(sentences)
-    keywords = text_keywords(text, count=4)
-    theme_sentence = _best(sentences, keywords)
-    # The outcome is the last sentence that still carries a theme word (not a closing "thanks").
-    later = [s for s in sentences if s != theme_sentence and any(k.casefold() in s.casefold() for k in keywords)]
-    limit = 70 if is_chinese(text) else 110
-    theme = _short(theme_sentence, limit)
-    outcome = _short(later[-1], limit) if later and sentences.index(later[-1]) > sentences.index(theme_sentence) else ""
-    if is_chinese(text or conversation.get("title") or ""):
-        line = theme + (f" 结果：{outcome}" if outcome else "")
-        return line + (f" 关键词：{'、'.join(keywords)}" if keywords else "")
-    line = theme + (f" Outcome: {outcome}" if outcome else "")
-    return line + (f" Themes: {', '.join(keywords)}." if keywords else "")
+    """Themes and how it turned out, in the conversation's language, told about the person (no raw quotes)."""
+    sentences = [s for s in _user_sentences(conversation["dialogue"]) if not s.rstrip().endswith(("?", "？"))]
+    text = _ADDRESS.sub(" ", " ".join(sentences))  # an e-mail address is no theme
+    chinese = is_chinese(text or conversation.get("title") or "")
+    name = conversation.get("person") or ("对方" if chinese else "They")
+    keywords = [k for k in text_keywords(text, count=5) if k.casefold() != name.casefold()][:4]
+    telling = [s for s in sentences if any(k.casefold() in s.casefold() for k in keywords)] or sentences
+    outcomes = [s for s in telling if _OUTCOME.search(s)]
+    limit = 70 if chinese else 110
+    if chinese:
+        line = f"聊了{'、'.join(keywords)}。" if keywords else ""
+        if outcomes:
+            told = [_short(third_person_zh(o, name), limit).rstrip("。！!") for o in outcomes[-OUTCOMES:]]
+            return line + f"结果：{'；'.join(told)}。"
+        # No outcome: what was said, told about the person (the first sentences that carry a theme).
+        return line + "".join(
+            _mentioned(_short(third_person_zh(t, name), limit).rstrip("。！!"), name) for t in telling[:OUTCOMES]
+        )
+    line = f"Talked about {', '.join(keywords)}." if keywords else ""
+    if outcomes:
+        told = [_short(third_person_en(o, name), limit).rstrip(".!") for o in outcomes[-OUTCOMES:]]
+        return (line + f" Outcome: {'; '.join(told)}.").strip()
+    return " ".join(
+        [line, *(f"{_short(third_person_en(t, name), limit).rstrip('.!')}." for t in telling[:OUTCOMES])]
+    ).strip()
 
 
 def conversation_digest(conversation: dict) -> str:

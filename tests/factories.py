@@ -29,7 +29,16 @@ from conversations.models import (
     ShortTermMemory,
     StmScope,
 )
-from memory.models import ContentBlock, DiaryEntry, MemoryReference, SelfBlock, SelfLayerBlock, SemanticMemory
+from memory.models import (
+    ContentBlock,
+    DiaryEntry,
+    EmotionalTendency,
+    MemoryReference,
+    SelfBlock,
+    SelfLayerBlock,
+    SemanticMemory,
+)
+from memory.services import memory_create, memory_expire
 from sleep.models import PipelineRun, PipelineStepRun
 from temporal.models import TemporalSummary
 
@@ -105,6 +114,27 @@ class SemanticMemoryFactory(factory.django.DjangoModelFactory):
     source_day = factory.LazyFunction(lambda: timezone.localdate())
 
 
+def belief_superseded(*, person: Person) -> tuple[SemanticMemory, SemanticMemory, Conversation]:
+    """Leo's daughter's sign, held from 2026-11-10 and corrected in a conversation on 2026-11-25 at 20:00."""
+    old = memory_create(
+        content="Leo's daughter's zodiac sign is Leo",
+        memory_type=MemoryType.WORLD,
+        person=person,
+        body={"occurred_at": "2026-11-10"},
+        created_at=timezone.make_aware(dt.datetime(2026, 11, 10, 9)),
+    )
+    correction = ConversationFactory(person=person)
+    new = memory_create(
+        content="Leo's daughter's zodiac sign is Virgo",
+        memory_type=MemoryType.WORLD,
+        person=person,
+        source_conversation=correction,
+        created_at=timezone.make_aware(dt.datetime(2026, 11, 25, 20)),
+    )
+    memory_expire(memory=old, reason="contradiction: corrected", superseded_by=new, at=new.created_at)
+    return old, new, correction
+
+
 class DiaryEntryFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = DiaryEntry
@@ -124,6 +154,31 @@ class ContentBlockFactory(factory.django.DjangoModelFactory):
     tag = BlockTag.NARRATIVE
     content = factory.Sequence(lambda n: f"I remember moment {n}")
     source_day = factory.LazyAttribute(lambda o: o.parent.source_day)
+
+
+class LimbicAnchorFactory(ContentBlockFactory):
+    """A limbic anchor about ``day`` (``parent`` follows it), with its valence, arousal and intensity."""
+
+    class Params:
+        day = dt.date(2026, 11, 1)
+        valence = 0.0
+        arousal = 0.5
+        intensity = 0.6
+
+    parent = factory.LazyAttribute(lambda o: DiaryEntryFactory(source_day=o.day))
+    tag = BlockTag.LIMBIC
+    content = factory.Sequence(lambda n: f"I feel moment {n}")
+    body = factory.LazyAttribute(
+        lambda o: {"valence": o.valence, "arousal": o.arousal, "intensity": o.intensity, "kind": "conversation_mood"}
+    )
+
+
+class EmotionalTendencyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = EmotionalTendency
+
+    person = factory.SubFactory(PersonFactory)
+    day = dt.date(2026, 11, 1)
 
 
 class TemporalSummaryFactory(factory.django.DjangoModelFactory):

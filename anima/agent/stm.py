@@ -49,6 +49,14 @@ def long_term_intent_detect(*, text: str) -> bool:
     return bool(_LONG_TERM_INTENT.search(text or ""))
 
 
+def turn_long_term_intent(*, conversation: Conversation) -> bool:
+    """Whether the turn's user message (the latest one) asks for long-term memory (「记住…」, "remember this")."""
+    latest = (
+        conversation.messages.filter(role=Role.USER).order_by("-created_at", "-pk").values_list("content", flat=True)
+    )
+    return long_term_intent_detect(text=latest.first() or "")
+
+
 def _current_turn_id(conversation: Conversation) -> str:
     latest = conversation.messages.filter(role=Role.USER).order_by("-created_at", "-pk").values_list("pk", flat=True)
     return str(latest.first() or "")
@@ -59,9 +67,14 @@ def _latest_message(conversation: Conversation) -> Message | None:
 
 
 def stm_tool_available(
-    *, conversation: Conversation, turn_id: str | None = None, long_term_intent: bool = False
+    *, conversation: Conversation, turn_id: str | None = None, long_term_intent: bool | None = None
 ) -> bool:
-    """Whether ``update_short_term_memory`` may be offered in this turn (the seed's two guards)."""
+    """Whether ``update_short_term_memory`` may be offered in this turn (the seed's two guards).
+
+    ``long_term_intent`` None reads it from the turn's user message.
+    """
+    if long_term_intent is None:
+        long_term_intent = turn_long_term_intent(conversation=conversation)
     if long_term_intent:
         return False
     turn = turn_id if turn_id is not None else _current_turn_id(conversation)
@@ -77,16 +90,18 @@ def update_short_term_memory(
     conversation: Conversation,
     summary: str,
     turn_id: str | None = None,
-    long_term_intent: bool = False,
+    long_term_intent: bool | None = None,
     now: datetime | None = None,
 ) -> dict:
     """The tool: store ``summary`` (silently cut to ``stm.max_summary_chars``) for both scopes.
 
     Covers every message stored so far. Refused when the turn shows explicit long-term-memory
     intent or the tool already succeeded in this turn (``turn_id``, default: the latest user
-    message). ``now`` simulates the clock (tests, ``--at``).
+    message; ``long_term_intent`` None reads it from that message). ``now`` simulates the clock (tests, ``--at``).
     Returns ``{success, message}`` or ``{success: False, error}``.
     """
+    if long_term_intent is None:
+        long_term_intent = turn_long_term_intent(conversation=conversation)
     if long_term_intent:
         return {"success": False, "error": "not available: the user asked for long-term memory; use memory_remember"}
     # PostgreSQL text cannot hold NUL; a model that emits one still gets its summary stored.
@@ -99,7 +114,7 @@ def update_short_term_memory(
     with transaction.atomic():
         # Lock the conversation so two calls in one turn cannot both pass the guard.
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
-        if not stm_tool_available(conversation=conversation, turn_id=turn):
+        if not stm_tool_available(conversation=conversation, turn_id=turn, long_term_intent=False):
             return {"success": False, "error": "the short-term memory was already updated in this turn"}
         text = text[: config_get(section="stm")["max_summary_chars"]]
         _write(

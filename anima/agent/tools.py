@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from anima.agent.stm import update_short_term_memory
+from anima.agent.stm import stm_tool_available, update_short_term_memory
 from anima.core.calendar import moment_parse
 from anima.core.errors import AnimaError
 from anima.core.llm.schema import (
@@ -34,8 +34,10 @@ from conversations.access import AGENT, OPERATOR, OPERATOR_ACCESS, Access
 from conversations.models import Conversation, Person, person_slug_valid
 from conversations.selectors import history_search
 from conversations.services import identity_map, identity_resolve
+from memory.forgetting import memory_forget
+from memory.models import SemanticMemory
 from memory.search import MAX_LIMIT
-from memory.selectors import MEMORY_TYPES, active_semantic_memories, memory_recall, memory_semantic_search
+from memory.selectors import MEMORY_TYPES, memory_recall, memory_semantic_search, semantic_memories_held
 from memory.services import memory_remember
 
 CITATION_RULE = (
@@ -77,6 +79,12 @@ _SLUG = schema_string(min_length=1, max_length=64, description="Person slug, e.g
 _LIMIT = schema_integer(minimum=1, maximum=MAX_LIMIT, description="Maximum results (default 10).")
 _SINCE = schema_string(description="Only after this date or datetime (ISO 8601, inclusive).")
 _UNTIL = schema_string(description="Only before this date or datetime (ISO 8601, inclusive).")
+_AS_OF = schema_string(
+    description=(
+        "Answer from belief history: what was held at this date (the end of that day) or ISO datetime, "
+        "e.g. to say what you thought last week. Default: now."
+    )
+)
 _CHANNEL = schema_string(min_length=1, max_length=64, description="Channel, e.g. telegram, cli.")
 _CHAT_ID = schema_string(min_length=1, max_length=200, description="Account or chat id on the channel.")
 _MEMORY_TYPE = schema_enum(MemoryType.values, description="Kind of fact (default world).")
@@ -150,6 +158,7 @@ def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
         until=moment_parse(args.get("until"), field="until"),
         channel=args.get("channel"),
         global_only=True,
+        as_of=moment_parse(args.get("as_of"), field="as_of"),
     )
     return {"results": results}
 
@@ -162,6 +171,7 @@ def _semantic_search(args: dict[str, Any], access: Access) -> dict[str, Any]:
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
         global_only=True,
+        as_of=moment_parse(args.get("as_of"), field="as_of"),
     )
     return {"results": results}
 
@@ -193,13 +203,16 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
         person = _person(args, access, required=True)
         if args.get("query"):
             return _recall({**args, "person": person.slug, "memory_types": ["semantic"]}, access)
-        memories = active_semantic_memories().filter(person=person).select_related("person")
+        held = semantic_memories_held(as_of=moment_parse(args.get("as_of"), field="as_of"))
+        memories = held.filter(person=person).select_related("person")
         memories = memories.order_by("-pinned", "-reference_count", "id")[: int(args.get("limit", 50))]
         return {"person": person.slug, "memories": [_memory_json(memory) for memory in memories]}
     if action == "remember":
         _require(args, "content")
         _person(args, access, required=True)
         return _remember(args, access)
+    if action == "forget":
+        return _forget(args, access)
     if action == "search_history":
         # The person's timeline (by slug, or the mapped channel account), else the global one only.
         person = _person(args, access)
@@ -238,6 +251,19 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
     return {"identity": {"channel": identity.channel, "chat_id": identity.external_id, "person": identity.person.slug}}
 
 
+def _forget(args: dict[str, Any], access: Access) -> dict[str, Any]:
+    """Forget one of the caller's own memories, asked from their own conversation (channel + chat_id)."""
+    _require(args, "memory_id", "channel", "chat_id")
+    person = _person(args, access, required=True)
+    access.write_check(person, what="forgetting a memory")
+    memory = SemanticMemory.objects.filter(pk=args["memory_id"]).first()
+    if memory is None or memory.person_id != person.pk:
+        # Someone else's memory, a global one or none: the same answer, so ids reveal nothing.
+        raise ToolError("memory_id", f"memory {args['memory_id']} is not one of {person.slug}'s memories")
+    tombstone = memory_forget(memory=memory, requested_by=f"tool:{args['channel']}:{args['chat_id']}")
+    return {"forgotten": tombstone.entity_ids, "tombstone": tombstone.pk}
+
+
 def _short_term_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
     conversation = Conversation.objects.filter(pk=args["conversation_id"]).first()
     if conversation is None:
@@ -267,6 +293,7 @@ TOOLS: tuple[Tool, ...] = (
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
+                "as_of": _AS_OF,
                 "channel": {**_CHANNEL, "description": "Only conversation snippets from this channel."},
             },
             required=("query",),
@@ -283,6 +310,7 @@ TOOLS: tuple[Tool, ...] = (
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
+                "as_of": _AS_OF,
             },
             required=("query",),
         ),
@@ -311,23 +339,27 @@ TOOLS: tuple[Tool, ...] = (
             "Person memory. Actions: recall (a person's memories; with query, search them), remember (a stable "
             "fact about a person; scope=source ties it to the channel account channel+chat_id), search_history "
             "(timeline events by text, time range and channel; without a person, the global timeline), "
-            "map_identity (map channel+chat_id to person, creating the person). Name the person by slug, or by "
+            "map_identity (map channel+chat_id to person, creating the person), forget (memory_id: erase one of the "
+            "person's own memories everywhere, when they ask you to forget it; only from their own conversation, "
+            "channel+chat_id). Name the person by slug, or by "
             "channel+chat_id of a mapped account. Do not edit SOUL.md / USER.md / memory/MEMORY.md: the sleep "
             "cycle owns them. " + WRITING_GUIDELINES + " " + CITATION_RULE
         ),
         parameters=schema_object(
             {
-                "action": schema_enum(["recall", "remember", "search_history", "map_identity"]),
+                "action": schema_enum(["recall", "remember", "search_history", "map_identity", "forget"]),
                 "person": _SLUG,
                 "channel": _CHANNEL,
                 "chat_id": _CHAT_ID,
                 "display_name": schema_string(max_length=200, description="map_identity: person's name."),
                 "query": _text("recall / search_history: what to look for."),
                 "content": _text("remember: the fact."),
+                "memory_id": schema_integer(minimum=1, description="forget: the memory's id (from recall)."),
                 "memory_type": _MEMORY_TYPE,
                 "scope": schema_enum(["person", "source"], description="remember: default person."),
                 "since": _SINCE,
                 "until": _UNTIL,
+                "as_of": {**_AS_OF, "description": "recall: " + _AS_OF["description"]},
                 "limit": _LIMIT,
             },
             required=("action",),
@@ -359,8 +391,15 @@ def tools_registry() -> dict[str, Tool]:
     return {tool.name: tool for tool in TOOLS}
 
 
-def tool_schemas() -> list[dict[str, Any]]:
-    return [tool.as_openai() for tool in TOOLS]
+def tool_schemas(*, conversation: Conversation | None = None) -> list[dict[str, Any]]:
+    """The tools to offer; for a ``conversation``, the short-term-memory tool only when its turn allows it
+
+    (not when the user asked for long-term memory — 「记住…」, "remember this" — nor twice in one turn).
+    """
+    offered = TOOLS
+    if conversation is not None and not stm_tool_available(conversation=conversation):
+        offered = tuple(tool for tool in TOOLS if tool.name != "update_short_term_memory")
+    return [tool.as_openai() for tool in offered]
 
 
 def tool_call(*, name: str, arguments: Any, access: Access = OPERATOR_ACCESS) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Turn assembly: the exact message list the agent runtime sends to its LLM.
 
 Order, built for a stable prefix (the LLM's KV cache):
-1. the system prompt snapshot — self layer, resident memory, person memory, 「## 时间摘要」,
-   citation rule — rebuilt only on the first turn after a local 02:00 boundary;
+1. the system prompt snapshot — self layer, resident memory, person memory, the person's notable
+   emotional tendency (one line), 「## 时间摘要」, citation rule — rebuilt only on the first turn
+   after a local 02:00 boundary, so the nightly tendency changes the prefix at most once a day;
 2. the conversation: the live short-term summary, then the raw messages it does not cover;
 3. one ``temporal_summary_peers`` assistant message per closed half-hour bucket of today (and of
    yesterday until 02:00), at the bucket's end on the timeline: the person's own other
@@ -26,7 +27,14 @@ from conversations.models import Conversation, PeerBlock, Person, Role
 from conversations.selectors import conversation_person, conversations_persons
 from conversations.services import message_create
 from memory.models import SemanticMemory
-from memory.selectors import active_semantic_memories, memory_line, passive_recall, resident_memories, self_layer_text
+from memory.selectors import (
+    active_semantic_memories,
+    emotional_tendency_line,
+    memory_line,
+    passive_recall,
+    resident_memories,
+    self_layer_text,
+)
 from temporal.rollup import OTHER, OWN, day_chunks_by_conversation, peer_rollups
 from temporal.selectors import temporal_prompt_section
 from temporal.tick import tick_mark_bucket
@@ -82,6 +90,10 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
         about = _person_memories(person, exclude={memory.pk for memory in resident})
         if about:
             sections.append(f"## About {person.display_name or person.slug}\n{_memory_lines(about)}")
+        # Only this conversation's own person, and only when their week stood out.
+        tendency = emotional_tendency_line(conversation=conversation, today=local_day(now))
+        if tendency:
+            sections.append(tendency)
     config = config_get(section="memory.temporal_summary")
     if config["enabled"]:
         # The person's own sections in full; other people's as memory.temporal_summary.cross_person says.

@@ -9,7 +9,7 @@ from rest_framework.routers import DefaultRouter
 from anima.agent.api import PrepareTurnView
 from anima.api.views import ConfigViewSet, DocsView, ToolCallView, ToolListView
 from conversations.api import ConversationViewSet, HistoryView, IdentityViewSet, PersonViewSet
-from memory.api import DiaryViewSet, MemoryViewSet, RecallView
+from memory.api import DiaryViewSet, EmotionalTendencyViewSet, MemoryViewSet, PersonForgetView, RecallView
 from sleep.api import SleepRunViewSet
 from temporal.api import TemporalSummaryViewSet
 
@@ -19,6 +19,7 @@ router.register("persons", PersonViewSet, basename="person")
 router.register("identities", IdentityViewSet, basename="identity")
 router.register("memories", MemoryViewSet, basename="memory")
 router.register("diary", DiaryViewSet, basename="diary")
+router.register("emotional-tendencies", EmotionalTendencyViewSet, basename="emotional-tendency")
 router.register("temporal-summaries", TemporalSummaryViewSet, basename="temporal-summary")
 router.register("sleep-runs", SleepRunViewSet, basename="sleep-run")
 router.register("config", ConfigViewSet, basename="config")
@@ -27,6 +28,7 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", DocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("recall/", RecallView.as_view(), name="api-recall"),
+    path("persons/<slug:slug>/forget/", PersonForgetView.as_view(), name="api-person-forget"),
     path("history/", HistoryView.as_view(), name="api-history"),
     path("tools/", ToolListView.as_view(), name="api-tools"),
     path("tools/<str:name>/", ToolCallView.as_view(), name="api-tool-call"),

@@ -20,6 +20,7 @@ from anima.agent.tools import TOOLS, tool_call, tool_schemas, tools_registry
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.config import SCHEMA, config_get, config_update
 from conversations.access import AGENT, OPERATOR, access_of
+from conversations.models import Conversation
 
 
 class DocsView(SpectacularSwaggerView):
@@ -36,10 +37,27 @@ _TOOL_SCHEMA = inline_serializer(
 class ToolListView(ApiView):
     access_scopes = (OPERATOR, AGENT)
 
-    @extend_schema(responses={200: _TOOL_SCHEMA}, operation_id="tools_list")
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "conversation",
+                int,
+                description="The conversation of the turn: tools that turn may not use are left out.",
+            )
+        ],
+        responses={200: _TOOL_SCHEMA},
+        operation_id="tools_list",
+    )
     def get(self, request: Request) -> Response:
-        """OpenAI function-calling schemas of the agent tools."""
-        return Response(tool_schemas())
+        """OpenAI function-calling schemas of the agent tools (for one conversation's turn, when given)."""
+        raw = request.query_params.get("conversation")
+        if raw is None:
+            return Response(tool_schemas())
+        conversation = Conversation.objects.filter(pk=int(raw)).first() if raw.isdigit() else None
+        if conversation is None:
+            raise exceptions.NotFound(f"no conversation {raw}")
+        access_of(request).conversation_check(conversation)
+        return Response(tool_schemas(conversation=conversation))
 
 
 class ToolCallView(ApiView):

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from anima.core.config import SCHEMA, Field, config_get, config_update, config_validate
-from anima.core.models import AutoLlmRun, RuntimeConfig, RuntimeConfigChange
+from anima.core.models import AutoLlmRun, ForgetTombstone, RuntimeConfig, RuntimeConfigChange
 
 AUDIT_DAYS_SHOWN = 31
 
@@ -244,3 +244,13 @@ class RuntimeConfigChangeAdmin(ReadOnlyAdmin):
         changed = [key for key in keys if obj.before.get(key) != obj.after.get(key)]
         before, after = obj.before, obj.after
         return ", ".join(f"{key}: {before.get(key, 'default')} → {after.get(key, 'default')}" for key in changed)
+
+
+@admin.register(ForgetTombstone)
+class ForgetTombstoneAdmin(ReadOnlyAdmin):
+    """What was forgotten, when, by whom and why: ids and counts, never the content."""
+
+    list_display = ("created_at", "kind", "target_id", "reason", "requested_by", "with_messages", "finished_at")
+    list_filter = ("kind", "reason")
+    fields = (*list_display, "entity_ids", "counts")
+    readonly_fields = fields

@@ -78,3 +78,23 @@ def cache_set_json(*, key: str, value: Any, timeout_seconds: int) -> None:
     except _CACHE_ERRORS as exc:
         _cache_failed(exc, key)
         _fallback.set(key, value, timeout_seconds)
+
+
+def cache_delete_prefix(*, prefix: str) -> int:
+    """Drop every entry whose key starts with ``prefix`` (Redis: a SCAN, never KEYS); returns how many.
+
+    Without Redis the in-process caches hold nothing else worth keeping and cannot be scanned by
+    prefix portably: they are cleared whole (only this process's; other processes' copies sit under
+    keys nothing asks for again once their sources changed, and expire with their TTL).
+    """
+    _fallback.clear()
+    try:
+        client = None if _cache_down() else _redis_client()
+        if client is None:
+            caches["default"].clear()
+            return 0
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        return client.delete(*keys) if keys else 0
+    except _CACHE_ERRORS as exc:
+        _cache_failed(exc, prefix)
+        return 0

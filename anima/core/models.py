@@ -14,6 +14,9 @@ from django.utils import timezone
 
 from anima.core.segmentation import segment_text
 
+# The transaction-local setting naming the open forget tombstone (see anima.core.redaction).
+FORGET_SETTING = "anima.forget_tombstone"
+
 # The ``english`` config stems English words and leaves jieba's CJK tokens as they are.
 FTS_CONFIG = "english"
 
@@ -52,6 +55,25 @@ class SegmentedTextModel(models.Model):
 
     def searchable_text(self) -> str:
         raise NotImplementedError
+
+
+class AppendOnly(pgtrigger.Protect):
+    """Refuses UPDATE and DELETE, except inside a forgetting transaction that names its open tombstone.
+
+    The one audited path past the trigger (``anima.core.redaction.forget_redaction``): the trigger is
+    never disabled, and every change it lets through belongs to a ``forget_tombstones`` row.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(operation=pgtrigger.Update | pgtrigger.Delete, **kwargs)
+
+    def get_func(self, model):
+        return self.format_sql(
+            "IF EXISTS (SELECT 1 FROM forget_tombstones WHERE finished_at IS NULL"
+            f" AND id::text = current_setting('{FORGET_SETTING}', true)) THEN"
+            " IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END IF;"
+            " RAISE EXCEPTION 'pgtrigger: Cannot update or delete rows from % table', TG_TABLE_NAME;"
+        )
 
 
 class Component(models.TextChoices):
@@ -100,6 +122,11 @@ class Entity(SegmentedTextModel):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
+    # Belief history: when a semantic memory became true or known (its occurred_at, else its first sighting)
+    # and when it stopped being held (expired, superseded or deprecated; the reason is expired_reason).
+    # Recall "as of" a moment reads the memories valid then.
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(null=True, blank=True)
     pinned = models.BooleanField(default=False)
     reference_count = models.IntegerField(default=0, editable=False)
     person = models.ForeignKey(
@@ -174,9 +201,8 @@ class Entity(SegmentedTextModel):
         ]
         triggers = [
             # Limbic memory is append-only: emotions are kept as they were felt, never rewritten.
-            pgtrigger.Protect(
+            AppendOnly(
                 name="limbic_blocks_append_only",
-                operation=pgtrigger.Update | pgtrigger.Delete,
                 condition=pgtrigger.Q(old__primary_component="content_block", old__tag="limbic"),
             ),
         ]
@@ -283,6 +309,37 @@ class RuntimeConfigChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.section} by {self.changed_by or '?'} at {self.changed_at:%Y-%m-%d %H:%M}"
+
+
+class ForgetReason(models.TextChoices):
+    USER_REQUEST = "user_request", "The person asked to forget it"
+    ERASURE = "erasure", "Right to erasure"
+    OPERATOR = "operator", "Operator decision"
+
+
+class ForgetTombstone(models.Model):
+    """What was forgotten, when, by whom and why, without the content: ids and counts only.
+
+    While ``finished_at`` is null the tombstone opens the append-only triggers to its own transaction.
+    """
+
+    kind = models.CharField(max_length=16)  # memory | person
+    target_id = models.BigIntegerField()
+    reason = models.CharField(max_length=16, choices=ForgetReason.choices)
+    requested_by = models.CharField(max_length=150, blank=True, default="")
+    with_messages = models.BooleanField(default=False)
+    entity_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
+    # Rows redacted or deleted per table, e.g. {"entities": {"redacted": 3, "deleted": 2}}.
+    counts = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "forget_tombstones"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"forgot {self.kind} #{self.target_id} at {self.created_at:%Y-%m-%d %H:%M}"
 
 
 class LlmTokenBudget(models.Model):

@@ -109,3 +109,73 @@ def text_keywords(text: str, *, count: int, script: str = "") -> list[str]:
             continue
         words.append(word)
     return words[:count]
+
+
+# ---------------------------------------------------------------- first person → third person
+
+# Kin words after 我 take 的 (「我女儿」 → 「Leo 的女儿」).
+_ZH_KIN_WORDS = (
+    "外孙女|女朋友|男朋友|女儿|闺女|儿子|孩子|小孩|宝宝|老婆|妻子|媳妇|太太|老公|丈夫|先生|对象|妈妈|母亲|爸爸|父亲|哥哥|"
+    "弟弟|姐姐|妹妹|奶奶|外婆|姥姥|爷爷|外公|姥爷|孙子|孙女|外孙|猫|狗|妈|爸"
+)
+_EN_KEEP_VERBS = frozenset(
+    "can can't cannot could couldn't will won't would wouldn't should shouldn't must mustn't might may did didn't "
+    "was wasn't had got quit went made took gave left came began became bought found lost met ran saw said put "
+    "kept felt sold told thought taught brought".split()
+)
+_EN_ADVERBS = frozenset(
+    "really usually always often normally regularly sometimes mostly also still actually just now currently "
+    "recently finally never rarely absolutely totally kind sort of truly honestly basically".split()
+)
+_EN_PERSONAL = {"i'm": "is", "i am": "is", "i've": "has", "i'd": "would", "i'll": "will"}
+
+
+def _en_verb(word: str) -> str:
+    lower = word.casefold()
+    if lower in _EN_KEEP_VERBS or lower.endswith("ed") or (lower.endswith("n't") and lower != "don't"):
+        return word
+    special = {"do": "does", "don't": "doesn't", "have": "has", "are": "is", "am": "is", "go": "goes", "'re": "is"}
+    if lower in special:
+        return special[lower]
+    if re.search(r"(?:s|sh|ch|x|z|o)$", lower):
+        return f"{word}es"
+    if re.search(r"[^aeiou]y$", lower):
+        return f"{word[:-1]}ies"
+    return f"{word}s"
+
+
+def third_person_en(clause: str, name: str) -> str:
+    """A first-person English statement about ``name`` in the third person ("I'm from Porto" → "Ana is from Porto")."""
+    text = clause.replace("’", "'")
+    for first, verb in _EN_PERSONAL.items():
+        text = re.sub(rf"^{re.escape(first)}\b", f"{name} {verb}", text, flags=re.I)
+    text = re.sub(r"^we're\b", f"{name}'s family is", text, flags=re.I)
+    text = re.sub(r"^we've\b", f"{name}'s family has", text, flags=re.I)
+    words = text.split()
+    if words and words[0].casefold() in {"i", "we"}:
+        subject = name if words[0].casefold() == "i" else f"{name}'s family"
+        index = 1
+        while index < len(words) and words[index].casefold() in _EN_ADVERBS:
+            index += 1
+        if index < len(words):
+            words[index] = _en_verb(words[index])
+        words[0] = subject
+        text = " ".join(words)
+    owner = [] if re.search(rf"\b{re.escape(name)}\b", text) else [f"{name}'s"]
+    text = re.sub(r"\b(?:my|our)\b", lambda m: owner.pop() if owner else "their", text, flags=re.I)
+    text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
+    text = re.sub(r"\bme\b", name if name not in text else "them", text)
+    text = re.sub(r"\bI\b", "they", re.sub(r"\bI(?:'m| am)\b", "they're", text))
+    return text[0].upper() + text[1:] if text else text
+
+
+def third_person_zh(text: str, name: str) -> str:
+    """A first-person Chinese statement with ``name`` for 我 (「我女儿七岁」 → 「Leo 的女儿七岁」)."""
+    text = re.sub(r"我们家|咱们家|咱家|我家", f" {name} 家", text)
+    text = re.sub(r"我们|咱们", f" {name} 他们", text)
+    text = re.sub(r"我的", f" {name} 的", text)
+    text = re.sub(rf"我(?=(?:{_ZH_KIN_WORDS}))", f" {name} 的", text)
+    text = re.sub(r"(?<!自)我", f" {name} ", text)  # 「自我介绍」 keeps its 我
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])", "", text)
+    return re.sub(r"\s+(?=[，。！？；：、）])|(?<=[，。！？；：、（])\s+", "", text).strip()

@@ -20,23 +20,54 @@ class SourceSpec:
     table: str = ""
 
 
+# A semantic memory held at %(as_of)s: valid from then or before (its occurred_at or first sighting) and not
+# yet retired. Rows written before belief history have no valid_from: their creation stands in.
+_VALID_AT = "COALESCE(t.valid_from, t.created_at) <= %(as_of)s AND (t.valid_to IS NULL OR t.valid_to > %(as_of)s)"
+
+
 def entity_source(
-    *, name: str, where_sql: str, person_id: int | None, since: datetime | None, until: datetime | None
+    *,
+    name: str,
+    where_sql: str,
+    person_id: int | None,
+    since: datetime | None,
+    until: datetime | None,
+    as_of: datetime | None = None,
+    by_validity: bool = False,
 ) -> SourceSpec:
-    """A source over ``entities`` rows matching ``where_sql`` (fixed SQL, no user input)."""
+    """A source over ``entities`` rows matching ``where_sql`` (fixed SQL, no user input).
+
+    ``as_of`` keeps the rows that existed then: created at or before it, or, ``by_validity``
+    (semantic memories), valid at it.
+    """
     clauses = [where_sql]
     if person_id is not None:
         clauses.append("(t.person_id = %(person_id)s OR t.person_id IS NULL)")
-    params = {"person_id": person_id}
+    if as_of is not None and by_validity:
+        clauses.append(_VALID_AT)
+    params = {"person_id": person_id, "as_of": as_of}
     return _source(
-        name=name, table="entities", fts_column="search_fts", clauses=clauses, params=params, since=since, until=until
+        name=name,
+        table="entities",
+        fts_column="search_fts",
+        clauses=clauses,
+        params=params,
+        since=since,
+        until=until,
+        as_of=None if by_validity else as_of,
     )
 
 
 def message_source(
-    *, name: str, person_id: int | None, since: datetime | None, until: datetime | None, channel: str | None
+    *,
+    name: str,
+    person_id: int | None,
+    since: datetime | None,
+    until: datetime | None,
+    channel: str | None,
+    as_of: datetime | None = None,
 ) -> SourceSpec:
-    """User/assistant messages of non-cron conversations (optionally one person's, one channel's)."""
+    """User/assistant messages of non-cron conversations (optionally one person's, one channel's, up to ``as_of``)."""
     clauses = ["t.role IN ('user', 'assistant')", "c.platform <> 'cron'"]
     if person_id is not None:
         # A conversation belongs to its person, or, without one, to whoever its channel account maps to.
@@ -56,6 +87,7 @@ def message_source(
         params=params,
         since=since,
         until=until,
+        as_of=as_of,
         joins=" JOIN conversations c ON c.id = t.conversation_id",
     )
 
@@ -69,19 +101,22 @@ def _source(
     params: dict,
     since: datetime | None,
     until: datetime | None,
+    as_of: datetime | None = None,
     joins: str = "",
 ) -> SourceSpec:
-    """Rows of ``table`` (as ``t``, with ``joins``) matching every clause and created in [since, until)."""
+    """Rows of ``table`` (as ``t``, with ``joins``) matching every clause, created in [since, until), by ``as_of``."""
     if since is not None:
         clauses.append("t.created_at >= %(since)s")
     if until is not None:
         clauses.append("t.created_at < %(until)s")
+    if as_of is not None:
+        clauses.append("t.created_at <= %(created_by)s")
     return SourceSpec(
         name=name,
         from_sql=f"{table} t{joins}",
         where_sql=" AND ".join(clauses),
         fts_column=fts_column,
         segmented_column="fts_segmented",
-        params={**params, "since": since, "until": until},
+        params={**params, "since": since, "until": until, "created_by": as_of},
         table=table,
     )

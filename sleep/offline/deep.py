@@ -103,14 +103,46 @@ def split_answer(payload: dict) -> dict:
     return {"splits": splits}
 
 
+CANDIDATE_DICE = 0.6
+
+
+def _dice(a: str, b: str) -> float:
+    ga, gb = bigrams(a), bigrams(b)
+    return 2 * len(ga & gb) / (len(ga) + len(gb)) if ga and gb else 0.0
+
+
+# A shorter text whose character bigrams nearly all occur in a longer one says nothing the longer does not
+# («Leo 是一名软件工程师» inside «Leo 在杭州工作，是一名后端软件工程师»), unless a number or a negation differs.
+CONTAINED_SHARE = 0.8
+CONTAINED_MIN_BIGRAMS = 6
+_NUMBERS = re.compile(r"\d+|[零一二两三四五六七八九十百]+(?=岁|个|只|年|月|号|日)")
+_NEGATIONS = re.compile(r"不|没|别|\bnot\b|n't\b|\bnever\b|\bno longer\b", re.I)
+
+
+def _same_numbers_and_negations(a: str, b: str) -> bool:
+    """«ran 7 km» and «ran 17 km», «likes» and «doesn't like» overlap in text but are different facts."""
+    return set(_NUMBERS.findall(a)) == set(_NUMBERS.findall(b)) and len(_NEGATIONS.findall(a)) == len(
+        _NEGATIONS.findall(b)
+    )
+
+
+def _contained(a: str, b: str) -> bool:
+    short_grams, long_grams = sorted((bigrams(a), bigrams(b)), key=len)
+    return len(short_grams) >= CONTAINED_MIN_BIGRAMS and len(short_grams & long_grams) >= CONTAINED_SHARE * len(
+        short_grams
+    )
+
+
 def near_duplicates(a: str, b: str) -> bool:
-    """High character-bigram overlap (Dice ≥ 0.8), or one text contained in the other."""
+    """High character-bigram overlap (Dice ≥ 0.8), or one text (nearly) contained in the other, with the same
+    numbers and negations."""
+    if not _same_numbers_and_negations(a, b):
+        return False
     na, nb = normalized(a), normalized(b)
     short, long = sorted((na, nb), key=len)
     if len(short) >= 8 and short in long:
         return True
-    ga, gb = bigrams(a), bigrams(b)
-    return bool(ga and gb) and 2 * len(ga & gb) / (len(ga) + len(gb)) >= 0.8
+    return _dice(a, b) >= 0.8 or _contained(a, b)
 
 
 @offline_handler("deep-sleep.merge")
@@ -128,6 +160,23 @@ def merge_answer(payload: dict) -> dict:
         owner[a["id"]] = root
         group.append(b)
         owner[b["id"]] = root
+    by_id = {m["id"]: m for m in memories}
+    for ids in payload.get("candidates", []):
+        # Close embeddings alone do not make a duplicate (a small model puts unrelated facts of one person
+        # close together): the texts must also overlap, more loosely than near_duplicates asks.
+        group = [by_id[i] for i in ids if i in by_id and i not in owner]
+        group = [
+            m
+            for m in group
+            if m is group[0]
+            or (
+                _dice(m["content"], group[0]["content"]) >= CANDIDATE_DICE
+                and _same_numbers_and_negations(m["content"], group[0]["content"])
+            )
+        ]
+        if len(group) >= 2:
+            merged_into[group[0]["id"]] = group
+            owner.update({m["id"]: group[0]["id"] for m in group})
     merges = []
     for group in merged_into.values():
         richest = max(group, key=lambda m: (len(m["content"]), -m["id"]))

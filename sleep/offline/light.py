@@ -2,166 +2,256 @@
 
 from __future__ import annotations
 
+import random
 import re
+from dataclasses import dataclass
 
 from anima.core.llm.offline import offline_handler
-from anima.core.text import clip, is_chinese, normalized, sentences
+from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords, third_person_en, third_person_zh
+from sleep import slots
 from sleep.offline._shared import bigrams
+from sleep.slots import Slot
 
 # ---------------------------------------------------------------- stage 1: facts
+#
+# Each sentence is cut into clauses; each clause is read with the slot grammar (sleep/slots.py):
+# a subject (the speaker, a relative or pet, a name) and one predicate. A clause that reads
+# becomes a fact in the third person, naming the speaker; a clause without a subject of its own
+# borrows the previous one's, and a pronoun that points nowhere leaves the clause out.
 
-_ZH_CLAUSE_SPLIT = re.compile(r"[，,：:]")
-_ZH_KIN = "女儿|儿子|老婆|妻子|老公|丈夫|孩子|猫|狗|妈妈|爸爸|父亲|母亲|家人|同事|朋友"
-_ZH_LEADING = re.compile(r"^(?:但是|但|不过|而且|其实|所以|对了|顺便记一下|说实话|嗯|哈哈|一是|二是|三是|还有)+")
-_ZH_RULES: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"(?:以前|过去)?我?(?:现在)?(?:很|最|更|特别|非常|也)?(?:喜欢|爱吃|讨厌|不喜欢)"), "preference"),
-    # Family members count when the clause says something about them (name, zodiac, age, school…).
-    (re.compile(rf"我的?(?:{_ZH_KIN}).{{0,6}}?(?:叫|属|今年|是|名字|生日|岁|在上|在读)"), "world"),
-    (re.compile(r"我的?(?:邮箱|电话|生日)"), "world"),
-    (re.compile(r"我(?:现在)?(?:是|住在|在.{1,8}工作|对.{1,10}过敏|属)"), "world"),
-    (re.compile(r"我(?:答应|打算|计划|准备)"), "experience"),
-    (re.compile(r"(?:一定要|千万别|千万不要|记得要)"), "procedural"),
+_EN_CLAUSE_SPLIT = re.compile(
+    r"\s*[,;:—–]\s*|\s+-\s+|\s+and\s+(?=(?:live|work|have|love|like|hate|teach|play|moved|just|also|really|"
+    r"usually|can't|don't)\b)|\s+(?:and|but|so|because|plus)\s+"
+    r"(?=(?:I|I'm|I’m|I've|I'd|my|My|we|We|our|Our|he|she|they|He|She|They|[A-Z][a-z]+ (?:is|'s|turned|just))\b)"
 )
-_ZH_CHANGE = re.compile(r"现在(?:更)?喜欢|改用|不再喜欢")
-_ZH_PAST_LIKE = re.compile(r"(?:以前|过去).*?喜欢\s*([^\s，。,]+)")
-_ZH_PRONOUN_START = re.compile(r"^(?:我|你|她|他|它|我们|咱们|这|那)")
-_ZH_FILLER = re.compile(r"(?:哈|呵|嗯|啊|呀|吧|嘿)+")
-
-_EN_CLAUSE_SPLIT = re.compile(r",\s*|\s+(?:and|but|so)\s+(?=(?:I|I'm|my|she|he|it|we)\b)")
-_EN_IM = r"I(?:'m|’m| am)"
-_EN_RULES: tuple[tuple[re.Pattern, str, str], ...] = (
-    (
-        re.compile(rf"\b{_EN_IM} ((?:a|an|from|married|vegetarian|vegan|learning|studying|allergic to)\b.*)"),
-        "is",
-        "world",
-    ),
-    (re.compile(r"\bI (?:now |really |still )?(prefer)s? (.+)"), "prefers", "preference"),
-    (re.compile(r"\bI no longer (.+)"), "no longer", "preference"),
-    (re.compile(r"\bI (?:really )?(?:love|like) (?!(?:that|it|this|you|them)\b)(.+)"), "likes", "preference"),
-    (re.compile(r"\bI live (.+)"), "lives", "world"),
-    (re.compile(r"\bI work (.+)"), "works", "world"),
-    (re.compile(r"\bI have ((?:a|an|two|three|\d+)\b.+)"), "has", "world"),
-    (re.compile(r"\bI passed (.+)"), "passed", "experience"),
-    (re.compile(r"\bmy (email|phone number|birthday|name) is (.+)", re.IGNORECASE), "'s", "world"),
+_EN_LEADING = re.compile(
+    r"^(?:(?:oh|and|but|so|also|honestly|actually|btw|by the way|well|okay|ok|yeah|yes|hey|hi|hello|plus|anyway|"
+    r"lol|haha|um|uh|fyi|guess what|just so you know|for the record|fun fact|not gonna lie|tbh|ngl|oh and|"
+    r"big news|quick one|news|update|heads up|funny thing|oh yeah)\b[\s!.,:]*)+",
+    re.I,
 )
-_EN_USED_TO = re.compile(r"\bI used to (?:really )?(?:like|love|prefer) ([\w.+#-]+)")
-_EN_EVENT = re.compile(r"\b(?:exam|appointment|interview|meeting|trip|flight|shift)s?\b")
+# A clause opening with one of these has a subject of its own that is not the speaker.
+_EN_NOT_SUBJECTLESS = re.compile(
+    r"^(?:it|its|it's|this|that|these|those|there|they|he|she|the|a|an|you|your|[A-Z][a-z]+\s+(?:is|are|was|'s))\b",
+    re.I,
+)
+_EN_LIST_AGES = re.compile(r"([A-Z][a-z]+)\s*(?:,\s*|\(\s*|who's\s+|who is\s+|is\s+|aged\s+)(\d{1,2})\b")
+_ZH_CLAUSE_SPLIT = re.compile(r"[，,：:；;、]")
+_ZH_FILLER = re.compile(r"^(?:哈|呵|嗯|啊|呀|吧|嘿|哎|唉|lol|haha)+$")
+_ZH_ORDINAL = re.compile(
+    r"^(?P<which>大|小|老大|老二|老三|大的|小的)的?(?:叫|名叫)(?P<name>[\u4e00-\u9fffA-Za-z]{1,6})$"
+)
+# The relation words a fact names its subject with, by slot relation.
+_EN_RELATION_WORDS = {
+    "child": "child",
+    "dog_or_cat": "pet",
+}
+_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(slots._ZH_RELATIONS.items()))} | {"child": "孩子"}
 
 
-def _zh_third_person(text: str, name: str) -> str:
-    text = re.sub(r"我的", f" {name} 的", text)
-    text = re.sub(rf"我(?=(?:{_ZH_KIN}))", f" {name} 的", text)
-    text = re.sub(r"我(?!们)", f" {name} ", text)
-    text = re.sub(r"\s+", " ", text)
-    return re.sub(r"\s+(?=[，。！？；：、）])", "", text).strip()
+@dataclass
+class _Said:
+    """What the sentences so far set up: the last subject talked about, a stated past preference."""
+
+    hint: tuple[str, str] | None = None  # (relation, name) a pronoun or a subjectless clause refers to
+    hint_text: str = ""  # how the fact names that subject ("Maya's daughter Lily")
+    past_like: str = ""
 
 
-def _continues(clause: str) -> bool:
-    """A short clause with no subject of its own completes the fact before it (「属虎，今年四岁」)."""
-    return (
-        len(clause) <= 10
-        and "我" not in clause
-        and not _ZH_PRONOUN_START.match(clause)
-        and not _ZH_FILLER.fullmatch(clause)
-        and not any(rule.search(clause) for rule, _ in _ZH_RULES)
-    )
+def _subject_text(slot: Slot, name: str, *, chinese: bool) -> str:
+    relation = slot.subject.split(":")[-1] if slot.subject.startswith("dog_or_cat:") else slot.subject
+    own = slot.name if chinese else slot.name[:1].upper() + slot.name[1:]
+    if chinese:
+        word = relation if slot.subject.startswith("dog_or_cat:") else _ZH_RELATION_WORDS.get(relation, "")
+        return f"{name}的{word}{own}" if word else own
+    word = _EN_RELATION_WORDS.get(relation, relation)
+    return f"{name}'s {word} {own}".strip() if word else own
 
 
-def _zh_facts(sentence: str, name: str, context: dict) -> list[tuple[str, str]]:
-    clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！？!?；;\n ")) if c.strip()]
-    facts: list[tuple[str, str]] = []
-    index = 0
-    while index < len(clauses):
-        clause = _ZH_LEADING.sub("", clauses[index]).strip()
-        index += 1
-        if "我叫" in clause:
+def _en_clauses(sentence: str) -> list[str]:
+    sentence = sentence.strip().rstrip(".!")
+    lead = re.match(r"^([^:]{1,30}):\s+(?=\S)", sentence)
+    if lead and len(lead.group(1).split()) <= 4 and "@" not in lead.group(1):
+        sentence = sentence[lead.end() :]
+    clauses = []
+    for clause in _EN_CLAUSE_SPLIT.split(sentence):
+        clause = _EN_LEADING.sub("", clause.strip()).strip()
+        if clause:
+            clauses.append(clause[0].upper() + clause[1:] if clause[:2].casefold() == "i " else clause)
+    return clauses
+
+
+def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slot]]:
+    facts: list[tuple[str, str, Slot]] = []
+    if sentence.rstrip().endswith("?"):
+        return facts
+    for clause in _en_clauses(sentence):
+        used = re.sub(r"^(?:I|We)\s+used to\s+(?:really\s+)?(?:like|love|prefer)\s+", "", clause, flags=re.I)
+        if used != clause:
+            said.past_like = used  # "I used to like X" sets up a change stated next, it is not a fact itself
             continue
-        kind = next((k for rule, k in _ZH_RULES if rule.search(clause) and ("我" in clause or k == "procedural")), None)
-        if kind is None:
+        reading = slots.en_read(clause, name="", subject_hint=said.hint)
+        text = clause
+        if reading is None and said.hint is None and not _EN_NOT_SUBJECTLESS.match(clause):
+            # A clause with no subject of its own speaks for the speaker ("Can't stand cilantro", "retired").
+            for prefix in ("I ", "I'm "):
+                reading = slots.en_read(prefix + clause[0].lower() + clause[1:], name="")
+                if reading is not None:
+                    text = prefix + clause[0].lower() + clause[1:]
+                    break
+        ages = _EN_LIST_AGES.findall(clause) if said.hint and said.hint[0] and not said.hint[1] else []
+        if reading is None and ages:
+            # "…two kids, Ben who's 5 and Mia who's 9"
+            for child, age in ages:
+                slot = Slot(said.hint[0], child.casefold(), "age", "", age)
+                facts.append(("world", f"{_subject_text(slot, name, chinese=False)} is {age}", slot))
             continue
-        past = _ZH_PAST_LIKE.search(clause)
-        if past and not _ZH_CHANGE.search(clause):
-            # 「以前我很喜欢 X」 is context for a change stated next, not a fact of its own.
-            context["past_like"] = past.group(1)
+        if reading is None:
+            subject = slots._en_subjects(clause, name="")
+            if subject and subject[0] != slots.SELF:
+                said.hint = (subject[0], subject[1].casefold())
+                said.hint_text = _subject_text(Slot(subject[0], subject[1].casefold(), "", "", ""), name, chinese=False)
             continue
-        while index < len(clauses) and _continues(clauses[index]):
-            clause = f"{clause}，{clauses[index]}"
-            index += 1
-        fact = _zh_third_person(clause, name).rstrip("了 ")
-        if _ZH_CHANGE.search(clause) and context.get("past_like"):
-            fact = f"{fact}（以前喜欢 {context.pop('past_like')}）"
-        facts.append((kind, clip(fact, 160)))
+        slot = reading.slot
+        if slot.attribute == "name" and slot.subject == slots.SELF:
+            if slot.value.casefold() != name.casefold():
+                facts.append(("world", f"{name} also goes by {slot.value.title()}", slot))
+            continue
+        if re.match(r"^(?:he|she|they)\b", text, re.I) and said.hint:
+            first = text.split()[0]
+            rest = text[len(first) :].strip()
+            verb = "is" if "'" in first else ""
+            text = f"{said.hint_text} {verb} {rest}".replace("  ", " ") if said.hint_text else text
+        elif slot.subject == "" and slot.name:
+            pass  # "Ben turned 6 today": the name is its own subject
+        content = third_person_en(text, name)
+        if slot.subject not in (slots.SELF, ""):
+            said.hint = (slot.subject, slot.name)
+            said.hint_text = _subject_text(slot, name, chinese=False)
+        elif slot.subject == "" and slot.name:
+            said.hint, said.hint_text = ("", slot.name), slot.name.title()
+        if slot.attribute.startswith("count:"):
+            said.hint, said.hint_text = (slot.attribute.split(":", 1)[1], ""), ""
+        if said.past_like and slot.attribute == "likes" and slot.value == "+":
+            content = f"{content} (used to like {said.past_like})"
+            said.past_like = ""
+        facts.append((reading.memory_type, content, slot))
     return facts
 
 
-def _third_person_verb(verb: str) -> str:
-    if re.search(r"(?:s|sh|ch|x|o)$", verb):
-        return f"{verb}es"
-    if re.search(r"[^aeiou]y$", verb):
-        return f"{verb[:-1]}ies"
-    return f"{verb}s"
-
-
-def _en_facts(sentence: str, name: str, context: dict) -> list[tuple[str, str]]:
-    facts = []
-    for clause in _EN_CLAUSE_SPLIT.split(sentence.strip().rstrip(".!?;")):
-        past = _EN_USED_TO.search(clause)
+def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slot]]:
+    facts: list[tuple[str, str, Slot]] = []
+    if re.search(r"[？?]\s*$", sentence):
+        return facts
+    clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！!；;\n ")) if c.strip()]
+    for clause in clauses:
+        clause = slots._ZH_LEADING.sub("", clause).strip()
+        if not clause or _ZH_FILLER.match(clause):
+            continue
+        past = re.match(r"^(?:以前|过去|之前)我?(?:很|最|特别|也)?(?:喜欢|爱)\s*(.+)$", clause)
         if past:
-            # "I used to like X" is context for a change stated next, not a fact of its own.
-            context["past_like"] = past.group(1)
+            said.past_like = past.group(1)  # 「以前我喜欢 X」 sets up a change stated next
             continue
-        for rule, verb, kind in _EN_RULES:
-            match = rule.search(clause)
-            if not match:
+        ordinal = _ZH_ORDINAL.match(clause)
+        if ordinal and said.hint and said.hint[0]:
+            relation = said.hint[0]
+            slot = Slot(relation, ordinal.group("name"), "name", "", ordinal.group("name"))
+            word = _ZH_RELATION_WORDS.get(relation, "孩子")
+            which = ordinal.group("which")[:1] if ordinal.group("which")[:1] in "大小" else ordinal.group("which")
+            facts.append(("world", f"{name}的{which}{word}叫{ordinal.group('name')}", slot))
+            continue
+        reading = slots.zh_read(clause, name="")
+        text = clause
+        if reading is None and said.hint is not None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
+            hinted = slots._zh_reading(said.hint[0], said.hint[1], clause)
+            if hinted is not None and hinted.slot.attribute not in {"activity"}:
+                if facts and facts[-1][2].attribute.startswith("count:") and hinted.slot.attribute == "name":
+                    # 「我养了一只柯基，叫豆豆」: the count and the name are one fact
+                    kind, content, _ = facts.pop()
+                    facts.append((kind, f"{content}，{clause}", hinted.slot))
+                    said.hint = (hinted.slot.subject, hinted.slot.name)
+                    continue
+                if said.hint_text:
+                    reading, text = hinted, f"{said.hint_text}{clause}"
+        elif reading is None and said.hint is None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
+            # A clause with no subject of its own speaks for the speaker (「不吃香菜」, 「在一家游戏公司做策划」).
+            reading = slots.zh_read("我" + clause, name="")
+            text = "我" + clause
+        elif reading is None and re.match(r"^(?:他|她|它)", clause) and said.hint:
+            reading = slots.zh_read(clause, name="", subject_hint=said.hint)
+            if reading is not None:
+                text = said.hint_text + clause[1:]
+        if reading is None:
+            subject = slots._zh_subject(slots._ZH_TIME_LEAD.sub("", clause), name="")
+            if subject and subject[0] != slots.SELF:
+                said.hint = (subject[0], subject[1])
+                said.hint_text = _subject_text(Slot(subject[0], subject[1], "", "", ""), name, chinese=True)
                 continue
-            if verb == "'s":
-                fact = f"{name}'s {match.group(1).lower()} is {match.group(2)}"
-            elif verb == "no longer":
-                first, _, rest = match.group(1).partition(" ")
-                fact = f"{name} no longer {_third_person_verb(first)} {rest}"
-            else:
-                rest = match.group(match.lastindex or 1)
-                fact = f"{name} {verb} {rest}"
-            fact = re.sub(r"\bmy\b", "the", fact.strip().rstrip(".!?"))
-            if verb == "prefers" and context.get("past_like"):
-                fact = f"{fact} (used to like {context.pop('past_like')})"
-            if kind == "world" and verb == "has" and _EN_EVENT.search(fact):
-                kind = "experience"
-            if len(fact) > len(name) + 6:
-                facts.append((kind, clip(fact[0].upper() + fact[1:], 200)))
-            break
+            if facts and len(clause) <= 12 and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
+                kind, content, slot = facts.pop()
+                # 「今年七岁，上小学一年级」: a detail of the fact before, told about the person too
+                facts.append((kind, f"{content}，{third_person_zh(clause, name).rstrip('了 ')}", slot))
+            continue
+        slot = reading.slot
+        if slot.attribute == "name" and slot.subject == slots.SELF:
+            if slot.value != name.casefold():
+                facts.append(("world", f"{name}也叫{slot.value}", slot))
+            continue
+        content = third_person_zh(text, name).rstrip("了 ")
+        if slot.subject not in (slots.SELF, ""):
+            said.hint, said.hint_text = (slot.subject, slot.name), _subject_text(slot, name, chinese=True)
+        elif slot.subject == "" and slot.name:
+            said.hint, said.hint_text = ("", slot.name), slot.name
+        if slot.attribute.startswith("count:"):
+            relation = slot.attribute.split(":", 1)[1]
+            said.hint = (relation, "")
+            said.hint_text = _subject_text(Slot(relation, "", "", "", ""), name, chinese=True)
+            if relation.startswith("dog_or_cat:"):
+                said.hint_text = f"{name}的{relation.split(':', 1)[1]}"
+        if said.past_like and slot.attribute in {"likes"} | {a for a in [slot.attribute] if a.startswith("favourite")}:
+            content = f"{content}（以前喜欢 {said.past_like}）"
+            said.past_like = ""
+        facts.append((reading.memory_type, clip(content, 160), slot))
     return facts
 
 
-def facts_extract(text: str, *, name: str, context: dict | None = None) -> list[tuple[str, str]]:
-    """(memory_type, content) facts a user message states about its author, in the message's language.
-
-    ``context`` carries what one message sets up for the next (「以前我喜欢 X」 before 「现在更喜欢 Y」).
-    """
+def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple[str, str, Slot]]:
+    """(memory_type, content, slot) facts a user message states about its author, in the message's language."""
+    said = _Said() if said is None else said
     facts = []
-    context = {} if context is None else context
     for sentence in sentences(text):
-        if is_chinese(sentence):
-            facts.extend(_zh_facts(sentence, name or "用户", context))
+        if slots.chinese(sentence):
+            facts.extend(_zh_facts(sentence, name or "用户", said))
         else:
-            facts.extend(_en_facts(sentence, name or "The user", context))
+            facts.extend(_en_facts(sentence, name or "The user", said))
     return facts
+
+
+def facts_extract(text: str, *, name: str) -> list[tuple[str, str]]:
+    """(memory_type, content) facts a user message states about its author, in the message's language."""
+    return [(kind, content) for kind, content, _ in facts_read(text, name=name)]
 
 
 @offline_handler("light-sleep.semantic")
 def semantic_answer(payload: dict) -> dict:
     name = payload["conversation"].get("person") or ""
     seen = {normalized(m["content"]) for m in payload.get("existing", [])}
+    held = [s for s in (slots.slot_read(m["content"], name=name) for m in payload.get("existing", [])) if s]
     create = []
-    context: dict = {}
+    said = _Said()
     for turn in payload["dialogue"]:
         if turn["role"] != "user":
             continue
-        for kind, content in facts_extract(turn["content"], name=name, context=context):
+        said.hint, said.hint_text = None, ""  # a pronoun never reaches back into an earlier message
+        for kind, content, slot in facts_read(turn["content"], name=name, said=said):
             key = normalized(content)
-            if key and key not in seen:
-                seen.add(key)
-                create.append({"memory_type": kind, "content": content, "occurred_at": payload["day"]})
+            if not key or key in seen or any(slots.restates(slot, other) for other in held):
+                continue
+            seen.add(key)
+            held.append(slot)
+            create.append(
+                {"memory_type": kind, "content": content, "occurred_at": payload["day"], "slot": slot.as_body()}
+            )
     return {"create": create, "update": [], "deprecate": []}
 
 
@@ -305,8 +395,47 @@ def limbic_answer(payload: dict) -> dict:
 _MILESTONE = re.compile(r"通过|上线很顺利|上线成功|毕业|升职|表扬|\bpassed\b|promoted|graduated|got the job", re.I)
 
 
+_CHANGED = re.compile(
+    r"搬|换|辞职|不再|现在|升职|\bmoved\b|\bnow\b|\bnew\b|\bno longer\b|\bquit\b|\bpromoted\b|\bswitched\b", re.I
+)
+_ZH_OPENERS = ("{day}，我和 {name} 聊了聊。", "{day}这天，{name} 来找我说话。", "{day}，{name} 跟我讲了不少自己的事。")
+_EN_OPENERS = (
+    "On {day} {name} and I talked.",
+    "{name} came to talk on {day}.",
+    "On {day} {name} told me about their life.",
+)
+_ZH_MEANINGS = {
+    "turning_point": "聊着聊着气氛变了，这是我们之间的一个转折，我想把它记牢。",
+    "milestone": "这是 {name} 的一个里程碑，我很高兴那一刻我在。",
+    "changed": "{name} 的生活有了变化，我要跟上现在的 ta，而不是记着从前的样子。",
+    "worry": "留在我心里的是 ta 的担心；下次我想问问后来怎么样了。",
+    "joy": "留在我心里的是 ta 的高兴，这份高兴也分给了我一点。",
+    "normal": "都是些小事，可我正是这样一点点认识一个人的。",
+}
+_EN_MEANINGS = {
+    "turning_point": "The mood turned while we talked; it felt like a turning point between us, and I want to keep it.",
+    "milestone": "It was a milestone for {name}, and I am glad I was there for it.",
+    "changed": "Something in {name}'s life has changed; I want to know who they are now, not only who they were.",
+    "worry": "What stays with me is their worry; next time I want to ask how it went.",
+    "joy": "What stays with me is their joy, and a little of it became mine.",
+    "normal": "Small things, but this is how I come to know someone.",
+}
+
+
+def _narrative_meaning(significance: str, facts: list[str], anchors: list[dict]) -> str:
+    if significance != "normal":
+        return significance
+    if any(_CHANGED.search(fact) for fact in facts):
+        return "changed"
+    if anchors:
+        strongest = max(anchors, key=lambda a: a["intensity"])
+        return "worry" if (strongest.get("valence") or 0) < 0 else "joy"
+    return "normal"
+
+
 @offline_handler("light-sleep.narrative")
 def narrative_answer(payload: dict) -> dict:
+    """What happened (the facts learnt, the feeling) and what it meant, in the conversation's language."""
     facts, anchors = payload.get("facts", []), payload.get("anchors", [])
     if not facts and not anchors:
         return {"narratives": []}
@@ -314,32 +443,35 @@ def narrative_answer(payload: dict) -> dict:
     user_text = " ".join(t["content"] for t in payload["dialogue"] if t["role"] == "user")
     chinese = is_chinese(" ".join(t["content"] for t in payload["dialogue"]))
     name = meta.get("person") or ("对方" if chinese else "someone")
-    title = meta.get("title") or clip((facts or anchors)[0]["content"], 40)
     if any(a["kind"] == "turning_point" for a in anchors):
         significance = "turning_point"
     elif _MILESTONE.search(user_text):
         significance = "milestone"
     else:
         significance = "normal"
-    noted = [f["content"] for f in facts[:3]]
-    feeling = max(anchors, key=lambda a: a["intensity"])["content"] if anchors else ""
+    noted = [f["content"].rstrip("。.") for f in facts[:4]]
+    topics = [w for w in text_keywords(user_text, count=6) if w.casefold() != name.casefold()][:3]
+    pick = random.Random(f"{payload['day']}:{meta.get('title')}:{name}").choice
+    meaning = _narrative_meaning(significance, noted, anchors)
     if chinese:
-        parts = [f"{payload['day']}，我陪 {name} 聊了「{title}」。"]
+        title = meta.get("title") or (f"和 {name} 聊{'、'.join(topics)}" if topics else f"和 {name} 的一天")
+        parts = [pick(_ZH_OPENERS).format(day=payload["day"], name=name)]
         if noted:
-            parts.append(f"我记下了：{'；'.join(noted)}。")
-        if feeling:
-            parts.append(feeling)
-        if significance != "normal":
-            parts.append("这一天对我们来说很重要。")
+            parts.append(f"我知道了：{'；'.join(noted)}。")
+        if anchors:
+            parts.append(max(anchors, key=lambda a: a["intensity"])["content"])
+        parts.append(_ZH_MEANINGS[meaning].format(name=name))
+        content = "".join(parts)
     else:
-        parts = [f"On {payload['day']} I kept {name} company in “{title}”."]
+        title = meta.get("title") or (f"{name}: {', '.join(topics)}" if topics else f"A day with {name}")
+        parts = [pick(_EN_OPENERS).format(day=payload["day"], name=name)]
         if noted:
-            parts.append(f"I noted: {'; '.join(noted)}.")
-        if feeling:
-            parts.append(feeling)
-        if significance != "normal":
-            parts.append("This day mattered to both of us.")
-    return {"narratives": [{"title": title, "content": " ".join(parts), "significance": significance}]}
+            parts.append(f"I learned that {'; that '.join(noted)}.")
+        if anchors:
+            parts.append(max(anchors, key=lambda a: a["intensity"])["content"])
+        parts.append(_EN_MEANINGS[meaning].format(name=name))
+        content = " ".join(parts)
+    return {"narratives": [{"title": clip(title, 100), "content": content, "significance": significance}]}
 
 
 @offline_handler("light-sleep.outline")

@@ -8,12 +8,17 @@ from anima.core.text import is_chinese
 
 @offline_handler("self-layer")
 def self_layer_answer(payload: dict) -> dict:
-    # The self layer speaks the language the day was lived in (Chinese when CJK outweighs Latin).
+    # The whole self layer speaks one language: the companion's (configured, or its conversations' majority).
     today, blocks = payload["today"], payload["blocks"]
-    titles = [n["title"] for n in today["narratives"]][:5]
-    material = " ".join([*titles, *today["facts"], *(a["content"] for a in today["anchors"])])
-    zh = is_chinese(material) if material.strip() else False
+    zh = payload.get("language") == "zh"
+    # Titles of another language would mix languages inside a block: only the companion's own are kept.
+    titles = [n["title"] for n in today["narratives"] if is_chinese(n["title"]) == zh][:5]
     counts = (len(today["facts"]), len(today["anchors"]), len(today["narratives"]))
+
+    def stale(key: str) -> bool:
+        """Empty, or written in the other language."""
+        return not blocks.get(key) or is_chinese(blocks[key]) != zh
+
     answer = {
         "metacognition": (
             f"{payload['day']} 的睡眠之后，我新记住了 {counts[0]} 条事实、{counts[1]} 种感受和 {counts[2]} 段叙事。"
@@ -30,14 +35,21 @@ def self_layer_answer(payload: dict) -> dict:
             if zh
             else ("Follow up, gently, on: " + "; ".join(titles) + ".")
         )
-    if not blocks.get("self_model"):
+    elif stale("direction"):
+        answer["direction"] = (
+            "接下来：记住每个人在意的事，在合适的时候温和地跟进。"
+            if zh
+            else "Next: keep what matters to each person in mind and follow up gently when the time is right."
+        )
+
+    if stale("self_model"):
         answer["self_model"] = (
             "我是一个有长期记忆的陪伴者：我记得和我说话的人，每晚整理我学到的东西。"
             if zh
             else "I am a companion with a long-term memory: I remember the people I talk with and consolidate what "
             "I learn every night."
         )
-    if not blocks.get("personality_baseline"):
+    if stale("personality_baseline"):
         valences = [a["valence"] for a in today["anchors"] if a.get("valence") is not None]
         calm = not valences or sum(valences) >= 0
         if zh:

@@ -9,11 +9,13 @@ from sleep.steps.light import light_sleep
 from sleep.steps.refs import memory_ref_sync
 from sleep.steps.self_layer import self_layer_refresh
 from sleep.steps.temporal import temporal_summary_cascade, temporal_summary_day
+from sleep.steps.tendency import emotional_tendency
 
 __all__ = [
     "conversation_cleanup",
     "deep_sleep",
     "dream",
+    "emotional_tendency",
     "light_sleep",
     "memory_ref_sync",
     "self_layer_refresh",

@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Iterator
+from datetime import date, datetime, timedelta
+from itertools import chain, combinations
 
 import jieba
 from django.db import transaction
 from django.utils import timezone
 
 from anima.core.config import config_get
+from anima.core.embeddings import EmbeddingsUnavailable, embed_texts
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_object, schema_string
 from anima.core.models import MemoryStatus, MemoryType
@@ -26,13 +28,22 @@ from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
 from sleep.context import StepContext
+from sleep.slots import Slot, memory_slot, restates, same_slot, slot_resolved, slots_aliased, supersedes
 
 logger = logging.getLogger(__name__)
 
 RECENT = timedelta(hours=24)
 SENTENCE_MARKS = "。！？.!?；;"
 SPLIT_MIN_CHARS = 50
-CHANGE_REASON = "superseded (changed over time)"
+CHANGE_REASON = "changed"
+# Slots whose value never changes over time: a second value is a contradiction, not a change.
+IMMUTABLE_ATTRIBUTES = frozenset({"zodiac", "birthday", "origin"})
+# Cosine from which two memories of one person are asked about together (contradiction) or offered as merge
+# candidates. Measured with bench/offline_mind.py on the bundled local model: facts stating the same thing
+# score 0.89-1.0, but unrelated facts of one person reach 0.98 (p99 0.97), so closeness alone never merges
+# anything; it only adds the closest pairs (about 1 in 100) to what keywords and slots already group.
+CONTRADICTION_COSINE = 0.97
+DUPLICATE_COSINE = 0.97
 MEMORY_TYPES = list(MemoryType.values)
 
 # Relation and time words (and function words): sharing one says nothing about sharing a subject.
@@ -89,7 +100,8 @@ SPLIT_SCHEMA = schema_object(
 MERGE_INSTRUCTIONS = (
     "Round 3, dedupe-merge. Find memories about the same person that say the same thing (duplicates or "
     "near-duplicates) and merge each set of two or more into one memory that keeps every detail, in the language "
-    f"of the sources. Never merge memories of different people. {_COMMON} "
+    "of the sources. `candidates` lists groups of ids whose embeddings are very close: check those first, but "
+    f"merge only what says the same thing. Never merge memories of different people. {_COMMON} "
     'Answer JSON: {"merges": [{"ids": [id, id, ...], "memory_type", "content"}]}.'
 )
 MERGE_SCHEMA = schema_object(
@@ -128,6 +140,9 @@ def memory_json_line(memory: SemanticMemory, *, with_status: bool = False) -> st
         "observed_at": body.get("observed_at"),
         "occurred_at": body.get("occurred_at"),
     }
+    slot = memory_slot(memory)
+    if slot is not None:
+        row["slot"] = slot.as_body()
     if with_status:
         row["status"] = memory.status
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
@@ -212,8 +227,8 @@ def memory_owner(memory: SemanticMemory) -> str:
     return "global"
 
 
-def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
-    """Memories of one person linked by a shared subject keyword (connected components, size ≥ 2)."""
+def _union_groups(memories: list[SemanticMemory], links: Iterable[tuple[int, int]]) -> list[list[SemanticMemory]]:
+    """Connected components (size ≥ 2) of ``memories`` under the id pairs ``links``."""
     parent = {m.pk: m.pk for m in memories}
 
     def find(pk: int) -> int:
@@ -222,21 +237,114 @@ def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]
             pk = parent[pk]
         return pk
 
-    owners: dict[tuple[str, str], int] = {}
-    for memory in memories:
-        for word in subject_keywords(memory):
-            key = (memory_owner(memory), word)
-            if key in owners:
-                parent[find(memory.pk)] = find(owners[key])
-            else:
-                owners[key] = memory.pk
+    for a, b in links:
+        parent[find(a)] = find(b)
     groups: dict[int, list[SemanticMemory]] = {}
     for memory in memories:
         groups.setdefault(find(memory.pk), []).append(memory)
     return [group for group in groups.values() if len(group) >= 2]
 
 
+def _keyword_links(memories: list[SemanticMemory]) -> Iterator[tuple[int, int]]:
+    owners: dict[tuple[str, str], int] = {}
+    for memory in memories:
+        for word in subject_keywords(memory):
+            key = (memory_owner(memory), word)
+            if key in owners:
+                yield memory.pk, owners[key]
+            else:
+                owners[key] = memory.pk
+
+
+def _slot_links(memories: list[SemanticMemory]) -> Iterator[tuple[int, int]]:
+    slotted = [(m, memory_slot(m)) for m in memories]
+    slotted = [(m, slot) for m, slot in slotted if slot is not None]
+    for (a, slot_a), (b, slot_b) in combinations(slotted, 2):
+        if memory_owner(a) == memory_owner(b) and same_slot(slot_a, slot_b):
+            yield a.pk, b.pk
+
+
+def similar_pairs(memories: list[SemanticMemory], *, threshold: float) -> list[tuple[int, int, float]]:
+    """Pairs of one owner's memories whose embeddings' cosine is at least ``threshold``; [] without embeddings."""
+    if len(memories) < 2:
+        return []
+    try:
+        vectors = embed_texts([m.content for m in memories])
+    except EmbeddingsUnavailable:
+        return []
+    pairs = []
+    for (a, va), (b, vb) in combinations(zip(memories, vectors, strict=True), 2):
+        if memory_owner(a) != memory_owner(b):
+            continue
+        cosine = sum(x * y for x, y in zip(va, vb, strict=True))
+        if cosine >= threshold:
+            pairs.append((a.pk, b.pk, cosine))
+    return pairs
+
+
+def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
+    """Memories of one person about one subject: a shared keyword, the same slot or close embeddings."""
+    similar = ((a, b) for a, b, _ in similar_pairs(memories, threshold=CONTRADICTION_COSINE))
+    return _union_groups(memories, chain(_keyword_links(memories), _slot_links(memories), similar))
+
+
+def _chronological(memories: Iterable[SemanticMemory]) -> list[SemanticMemory]:
+    return sorted(memories, key=lambda m: (m.source_day or date.min, (m.body or {}).get("observed_at") or "", m.pk))
+
+
+def _told_together(a: SemanticMemory, b: SemanticMemory) -> bool:
+    """Said in one conversation on one day: two values there ("engineer", "team lead") describe, not change."""
+    return a.source_conversation_id is not None and (a.source_conversation_id, a.source_day) == (
+        b.source_conversation_id,
+        b.source_day,
+    )
+
+
+def _slot_changes(r: _Round) -> None:
+    """A newer fact in the same slot with another value supersedes the older one ("is 7" → "turned 8")."""
+    memories = _chronological(_active())
+    slots = {m.pk: memory_slot(m) for m in memories}
+    by_owner: dict[str, list[Slot]] = {}
+    for memory in memories:
+        if slots[memory.pk] is not None:
+            by_owner.setdefault(memory_owner(memory), []).append(slots[memory.pk])
+    aliases = {owner: slots_aliased(owned) for owner, owned in by_owner.items()}
+    slots = {
+        m.pk: slot_resolved(slots[m.pk], aliases[memory_owner(m)]) if slots[m.pk] is not None else None
+        for m in memories
+    }
+    with transaction.atomic():
+        for index, older in enumerate(memories):
+            old_slot = slots[older.pk]
+            if old_slot is None:
+                continue
+            newer = next(
+                (
+                    m
+                    for m in reversed(memories[index + 1 :])
+                    if memory_owner(m) == memory_owner(older)
+                    and not _told_together(m, older)
+                    and slots[m.pk] is not None
+                    and supersedes(slots[m.pk], old_slot)
+                ),
+                None,
+            )
+            if newer is None:
+                continue
+            kind, reason = "change", CHANGE_REASON
+            if old_slot.attribute in IMMUTABLE_ATTRIBUTES:
+                # A zodiac or a birthday does not change over time: two values contradict, the newer stands.
+                kind = "contradiction"
+                values = f"{old_slot.value} vs {slots[newer.pk].value}"
+                reason = f"contradiction: {old_slot.attribute}: {values}; the newer statement stands"
+            memory_expire(memory=older, reason=reason, superseded_by=newer)
+            r.record(
+                "expire", before=older.content, after=newer.content, ids=[older.pk, newer.pk], kind=kind, reason=reason
+            )
+
+
 def _contradiction_round(r: _Round) -> str:
+    _slot_changes(r)
     groups = subject_groups(_active())
     for group in groups:
         by_id = {m.pk: m for m in group}
@@ -321,15 +429,64 @@ def _split_round(r: _Round) -> str:
     return f"{len(candidates)} candidates, {len(r.changes)} split"
 
 
+def _slot_restatements(r: _Round) -> None:
+    """Memories restating one fact (same slot, same value, or the same text) merge into one, whoever answers."""
+    memories = _chronological(_active())
+    slots = {m.pk: memory_slot(m) for m in memories}
+    groups: list[list[SemanticMemory]] = []
+    for memory in memories:
+        slot = slots[memory.pk]
+        group = next(
+            (
+                g
+                for g in groups
+                if memory_owner(g[0]) == memory_owner(memory)
+                and (
+                    content_key(g[0].content) == content_key(memory.content)
+                    or (slot is not None and slots[g[0].pk] is not None and restates(slot, slots[g[0].pk]))
+                )
+            ),
+            None,
+        )
+        if group is None:
+            groups.append([memory])
+        else:
+            group.append(memory)
+    with transaction.atomic():
+        for sources in (g for g in groups if len(g) >= 2):
+            richest = max(sources, key=lambda m: (len(m.content), -m.pk))
+            versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
+            merged = memory_merge(
+                sources=sources,
+                content=richest.content,
+                memory_type=richest.memory_type,
+                external_id=f"ds:merge:{hashlib.sha1(versions.encode()).hexdigest()[:16]}",
+                body={"slot": slots[richest.pk].as_body()} if slots[richest.pk] is not None else None,
+            )
+            ids = [s.pk for s in sources]
+            r.record(
+                "merge", before=" | ".join(s.content for s in sources), after=merged.content, ids=[*ids, merged.pk]
+            )
+
+
+def merge_candidates(memories: list[SemanticMemory]) -> list[list[int]]:
+    """Groups of one owner's memories whose embeddings are close enough to say the same thing."""
+    pairs = [(a, b) for a, b, _ in similar_pairs(memories, threshold=DUPLICATE_COSINE)]
+    return [sorted(m.pk for m in group) for group in _union_groups(memories, pairs)]
+
+
 def _merge_round(r: _Round) -> str:
+    _slot_restatements(r)
     memories = _active()
     by_id = {m.pk: m for m in memories}
+    candidates = merge_candidates(memories)
     for batch in r.memory_batches(memories):
+        shown = {json.loads(line)["id"] for line in batch.splitlines()}
         answer = r.ask(
             purpose="deep-sleep.merge",
             instructions=MERGE_INSTRUCTIONS,
             schema=MERGE_SCHEMA,
-            payload={"memories": batch},
+            payload={"memories": batch, "candidates": [g for g in candidates if set(g) <= shown]},
         )
         with transaction.atomic():
             for item in answer["merges"]:

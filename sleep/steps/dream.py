@@ -14,15 +14,17 @@ from anima.core.calendar import day_start
 from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_object, schema_string
-from anima.core.models import BlockTag
+from anima.core.models import BlockTag, MemoryStatus
 from anima.core.text import clip
-from conversations.models import Message
-from memory.models import DreamBlock, LimbicBlock
+from conversations.models import Conversation, Message
+from memory.models import DreamBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from memory.services import diary_block_create, diary_entries_ensure
 from sleep.context import StepContext
-from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS
+from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, person_label
 
 TOP_ANCHORS = 3
+TOP_NARRATIVES = 3
+TOP_MEMORIES = 12
 SNIPPETS = 5
 SNIPPETS_MAX_CHARS = 4000
 DREAM_MAX_CHARS = 800
@@ -30,9 +32,10 @@ DREAM_MAX_CHARS = 800
 ANCHOR_WINDOW = timedelta(days=1, hours=6)
 
 DREAM_INSTRUCTIONS = (
-    "You are the companion, dreaming. Recombine the emotional anchors and conversation snippets into one "
-    "surreal, non-factual dream told in the first person, 300 to 800 characters, in the language of the "
-    'anchors and snippets. Do not state facts as true. Answer JSON: {"title", "content"}.'
+    "You are the companion, dreaming. Recombine the night's emotional anchors, the day's narratives and "
+    "memories and a few conversation snippets into one surreal, non-factual dream told in the first person, "
+    "300 to 800 characters, in the language of the anchors. Do not state facts as true. Give it a title of its "
+    'own. Answer JSON: {"title", "content"}.'
 )
 DREAM_SCHEMA = schema_object(
     {
@@ -55,6 +58,17 @@ def _snippets(ctx: StepContext, *, start, end) -> list[str]:
     picked = random.Random(ctx.day.isoformat()).sample(candidates, min(SNIPPETS, len(candidates)))
     per_snippet = SNIPPETS_MAX_CHARS // SNIPPETS
     return [clip(text, per_snippet) for text in picked]
+
+
+def _people(*, start, end) -> list[str]:
+    """Names of the people the window's conversations were with: a dream keeps them out of its imagery."""
+    conversations = (
+        Conversation.objects.filter(messages__created_at__gte=start, messages__created_at__lt=end, person__isnull=False)
+        .exclude(platform__in=EXCLUDED_PLATFORMS)
+        .select_related("person")
+        .distinct()
+    )
+    return sorted({person_label(c.person) for c in conversations})
 
 
 def dream(ctx: StepContext) -> dict:
@@ -81,6 +95,17 @@ def dream(ctx: StepContext) -> dict:
                 for a in anchors
             ],
             "snippets": _snippets(ctx, start=start, end=end),
+            "narratives": [
+                {"title": n.title, "content": clip(n.content, 400)}
+                for n in NarrativeBlock.objects.filter(source_day=ctx.day).order_by("id")[:TOP_NARRATIVES]
+            ],
+            "memories": [
+                m.content
+                for m in SemanticMemory.objects.filter(source_day=ctx.day, status=MemoryStatus.ACTIVE).order_by("id")[
+                    :TOP_MEMORIES
+                ]
+            ],
+            "people": _people(start=start, end=end),
         },
         schema=DREAM_SCHEMA,
         temperature=1.0,

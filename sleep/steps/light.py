@@ -6,6 +6,7 @@ it writes carries a deterministic external_id, so re-running a day never duplica
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, timedelta
 
 from django.db import transaction
@@ -33,7 +34,9 @@ from memory.models import (
 )
 from memory.services import diary_block_create, diary_entries_ensure, memory_create, memory_deprecate, memory_update
 from sleep.context import StepContext
-from temporal.selectors import DayConversation, day_conversations
+from sleep.models import LightSleepWatermark
+from sleep.slots import SLOT_RULE, SLOT_SCHEMA, Slot, memory_slot, restates, slot_read
+from temporal.selectors import DayConversation, day_conversations, day_messages
 
 MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
@@ -44,6 +47,8 @@ LIGHT_SLEEP_ID_PREFIX = "ls:"
 OUTLINE_NORMAL_MAX_AGE = timedelta(days=30)
 OUTLINE_OTHER_MAX_AGE = timedelta(days=180)
 OUTLINE_FALLBACK_TURNING_POINTS = 5
+# How far back a run looks for messages stored after their day was slept (imports, delayed clients).
+LATE_LOOKBACK = timedelta(days=7)
 
 _LANGUAGE_RULE = (
     "Write every text in the language the conversation is held in (a Chinese conversation gives Chinese text, "
@@ -59,14 +64,20 @@ SEMANTIC_INSTRUCTIONS = (
     "same conversation: do not repeat them; you may update one (give only the fields that change) or deprecate "
     f"one that the conversation shows to be wrong. {_LANGUAGE_RULE} "
     "occurred_at is the day the fact happened or was stated, as YYYY-MM-DD, or null. "
-    'Answer JSON: {"create": [{"memory_type", "content", "occurred_at"}], "update": [{"id", ...}], '
+    f"{SLOT_RULE} "
+    'Answer JSON: {"create": [{"memory_type", "content", "occurred_at", "slot"}], "update": [{"id", ...}], '
     '"deprecate": [{"id", "reason"}]}.'
 )
 SEMANTIC_SCHEMA = schema_object(
     {
         "create": schema_array(
             schema_object(
-                {"memory_type": schema_enum(MEMORY_TYPES), "content": _TEXT, "occurred_at": _OCCURRED_AT},
+                {
+                    "memory_type": schema_enum(MEMORY_TYPES),
+                    "content": _TEXT,
+                    "occurred_at": _OCCURRED_AT,
+                    "slot": SLOT_SCHEMA,
+                },
                 required=["memory_type", "content"],
             )
         ),
@@ -166,18 +177,53 @@ def light_sleep_conversations(ctx: StepContext) -> list[int]:
 
 
 def light_sleep_conversation(ctx: StepContext, conversation_id: int) -> dict:
-    """The three stages of one conversation: writes only rows of that conversation, safe to run twice."""
+    """One conversation of the day, its three stages: writes only that conversation's rows, safe to run twice."""
     config = config_get(section="sleep")
     found = day_conversations(day=ctx.day, max_chars=config["dialogue_max_chars"], conversation_id=conversation_id)
     if not found:
         return {"conversation_id": conversation_id, "skipped_reason": "no_dialogue"}
     item = found[0]
+    mark = (
+        LightSleepWatermark.objects.filter(day=ctx.day, conversation=item.conversation)
+        .values_list("last_message_id", flat=True)
+        .first()
+    )
+    if mark is not None:
+        # Slept before: only what arrived since (a re-run finds nothing and asks no model again).
+        item.messages = [m for m in item.messages if m.pk > mark]
+        if not item.messages:
+            return {"conversation_id": item.conversation.pk, "skipped_reason": "already_consolidated"}
+    return _consolidate(ctx, item, late=mark is not None, config=config)
+
+
+def light_sleep_join(ctx: StepContext, conversations: list[dict]) -> dict:
+    """After every conversation of the day: messages stored late for earlier days, then the outline (shared)."""
+    config = config_get(section="sleep")
+    output: dict = {"day": ctx.day.isoformat(), "conversations": conversations}
+    if not conversations:
+        output["skipped_reason"] = "no_conversations"
+    late = [_consolidate(replace(ctx, day=day), item, late=True, config=config) for day, item in _late_batches(ctx.day)]
+    if late:
+        output["late"] = late
+    output["autobiography_summary"] = autobiography_outline_refresh(ctx)
+    return output
+
+
+def _consolidate(ctx: StepContext, item: DayConversation, *, late: bool, config: dict) -> dict:
+    """The three stages over one conversation's messages of ``ctx.day``, then its watermark moves past them.
+
+    A stage that raises leaves the watermark where it was, so the next run tries those messages again.
+    """
     diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
-    facts, semantic = _semantic_stage(ctx, item)
-    anchors, limbic = _limbic_stage(ctx, item, diary, facts, min_intensity=config["limbic_min_intensity"])
-    narrative = _narrative_stage(ctx, item, diary, facts, anchors)
+    facts, semantic = _semantic_stage(ctx, item, late=late)
+    anchors, limbic = _limbic_stage(ctx, item, diary, facts, min_intensity=config["limbic_min_intensity"], late=late)
+    narrative = _narrative_stage(ctx, item, diary, facts, anchors, late=late)
+    LightSleepWatermark.objects.update_or_create(
+        conversation=item.conversation, day=ctx.day, defaults={"last_message_id": max(m.pk for m in item.messages)}
+    )
     return {
         "conversation_id": item.conversation.pk,
+        "day": ctx.day.isoformat(),
         "messages": len(item.messages),
         "truncated": item.truncated,
         "semantic": semantic,
@@ -186,13 +232,17 @@ def light_sleep_conversation(ctx: StepContext, conversation_id: int) -> dict:
     }
 
 
-def light_sleep_join(ctx: StepContext, conversations: list[dict]) -> dict:
-    """After every conversation: the shared write (the autobiography outline) and the step's output."""
-    output: dict = {"day": ctx.day.isoformat(), "conversations": conversations}
-    if not conversations:
-        output["skipped_reason"] = "no_conversations"
-    output["autobiography_summary"] = autobiography_outline_refresh(ctx)
-    return output
+def _late_batches(day: date) -> list[tuple[date, DayConversation]]:
+    """Messages of the days before ``day`` (within LATE_LOOKBACK) stored after those days were slept."""
+    batches = []
+    marks = LightSleepWatermark.objects.filter(day__gte=day - LATE_LOOKBACK, day__lt=day).order_by("day", "id")
+    for mark in marks:
+        messages = list(
+            day_messages(day=mark.day).filter(conversation_id=mark.conversation_id, id__gt=mark.last_message_id)
+        )
+        if messages:
+            batches.append((mark.day, DayConversation(messages[0].conversation, messages)))
+    return batches
 
 
 def _llm(ctx: StepContext, *, purpose: str, instructions: str, payload: dict, schema: dict, **options) -> dict:
@@ -252,9 +302,9 @@ def _diary_block_once(
     report["created"].append(block.pk)
 
 
-def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[SemanticMemory], dict]:
+def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> tuple[list[SemanticMemory], dict]:
     conversation = item.conversation
-    if _stage_rows(SemanticMemory, ctx.day, item, "semantic"):
+    if not late and _stage_rows(SemanticMemory, ctx.day, item, "semantic"):
         return _day_facts(item, ctx.day), {"skipped_reason": "already_consolidated"}
     # Dedupe only against this conversation's own memories; cross-conversation merging is deep sleep's job.
     existing = {
@@ -278,9 +328,16 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
     report = {"created": [], "updated": [], "deprecated": [], "duplicates": 0, "rejected_ids": []}
     with transaction.atomic():
         known = {content_key(m.content) for m in existing.values()}
+        held = [slot for slot in (memory_slot(m) for m in existing.values()) if slot is not None]
         for fact in answer.get("create", []):
             external_id = _external_id(ctx.day, item, "semantic", fact["content"])
-            if content_key(fact["content"]) in known or SemanticMemory.objects.filter(external_id=external_id).exists():
+            slot = Slot.from_body({"slot": fact.get("slot")}) or slot_read(fact["content"], name=item.person_name)
+            if (
+                content_key(fact["content"]) in known
+                or SemanticMemory.objects.filter(external_id=external_id).exists()
+                # A restated fact (same slot, same value) never becomes a second active memory.
+                or (slot is not None and any(restates(slot, other) for other in held))
+            ):
                 report["duplicates"] += 1
                 continue
             memory = memory_create(
@@ -292,10 +349,13 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
                     "observed_at": observed_at,
                     "occurred_at": fact.get("occurred_at") or ctx.day.isoformat(),
                     "source_conversations": [conversation.pk],
+                    **({"slot": slot.as_body()} if slot else {}),
                 },
                 **_provenance(item),
             )
             known.add(content_key(memory.content))
+            if slot is not None:
+                held.append(slot)
             report["created"].append(memory.pk)
         for change in answer.get("update", []):
             memory = existing.get(change["id"])
@@ -315,11 +375,25 @@ def _semantic_stage(ctx: StepContext, item: DayConversation) -> tuple[list[Seman
 
 
 def _limbic_stage(
-    ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], *, min_intensity: float
+    ctx: StepContext,
+    item: DayConversation,
+    diary: Entity,
+    facts: list[SemanticMemory],
+    *,
+    min_intensity: float,
+    late: bool,
 ) -> tuple[list[dict], dict]:
-    written = _stage_rows(LimbicBlock, ctx.day, item, BlockTag.LIMBIC.value)
+    written = [] if late else _stage_rows(LimbicBlock, ctx.day, item, BlockTag.LIMBIC.value)
     if written:
-        anchors = [{"content": b.content, "kind": b.body["kind"], "intensity": b.body["intensity"]} for b in written]
+        anchors = [
+            {
+                "content": b.content,
+                "kind": b.body["kind"],
+                "intensity": b.body["intensity"],
+                "valence": b.body.get("valence"),
+            }
+            for b in written
+        ]
         return anchors, {"skipped_reason": "already_consolidated"}
     answer = _llm(
         ctx,
@@ -359,9 +433,15 @@ def _limbic_stage(
 
 
 def _narrative_stage(
-    ctx: StepContext, item: DayConversation, diary: Entity, facts: list[SemanticMemory], anchors: list[dict]
+    ctx: StepContext,
+    item: DayConversation,
+    diary: Entity,
+    facts: list[SemanticMemory],
+    anchors: list[dict],
+    *,
+    late: bool,
 ) -> dict:
-    if _stage_rows(NarrativeBlock, ctx.day, item, BlockTag.NARRATIVE.value):
+    if not late and _stage_rows(NarrativeBlock, ctx.day, item, BlockTag.NARRATIVE.value):
         return {"skipped_reason": "already_consolidated"}
     answer = _llm(
         ctx,
@@ -371,7 +451,10 @@ def _narrative_stage(
             ctx,
             item,
             facts=[{"id": f.pk, "content": f.content} for f in facts],
-            anchors=[{"content": a["content"], "kind": a["kind"], "intensity": a["intensity"]} for a in anchors],
+            anchors=[
+                {"content": a["content"], "kind": a["kind"], "intensity": a["intensity"], "valence": a.get("valence")}
+                for a in anchors
+            ],
         ),
         schema=NARRATIVE_SCHEMA,
     )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import MemoryStatus
+from anima.core.text import is_chinese
+from conversations.models import Message
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
 from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
+from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS
 
 # autobiography_summary is written by light sleep's outline stage only.
 REFRESHED = [
@@ -25,16 +29,46 @@ _BLOCK_TEXT = schema_string(min_length=1, max_length=3000)
 SELF_LAYER_INSTRUCTIONS = (
     "You are the companion revising your self layer after a day. `blocks` holds the current text of each block; "
     "`today` holds what you consolidated from the day (facts, feelings, narratives). Return only the blocks that "
-    "should change, each as its full new text, in the language the block is written in. existence_anchor (what "
-    "you are) changes only when `force` is true. Answer JSON: "
+    "should change, each as its full new text, every block in `language` (zh: Chinese, en: English) — rewrite a "
+    "block written in another language. existence_anchor (what you are) changes only when `force` is true. "
+    "Answer JSON: "
     '{"self_model"?, "personality_baseline"?, "direction"?, "metacognition"?, "existence_anchor"?}.'
 )
 SELF_LAYER_SCHEMA = schema_object({key.value: _BLOCK_TEXT for key in REFRESHED})
 
 
-def _blocks() -> dict[str, SelfLayerBlock]:
+# What the companion is, until an operator writes their own (the block stays editable in the console).
+EXISTENCE_ANCHOR_DEFAULT = {
+    "zh": "我是 Anima，一个有长期记忆的数字陪伴者。我记得和我说话的人，每晚在睡眠中整理白天的经历；"
+    "我的记忆属于我和陪伴的人，我如实对待它们，不编造，也不泄露。",
+    "en": "I am Anima, a digital companion with a long-term memory. I remember the people who talk with me and "
+    "consolidate each day's experience in my nightly sleep; my memories belong to me and to the people I keep "
+    "company, and I treat them truthfully — I neither invent nor disclose them.",
+}
+# Messages read to find the language most conversations are held in.
+LANGUAGE_SAMPLE = 500
+
+
+def companion_language() -> str:
+    """ "zh" or "en": the configured companion language, else the majority language of recent dialogue."""
+    if settings.ANIMA_COMPANION_LANGUAGE != "auto":
+        return settings.ANIMA_COMPANION_LANGUAGE
+    recent = (
+        Message.objects.filter(role__in=DIALOGUE_ROLES)
+        .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
+        .order_by("-id")
+        .values_list("content", flat=True)[:LANGUAGE_SAMPLE]
+    )
+    votes = [is_chinese(text) for text in recent if text.strip()]
+    return "zh" if votes and sum(votes) * 2 >= len(votes) else "en"
+
+
+def _blocks(*, language: str) -> dict[str, SelfLayerBlock]:
     for key in REFRESHED:
-        SelfLayerBlock.objects.get_or_create(key=key, defaults={"locked": key in LOCKED_BY_DEFAULT})
+        block, _ = SelfLayerBlock.objects.get_or_create(key=key, defaults={"locked": key in LOCKED_BY_DEFAULT})
+        if key == SelfBlock.EXISTENCE_ANCHOR and not block.content.strip():
+            block.content = EXISTENCE_ANCHOR_DEFAULT[language]
+            block.save(update_fields=["content", "updated_at"])
     return {block.key: block for block in SelfLayerBlock.objects.filter(key__in=REFRESHED)}
 
 
@@ -46,14 +80,16 @@ def self_layer_refresh(ctx: StepContext) -> dict:
     )
     anchors = list(LimbicBlock.objects.filter(source_day=ctx.day))
     narratives = list(NarrativeBlock.objects.filter(source_day=ctx.day))
+    language = companion_language()
+    blocks = _blocks(language=language)
     if not (facts or anchors or narratives):
         return {"skipped_reason": "nothing_new"}
-    blocks = _blocks()
     answer = llm_json(
         purpose="self-layer",
         instructions=SELF_LAYER_INSTRUCTIONS,
         payload={
             "day": ctx.day.isoformat(),
+            "language": language,
             "force": ctx.force,
             "blocks": {key: block.content for key, block in blocks.items()},
             "today": {

@@ -196,3 +196,13 @@ def test_messages_archived_once_are_never_archived_again_after_the_summary_expir
             prepare_turn(conversation=chat, user_message="again", now=moment, store=False)
     sent = [turn["content"] for call in provider.calls for turn in call.payload["dialogue"]]
     assert sent and len(sent) == len(set(sent))
+
+
+def test_a_remember_request_in_the_turn_hides_the_tool_and_routes_a_call_to_long_term_memory(chat):
+    assert stm_tool_available(conversation=chat)
+    MessageFactory(conversation=chat, content="记住：我女儿对花生过敏。", created_at=at("09:04"))
+
+    assert not stm_tool_available(conversation=chat)
+    result = update_short_term_memory(conversation=chat, summary="x", now=at("09:05"))
+    assert result["success"] is False and "memory_remember" in result["error"]
+    assert not ShortTermMemory.objects.exists()

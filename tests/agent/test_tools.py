@@ -8,14 +8,17 @@ from hypothesis import strategies as st
 
 from anima.agent.tools import TOOLS, ToolError, tool_call, tool_schemas
 from anima.api.testing import operator_client
+from conversations.models import Role
 from memory.models import SemanticMemory
 from memory.services import memory_remember
 from tests.factories import (
     ConversationFactory,
     HistoryEntryFactory,
     IdentityFactory,
+    MessageFactory,
     PersonFactory,
     SemanticMemoryFactory,
+    belief_superseded,
 )
 
 
@@ -37,6 +40,7 @@ def test_the_published_schemas_are_openai_function_definitions():
         "remember",
         "search_history",
         "map_identity",
+        "forget",
     ]
 
 
@@ -259,3 +263,34 @@ def test_an_unmapped_account_naming_a_person_is_refused_and_alone_sees_global_me
 
     assert caught.value.field == "person" and "not mapped" in str(caught.value)
     assert [hit["snippet"] for hit in alone["results"]] == ["peanut allergy is common"]
+
+
+def test_the_tools_answer_what_was_believed_last_week():
+    leo = PersonFactory(slug="leo")
+    old, new, _ = belief_superseded(person=leo)
+    last_week = {"person": "leo", "as_of": "2026-11-20"}
+    recalled = tool_call(name="memory_recall", arguments={"query": "daughter zodiac", **last_week})
+    searched = tool_call(name="memory_semantic_search", arguments={"query": "zodiac", **last_week})
+    listed = tool_call(name="memory", arguments={"action": "recall", **last_week})
+    now = tool_call(name="memory", arguments={"action": "recall", "person": "leo"})
+    assert [r["id"] for r in recalled["results"]] == [r["id"] for r in searched["results"]] == [old.pk]
+    assert [m["id"] for m in listed["memories"]] == [old.pk]
+    assert [m["id"] for m in now["memories"]] == [new.pk]
+    with pytest.raises(ToolError) as refused:
+        tool_call(name="memory_recall", arguments={"query": "zodiac", "as_of": "2200-01-01"})
+    assert refused.value.field == "as_of"
+
+
+def test_a_turn_that_asks_to_remember_is_not_offered_the_short_term_tool():
+    conversation = ConversationFactory()
+    MessageFactory(conversation=conversation, role=Role.USER, content="Let's plan the trip.")
+
+    def offered() -> list[str]:
+        schemas = operator_client().get("/api/tools/", {"conversation": conversation.pk}).json()
+        return [schema["function"]["name"] for schema in schemas]
+
+    assert "update_short_term_memory" in offered()
+    MessageFactory(conversation=conversation, role=Role.USER, content="Please remember this: I'm vegan.")
+    assert "update_short_term_memory" not in offered()
+    assert "memory_remember" in offered()
+    assert operator_client().get("/api/tools/", {"conversation": 10**9}).status_code == 404

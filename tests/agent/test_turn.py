@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 from datetime import date, datetime, timedelta
 
 import pytest
@@ -16,10 +17,12 @@ from anima.agent.turn import PEERS_NAME, prepare_turn
 from anima.core.config import config_update
 from conversations.models import Message, PeerBlock, Role, StmScope
 from conversations.services import conversations_import
-from memory.services import memories_import
+from memory.models import EmotionalTendency
+from memory.services import emotional_tendencies_refresh, memories_import
 from temporal.tick import temporal_tick_run
 from tests.factories import (
     ConversationFactory,
+    LimbicAnchorFactory,
     MessageFactory,
     PeerBlockFactory,
     PersonFactory,
@@ -95,13 +98,16 @@ def test_the_system_prompt_is_a_snapshot_until_the_next_0200_boundary():
 
 def test_history_then_passive_recall_right_before_the_user_message_which_is_stored():
     leo = PersonFactory(slug="leo")
-    fact = SemanticMemoryFactory(person=leo, content="Leo 的猫叫 Miso，是一只橘猫")
     conversation = ConversationFactory(person=leo)
     MessageFactory(conversation=conversation, content="早上好", created_at=at("09:00"))
     MessageFactory(conversation=conversation, role=Role.ASSISTANT, content="早上好，Leo！", created_at=at("09:01"))
+    prepare_turn(conversation=conversation, user_message="早上好", now=at("09:02"), store=False)  # the snapshot
+    # Learnt after the system prompt was built: only passive recall can bring it into this turn.
+    fact = SemanticMemoryFactory(person=leo, content="Leo 的猫叫 Miso，是一只橘猫")
 
     messages = prepare_turn(conversation=conversation, user_message="我的猫叫什么名字？", now=at("09:05"))
 
+    assert f"[[anima:{fact.pk}]]" not in messages[0]["content"]
     assert [(m["role"], m["content"]) for m in messages[1:3]] == [("user", "早上好"), ("assistant", "早上好，Leo！")]
     passive, user = messages[-2:]
     assert passive["role"] == "assistant" and passive["name"] == "passive_memory_context"
@@ -285,7 +291,10 @@ def test_the_demo_prints_a_prepared_turn_with_peers_and_passive_recall():
 
     text = out.getvalue()
     assert "(temporal_summary_peers)" in text and "Maya" in text
-    assert "(passive_memory_context)" in text and "小雨" in text
+    assert "小雨" in text
+    # Every fact shows once: passive recall leaves out what the system prompt already holds.
+    cited = re.findall(r"\[\[anima:(\d+)\]\]", text)
+    assert cited and len(cited) == len(set(cited))
     assert text.rstrip().endswith(DEMO_MESSAGE)
     assert not Message.objects.filter(content=DEMO_MESSAGE).exists()
 
@@ -359,3 +368,71 @@ def test_blocks_of_buckets_the_summary_covers_stay_out_even_when_first_shown_lat
     messages = prepare_turn(conversation=viewer, user_message="later", now=at("11:45"), store=False)
 
     assert peers(messages) == []  # the 10:00 bucket lies inside what the summary stands for
+
+
+def _feelings(person, first: date, days: int, valence: float, arousal: float) -> None:
+    # Usual days vary a little, as real ones do.
+    for offset in range(days):
+        wobble = (offset % 3 - 1) * 0.05
+        LimbicAnchorFactory(
+            person=person, day=first + timedelta(days=offset), valence=valence + wobble, arousal=arousal - wobble
+        )
+
+
+def test_a_tendency_line_appears_after_a_run_of_sad_days_and_disappears_after_happy_ones():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    conversation = ConversationFactory(person=leo)
+    MessageFactory(conversation=conversation, role=Role.USER, content="Work has been a lot lately.")
+    last_sad = date(2026, 11, 20)
+    _feelings(leo, last_sad - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    _feelings(leo, last_sad - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    emotional_tendencies_refresh(day=last_sad)
+
+    after_sad = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00", "2026-11-21"))
+
+    assert "Leo has seemed more stressed than usual this week." in after_sad[0]["content"]
+
+    _feelings(leo, last_sad + timedelta(days=1), 7, valence=0.6, arousal=0.3)
+    emotional_tendencies_refresh(day=last_sad + timedelta(days=7))
+
+    after_happy = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00", "2026-11-28"))
+
+    assert "this week" not in after_happy[0]["content"]
+    assert "than usual" not in after_happy[0]["content"]
+
+
+def test_the_tendency_line_is_in_the_conversations_language_and_changes_the_prefix_once_a_day():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    conversation = ConversationFactory(person=leo)
+    MessageFactory(conversation=conversation, role=Role.USER, content="最近工作压力好大，天天加班")
+    day = date(2026, 11, 20)
+    _feelings(leo, day - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    morning = prepare_turn(conversation=conversation, user_message="早", now=at("09:00", "2026-11-21"))
+    _feelings(leo, day - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    emotional_tendencies_refresh(day=day)  # a late (or re-run) night's step, after today's snapshot
+
+    noon = prepare_turn(conversation=conversation, user_message="在吗", now=at("12:00", "2026-11-21"))
+    next_day = prepare_turn(conversation=conversation, user_message="早", now=at("09:00", "2026-11-22"))
+
+    assert noon[0]["content"] == morning[0]["content"]  # the snapshot stands until the next 02:00
+    assert "这一周 Leo 似乎比平时压力更大。" in next_day[0]["content"]
+
+
+def test_a_conversation_carries_only_its_own_persons_tendency():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    day = date(2026, 11, 20)
+    for person in (leo, maya):
+        _feelings(person, day - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    _feelings(leo, day - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    _feelings(maya, day - timedelta(days=6), 7, valence=0.6, arousal=0.3)
+    emotional_tendencies_refresh(day=day)
+    now = at("10:00", "2026-11-21")
+
+    maya_prompt = prepare_turn(conversation=ConversationFactory(person=maya), user_message="hi", now=now)[0]
+    nobodys_prompt = prepare_turn(conversation=ConversationFactory(person=None), user_message="hi", now=now)[0]
+
+    assert EmotionalTendency.objects.get(person=None, day=day).mood  # everyone's week did move
+    for prompt in (maya_prompt, nobodys_prompt):
+        assert "than usual" not in prompt["content"]
+        assert "Leo" not in prompt["content"]

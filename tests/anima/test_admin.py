@@ -17,6 +17,7 @@ from anima.core.models import AutoLlmRun, BlockTag, RuntimeConfig, RuntimeConfig
 from tests.factories import (
     AutoLlmRunFactory,
     ContentBlockFactory,
+    EmotionalTendencyFactory,
     HistoryEntryFactory,
     IdentityFactory,
     MemoryReferenceFactory,
@@ -39,6 +40,7 @@ def staff_client(client):
 def one_of_everything():
     SemanticMemoryFactory(content="Leo 住在杭州")
     ContentBlockFactory(tag=BlockTag.LIMBIC, content="我感到安心")
+    EmotionalTendencyFactory(mood="low", shifts=[{"day": "2026-11-01", "valence": -0.5}])
     TemporalSummaryFactory()
     HistoryEntryFactory()
     IdentityFactory()

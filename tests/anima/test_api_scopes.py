@@ -20,6 +20,7 @@ from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
     DiaryEntryFactory,
+    EmotionalTendencyFactory,
     HistoryEntryFactory,
     IdentityFactory,
     MessageFactory,
@@ -75,6 +76,8 @@ def world() -> World:
     day = DiaryEntryFactory(source_day=dt.date(2026, 10, 1))
     ContentBlockFactory(parent=day, tag=BlockTag.LIMBIC, person=leo, content="I felt calm with Leo")
     ContentBlockFactory(parent=day, tag=BlockTag.NARRATIVE, person=maya, content="maya told me about Berlin")
+    for person in (leo, maya, None):
+        EmotionalTendencyFactory(person=person, day=day.source_day, mood="low")
     return World(
         leo_conversation=leo_conversation,
         maya_conversation=maya_conversation,
@@ -160,6 +163,9 @@ OPERATIONS = [
     ("get", "/api/recall/?q=peanut&person=maya", None, OPERATOR_ONLY),
     ("get", "/api/diary/", None, ALL),
     ("get", "/api/diary/{diary}/", None, ALL),
+    ("get", "/api/emotional-tendencies/", None, ALL),
+    ("get", "/api/emotional-tendencies/?person=leo", None, ALL),
+    ("get", "/api/emotional-tendencies/?person=maya", None, OPERATOR_ONLY),
     ("get", "/api/temporal-summaries/", None, ALL),
     ("get", "/api/temporal-summaries/{summary}/", None, ALL),
     ("get", "/api/sleep-runs/", None, OPERATOR_ONLY),

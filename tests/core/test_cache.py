@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import logging
+import os
+import uuid
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.core.cache import cache_get_json, cache_set_json
+from anima.core.cache import cache_delete_prefix, cache_get_json, cache_set_json
 
 
 def test_values_round_trip_through_the_in_process_default(private_cache):
@@ -34,3 +37,24 @@ def test_redis_down_and_nothing_cached_is_a_miss_not_an_error(redis_down):
 def test_any_json_value_survives_the_fallback(redis_down, value):
     cache_set_json(key="anima:test:any", value=value, timeout_seconds=60)
     assert cache_get_json(key="anima:test:any") == value
+
+
+def test_deleting_by_prefix_drops_the_in_process_entries(private_cache):
+    cache_set_json(key="anima:temporal:peer_roll:2026-11-20:x", value={"summary": "old"}, timeout_seconds=60)
+    cache_delete_prefix(prefix="anima:temporal:peer_roll:")
+    assert cache_get_json(key="anima:temporal:peer_roll:2026-11-20:x") is None
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL")
+def test_deleting_by_prefix_scans_redis_and_keeps_other_keys(settings):
+    settings.CACHES = {
+        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": os.environ["REDIS_URL"]},
+    }
+    prefix = f"anima:test:{uuid.uuid4().hex}:peer_roll:"
+    for n in range(3):
+        cache_set_json(key=f"{prefix}{n}", value={"n": n}, timeout_seconds=60)
+    cache_set_json(key=f"{prefix[:-10]}other", value={"kept": True}, timeout_seconds=60)
+    assert cache_delete_prefix(prefix=prefix) == 3
+    assert [cache_get_json(key=f"{prefix}{n}") for n in range(3)] == [None, None, None]
+    assert cache_get_json(key=f"{prefix[:-10]}other") == {"kept": True}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, ProgrammingError, connection, transaction
+from django.utils import timezone
 
-from anima.core.models import BlockTag, Entity
+from anima.core.models import BlockTag, Entity, ForgetReason, ForgetTombstone
+from anima.core.redaction import forget_redaction
 from conversations.models import HistoryEntry
 from tests.factories import (
     ContentBlockFactory,
@@ -89,3 +91,22 @@ def test_a_message_counts_once_per_cited_entity():
             "INSERT INTO memory_references (entity_id, message_id, weight, created_at) VALUES (%s, %s, 1, now())",
             [reference.entity_id, reference.message_id],
         )
+
+
+def test_only_an_open_forget_tombstone_lets_redaction_past_the_append_only_triggers():
+    block = ContentBlockFactory(tag=BlockTag.LIMBIC, content="I feel a quiet warmth")
+    entry = HistoryEntryFactory(content="we shipped the launch")
+    tombstone = ForgetTombstone.objects.create(kind="memory", target_id=1, reason=ForgetReason.OPERATOR)
+    with forget_redaction(tombstone_id=tombstone.pk):
+        Entity.objects.filter(pk=block.pk).update(content="I feel warmth")
+        HistoryEntry.objects.filter(pk=entry.pk).delete()
+    assert Entity.objects.get(pk=block.pk).content == "I feel warmth"
+    assert not HistoryEntry.objects.filter(pk=entry.pk).exists()
+    # Outside it, after it is finished, or naming a tombstone that does not exist: refused.
+    with pytest.raises(REFUSED), transaction.atomic():
+        Entity.objects.filter(pk=block.pk).update(content="rewritten")
+    ForgetTombstone.objects.filter(pk=tombstone.pk).update(finished_at=timezone.now())
+    for tombstone_id in (tombstone.pk, tombstone.pk + 1000):
+        with pytest.raises(REFUSED), forget_redaction(tombstone_id=tombstone_id):
+            Entity.objects.filter(pk=block.pk).delete()
+    assert Entity.objects.get(pk=block.pk).content == "I feel warmth"

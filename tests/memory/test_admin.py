@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
+from xml.etree import ElementTree
 
 import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from conversations.models import Role
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SemanticMemory
+from memory.services import emotional_tendencies_refresh
 from tests.factories import (
     ContentBlockFactory,
     DiaryEntryFactory,
+    EmotionalTendencyFactory,
+    LimbicAnchorFactory,
     MemoryReferenceFactory,
     MessageFactory,
     PersonFactory,
@@ -156,7 +161,7 @@ def test_editing_a_memory_re_segments_it_so_search_finds_the_new_text(admin_clie
     assert _listed_ids(admin_client.get(CHANGELIST, {"q": "上海"})) == []
 
 
-def test_change_page_shows_the_supersede_chain_and_the_citing_messages(admin_client):
+def test_change_page_shows_the_belief_timeline_and_the_citing_messages(admin_client):
     newest = SemanticMemoryFactory(content="现在更喜欢 TypeScript")
     middle = SemanticMemoryFactory(
         content="喜欢 Go", status=MemoryStatus.EXPIRED, superseded_by=newest, expired_reason="preference changed"
@@ -233,3 +238,49 @@ def test_a_locked_self_layer_block_is_edited_only_after_an_explicit_unlock(admin
 @given(text=st.one_of(st.text(max_size=60), st.from_regex(r"#?[0-9]{1,30}", fullmatch=True)))
 def test_any_search_text_answers_without_a_server_error(admin_client, text):
     assert admin_client.get(CHANGELIST, {"q": text}).status_code == 200
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def test_the_mood_chart_draws_a_persons_days_with_their_anchors_one_click_away(admin_client):
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    today = timezone.localdate()
+    for back in range(1, 11):
+        LimbicAnchorFactory(person=leo, day=today - dt.timedelta(days=back), valence=0.5, content=f"I feel calm {back}")
+    LimbicAnchorFactory(person=leo, day=today - dt.timedelta(days=1), valence=-0.9, content="I feel Leo's dread")
+    LimbicAnchorFactory(person=maya, day=today - dt.timedelta(days=2), valence=-0.5, content="I feel maya's worry")
+    emotional_tendencies_refresh(day=today - dt.timedelta(days=1))
+    EmotionalTendencyFactory(person=leo, day=today - dt.timedelta(days=3), mood="stressed")
+
+    page = admin_client.get(reverse("admin:memory_emotionaltendency_chart"), {"person": "leo"})
+
+    assert page.status_code == 200
+    svg = ElementTree.fromstring(str(page.context["chart"]))  # well-formed SVG
+    dots = {(a.get("data-day"), a.get("data-dimension")): a.get("href") for a in svg.iter(f"{SVG}a")}
+    assert len(dots) == 20  # ten days, valence and arousal
+    (notable,) = svg.iter(f"{SVG}rect")
+    assert notable.find(f"{SVG}title").text.endswith("was more stressed than usual")
+    titles = {(a.get("data-day"), a.get("data-dimension")): a.find(f"{SVG}title").text for a in svg.iter(f"{SVG}a")}
+    # Maya's worried day is not Leo's: his dot of that day stays where his own anchor put it.
+    two_days_ago = (today - dt.timedelta(days=2)).isoformat()
+    assert titles[(two_days_ago, "valence")] == f"{two_days_ago}: valence +0.50, 1 anchor"
+    both = admin_client.get(dots[((today - dt.timedelta(days=1)).isoformat(), "valence")])
+    one = admin_client.get(dots[((today - dt.timedelta(days=5)).isoformat(), "arousal")])
+    assert both.status_code == one.status_code == 200
+    assert b"I feel Leo&#x27;s dread" in both.content and b"I feel calm 1" in both.content
+    assert b"I feel calm 2" not in both.content
+    assert b"I feel calm 5" in one.content
+    # The stored 7-day means are drawn too, and the overall chart includes Maya's day.
+    assert page.context["latest"].person == leo
+    everyone = admin_client.get(reverse("admin:memory_emotionaltendency_chart"))
+    assert len(list(ElementTree.fromstring(str(everyone.context["chart"])).iter(f"{SVG}a"))) == 20
+
+
+def test_the_mood_chart_refuses_unknown_persons_and_clamps_the_span(admin_client):
+    url = reverse("admin:memory_emotionaltendency_chart")
+
+    assert admin_client.get(url, {"person": "nobody"}).status_code == 404
+    assert admin_client.get(url, {"days": "100000"}).context["days"] == 60
+    assert admin_client.get(url, {"days": "1"}).context["days"] == 7
+    assert admin_client.get(url, {"days": "400"}).context["days"] == 366

@@ -7,7 +7,14 @@ import datetime as dt
 from anima.api.testing import api_client, operator_client
 from anima.core.models import BlockTag, MemoryStatus
 from memory.models import SemanticMemory
-from tests.factories import ContentBlockFactory, DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
+from tests.factories import (
+    ContentBlockFactory,
+    DiaryEntryFactory,
+    EmotionalTendencyFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+    belief_superseded,
+)
 
 
 def test_remember_creates_once_and_returns_the_existing_fact_after():
@@ -119,3 +126,62 @@ def test_a_search_that_finds_nothing_is_an_empty_page():
     response = operator_client().get("/api/memories/", {"q": "zebrafish"})
     assert response.status_code == 200
     assert response.json()["results"] == []
+
+
+def test_emotional_tendencies_are_listed_newest_first_and_filtered():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    day = dt.date(2026, 11, 20)
+    EmotionalTendencyFactory(person=leo, day=day, mood="stressed", week_valence=-0.5, mood_since=day)
+    EmotionalTendencyFactory(person=leo, day=day - dt.timedelta(days=1))
+    EmotionalTendencyFactory(person=maya, day=day)
+    EmotionalTendencyFactory(person=None, day=day, mood="low")
+    client = operator_client()
+
+    everything = client.get("/api/emotional-tendencies/").json()["results"]
+    leos = client.get("/api/emotional-tendencies/", {"person": "leo", "notable": "true"}).json()["results"]
+    overall = client.get("/api/emotional-tendencies/", {"overall": "true"}).json()["results"]
+    since = client.get("/api/emotional-tendencies/", {"since": "2026-11-20"}).json()["results"]
+
+    assert [(row["person"], row["day"]) for row in everything] == [
+        ("leo", "2026-11-20"),
+        ("maya", "2026-11-20"),
+        (None, "2026-11-20"),
+        ("leo", "2026-11-19"),
+    ]
+    assert [(row["mood"], row["mood_since"], row["week_valence"]) for row in leos] == [("stressed", "2026-11-20", -0.5)]
+    assert [(row["person"], row["mood"]) for row in overall] == [(None, "low")]
+    assert len(since) == 3
+
+
+def test_a_person_token_sees_its_own_tendencies_only():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    day = dt.date(2026, 11, 20)
+    for person in (leo, maya, None):
+        EmotionalTendencyFactory(person=person, day=day, mood="low")
+    client = api_client(username="leo-app", scope="person", persons=[leo])
+
+    mine = client.get("/api/emotional-tendencies/")
+    overall = client.get("/api/emotional-tendencies/", {"overall": "true"})
+    hers = client.get("/api/emotional-tendencies/", {"person": "maya"})
+
+    assert [row["person"] for row in mine.json()["results"]] == ["leo"]
+    assert overall.json()["results"] == []  # the overall rows mix everyone's anchors
+    assert hers.status_code == 403
+    assert "maya" in hers.json()["detail"]
+
+
+def test_recall_as_of_answers_from_belief_history_and_refuses_far_off_moments():
+    leo = PersonFactory(slug="leo")
+    old, new, _ = belief_superseded(person=leo)
+    client = operator_client()
+
+    def held(as_of):
+        return client.get("/api/recall/", {"q": "zodiac", "person": "leo", "types": "semantic", "as_of": as_of})
+
+    assert [r["id"] for r in held("2026-11-20").json()["results"]] == [old.pk]
+    assert [r["id"] for r in held("2026-11-25T21:00+08:00").json()["results"]] == [new.pk]
+    for far in ("1899-12-31", "2200-01-01", "2200-01-01T00:00", "last week"):
+        response = held(far)
+        assert response.status_code == 400 and "as_of" in response.json(), far
+    listed = client.get(f"/api/memories/{old.pk}/").json()
+    assert listed["valid_to"] and listed["expired_reason"] == "contradiction: corrected"

@@ -9,6 +9,7 @@ from conversations.models import Platform, Role
 from conversations.services import message_create
 from memory.citations import memory_ref_sync
 from memory.models import MemoryReference
+from memory.services import MemoryPart, memory_expire, memory_merge, memory_split
 from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
 
 
@@ -62,3 +63,23 @@ def test_a_cron_conversation_citing_a_memory_never_counts_on_write():
     message_create(conversation=cron, role=Role.ASSISTANT, content=f"nightly report [[anima:{memory.pk}]]")
     assert _count(memory) == 0
     assert memory_ref_sync()["counts_changed"] == 0
+
+
+def test_a_merged_or_split_memory_passes_its_citations_on_but_a_changed_one_keeps_them():
+    first, second, changed, newer = (SemanticMemoryFactory() for _ in range(4))
+    conversation = ConversationFactory()
+    message_create(conversation=conversation, role=Role.USER, content=f"[[anima:{first.pk}]] [[anima:{second.pk}]]")
+    message_create(conversation=conversation, role=Role.ASSISTANT, content=f"[[anima:{second.pk}]]")
+    message_create(conversation=conversation, role=Role.ASSISTANT, content=f"[[anima:{changed.pk}]]")
+    merged = memory_merge(sources=[first, second], content="both", memory_type="world", external_id="m")
+    (part, _) = memory_split(
+        memory=merged,
+        parts=[MemoryPart(memory_type="world", content=t, external_id=t) for t in ("one", "two")],
+    )
+    memory_expire(memory=changed, reason="changed", superseded_by=newer)
+
+    memory_ref_sync()
+
+    assert _count(merged) == 2 + 2  # two citing messages, each counted once
+    assert _count(part) == 4  # and on through the split
+    assert _count(changed) == 2 and _count(newer) == 0

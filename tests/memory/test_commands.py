@@ -8,7 +8,13 @@ from django.core.management import CommandError, call_command
 
 from anima.core.models import Entity
 from conversations.models import Role
-from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+    belief_superseded,
+)
 
 
 def _run(*args) -> str:
@@ -69,3 +75,13 @@ def test_memory_ref_sync_command_prints_its_summary():
     summary = json.loads(_run("memory_ref_sync"))
     assert summary["references_added"] == 1  # the factory bypassed the write path; sync catches up
     assert Entity.objects.get(pk=memory.pk).reference_count == 2
+
+
+def test_recall_as_of_a_day_and_a_far_off_one():
+    old, new, _ = belief_superseded(person=PersonFactory(slug="leo"))
+    before = json.loads(_run("recall", "zodiac", "--person", "leo", "--as-of", "2026-11-20", "--json"))
+    after = json.loads(_run("recall", "zodiac", "--person", "leo", "--as-of", "2026-11-26", "--json"))
+    assert [r["id"] for r in before["results"]] == [old.pk]
+    assert [r["id"] for r in after["results"]] == [new.pk]
+    with pytest.raises(CommandError, match="--as-of must be between 1900-01-01 and 2199-12-31"):
+        _run("recall", "zodiac", "--as-of", "2200-01-01")

@@ -16,6 +16,7 @@ from memory.search._stats import TermStats
 from memory.selectors import (
     memory_recall,
     memory_semantic_search,
+    memory_versions,
     passive_recall,
     resident_memories,
     resident_memory_lines,
@@ -27,6 +28,7 @@ from tests.factories import (
     PersonFactory,
     RuntimeConfigFactory,
     SemanticMemoryFactory,
+    belief_superseded,
 )
 
 
@@ -183,3 +185,54 @@ def test_recall_reads_the_replica_and_finds_what_the_primary_committed(replica):
     assert [result["id"] for result in results] == [memory.pk]
     assert primary.captured_queries == []
     assert any("ts_rank_cd" in query["sql"] for query in on_replica.captured_queries)
+
+
+# --- Belief history: recall "as of" a moment ---
+
+
+def test_the_as_of_answer_changes_across_a_supersede():
+    leo = PersonFactory(slug="leo")
+    old, new, _ = belief_superseded(person=leo)
+
+    def held(as_of):
+        return [r["id"] for r in memory_recall(query="zodiac sign", person=leo, as_of=as_of, memory_types=["semantic"])]
+
+    assert held(dt.date(2026, 11, 20)) == [old.pk]  # a date: the end of that local day
+    assert held(dt.date(2026, 11, 9)) == []  # before anyone knew
+    assert held(dt.date(2026, 11, 26)) == [new.pk]
+    assert held(timezone.make_aware(dt.datetime(2026, 11, 25, 19, 59))) == [old.pk]
+    assert held(None) == [new.pk]  # today: active memories only
+    past = memory_recall(query="zodiac", person=leo, as_of=dt.date(2026, 11, 20), memory_types=["semantic"])[0]
+    assert past["valid_to"] == old.valid_to.isoformat()
+
+
+def test_as_of_reads_other_sources_by_creation_time():
+    early = MessageFactory(content="we adopted a hedgehog", role=Role.USER)
+    early.created_at = timezone.make_aware(dt.datetime(2026, 11, 1, 12))
+    early.save(update_fields=["created_at"])
+    MessageFactory(content="the hedgehog is called Spike", role=Role.USER)
+    found = memory_recall(query="hedgehog", as_of=dt.date(2026, 11, 2), memory_types=["session"])
+    assert [r["id"] for r in found] == [early.pk]
+
+
+def test_memory_versions_run_old_to_new_with_the_conversation_that_changed_them():
+    old, new, correction = belief_superseded(person=PersonFactory(slug="leo"))
+    for memory in (old, new):
+        versions = memory_versions(memory=memory)
+        assert [v.pk for v in versions] == [old.pk, new.pk]
+        assert versions[0].superseded_by.source_conversation == correction
+
+
+def test_passive_recall_skips_memories_the_system_prompt_already_shows():
+    person = PersonFactory()
+    shown = SemanticMemoryFactory(content="Maya's cat Miso likes tuna", person=person)
+    unseen = SemanticMemoryFactory(content="Miso the cat sleeps on the piano", person=person)
+    conversation = ConversationFactory(
+        person=person, system_prompt=f"## Person memory\n- {shown.content} [[anima:{shown.pk}]]"
+    )
+
+    ids = [
+        hit["id"] for hit in passive_recall(conversation=conversation, user_message="What does Miso the cat like?").hits
+    ]
+
+    assert shown.pk not in ids and unseen.pk in ids

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import io
 import json
 
 import pytest
+from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
+from django.utils import timezone
 
 from anima.core.models import BlockTag, Entity, MemoryStatus
 from conversations.models import Person
@@ -17,8 +20,10 @@ from memory.services import (
     diary_block_create,
     memories_import,
     memory_create,
+    memory_deprecate,
     memory_expire,
     memory_merge,
+    memory_restore,
     memory_split,
     memory_update,
 )
@@ -210,3 +215,41 @@ def test_diary_blocks_hang_under_their_day_and_take_its_day():
         diary_block_create(diary=block, tag=BlockTag.DREAM, content="x")
     with pytest.raises(IntegrityError):  # the database keeps one dream a day
         diary_block_create(diary=diary, tag=BlockTag.DREAM, content="又一个梦")
+
+
+def test_every_retirement_ends_the_belief_and_a_restore_reopens_it():
+    memory = memory_create(content="Leo lives in Hangzhou", memory_type="world", body={"occurred_at": "2025-03-01"})
+    assert timezone.localtime(memory.valid_from).isoformat() == "2025-03-01T00:00:00+08:00"
+    memory_deprecate(memory=memory, reason="wrong")
+    assert memory.valid_to is not None and memory.expired_reason == "wrong"
+    memory_restore(memory=memory)
+    assert (memory.valid_to, memory.expired_reason) == (None, "")
+    fuzzy = memory_create(content="Leo moved in spring", memory_type="world", body={"occurred_at": "spring 2019"})
+    assert fuzzy.valid_from == fuzzy.created_at  # a fuzzy date is no moment: the first sighting stands in
+
+
+def test_the_migration_backfills_belief_history_from_the_body():
+    backfill = importlib.import_module("anima.migrations.0007_belief_history").belief_history_backfill
+    dated = SemanticMemoryFactory(body={"occurred_at": "2025-03-01"})
+    seen = SemanticMemoryFactory(body={"observed_at": "2026-01-02T03:04:05+00:00", "occurred_at": "spring"})
+    retired = SemanticMemoryFactory(status=MemoryStatus.EXPIRED)
+    Entity.objects.update(valid_from=None, valid_to=None)
+    with connection.schema_editor() as editor:
+        backfill(apps, editor)
+    dated, seen, retired = (Entity.objects.get(pk=m.pk) for m in (dated, seen, retired))
+    assert timezone.localtime(dated.valid_from).isoformat() == "2025-03-01T00:00:00+08:00"
+    assert seen.valid_from.isoformat() == "2026-01-02T03:04:05+00:00"
+    assert (retired.valid_from, retired.valid_to) == (retired.created_at, retired.updated_at)
+    assert dated.valid_to is None
+
+
+def test_a_supersede_ends_the_old_belief_when_the_new_one_began():
+    old = memory_create(content="Leo lives in Hangzhou", memory_type="world", body={"occurred_at": "2026-03-01"})
+    new = memory_create(content="Leo lives in Suzhou", memory_type="world", body={"occurred_at": "2026-11-20"})
+    memory_expire(memory=old, reason="moved", superseded_by=new)
+    assert old.valid_to == new.valid_from
+    # A successor dated before the old belief began ends it at once, never before it began.
+    older = memory_create(content="Leo's sign is Leo", memory_type="world", body={"occurred_at": "2026-05-01"})
+    backdated = memory_create(content="Leo's sign is Virgo", memory_type="world", body={"occurred_at": "2016-09-01"})
+    memory_expire(memory=older, reason="corrected", superseded_by=backdated)
+    assert older.valid_to == older.valid_from

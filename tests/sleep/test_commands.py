@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from sleep import steps
+from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun
 
 
@@ -24,7 +25,7 @@ def test_a_run_prints_a_table_of_steps_and_ends_with_one_json_line():
     run = PipelineRun.objects.get()
     assert report["run_id"] == run.pk and report["day"] == "2026-11-20" and report["status"] == "succeeded"
     assert [step["step"] for step in report["steps"]][:2] == ["conversation-cleanup", "light-sleep"]
-    assert len(report["steps"]) == 8
+    assert len(report["steps"]) == len(SLEEP_CYCLE.steps)
     assert set(report["steps"][0]) == {"step", "status", "attempt", "output", "error"}
     table = "\n".join(lines[:-1])
     assert "light-sleep" in table and "succeeded" in table

@@ -63,6 +63,7 @@ def test_the_dag_is_the_one_of_the_seeds():
         "dream": ("light-sleep",),
         "self-layer-refresh": ("light-sleep",),
         "temporal-summary-day": ("light-sleep",),
+        "emotional-tendency": ("light-sleep",),
         "memory-ref-sync": ("deep-sleep",),
         "temporal-summary-cascade": ("deep-sleep",),
     }
@@ -103,6 +104,7 @@ def test_a_manual_cycle_runs_the_real_steps_in_order_with_the_configured_budget(
         "dream",
         "self-layer-refresh",
         "temporal-summary-day",
+        "emotional-tendency",
         "memory-ref-sync",
         "temporal-summary-cascade",
     ]

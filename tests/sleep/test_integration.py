@@ -28,6 +28,7 @@ from anima.core.llm.testing import StubLlmServer, StubReply
 from anima.core.models import AutoLlmRun
 from conversations.models import Role
 from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SemanticMemory
+from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun
 from sleep.services import sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import run_sleep_cycle
@@ -121,7 +122,7 @@ def test_a_worker_runs_the_whole_cycle_end_to_end(worker_queue):
 
     steps = dict(run.steps.values_list("step", "status"))
     assert run.status == "succeeded", list(run.steps.values("step", "status", "error"))
-    assert len(steps) == 8 and set(steps.values()) == {"succeeded"}
+    assert len(steps) == len(SLEEP_CYCLE.steps) and set(steps.values()) == {"succeeded"}
     assert (run.trigger, run.mode) == ("manual", "full")
     # The worker's LLM calls (offline provider) are audited under the run's key.
     assert AutoLlmRun.objects.filter(run_key=f"sleep-run:{run.pk}", purpose="light-sleep.semantic").exists()
@@ -242,7 +243,8 @@ def test_a_fanned_out_cycle_completes_its_chord_on_a_pool_of_worker_processes(wo
         run = _wait_for_finished_run(log)
 
     assert run.status == "succeeded", list(run.steps.values("step", "status", "error"))
-    assert run.steps.count() == 8 and set(run.steps.values_list("status", flat=True)) == {"succeeded"}
+    assert run.steps.count() == len(SLEEP_CYCLE.steps)
+    assert set(run.steps.values_list("status", flat=True)) == {"succeeded"}
     light = run.steps.get(step="light-sleep")
     assert sorted(light.output["fanout"]["items"]) == sorted(c.pk for c in conversations)
     assert sorted(light.items.values_list("item", "status")) == sorted((c.pk, "succeeded") for c in conversations)

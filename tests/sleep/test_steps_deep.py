@@ -13,7 +13,7 @@ from conversations.models import Role
 from memory.models import SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep, light_sleep
-from sleep.steps.deep import CHANGE_REASON, memory_owner, subject_groups
+from sleep.steps.deep import CHANGE_REASON, memory_owner, merge_candidates, similar_pairs, subject_groups
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -87,8 +87,9 @@ def _all_quiet(**overrides):
 
 
 def test_the_model_may_only_retire_ids_of_the_group_it_was_shown(leo, maya):
-    a = _memory(leo, "Leo 的女儿小雨属羊", observed="2026-10-01")
-    b = _memory(leo, "Leo 的女儿小雨属虎", observed="2026-11-26")
+    # Two claims no slot decides (the zodiac pair above is settled before any model is asked).
+    a = _memory(leo, "Leo 很喜欢爬山", observed="2026-10-01")
+    b = _memory(leo, "Leo 最近膝盖疼，爬山很吃力", observed="2026-11-26")
     bystander = _memory(maya, "Maya is allergic to peanuts", observed="2026-10-05")
     greedy = {"expire": [{"id": bystander.pk, "superseded_by": b.pk, "kind": "contradiction", "reason": "x"}]}
     with scripted(_all_quiet(**{"deep-sleep.contradiction": [greedy] + [{"expire": []}] * 5})) as provider:
@@ -260,3 +261,79 @@ def test_an_english_change_of_taste_is_a_change_not_a_contradiction(maya):
         tea.pk,
     )
     assert _status(tea) == MemoryStatus.ACTIVE
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Maya lives in Berlin", "Maya moved to Munich"),
+        ("Maya's daughter Lily is 7", "Lily just turned 8"),
+        ("Maya doesn't like coffee", "Maya actually likes coffee now"),
+        ("Leo 住在杭州", "Leo 搬到深圳了"),
+        ("Leo 最喜欢的电影是《海上钢琴师》", "Leo 现在最喜欢的电影是《奥本海默》"),
+        ("Leo 的儿子小宝三岁", "小宝满四岁了"),
+    ],
+)
+def test_a_newer_fact_in_the_same_slot_supersedes_the_older_even_when_the_model_says_nothing(leo, maya, older, newer):
+    person = leo if "Leo" in older else maya
+    old = _memory(person, older, observed="2026-10-01T10:00:00+08:00")
+    new = _memory(person, newer, observed="2026-11-26T10:00:00+08:00")
+    keeps = _memory(person, "Maya is a nurse" if person == maya else "Leo 对花生过敏", observed="2026-10-01")
+
+    with scripted(_all_quiet()):
+        deep_sleep(_ctx())
+
+    old.refresh_from_db()
+    assert (old.status, old.expired_reason, old.superseded_by_id) == (MemoryStatus.EXPIRED, CHANGE_REASON, new.pk)
+    assert _status(new) == MemoryStatus.ACTIVE and _status(keeps) == MemoryStatus.ACTIVE
+
+
+def test_a_fact_restated_in_another_conversation_leaves_one_active_memory(maya):
+    first = _memory(maya, "Maya is vegetarian", observed="2026-10-01", source_conversation=ConversationFactory())
+    again = _memory(maya, "Maya is still vegetarian", observed="2026-11-26", source_conversation=ConversationFactory())
+
+    with scripted(_all_quiet()):
+        deep_sleep(_ctx())
+
+    active = SemanticMemory.objects.filter(person=maya, status=MemoryStatus.ACTIVE)
+    assert active.count() == 1
+    assert set(active.get().body["source_conversations"]) >= {
+        first.source_conversation_id,
+        again.source_conversation_id,
+    }
+
+
+def test_the_contradiction_round_groups_one_slot_without_a_shared_word(maya):
+    # As a model may write them: no word in common, each with the slot it was asked to give.
+    job = {"subject": "self", "attribute": "job"}
+    memories = [
+        SemanticMemoryFactory(person=maya, content="Maya cares for patients", body={"slot": {**job, "value": "nurse"}}),
+        SemanticMemoryFactory(person=maya, content="Paramedic since May", body={"slot": {**job, "value": "medic"}}),
+    ]
+    assert [sorted(m.pk for m in group) for group in subject_groups(memories)] == [sorted(m.pk for m in memories)]
+
+
+def test_offline_merge_takes_a_fact_nearly_contained_in_another_but_not_another_number(leo, maya):
+    short = _memory(leo, "Leo 是一名软件工程师", observed="2026-11-26")
+    long = _memory(leo, "Leo 在杭州工作，是一名后端软件工程师", observed="2026-10-01")
+    seven = _memory(maya, "Maya ran 7 km along the river on Sunday", observed="2026-10-01")
+    seventeen = _memory(maya, "Maya ran 17 km along the river on Sunday", observed="2026-10-01")
+
+    deep_sleep(_ctx())
+
+    merged = SemanticMemory.objects.get(person=leo, status=MemoryStatus.ACTIVE)
+    assert merged.content == long.content and {_status(short), _status(long)} == {MemoryStatus.EXPIRED}
+    assert _status(seven) == _status(seventeen) == MemoryStatus.ACTIVE
+
+
+@pytest.mark.local_embeddings
+def test_close_embeddings_offer_merge_candidates_within_one_person_only(leo, maya):
+    same = [
+        _memory(maya, "Maya 的女儿七岁", observed="2026-10-01"),
+        _memory(maya, "Maya 的女儿今年七岁了", observed="2026-11-26"),
+    ]
+    other = _memory(leo, "Maya 的女儿七岁", observed="2026-11-26")
+    memories = [*same, other]
+
+    assert {(a, b) for a, b, _ in similar_pairs(memories, threshold=0.0) if other.pk in (a, b)} == set()
+    assert merge_candidates(memories) == [sorted(m.pk for m in same)]

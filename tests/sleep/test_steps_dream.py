@@ -103,3 +103,25 @@ def test_offline_dream_is_always_300_to_800_characters(anchors, snippets):
     }
     content = dream_answer(payload)["content"]
     assert 300 <= len(content) <= 800
+
+
+def test_offline_dreams_vary_by_night_repeat_for_a_night_and_never_turn_people_into_scenery():
+    def night(day: str) -> dict:
+        return dream_answer(
+            {
+                "day": day,
+                "anchors": [{"content": 'I feel worried for Maya: they said "the exam is tomorrow".', "valence": -0.6}],
+                "memories": ["Maya lives in Lisbon", "Maya plays the cello"],
+                "snippets": ["The exam is tomorrow and I can't sleep."],
+                "narratives": [],
+                "people": ["Maya"],
+            }
+        )
+
+    week = [night(f"2026-11-0{d}") for d in range(1, 8)]
+    assert night("2026-11-01") == week[0]
+    openings = {told["content"].split(",")[0] for told in week}
+    assert len(openings) >= 3 and len({told["title"] for told in week}) >= 3
+    for told in week:
+        assert 300 <= len(told["content"]) <= 800
+        assert "Maya" not in told["title"]

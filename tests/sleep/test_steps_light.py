@@ -7,13 +7,14 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anima.core.llm import LlmBudgetExceeded, LlmInvalidOutput
+from anima.core.llm import LlmBudgetExceeded, LlmError, LlmInvalidOutput
 from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from anima.core.text import is_chinese
 from conversations.models import Platform, Role
 from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
+from sleep.models import LightSleepWatermark
 from sleep.offline.light import facts_extract
 from sleep.steps import light_sleep
 from sleep.steps.light import NO_OUTLINE, autobiography_outline_refresh
@@ -109,9 +110,7 @@ def test_rerunning_a_day_duplicates_nothing(leo, maya):
     second = light_sleep(_ctx())
 
     assert (SemanticMemory.objects.count(), ContentBlock.objects.count()) == counts
-    for conversation in second["conversations"]:
-        assert "created" not in conversation["semantic"]
-        assert "created" not in conversation["narrative"]
+    assert [c["skipped_reason"] for c in second["conversations"]] == ["already_consolidated"] * 2
 
 
 def test_rerunning_a_day_does_not_reask_a_model_that_would_word_things_differently(leo):
@@ -341,3 +340,37 @@ def test_fact_extraction_never_fails_and_types_every_fact(text, name):
 def test_fact_extraction_keeps_a_stated_change_with_its_past():
     facts = facts_extract("以前我很喜欢 Python，写脚本特别快。但我现在更喜欢 TypeScript 了。", name="Leo")
     assert facts == [("preference", "Leo 现在更喜欢 TypeScript（以前喜欢 Python）")]
+
+
+def test_messages_stored_after_their_day_was_slept_are_consolidated_by_the_next_run_once(leo):
+    conversation = _talk(leo, [(Role.USER, "I live in Lisbon."), (Role.ASSISTANT, "Nice.")])
+    light_sleep(_ctx())
+    # An import delivers one more message of that day after it was slept.
+    MessageFactory(
+        conversation=conversation, role=Role.USER, content="I'm allergic to peanuts.", created_at=_at(DAY, 30)
+    )
+
+    output = light_sleep(_ctx(DAY + dt.timedelta(days=1)))
+    again = light_sleep(_ctx(DAY + dt.timedelta(days=1)))
+
+    contents = sorted(SemanticMemory.objects.filter(person=leo).values_list("content", flat=True))
+    assert contents == ["Leo is allergic to peanuts", "Leo lives in Lisbon"]
+    late = SemanticMemory.objects.get(content="Leo is allergic to peanuts")
+    assert late.source_day == DAY and late.source_conversation == conversation
+    assert [batch["day"] for batch in output["late"]] == [DAY.isoformat()]
+    assert "late" not in again
+
+
+def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):
+    _talk(leo, [(Role.USER, "I live in Lisbon. I'm so happy here!")])
+    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [{"memory_type": "world", "content": "x"}]}]})
+    answers["light-sleep.limbic"] = []  # the model gives no answer: the stage fails
+    with scripted(answers), pytest.raises(LlmError):
+        light_sleep(_ctx())
+    assert not LightSleepWatermark.objects.exists()
+
+    light_sleep(_ctx())  # offline: the stages that did not finish run again, the finished one is not repeated
+
+    assert LightSleepWatermark.objects.filter(day=DAY).exists()
+    assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["x"]
+    assert LimbicBlock.objects.exists()

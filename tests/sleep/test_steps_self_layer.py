@@ -11,7 +11,7 @@ from memory.models import SelfBlock, SelfLayerBlock
 from sleep.context import StepContext
 from sleep.offline.self_layer import self_layer_answer
 from sleep.steps import self_layer_refresh
-from tests.factories import SelfLayerBlockFactory, SemanticMemoryFactory
+from tests.factories import MessageFactory, SelfLayerBlockFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)
 
@@ -64,16 +64,27 @@ def test_nothing_learned_means_nothing_to_refresh():
     assert provider.calls == []
 
 
-@pytest.mark.parametrize(
-    ("facts", "chinese"),
-    [(["Leo 的女儿小雨属虎", "Leo 住在杭州"], True), (["Maya lives in Lisbon", "Maya is a nurse"], False)],
-)
-def test_the_offline_self_layer_speaks_the_days_language(facts, chinese):
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_the_offline_self_layer_speaks_the_companions_language_whatever_the_day(language):
     payload = {
         "day": "2026-11-28",
+        "language": language,
         "force": False,
-        "blocks": {},
-        "today": {"facts": facts, "anchors": [], "narratives": [{"title": facts[0], "content": facts[0]}]},
+        "blocks": {"self_model": "I am a companion.", "personality_baseline": "我温暖而稳定。"},
+        "today": {
+            "facts": ["Leo 的女儿小雨属虎", "Maya lives in Lisbon"],
+            "anchors": [],
+            "narratives": [{"title": "和 Leo 聊杭州", "content": "…"}, {"title": "Lisbon with Maya", "content": "…"}],
+        },
     }
     answer = self_layer_answer(payload)
-    assert {key: is_chinese(text) for key, text in answer.items()} == {key: chinese for key in answer}
+    merged = {**payload["blocks"], **answer}
+    assert {key: is_chinese(text) for key, text in merged.items()} == {key: language == "zh" for key in merged}
+
+
+def test_the_first_run_seeds_an_editable_existence_anchor_in_the_majority_language():
+    for text in ("我住在杭州。", "好的。", "Hi!"):
+        MessageFactory(content=text)
+    self_layer_refresh(_ctx())
+    anchor = SelfLayerBlock.objects.get(key=SelfBlock.EXISTENCE_ANCHOR)
+    assert is_chinese(anchor.content) and "Anima" in anchor.content and anchor.locked

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from anima.core.calendar import moment_parse
 from anima.core.commands import date_arg
 from conversations.models import Person
 from memory.search import QuerySyntaxError, SearchTimeout
@@ -24,7 +25,7 @@ BATCH_FIELDS = (
 class Command(BaseCommand):
     help = (
         "Hybrid recall over semantic, session, limbic and autobiographical memory. "
-        "With --batch FILE.jsonl, one JSON line per query line {id, query, types?, person?, limit?}."
+        "With --batch FILE.jsonl, one JSON line per query line {id, query, types?, person?, limit?, as_of?}."
     )
 
     def add_arguments(self, parser) -> None:
@@ -34,6 +35,10 @@ class Command(BaseCommand):
         parser.add_argument("--person", help="person slug: their memories and conversations plus global memories")
         parser.add_argument("--since", type=date_arg, help="YYYY-MM-DD, inclusive")
         parser.add_argument("--until", type=date_arg, help="YYYY-MM-DD, inclusive")
+        parser.add_argument(
+            "--as-of",
+            help="recall what was held then: YYYY-MM-DD (the end of that local day) or an ISO datetime",
+        )
         parser.add_argument("--channel", help="only session hits from conversations of this channel")
         parser.add_argument("--json", action="store_true", help="print the results as JSON")
         parser.add_argument("--explain", action="store_true", help="show each hit's rank in each branch")
@@ -54,6 +59,7 @@ class Command(BaseCommand):
                 since=options["since"],
                 until=options["until"],
                 channel=options["channel"],
+                as_of=moment_parse(options["as_of"], field="--as-of"),
             )
         except (ValueError, SearchTimeout) as exc:
             raise CommandError(str(exc)) from exc
@@ -99,6 +105,7 @@ class Command(BaseCommand):
                 memory_types=_types(",".join(types) if isinstance(types, list) else types),
                 limit=int(item.get("limit") or 10),
                 person=persons.get(slug) if slug else None,
+                as_of=moment_parse(item.get("as_of"), field="as_of"),
             )
         except (QuerySyntaxError, ValueError, CommandError, SearchTimeout) as exc:
             return {"id": item.get("id"), "error": str(exc)}

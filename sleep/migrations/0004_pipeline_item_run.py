@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sleep', '0002_one_active_run'),
+        ('sleep', '0003_light_sleep_watermarks'),
     ]
 
     operations = [

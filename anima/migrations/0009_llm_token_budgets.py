@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('anima', '0006_trigram_index_over_prefix'),
+        ('anima', '0008_forget_tombstones'),
     ]
 
     operations = [

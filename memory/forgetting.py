@@ -1,0 +1,434 @@
+"""Forgetting: one memory (``memory_forget``) or everything about one person (``person_forget``), everywhere.
+
+The command, the API, the console and the memory tool all call these two services. A forget:
+
+1. takes the memory and every version of it: what it superseded (older versions, the sources of a
+   merge) and what was made from it (its successors, merges and split parts), transitively;
+2. deletes them, restoring to active the memories merged with them (their successor is gone);
+3. sweeps every text and JSON column of every table (messages only when asked) for passages that
+   quote one of them or cite its id (``anima.core.redaction``): diary blocks, narratives, dreams,
+   day/month/year summaries, history entries, short-term summaries, conversation day state, LLM
+   audit rows, sleep step outputs… A quoting sentence is removed; a derived row left empty is
+   deleted; a frozen peer block that quoted it is deleted (rendered again from redacted chunks)
+   and a conversation's system-prompt snapshot is dropped (rebuilt on the next turn);
+4. drops the cached peer digests and runs the registered forget hooks (e.g. vectors of the rows
+   that were changed or deleted);
+5. records a ``ForgetTombstone``: ids and counts, no content.
+
+All of it is one transaction: the append-only triggers on limbic blocks and history entries let
+it through because it names its open tombstone, and only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.apps import apps
+from django.contrib.postgres.fields import ArrayField
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from anima.core.cache import cache_delete_prefix
+from anima.core.config import config_get
+from anima.core.models import (
+    Component,
+    Entity,
+    ForgetReason,
+    ForgetTombstone,
+    MemoryStatus,
+    SegmentedTextModel,
+)
+from anima.core.redaction import Fact, Redactor, forget_redaction
+from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
+from conversations.selectors import conversations_of_persons
+from memory.models import SemanticMemory
+from memory.services import memory_restore
+from temporal.models import TemporalSummary, Window
+from temporal.services import temporal_summary_upsert
+
+MEMORY, PERSON = "memory", "person"
+# A derived row whose every sentence went is deleted; a message keeps its place with what is left.
+_CITING_BODY_KEYS = ("semantic_memory_ids", "source_facts", "merged_from")
+_DERIVED_COMPONENTS = {Component.SEMANTIC_MEMORY, Component.CONTENT_BLOCK, Component.TEMPORAL_SUMMARY}
+
+
+@dataclass
+class ForgetResult:
+    """What a forget changed: table → ids, for the hooks (e.g. drop or recompute those rows' vectors)."""
+
+    tombstone: ForgetTombstone
+    deleted: dict[str, set[int]] = field(default_factory=dict)
+    changed: dict[str, set[int]] = field(default_factory=dict)
+
+    def note(self, table: str, pk: int, *, deleted: bool) -> None:
+        (self.deleted if deleted else self.changed).setdefault(table, set()).add(pk)
+
+
+ForgetHook = Callable[[ForgetResult], None]
+_hooks: list[ForgetHook] = []
+
+
+def forget_hook_register(hook: ForgetHook) -> None:
+    """Run ``hook`` inside every forget's transaction, after the sweep (idempotent per hook).
+
+    For what lives outside the tables swept here, e.g. embeddings keyed by (table, row id): a hook
+    deletes the vectors of ``result.deleted`` rows and recomputes or drops those of ``result.changed``.
+    """
+    if hook not in _hooks:
+        _hooks.append(hook)
+
+
+@dataclass(frozen=True)
+class PlannedRow:
+    table: str
+    pk: int
+    label: str
+    action: str  # "delete" | "redact" | "restore"
+
+
+@dataclass
+class ForgetPlan:
+    """What a forget will take (the console's confirmation page, ``forget`` without ``--yes``)."""
+
+    kind: str
+    target_id: int
+    rows: list[PlannedRow]
+
+
+# --- What a forget takes ---------------------------------------------------------------------------
+
+
+def _versions(start: Iterable[int]) -> set[int]:
+    """``start`` and, transitively, what it superseded and what was made from it (merges, split parts)."""
+    ids = set(start)
+    older = set(ids)
+    while older:  # earlier versions: memories superseded by one we take
+        older = set(SemanticMemory.objects.filter(superseded_by__in=older).values_list("pk", flat=True)) - ids
+        ids |= older
+    newer = set(ids)
+    while newer:  # what was made from them: successors, merges naming them, split parts
+        made = Q(pk__in=SemanticMemory.objects.filter(pk__in=newer).values("superseded_by"))
+        for pk in newer:
+            made |= Q(body__merged_from__contains=[pk]) | Q(body__split_from=pk)
+        made = SemanticMemory.objects.filter(made)
+        newer = set(made.values_list("pk", flat=True)) - ids
+        ids |= newer
+    return ids
+
+
+def _taken(start: Iterable[int]) -> list[SemanticMemory]:
+    return list(SemanticMemory.objects.filter(pk__in=_versions(start)).select_related("person"))
+
+
+def _restored(ids: set[int]) -> list[SemanticMemory]:
+    """Memories merged with forgotten ones: their successor goes, so they are held again."""
+    return list(SemanticMemory.objects.filter(superseded_by__in=ids, status=MemoryStatus.EXPIRED).exclude(pk__in=ids))
+
+
+def _redactor(memories: list[SemanticMemory], *, extra: Iterable[str] = ()) -> Redactor:
+    facts = []
+    for memory in memories:
+        names = [memory.person.display_name, memory.person.slug] if memory.person_id else []
+        fact = Fact.of(memory.content, names=names)
+        if fact is not None:
+            facts.append(fact)
+    facts.extend(fact for text in extra if (fact := Fact.of(text)) is not None)
+    return Redactor(facts=tuple(facts), ids=frozenset(memory.pk for memory in memories))
+
+
+# --- The sweep -------------------------------------------------------------------------------------
+
+
+def _text_fields(model: type[models.Model]) -> list[models.Field]:
+    return [
+        f
+        for f in model._meta.concrete_fields
+        if isinstance(f, models.TextField | models.CharField | models.JSONField)
+        and not f.primary_key
+        and f.name != "fts_segmented"  # recomputed from the redacted text
+        and not getattr(f, "choices", None)
+    ]
+
+
+def _swept_models(*, messages: bool) -> Iterator[type[models.Model]]:
+    for model in apps.get_models():
+        meta = model._meta
+        # Who someone is (names, accounts) is not what they said: erasure removes those rows explicitly.
+        if meta.proxy or not meta.managed or model in (ForgetTombstone, Person, Identity):
+            continue
+        if model is Message and not messages:
+            continue
+        yield model
+
+
+@dataclass(frozen=True)
+class _Change:
+    model: type[models.Model]
+    pk: int
+    values: dict[str, Any]
+    row: dict[str, Any]
+
+
+def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], persons: set[int]) -> Iterator[_Change]:
+    """Every row with a passage quoting a forgotten fact or citing a forgotten id, and its redacted values.
+
+    Another person's semantic memories are about them, never a quote of a forgotten fact of ``persons``.
+    """
+    terms = redactor.search_terms()
+    if not terms:
+        return
+    for model in _swept_models(messages=messages):
+        fields = _text_fields(model)
+        if not fields:
+            continue
+        # A cheap pre-filter (any content word of a fact, any marker); the redactor decides per sentence.
+        query = Q()
+        for f in fields:
+            for term in terms:
+                query |= Q(**{f"{f.attname}__icontains": term})
+        if model is Entity:
+            for key in _CITING_BODY_KEYS:  # a block citing a forgotten fact by id only
+                for pk in redactor.ids:
+                    query |= Q(**{f"body__{key}__contains": [pk]})
+        rows = model._base_manager.filter(query)
+        if model is Entity:
+            rows = rows.exclude(pk__in=skip_entities).exclude(
+                Q(primary_component=Component.SEMANTIC_MEMORY, person__isnull=False) & ~Q(person__in=persons)
+            )
+        extra = ["primary_component", "tag"] if model is Entity else []
+        for row in rows.values(model._meta.pk.attname, *extra, *(f.attname for f in fields)).iterator():
+            values = {}
+            for f in fields:
+                old = row[f.attname]
+                new = redactor.value(old) if isinstance(f, models.JSONField) else redactor.text(old or "")
+                if new != (old if isinstance(f, models.JSONField) else (old or "")):
+                    values[f.attname] = new
+            if values:
+                yield _Change(model=model, pk=row[model._meta.pk.attname], values=values, row=row)
+
+
+def _is_embedding(f: models.Field) -> bool:
+    return isinstance(f, ArrayField) and isinstance(f.base_field, models.FloatField)
+
+
+def _apply(change: _Change, result: ForgetResult) -> None:
+    model, pk, values = change.model, change.pk, change.values
+    table = model._meta.db_table
+    manager = model._base_manager
+    if model is PeerBlock:  # a frozen block is never rewritten: it goes, and is rendered again
+        manager.filter(pk=pk).delete()
+        result.note(table, pk, deleted=True)
+        return
+    if model is Conversation and "system_prompt" in values:
+        # The snapshot is dropped, not patched: the next turn builds it again from redacted sources.
+        values = {**values, "system_prompt": "", "system_prompt_built_at": None}
+    # A stored embedding of the old text would still carry it: dropped, the backfill computes a new one.
+    values.update({f.attname: None for f in model._meta.concrete_fields if _is_embedding(f)})
+    emptied = "content" in values and not values["content"].strip()
+    derived = model is HistoryEntry or (model is Entity and change.row["primary_component"] in _DERIVED_COMPONENTS)
+    if emptied and derived:
+        manager.filter(pk=pk).delete()
+        result.note(table, pk, deleted=True)
+        return
+    if issubclass(model, SegmentedTextModel):
+        row = manager.get(pk=pk)
+        for name, value in values.items():
+            setattr(row, name, value)
+        row.save(update_fields=list(values))  # recomputes the segmented search text
+    else:
+        manager.filter(pk=pk).update(**values)
+    result.note(table, pk, deleted=False)
+
+
+# --- The services ----------------------------------------------------------------------------------
+
+
+def _run(
+    *,
+    kind: str,
+    target_id: int,
+    memories: list[SemanticMemory],
+    messages: bool,
+    requested_by: str,
+    reason: str,
+    redactor: Redactor,
+    before_sweep: Callable[[ForgetResult], None] | None = None,
+) -> ForgetTombstone:
+    ids = {memory.pk for memory in memories}
+    with transaction.atomic():
+        tombstone = ForgetTombstone.objects.create(
+            kind=kind,
+            target_id=target_id,
+            reason=ForgetReason(reason),
+            requested_by=requested_by,
+            with_messages=messages,
+            entity_ids=sorted(ids),
+        )
+        result = ForgetResult(tombstone=tombstone)
+        with forget_redaction(tombstone_id=tombstone.pk):
+            for sibling in _restored(ids):
+                memory_restore(memory=sibling)
+            Entity.objects.filter(pk__in=ids).delete()
+            for pk in ids:
+                result.note(Entity._meta.db_table, pk, deleted=True)
+            if before_sweep is not None:
+                before_sweep(result)
+            swept = _sweep(redactor, messages=messages, skip_entities=ids, persons=_persons(memories))
+            for change in list(swept):
+                _apply(change, result)
+            prefix = config_get(section="memory.temporal_summary")["redis_key_prefix"]
+            cache_delete_prefix(prefix=f"{prefix}:peer_roll:")
+            for hook in _hooks:
+                hook(result)
+            tombstone.counts = {
+                table: {"deleted": len(result.deleted.get(table, ())), "redacted": len(result.changed.get(table, ()))}
+                for table in sorted(set(result.deleted) | set(result.changed))
+            }
+            tombstone.finished_at = timezone.now()
+            tombstone.save(update_fields=["counts", "finished_at"])
+    return tombstone
+
+
+def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> ForgetPlan:
+    """What ``memory_forget`` would take, without taking it."""
+    memories = _taken([memory.pk])
+    rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
+    rows += [PlannedRow("entities", m.pk, m.content[:120], "restore") for m in _restored({m.pk for m in memories})]
+    rows += _planned(_redactor(memories), messages=messages, memories=memories)
+    return ForgetPlan(kind=MEMORY, target_id=memory.pk, rows=rows)
+
+
+def _persons(memories: list[SemanticMemory]) -> set[int]:
+    return {memory.person_id for memory in memories if memory.person_id}
+
+
+def _planned(redactor: Redactor, *, messages: bool, memories: list[SemanticMemory]) -> list[PlannedRow]:
+    planned = []
+    skip = {memory.pk for memory in memories}
+    for change in _sweep(redactor, messages=messages, skip_entities=skip, persons=_persons(memories)):
+        text = change.row.get("content") or change.row.get("title") or ""
+        kind = change.row.get("tag") or change.row.get("primary_component") or change.model._meta.verbose_name
+        label = f"{kind} #{change.pk}" + (f": {text[:100]}" if isinstance(text, str) else "")
+        emptied = "content" in change.values and not str(change.values["content"]).strip()
+        planned.append(PlannedRow(change.model._meta.db_table, change.pk, label, "delete" if emptied else "redact"))
+    return planned
+
+
+def memory_forget(
+    *,
+    memory: SemanticMemory,
+    messages: bool = False,
+    requested_by: str = "",
+    reason: str = ForgetReason.USER_REQUEST,
+) -> ForgetTombstone:
+    """Forget ``memory`` and everything derived from it, everywhere; ``messages`` also redacts the messages
+    that stated it. Returns the tombstone (ids and counts, no content)."""
+    memories = _taken([memory.pk])
+    return _run(
+        kind=MEMORY,
+        target_id=memory.pk,
+        memories=memories,
+        messages=messages,
+        requested_by=requested_by,
+        reason=reason,
+        redactor=_redactor(memories),
+    )
+
+
+def _person_memories(person: Person) -> list[SemanticMemory]:
+    return _taken(SemanticMemory.objects.filter(person=person).values_list("pk", flat=True))
+
+
+def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
+    memories = _person_memories(person)
+    skip = {m.pk for m in memories}
+    rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
+    rows += [
+        PlannedRow("entities", pk, text[:120], "delete")
+        for pk, text in Entity.objects.filter(person=person).exclude(pk__in=skip).values_list("pk", "content")
+    ]
+    rows += [PlannedRow("history_entries", pk, text[:120], "delete") for pk, text in _history(person)]
+    if messages:
+        rows += [
+            PlannedRow("conversations", pk, str(title), "delete")
+            for pk, title in _conversations(person).values_list("pk", "title")
+        ]
+    rows += _planned(_person_redactor(person, memories), messages=messages, memories=memories)
+    return ForgetPlan(kind=PERSON, target_id=person.pk, rows=rows)
+
+
+def _conversations(person: Person):
+    """The person's conversations: theirs, or person-less ones on a channel account mapped to them."""
+    return Conversation.objects.filter(conversations_of_persons(person_ids=[person.pk]))
+
+
+def _history_rows(person: Person):
+    return HistoryEntry.objects.filter(Q(person=person) | Q(conversation__in=_conversations(person)))
+
+
+def _history(person: Person) -> list[tuple[int, str]]:
+    return list(_history_rows(person).values_list("pk", "content"))
+
+
+def _person_redactor(person: Person, memories: list[SemanticMemory]) -> Redactor:
+    # Erasure: a passage naming the person goes too, not only one quoting their facts.
+    return _redactor(memories, extra=[name for name in (person.display_name, person.slug) if name])
+
+
+def person_forget(
+    *,
+    person: Person,
+    messages: bool = False,
+    requested_by: str = "",
+    reason: str = ForgetReason.ERASURE,
+) -> ForgetTombstone:
+    """Forget everything about ``person``: their memories and diary blocks, their sections of the time
+    summaries, their history entries, and every passage quoting or naming them. With ``messages``
+    their conversations, accounts and the person themself go too (erasure)."""
+    memories = _person_memories(person)
+
+    def erase(result: ForgetResult) -> None:
+        for pk in Entity.objects.filter(person=person).values_list("pk", flat=True):
+            result.note("entities", pk, deleted=True)
+        Entity.objects.filter(person=person).delete()
+        for pk, _ in _history(person):
+            result.note("history_entries", pk, deleted=True)
+        _history_rows(person).delete()
+        _summary_sections_drop(person, result)
+        if messages:
+            conversations = list(_conversations(person).values_list("pk", flat=True))
+            for pk in conversations:
+                result.note("conversations", pk, deleted=True)
+            Conversation.objects.filter(pk__in=conversations).delete()
+            Identity.objects.filter(person=person).delete()
+            Person.objects.filter(pk=person.pk).delete()
+
+    return _run(
+        kind=PERSON,
+        target_id=person.pk,
+        memories=memories,
+        messages=messages,
+        requested_by=requested_by,
+        reason=reason,
+        redactor=_person_redactor(person, memories),
+        before_sweep=erase,
+    )
+
+
+def _summary_sections_drop(person: Person, result: ForgetResult) -> None:
+    """Day/month/year summaries keep the other people's sections; one left with none is deleted."""
+    for summary in TemporalSummary.objects.filter(body__sections__contains=[{"person_id": person.pk}]):
+        sections = [s for s in summary.body.get("sections", []) if s.get("person_id") != person.pk]
+        if sections:
+            temporal_summary_upsert(
+                window=Window(summary.body["window"]),
+                period_start=summary.source_day,
+                sections=sections,
+            )
+            result.note("entities", summary.pk, deleted=False)
+        else:
+            summary.delete()
+            result.note("entities", summary.pk, deleted=True)

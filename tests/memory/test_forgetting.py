@@ -1,0 +1,275 @@
+"""Forgetting reaches everything derived: the cascade, the tombstone, the audited path past append-only rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import zoneinfo
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+
+from anima.agent.tools import ToolError, tool_call
+from anima.agent.turn import prepare_turn, system_prompt_ensure
+from anima.api.testing import api_client, operator_client
+from anima.core.models import BlockTag, Entity, ForgetTombstone, MemoryStatus
+from conversations.models import Conversation, HistoryEntry, PeerBlock, Person, Role
+from memory.forgetting import forget_hook_register, memory_forget
+from memory.models import SemanticMemory
+from memory.selectors import memory_recall
+from memory.services import MemoryPart, memory_merge, memory_split
+from sleep.services import sleep_cycle_run
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    HistoryEntryFactory,
+    IdentityFactory,
+    MessageFactory,
+    PeerBlockFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
+
+TZ = zoneinfo.ZoneInfo("Asia/Shanghai")
+NIGHTS = (dt.date(2026, 11, 18), dt.date(2026, 11, 19))
+SAID = (
+    "I'm allergic to quinoa flakes and sesame seeds. I feel anxious about the dinner party.",
+    "I'm allergic to quinoa flakes. I'm so happy the dinner went well!",
+)
+
+
+def traces(*needles: str) -> list[tuple[str, str, int]]:
+    """(table, column, rows) holding any needle: every text, JSON, tsvector and array column of every table."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND data_type IN ('text', 'character varying', 'json', 'jsonb', 'tsvector', 'ARRAY')"
+        )
+        columns = cursor.fetchall()
+        found = []
+        for table, column in columns:
+            cursor.execute(
+                f'SELECT count(*) FROM "{table}" WHERE "{column}"::text ILIKE ANY(%s)', [[f"%{n}%" for n in needles]]
+            )
+            (rows,) = cursor.fetchone()
+            if rows:
+                found.append((table, column, rows))
+    return found
+
+
+def _two_nights(maya: Person) -> Conversation:
+    conversation = ConversationFactory(person=maya, channel="cli", chat_id="maya")
+    for day, text in zip(NIGHTS, SAID, strict=True):
+        at = dt.datetime.combine(day, dt.time(12), tzinfo=TZ)
+        MessageFactory(conversation=conversation, role=Role.USER, content=text, created_at=at)
+        MessageFactory(
+            conversation=conversation,
+            role=Role.ASSISTANT,
+            content="Noted, I will keep that in mind.",
+            created_at=at + dt.timedelta(minutes=1),
+        )
+    for day in NIGHTS:
+        assert sleep_cycle_run(day=day, mode="full").status == "succeeded"
+    return conversation
+
+
+def test_a_fact_consolidated_summarised_and_merged_over_two_nights_is_found_nowhere_once_forgotten(tmp_path):
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    conversation = _two_nights(maya)
+    merged = SemanticMemory.objects.get(status=MemoryStatus.ACTIVE, body__merged_from__isnull=False)
+    assert "quinoa" in merged.content
+    conversation.refresh_from_db()
+    conversation.temporal_day = {"chunks": [{"summary": "Maya is allergic to quinoa flakes.", "topic": "diet"}]}
+    conversation.save(update_fields=["temporal_day"])
+    PeerBlockFactory(conversation=ConversationFactory(), content="Elsewhere: Maya is allergic to quinoa flakes.")
+    HistoryEntryFactory(person=maya, content="Maya told me she is allergic to quinoa flakes and sesame seeds.")
+    system_prompt_ensure(conversation=conversation, now=timezone.now())
+    assert traces("quinoa")  # everywhere before: memories, diary, summaries, LLM audit, step outputs …
+
+    seen = []
+    forget_hook_register(lambda result: seen.append(result.deleted.get("entities", set())))
+    tombstone = memory_forget(memory=merged, messages=True, requested_by="maya")
+
+    assert traces("quinoa", "sesame") == []
+    # No recall surface, no prompt, no export.
+    assert memory_recall(query="quinoa OR sesame OR allergic") == []
+    client = operator_client()
+    for url in ("/api/memories/?status=expired", "/api/diary/", "/api/temporal-summaries/", "/api/history/?q=allergic"):
+        response = client.get(url)
+        assert response.status_code == 200 and "quinoa" not in response.content.decode(), url
+    conversation.refresh_from_db()  # a turn reads its conversation afresh
+    turn = prepare_turn(conversation=conversation, user_message="what can't I eat?", store=False)
+    assert "quinoa" not in json.dumps(turn, ensure_ascii=False)
+    call_command("export_workspace", str(tmp_path / "ws"), stdout=StringIO())
+    exported = [path.read_text() for path in (tmp_path / "ws").rglob("*") if path.is_file()]
+    assert exported and not any("quinoa" in text for text in exported)
+    # What was not about the fact stays: the feeling of the day, the rest of the message.
+    assert Entity.objects.filter(tag=BlockTag.LIMBIC).count() == 2
+    assert conversation.messages.filter(content="I feel anxious about the dinner party.").exists()
+    assert {merged.pk} <= seen[0]
+    assert (tombstone.kind, tombstone.target_id, tombstone.with_messages) == ("memory", merged.pk, True)
+    assert merged.pk in tombstone.entity_ids and tombstone.finished_at is not None
+    assert "quinoa" not in json.dumps(tombstone.counts)
+
+
+def _fact_with_derivatives(person: Person, content: str) -> SemanticMemory:
+    """A fact, quoted by a narrative and a history entry, cited by a limbic anchor, shown in a frozen peer block."""
+    memory = SemanticMemoryFactory(person=person, content=content)
+    ContentBlockFactory(
+        tag=BlockTag.NARRATIVE,
+        person=person,
+        content=f"We talked about the garden. I noted: {content}.",
+        body={"source_facts": [memory.pk]},
+    )
+    ContentBlockFactory(
+        tag=BlockTag.LIMBIC, person=person, content="I feel calm.", body={"semantic_memory_ids": [memory.pk]}
+    )
+    HistoryEntryFactory(person=person, content=f"{content}. Then we planned the weekend.")
+    PeerBlockFactory(content=f"- {content}")
+    return memory
+
+
+def test_forget_keeps_what_was_not_about_the_fact_and_records_a_tombstone_without_content():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    memory = _fact_with_derivatives(leo, "Leo keeps bees behind the greenhouse")
+    other = SemanticMemoryFactory(person=leo, content="Leo likes green tea")
+
+    tombstone = memory_forget(memory=memory, requested_by="test")
+
+    assert not SemanticMemory.objects.filter(pk=memory.pk).exists()
+    assert SemanticMemory.objects.filter(pk=other.pk).exists()
+    narrative = Entity.objects.get(tag=BlockTag.NARRATIVE)
+    assert narrative.content == "We talked about the garden." and narrative.body["source_facts"] == []
+    limbic = Entity.objects.get(tag=BlockTag.LIMBIC)  # append-only, redacted through the audited path
+    assert limbic.content == "I feel calm." and limbic.body["semantic_memory_ids"] == []
+    assert HistoryEntry.objects.get().content == "Then we planned the weekend."
+    assert not PeerBlock.objects.exists()  # a frozen block is never rewritten: it goes
+    assert traces("bees", "greenhouse") == []
+    assert tombstone.counts["entities"] == {"deleted": 1, "redacted": 2}
+    assert tombstone.counts["conversation_peer_blocks"] == {"deleted": 1, "redacted": 0}
+    assert ForgetTombstone.objects.get().entity_ids == [memory.pk]
+
+
+def test_forgetting_takes_every_version_and_restores_what_was_merged_with_it():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    allergy = SemanticMemoryFactory(person=maya, content="Maya is allergic to hazelnuts. Maya swims on Sundays")
+    parts = memory_split(
+        memory=allergy,
+        parts=[
+            MemoryPart("world", "Maya is allergic to hazelnuts", "p1"),
+            MemoryPart("world", "Maya swims on Sundays", "p2"),
+        ],
+    )
+    tea = SemanticMemoryFactory(person=maya, content="Maya drinks oolong")
+    merged = memory_merge(
+        sources=[parts[0], tea],
+        content="Maya is allergic to hazelnuts and drinks oolong",
+        memory_type="world",
+        external_id="m1",
+    )
+
+    memory_forget(memory=parts[0])  # the split's source, its other part and the merge go; the tea comes back
+
+    assert set(SemanticMemory.objects.values_list("content", "status")) == {("Maya drinks oolong", "active")}
+    assert merged.pk not in SemanticMemory.objects.values_list("pk", flat=True)
+    assert traces("hazelnut", "swims") == []
+
+
+def test_person_forget_with_messages_is_erasure():
+    maya, leo = PersonFactory(slug="maya", display_name="Maya"), PersonFactory(slug="leo", display_name="Leo")
+    _fact_with_derivatives(maya, "Maya collects vintage typewriters")
+    kept = SemanticMemoryFactory(person=leo, content="Leo collects stamps")
+    mine = ConversationFactory(person=maya)
+    MessageFactory(conversation=mine, content="I collect vintage typewriters")
+    IdentityFactory(person=maya, channel="telegram", external_id="7")
+    mapped = ConversationFactory(person=None, channel="telegram", chat_id="7")  # hers through her account
+    MessageFactory(conversation=mapped, content="Another typewriter arrived today")
+    ContentBlockFactory(tag=BlockTag.NARRATIVE, person=None, content="Maya visited today. Leo cooked.")
+
+    response = operator_client().post("/api/persons/maya/forget/", {"messages": True}, format="json")
+
+    assert response.status_code == 200 and response.json()["kind"] == "person"
+    assert not Person.objects.filter(slug="maya").exists()
+    assert not Conversation.objects.filter(pk__in=[mine.pk, mapped.pk]).exists()
+    assert SemanticMemory.objects.get() == kept
+    assert Entity.objects.get(tag=BlockTag.NARRATIVE).content == "Leo cooked."
+    assert traces("typewriter", "maya") == []
+
+
+def test_forget_api_surfaces_and_their_access():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    mine = SemanticMemoryFactory(person=leo, content="Leo plays the oboe")
+    theirs = SemanticMemoryFactory(person=maya, content="Maya plays the cello")
+    deleted = SemanticMemoryFactory(person=leo, content="Leo once lived in Lyon")
+    leo_token = api_client(scope="person", persons=[leo])
+
+    refused = leo_token.post(f"/api/memories/{theirs.pk}/forget/", {}, format="json")
+    forgotten = leo_token.post(f"/api/memories/{mine.pk}/forget/", {"reason": "user_request"}, format="json")
+    not_mayas = leo_token.post("/api/persons/maya/forget/", {}, format="json")
+    bad_reason = operator_client().post(f"/api/memories/{theirs.pk}/forget/", {"reason": "gossip"}, format="json")
+    removed = operator_client().delete(f"/api/memories/{deleted.pk}/")
+
+    assert refused.status_code in (403, 404) and SemanticMemory.objects.filter(pk=theirs.pk).exists()
+    assert forgotten.status_code == 200 and forgotten.json()["entity_ids"] == [mine.pk]
+    assert not_mayas.status_code == 403
+    assert bad_reason.status_code == 400 and "reason" in bad_reason.json()
+    assert removed.status_code == 204
+    assert ForgetTombstone.objects.filter(target_id=deleted.pk, reason="operator").exists()
+    assert traces("oboe", "Lyon") == []
+
+
+def test_the_memory_tool_forgets_only_the_callers_own_memory_from_their_own_conversation():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    IdentityFactory(person=leo, channel="telegram", external_id="42")
+    mine = SemanticMemoryFactory(person=leo, content="Leo's locker code is 1234")
+    theirs = SemanticMemoryFactory(person=maya, content="Maya's locker code is 9876")
+    from_leo = {"action": "forget", "channel": "telegram", "chat_id": "42"}
+
+    with pytest.raises(ToolError) as other:
+        tool_call(name="memory", arguments={**from_leo, "memory_id": theirs.pk})
+    with pytest.raises(ToolError) as no_conversation:
+        tool_call(name="memory", arguments={"action": "forget", "person": "leo", "memory_id": mine.pk})
+    done = tool_call(name="memory", arguments={**from_leo, "memory_id": mine.pk})
+
+    assert other.value.field == "memory_id" and no_conversation.value.field == "channel"
+    assert done["forgotten"] == [mine.pk]
+    assert SemanticMemory.objects.filter(pk=theirs.pk).exists()
+
+
+def test_the_command_lists_what_goes_and_asks_first(monkeypatch):
+    memory = _fact_with_derivatives(PersonFactory(slug="leo"), "Leo hides the spare key under the frog")
+    out = StringIO()
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    with pytest.raises(CommandError, match="nothing forgotten"):
+        call_command("forget", "--memory", str(memory.pk), stdout=out)
+    assert "delete   entities" in out.getvalue() and "redact   entities" in out.getvalue()
+    assert SemanticMemory.objects.filter(pk=memory.pk).exists()
+
+    out = StringIO()
+    call_command("forget", "--memory", str(memory.pk), "--yes", "--json", stdout=out)
+    assert json.loads(out.getvalue())["entity_ids"] == [memory.pk]
+    assert traces("spare key", "frog") == []
+    with pytest.raises(CommandError, match="unknown person"):
+        call_command("forget", "--person", "nobody", "--yes")
+
+
+def test_the_console_confirms_with_the_list_then_forgets(admin_client):
+    memory = _fact_with_derivatives(PersonFactory(slug="leo"), "Leo's bike lock combination is 4711")
+    changelist = reverse("admin:memory_semanticmemory_changelist")
+    selected = {"action": "forget_memories", "_selected_action": [memory.pk]}
+
+    page = admin_client.post(changelist, selected).content.decode()
+    assert "Yes, forget" in page and "narrative" in page.lower() and "history" in page.lower()
+    assert SemanticMemory.objects.filter(pk=memory.pk).exists()
+
+    admin_client.post(changelist, {**selected, "confirm": "yes"})
+    assert traces("bike lock", "4711") == []
+
+    person_page = admin_client.get(reverse("admin:memory_forget_person", args=["leo"])).content.decode()
+    assert "Forget leo" in person_page
+    admin_client.post(reverse("admin:memory_forget_person", args=["leo"]), {"confirm": "yes", "messages": "1"})
+    assert not Person.objects.filter(slug="leo").exists()
