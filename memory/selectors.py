@@ -69,7 +69,7 @@ def semantic_memory_search_ids(*, text: str) -> list[int]:
     """
     source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
     with replica_reads():
-        hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT)
+        hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT, text=text)
     return [hit.id for hit in hits]
 
 
@@ -143,6 +143,9 @@ def memory_recall(
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
+    Keyword (FTS, trigram) and, where vectors exist, dense branches of every source, fused on
+    normalised scores (``memory.search.score_fuse``); ``score`` is 0..1.
+
     ``person`` scopes to that person's memories and conversations plus global (person-less)
     memories; without ``person``, ``global_only`` keeps to global memories and no
     conversation snippets (a user-facing caller whose human is unknown). ``since``/``until`` bound
@@ -168,7 +171,7 @@ def memory_recall(
         sources.append(source)
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
-        hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit)[:limit]
+        hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit, text=query)[:limit]
         return _results(hits)
 
 
@@ -224,8 +227,9 @@ def _results(hits) -> list[dict[str, Any]]:
             "created_at": row["created_at"].isoformat(),
             "conversation_external_id": row.get("conversation__external_id"),
             "message_external_id": row["external_id"] if hit.source == SESSION else None,
-            # Explainable recall: which branch found the hit, at which 1-based rank.
+            # Explainable recall: which branch found the hit, at which 1-based rank, with which score.
             "ranks": dict(hit.ranks),
+            "scores": {branch: round(score, 6) for branch, score in hit.scores.items()},
         }
         if hit.source == SEMANTIC:
             result["semantic_memory_id"] = hit.id

@@ -73,8 +73,10 @@ CONCEPT_DIM = len(CONCEPTS) + 1
 
 
 def concept_vector(text: str) -> list[float]:
-    """Unit vector of ``text`` in the toy space: one axis per concept its words touch, plus a small constant."""
-    words = {word.strip(".,!?'\"").lower() for word in text.split()}
-    vector = [float(any(word in words for word in concept)) for concept in CONCEPTS] + [0.1]
+    """Unit vector of ``text`` in the toy space: its words per concept, then a last axis for all other words,
+    so a text mostly about something else is further from a query about one concept."""
+    words = [word.strip(".,!?:'\"").lower() for word in text.split()]
+    counts = [float(sum(word in concept for word in words)) for concept in CONCEPTS]
+    vector = [*counts, 0.1 + 0.2 * (len(words) - sum(counts))]
     norm = sum(x * x for x in vector) ** 0.5
     return [x / norm for x in vector]

@@ -6,9 +6,7 @@ import importlib.util
 
 from django.conf import settings
 from django.core.checks import Tags, Warning, register
-from django.db import DEFAULT_DB_ALIAS
-
-from anima.core.vectors import vectors_available, vectors_available_clear
+from django.db import DEFAULT_DB_ALIAS, connections
 
 
 # Database-tagged: it runs with ``migrate`` and ``check --database default``, not before every command.
@@ -24,12 +22,13 @@ def dense_recall_check(app_configs, databases=None, **kwargs) -> list[Warning]:
             )
         )
     if databases and DEFAULT_DB_ALIAS in databases and settings.ANIMA_EMBEDDINGS != "off":
-        vectors_available_clear()
-        if not vectors_available():
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+            available = cursor.fetchone() is not None
+        if not available:
             warnings.append(
                 Warning(
-                    "the database has no vectors table (pgvector's 'vector' extension is not available, or "
-                    "migrations are not applied): recall is keyword-only.",
+                    "this PostgreSQL has no pgvector ('vector' extension not available): recall is keyword-only.",
                     hint="Use a PostgreSQL with pgvector (the embedded one has it) and run migrate.",
                     id="anima.W102",
                 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from anima.core.vectors import ENTITY, MESSAGE
+
 
 @dataclass(frozen=True)
 class SourceSpec:
@@ -18,6 +20,10 @@ class SourceSpec:
     params: dict = field(default_factory=dict)
     # The table ``t`` is (for its statistics and its newest id); empty: no document-frequency pruning.
     table: str = ""
+    # Its rows' kind in the vectors table (empty: no dense branch), and a filter on the vector row itself
+    # (``v``) tested on the index scan before the join; the source's own filters are tested after it.
+    vector_kind: str = ""
+    vector_where_sql: str = ""
 
 
 def entity_source(
@@ -29,7 +35,15 @@ def entity_source(
         clauses.append("(t.person_id = %(person_id)s OR t.person_id IS NULL)")
     params = {"person_id": person_id}
     return _source(
-        name=name, table="entities", fts_column="search_fts", clauses=clauses, params=params, since=since, until=until
+        name=name,
+        table="entities",
+        fts_column="search_fts",
+        clauses=clauses,
+        params=params,
+        since=since,
+        until=until,
+        vector_kind=ENTITY,
+        vector_where_sql="(v.person_id = %(person_id)s OR v.person_id IS NULL)" if person_id is not None else "",
     )
 
 
@@ -57,6 +71,7 @@ def message_source(
         since=since,
         until=until,
         joins=" JOIN conversations c ON c.id = t.conversation_id",
+        vector_kind=MESSAGE,
     )
 
 
@@ -70,6 +85,8 @@ def _source(
     since: datetime | None,
     until: datetime | None,
     joins: str = "",
+    vector_kind: str = "",
+    vector_where_sql: str = "",
 ) -> SourceSpec:
     """Rows of ``table`` (as ``t``, with ``joins``) matching every clause and created in [since, until)."""
     if since is not None:
@@ -84,4 +101,6 @@ def _source(
         segmented_column="fts_segmented",
         params={**params, "since": since, "until": until},
         table=table,
+        vector_kind=vector_kind,
+        vector_where_sql=vector_where_sql,
     )
