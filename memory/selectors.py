@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -17,6 +17,7 @@ from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from memory.models import SelfLayerBlock, SemanticMemory
 from memory.search import (
+    ALL_BRANCHES,
     MAX_LIMIT,
     SearchTimeout,
     SourceSpec,
@@ -140,6 +141,7 @@ def memory_recall(
     until: date | datetime | None = None,
     channel: str | None = None,
     global_only: bool = False,
+    branches: Sequence[str] = ALL_BRANCHES,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
@@ -150,7 +152,8 @@ def memory_recall(
     memories; without ``person``, ``global_only`` keeps to global memories and no
     conversation snippets (a user-facing caller whose human is unknown). ``since``/``until`` bound
     the creation time (a date means the whole day; both inclusive). ``channel`` restricts
-    session hits to conversations of that channel.
+    session hits to conversations of that channel. ``branches`` narrows the branches searched
+    (benchmarks compare keyword-only and dense-only recall with the default).
     Raises memory.search.QuerySyntaxError for a malformed query.
     """
     types = _memory_types(memory_types)
@@ -171,12 +174,21 @@ def memory_recall(
         sources.append(source)
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
-        hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit, text=query)[:limit]
+        hits = hybrid_search(
+            query=search_query_build(text=query), sources=sources, limit=limit, text=query, branches=branches
+        )[:limit]
         return _results(hits)
 
 
 def memory_semantic_search(
-    *, query: str, limit: int = 10, person: Person | None = None, since=None, until=None, global_only: bool = False
+    *,
+    query: str,
+    limit: int = 10,
+    person: Person | None = None,
+    since=None,
+    until=None,
+    global_only: bool = False,
+    branches: Sequence[str] = ALL_BRANCHES,
 ) -> list[dict[str, Any]]:
     """Semantic memories only (the memory_semantic_search tool)."""
     return memory_recall(
@@ -187,6 +199,7 @@ def memory_semantic_search(
         since=since,
         until=until,
         global_only=global_only,
+        branches=branches,
     )
 
 

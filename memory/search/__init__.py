@@ -15,11 +15,22 @@ statistics and each source's plan), ``_sql`` (the statement and its planner sett
 """
 
 from anima.core.search_query import QuerySyntaxError, search_query_build
-from memory.search._fusion import MAX_LIMIT, SearchTimeout, clamp_limit, dense_status, hybrid_search, score_fuse
+from memory.search._fusion import (
+    ALL_BRANCHES,
+    KEYWORD_BRANCHES,
+    MAX_LIMIT,
+    SearchTimeout,
+    clamp_limit,
+    dense_status,
+    hybrid_search,
+    score_fuse,
+)
 from memory.search._sources import SourceSpec, entity_source, message_source
 from memory.search._stats import term_stats_clear
 
 __all__ = [
+    "ALL_BRANCHES",
+    "KEYWORD_BRANCHES",
     "MAX_LIMIT",
     "QuerySyntaxError",
     "SearchTimeout",
