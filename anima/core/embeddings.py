@@ -83,13 +83,18 @@ class _LocalProvider:
 
 
 def _token_capped(engine, text: str, *, kind: Kind) -> str:
-    """``text`` cut to the first MAX_TOKENS[kind] tokens (prefix and special tokens included), by characters."""
+    """``text`` within MAX_TOKENS[kind] tokens (prefix and special tokens included), cut by characters.
+
+    A passage keeps its start; a query keeps its end: a query made of conversation turns is about its
+    latest ones.
+    """
     limit = MAX_TOKENS[kind]
     count = engine.token_count(text, is_query=kind == "query")
     while count > limit:
         # Tokens per character vary (a CJK character is about one, English about a quarter): shrink in
         # proportion, a little more each round, until it fits.
-        text = text[: max(1, int(len(text) * limit / count * 0.95))]
+        keep = max(1, int(len(text) * limit / count * 0.95))
+        text = text[-keep:] if kind == "query" else text[:keep]
         count = engine.token_count(text, is_query=kind == "query")
     return text
 
