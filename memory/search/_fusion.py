@@ -129,43 +129,49 @@ def _dense_rows(cursor, *, text: str, sources: Sequence[SourceSpec], pool: int, 
     return rows
 
 
-# Fusion weights, chosen on MADial-Bench among a few general methods (README, "Dense recall"): per-branch
-# z-scores beat min-max and plain RRF there, and meaning outweighs keywords. Trigram is for typos and
-# partial words, a small correction on top of FTS.
+# Fusion weights, chosen on MADial-Bench among a few general methods (README, Benchmarks): z-scores beat
+# min-max, RRF and z-scores squashed before mixing there, and meaning outweighs keywords (0.7 / 0.3 beat
+# 0.5 / 0.5 and 0.8 / 0.2). Trigram is for typos and partial words, a small correction on top of FTS.
 BRANCH_WEIGHTS = {"dense": 0.7, "fts": 0.3, "trigram": 0.1}
 
 
 def score_fuse(*, rows: Sequence[tuple[str, str, int, int, float]]) -> list[Hit]:
     """Fuse (source, branch, id, rank, score) rows into one list ordered by comparable relevance.
 
-    Each branch's scores are made comparable by a z-score squashed into 0..1 (normal CDF): keyword
-    scores per source (BM25's scale depends on the source's statistics), dense similarities over all
-    sources together (one model, one scale: a fact that matches better than a diary block that mentions
-    it stays above it). A hit's score is the weighted mean over the branches that found anything, a
-    branch that missed it counting 0.
+    Each branch's scores become z-scores: keyword scores within their source (BM25's scale depends on
+    the source's statistics), dense similarities over all sources together (one model, one scale: a
+    fact that matches better than a diary block mentioning it stays above it). A hit's score is the
+    weighted mean of its z-scores over the branches that found anything, a branch that did not find
+    it counting its lowest z-score (the hit ranks below that branch's pool), mapped into 0..1 by the
+    normal CDF.
     """
     hits: dict[tuple[str, int], Hit] = {}
-    groups: dict[tuple[str, str], list[tuple[Hit, str, float]]] = {}
+    groups: dict[tuple[str, str], list[tuple[Hit, float]]] = {}
     for source, branch, row_id, rank, score in rows:
         hit = hits.setdefault((source, row_id), Hit(source=source, id=row_id))
         hit.ranks[branch] = rank
         hit.scores[branch] = float(score)
-        group = (branch, "" if branch == "dense" else source)
-        groups.setdefault(group, []).append((hit, branch, float(score)))
-    normalised: dict[tuple[str, int, str], float] = {}
-    for members in groups.values():
-        values = [score for _, _, score in members]
+        groups.setdefault((branch, "" if branch == "dense" else source), []).append((hit, float(score)))
+    z: dict[tuple[str, int, str], float] = {}
+    lowest: dict[tuple[str, str], float] = {}
+    for (branch, group_source), members in groups.items():
+        values = [score for _, score in members]
         mean = statistics.fmean(values)
         spread = statistics.pstdev(values, mu=mean)
-        for hit, branch, score in members:
-            # All equal (often: a single candidate): each is as good a match as the branch has.
-            normalised[(hit.source, hit.id, branch)] = _normal_cdf((score - mean) / spread) if spread else 1.0
+        # All equal (often: a single candidate): each is as good a match as the branch has.
+        for hit, score in members:
+            z[(hit.source, hit.id, branch)] = (score - mean) / spread if spread else 1.0
+        lowest[(branch, group_source)] = min((score - mean) / spread if spread else 1.0 for score in values)
     present = {branch for branch, _ in groups}
     total = sum(BRANCH_WEIGHTS[branch] for branch in present) or 1.0
     for hit in hits.values():
-        hit.score = (
-            sum(BRANCH_WEIGHTS[branch] * normalised[(hit.source, hit.id, branch)] for branch in hit.ranks) / total
-        )
+        mixed = 0.0
+        for branch in present:
+            group = (branch, "" if branch == "dense" else hit.source)
+            # A source the branch found nothing in: the hit is below every candidate the branch had.
+            floor = lowest.get(group, min(value for key, value in lowest.items() if key[0] == branch))
+            mixed += BRANCH_WEIGHTS[branch] * z.get((hit.source, hit.id, branch), floor)
+        hit.score = _normal_cdf(mixed / total)
     return sorted(hits.values(), key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.source, hit.id))
 
 
