@@ -53,3 +53,5 @@ def test_a_server_without_pgvector_migrates_and_recalls_keyword_only(concept_emb
             pytest.skip("this server has pgvector")
     vectors_available_clear()
     _keyword_only_behaviour(capsys)
+    call_command("check", "--database", "default")
+    assert "anima.W102" in capsys.readouterr().err
