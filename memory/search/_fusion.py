@@ -26,7 +26,10 @@ from memory.search._stats import branch_plans
 logger = logging.getLogger(__name__)
 
 MAX_LIMIT = 100
-MIN_POOL = 20
+# Fusion normalises each branch's scores over its candidates: too few make a noisy z-score. On
+# MADial-Bench (en, R@10) a pool of 60 gave 61.9, 100 gave 65.0, 300 gave 66.6; ranking 100 candidates
+# costs the keyword branches little (they score every match anyway) and the HNSW search ef_search 100.
+MIN_POOL = 100
 
 
 @dataclass
@@ -40,7 +43,7 @@ class Hit:
 
 
 def pool_size(*, limit: int) -> int:
-    """Candidates each branch keeps: max(n*3, 20), with limits clamped to 100."""
+    """Candidates each branch keeps: max(n*3, 100), with limits clamped to 100."""
     return max(clamp_limit(limit) * 3, MIN_POOL)
 
 
@@ -124,8 +127,12 @@ def _dense_rows(cursor, *, text: str, sources: Sequence[SourceSpec], pool: int, 
     if statement is None:
         return []
     sql, params = statement
-    rows = dense_fetch(cursor, sql, {**params, "qvec": vector_literal(vector)}, pool=pool)
+    found = dense_fetch(cursor, sql, {**params, "qvec": vector_literal(vector)}, pool=pool)
     observe_recall(branch="dense", seconds=time.perf_counter() - started)
+    rows, ranks = [], {}
+    for source, row_id, similarity in sorted(found, key=lambda row: (-row[2], row[1])):
+        ranks[source] = ranks.get(source, 0) + 1
+        rows.append((source, "dense", row_id, ranks[source], similarity))
     return rows
 
 

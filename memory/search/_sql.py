@@ -191,12 +191,12 @@ def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
 
 
 def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, pool: int) -> tuple[str, dict] | None:
-    """Each source's nearest rows to ``%(qvec)s`` by cosine, as rows of (source, "dense", id, rank, similarity).
+    """Each source's nearest rows to ``%(qvec)s`` by cosine, as rows of (source, id, similarity).
 
     The ORDER BY is the HNSW index's own expression and the WHERE repeats its predicate, so the index
     serves it; the source's filters are tested on each candidate as the index scan goes (iterative
-    scan, see dense_fetch), so a person owning few vectors still gets a full pool. None when no source
-    has vectors.
+    scan, see dense_fetch), so a person owning few vectors still gets a full pool. Rows come roughly
+    nearest first; the caller ranks them. None when no source has vectors.
     """
     order = vector_order_sql(model=model, param="qvec")
     selects, params = [], {"pool": pool}
@@ -207,9 +207,8 @@ def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, poo
         if source.vector_where_sql:
             where.insert(1, source.vector_where_sql)
         selects.append(
-            f"SELECT %(src{index})s, 'dense', id, row_number() OVER (ORDER BY score DESC, id), score FROM ("
-            f"SELECT t.id, 1 - ({order}) AS score FROM {TABLE} v, {source.from_sql}"
-            f" WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %(pool)s) d{index}"
+            f"(SELECT %(src{index})s, t.id, 1 - ({order}) FROM {TABLE} v, {source.from_sql}"
+            f" WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %(pool)s)"
         )
         params.update(source.params)
         params[f"src{index}"] = source.name
@@ -219,8 +218,8 @@ def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, poo
 
 
 # pgvector's HNSW search keeps ef_search candidates; a filter then drops those of other people. Iterative
-# scans go on past them (in roughly nearest-first order; the ranks above re-sort) until the LIMIT is met,
-# reading at most max_scan_tuples index entries.
+# scans go on past them (in roughly nearest-first order) until the LIMIT is met, reading at most
+# max_scan_tuples index entries.
 HNSW_EF_SEARCH_MIN = 40
 HNSW_MAX_SCAN_TUPLES = 20_000
 
@@ -235,6 +234,10 @@ def dense_fetch(cursor, sql: str, params: dict, *, pool: int) -> list[tuple]:
             "hnsw.iterative_scan": ("relaxed_order", "off"),
             "hnsw.ef_search": (str(min(max(pool, HNSW_EF_SEARCH_MIN), 1000)), "40"),
             "hnsw.max_scan_tuples": (str(HNSW_MAX_SCAN_TUPLES), "20000"),
+            # The planner underrates the index when a source's filter looks selective (the entity filters
+            # are expressions it cannot estimate) and computes every distance then sorts: 340 ms at 100k
+            # memories (bench/recall_scale.py) against tens of ms through the index. No sort: the index.
+            "enable_sort": ("off", "on"),
         },
     )
 

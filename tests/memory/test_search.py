@@ -109,9 +109,9 @@ def test_dense_similarities_are_compared_across_sources_keyword_scores_within_ea
     assert [hit.id for hit in hits] == [1, 2, 3, 4]
 
 
-def test_branch_pool_is_three_times_the_limit_at_least_twenty_and_clamped():
-    assert pool_size(limit=1) == 20
-    assert pool_size(limit=10) == 30
+def test_branch_pool_is_three_times_the_limit_at_least_a_hundred_and_clamped():
+    assert pool_size(limit=1) == 100
+    assert pool_size(limit=50) == 150
     assert pool_size(limit=10_000) == 300
 
 
