@@ -203,7 +203,11 @@ def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, poo
     for index, source in enumerate(sources):
         if not source.vector_kind:
             continue
-        where = [vector_predicate_sql(kind=source.vector_kind, model=model), "t.id = v.row_id", source.where_sql]
+        # ``column || ''`` keeps the keyword plan off a btree that matches every memory; here it would hide
+        # the filter's selectivity and the planner would compute every distance (400 ms at 100k memories,
+        # bench/recall_scale.py) instead of walking the HNSW index.
+        filters = source.where_sql.replace(" || ''", "")
+        where = [vector_predicate_sql(kind=source.vector_kind, model=model), "t.id = v.row_id", filters]
         if source.vector_where_sql:
             where.insert(1, source.vector_where_sql)
         selects.append(
@@ -234,10 +238,6 @@ def dense_fetch(cursor, sql: str, params: dict, *, pool: int) -> list[tuple]:
             "hnsw.iterative_scan": ("relaxed_order", "off"),
             "hnsw.ef_search": (str(min(max(pool, HNSW_EF_SEARCH_MIN), 1000)), "40"),
             "hnsw.max_scan_tuples": (str(HNSW_MAX_SCAN_TUPLES), "20000"),
-            # The planner underrates the index when a source's filter looks selective (the entity filters
-            # are expressions it cannot estimate) and computes every distance then sorts: 340 ms at 100k
-            # memories (bench/recall_scale.py) against tens of ms through the index. No sort: the index.
-            "enable_sort": ("off", "on"),
         },
     )
 
