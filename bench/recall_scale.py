@@ -9,7 +9,7 @@ dictionary and an English word list) are generated with set-based SQL into a
 throwaway database (created and dropped here): messages for the session source,
 semantic memories for the semantic source. Each size runs the same queries
 (1-3 words, common and rare) through `memory_recall` (FTS + trigram branches in
-one statement, RRF) and through the floor, a plain ranked FTS query on the same
+one statement, fused; plus the dense branch with --vectors) and through the floor, a plain ranked FTS query on the same
 rows. It prints p50/p95 in milliseconds and the p95 ratio recall / floor.
 Target: p95 <= 3x the floor and <= 50 ms at 1M messages. Generating 1M messages
 takes several minutes on a small machine, hence the flags.
@@ -167,7 +167,7 @@ def queries(vocab: list[str], count: int, seed: int = 11) -> list[str]:
 
 
 def floor_query(text: str, table: str, column: str) -> None:
-    """The same OR-ed tsquery recall builds, as one ranked FTS query on one table: no filters, no trigram, no RRF."""
+    """The same OR-ed tsquery recall builds, as one ranked FTS query on one table: no filters, no trigram, no fusion."""
     tsquery = search_query_build(text=text).tsquery
     with connection.cursor() as cursor:
         cursor.execute(
