@@ -9,10 +9,16 @@ dictionary and an English word list) are generated with set-based SQL into a
 throwaway database (created and dropped here): messages for the session source,
 semantic memories for the semantic source. Each size runs the same queries
 (1-3 words, common and rare) through `memory_recall` (FTS + trigram branches in
-one statement, RRF) and through the floor, a plain ranked FTS query on the same
+one statement, fused; plus the dense branch with --vectors) and through the floor, a plain ranked FTS query on the same
 rows. It prints p50/p95 in milliseconds and the p95 ratio recall / floor.
 Target: p95 <= 3x the floor and <= 50 ms at 1M messages. Generating 1M messages
 takes several minutes on a small machine, hence the flags.
+
+With ``--vectors``, every row also gets a synthetic unit vector (random, 384 dimensions, stored under the
+configured model's name) and the HNSW indexes are built; each size then also times recall with the dense
+branch (its time includes embedding the query with the configured model) against keyword-only recall in
+the same run, and prints the vectors' size on disk per 1M rows and the model's embedding throughput
+(passages/s over 256 generated texts). Building HNSW over 1M random vectors takes long on two busy cores.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ import jieba  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from anima.core.db import throwaway_database  # noqa: E402
-from memory.search import search_query_build, term_stats_clear  # noqa: E402
+from anima.core.embeddings import embed_texts, embedding_model  # noqa: E402
+from anima.core.vectors import TABLE, vector_index_name, vector_indexes_ensure  # noqa: E402
+from memory.search import KEYWORD_BRANCHES, search_query_build, term_stats_clear  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
 
 EN = (
@@ -106,6 +114,47 @@ def generate(*, messages: int, memories: int, vocab: list[str]) -> None:
     term_stats_clear()
 
 
+def vectors_fill(*, kind: str, table: str) -> float:
+    """Give every row of ``table`` without one a random unit vector of the configured model; rebuild the index.
+
+    Returns the seconds the index build took. The index is dropped first: one build over all rows is far
+    faster than inserting into it row by row.
+    """
+    model = embedding_model()
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX IF EXISTS {vector_index_name(kind=kind, model=model)}")
+        cursor.execute(
+            f"INSERT INTO {TABLE} (kind, row_id, model, dim, vec) SELECT %(kind)s, t.id, %(model)s, %(dim)s,"
+            " (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec FROM generate_series(1, %(dim)s)"
+            f" WHERE t.id > 0) FROM {table} t ON CONFLICT DO NOTHING",
+            {"kind": kind, "model": model.name, "dim": model.dim},
+        )
+        cursor.execute("SET maintenance_work_mem = '1GB'")
+        started = time.perf_counter()
+        vector_indexes_ensure(model=model)
+        built = time.perf_counter() - started
+        cursor.execute(f"ANALYZE {TABLE}")
+    return built
+
+
+def vectors_size_per_million() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*), pg_table_size('{TABLE}'), pg_indexes_size('{TABLE}') FROM {TABLE}")
+        rows, heap, indexes = cursor.fetchone()
+    scale = 1_000_000 / rows / 2**30
+    return f"{rows:,} vectors: {heap * scale:.2f} GB table + {indexes * scale:.2f} GB indexes per 1M"
+
+
+def embedding_throughput(vocab: list[str], count: int = 256) -> float:
+    rng = random.Random(5)
+    texts = [" ".join(rng.choice(vocab) for _ in range(rng.randint(8, 30))) for _ in range(count)]
+    embed_texts(texts[:8])  # load the model
+    started = time.perf_counter()
+    for start in range(0, count, 64):
+        embed_texts(texts[start : start + 64])
+    return count / (time.perf_counter() - started)
+
+
 def queries(vocab: list[str], count: int, seed: int = 11) -> list[str]:
     rng = random.Random(seed)
     picks = []
@@ -118,7 +167,7 @@ def queries(vocab: list[str], count: int, seed: int = 11) -> list[str]:
 
 
 def floor_query(text: str, table: str, column: str) -> None:
-    """The same OR-ed tsquery recall builds, as one ranked FTS query on one table: no filters, no trigram, no RRF."""
+    """The same OR-ed tsquery recall builds, as one ranked FTS query on one table: no filters, no trigram, no fusion."""
     tsquery = search_query_build(text=text).tsquery
     with connection.cursor() as cursor:
         cursor.execute(
@@ -140,12 +189,12 @@ def timed(fn, texts: list[str]) -> tuple[float, float]:
     return statistics.median(samples), statistics.quantiles(samples, n=20)[-1]
 
 
-def report(label: str, rows: int, recall_fn, floor_fn, texts: list[str]) -> None:
+def report(label: str, rows: int, recall_fn, floor_fn, texts: list[str], *, floor: str = "floor") -> None:
     recall_p50, recall_p95 = timed(recall_fn, texts)
     floor_p50, floor_p95 = timed(floor_fn, texts)
     print(
-        f"{label:<9} {rows:>9,}  recall p50 {recall_p50:7.1f} ms  p95 {recall_p95:7.1f} ms   "
-        f"floor p50 {floor_p50:6.1f} ms  p95 {floor_p95:6.1f} ms   p95 ratio {recall_p95 / floor_p95:5.2f}x",
+        f"{label:<14} {rows:>9,}  recall p50 {recall_p50:7.1f} ms  p95 {recall_p95:7.1f} ms   "
+        f"{floor} p50 {floor_p50:6.1f} ms  p95 {floor_p95:6.1f} ms   p95 ratio {recall_p95 / floor_p95:5.2f}x",
         flush=True,
     )
 
@@ -155,7 +204,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="message counts, comma-separated, ascending")
     parser.add_argument("--memories", default="10000,100000", help="semantic memory counts, ascending")
     parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--vectors", action="store_true", help="add synthetic vectors and time dense recall too")
     args = parser.parse_args()
+    if args.vectors and embedding_model() is None:
+        parser.error("--vectors needs embeddings (ANIMA_EMBEDDINGS=local or openai)")
     sizes = [int(size) for size in args.sizes.split(",") if size]
     memory_sizes = [int(size) for size in args.memories.split(",") if size]
     vocab = vocabulary()
@@ -165,22 +217,44 @@ def main() -> None:
             started = time.perf_counter()
             generate(messages=size, memories=0, vocab=vocab)
             print(f"generated {size:,} messages in {time.perf_counter() - started:.0f}s", flush=True)
+            dense_report(args.vectors, "session", size, kind="message", table="messages", texts=texts)
             report(
                 "session",
                 size,
-                lambda text: memory_recall(query=text, memory_types=["session"]),
+                lambda text: memory_recall(query=text, memory_types=["session"], branches=KEYWORD_BRANCHES),
                 lambda text: floor_query(text, "messages", "content_fts"),
                 texts,
             )
         for size in memory_sizes:
             generate(messages=0, memories=size, vocab=vocab)
+            dense_report(args.vectors, "semantic", size, kind="entity", table="entities", texts=texts)
             report(
                 "semantic",
                 size,
-                lambda text: memory_recall(query=text, memory_types=["semantic"]),
+                lambda text: memory_recall(query=text, memory_types=["semantic"], branches=KEYWORD_BRANCHES),
                 lambda text: floor_query(text, "entities", "search_fts"),
                 texts,
             )
+        if args.vectors:
+            print(vectors_size_per_million(), flush=True)
+            print(f"embedding throughput: {embedding_throughput(vocab):.1f} passages/s", flush=True)
+
+
+def dense_report(enabled: bool, label: str, rows: int, *, kind: str, table: str, texts: list[str]) -> None:
+    """Recall with the dense branch (query embedding included) beside keyword-only recall, same queries."""
+    if not enabled:
+        return
+    built = vectors_fill(kind=kind, table=table)
+    types = ["session"] if kind == "message" else ["semantic"]
+    print(f"vectors for {rows:,} {table}: HNSW built in {built:.0f}s", flush=True)
+    report(
+        label + "+dense",
+        rows,
+        lambda text: memory_recall(query=text, memory_types=types),
+        lambda text: memory_recall(query=text, memory_types=types, branches=KEYWORD_BRANCHES),
+        texts,
+        floor="keyword-only",
+    )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pgtrigger
 from django.conf import settings
-from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
@@ -122,7 +121,6 @@ class Message(SegmentedTextModel):
     content_fts = models.GeneratedField(
         expression=search_vector_of("fts_segmented"), output_field=SearchVectorField(), db_persist=True
     )
-    content_embedding = ArrayField(models.FloatField(), null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "messages"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -22,6 +22,7 @@ from conversations.selectors import conversation_person
 from memory.citations import cited_ids
 from memory.models import EmotionalTendency, LimbicBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
+    ALL_BRANCHES,
     MAX_LIMIT,
     SearchTimeout,
     SourceSpec,
@@ -106,7 +107,7 @@ def semantic_memory_search_ids(*, text: str) -> list[int]:
     """
     source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
     with replica_reads():
-        hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT)
+        hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT, text=text)
     return [hit.id for hit in hits]
 
 
@@ -187,8 +188,12 @@ def memory_recall(
     channel: str | None = None,
     global_only: bool = False,
     as_of: date | datetime | None = None,
+    branches: Sequence[str] = ALL_BRANCHES,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
+
+    Keyword (FTS, trigram) and, where vectors exist, dense branches of every source, fused on
+    normalised scores (``memory.search.score_fuse``); ``score`` is 0..1.
 
     ``person`` scopes to that person's memories and conversations plus global (person-less)
     memories; without ``person``, ``global_only`` keeps to global memories and no
@@ -196,6 +201,8 @@ def memory_recall(
     the creation time (a date means the whole day; both inclusive). ``channel`` restricts
     session hits to conversations of that channel. ``as_of`` recalls what was held then: semantic
     memories valid at that moment (a date means the end of that local day), other rows created by it.
+    ``branches`` narrows the branches searched (benchmarks compare keyword-only and dense-only
+    recall with the default).
     Raises memory.search.QuerySyntaxError for a malformed query.
     """
     types = _memory_types(memory_types)
@@ -229,7 +236,9 @@ def memory_recall(
         sources.append(source)
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
-        hits = hybrid_search(query=search_query_build(text=query), sources=sources, limit=limit)[:limit]
+        hits = hybrid_search(
+            query=search_query_build(text=query), sources=sources, limit=limit, text=query, branches=branches
+        )[:limit]
         return _results(hits)
 
 
@@ -242,6 +251,7 @@ def memory_semantic_search(
     until=None,
     global_only: bool = False,
     as_of: date | datetime | None = None,
+    branches: Sequence[str] = ALL_BRANCHES,
 ) -> list[dict[str, Any]]:
     """Semantic memories only (the memory_semantic_search tool)."""
     return memory_recall(
@@ -253,6 +263,7 @@ def memory_semantic_search(
         until=until,
         global_only=global_only,
         as_of=as_of,
+        branches=branches,
     )
 
 
@@ -295,8 +306,9 @@ def _results(hits) -> list[dict[str, Any]]:
             "created_at": row["created_at"].isoformat(),
             "conversation_external_id": row.get("conversation__external_id"),
             "message_external_id": row["external_id"] if hit.source == SESSION else None,
-            # Explainable recall: which branch found the hit, at which 1-based rank.
+            # Explainable recall: which branch found the hit, at which 1-based rank, with which score.
             "ranks": dict(hit.ranks),
+            "scores": {branch: round(score, 6) for branch, score in hit.scores.items()},
         }
         if hit.source == SEMANTIC:
             result["semantic_memory_id"] = hit.id

@@ -121,6 +121,7 @@ class RecallResultSerializer(serializers.Serializer):
     conversation_external_id = serializers.CharField(allow_null=True)
     message_external_id = serializers.CharField(allow_null=True)
     ranks = serializers.DictField(child=serializers.IntegerField())
+    scores = serializers.DictField(child=serializers.FloatField())
     semantic_memory_id = serializers.IntegerField(required=False)
     valid_from = serializers.CharField(required=False, allow_null=True)
     valid_to = serializers.CharField(required=False, allow_null=True)

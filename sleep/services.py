@@ -240,6 +240,15 @@ SCHEDULES = (
         expire_seconds=25 * 60,
         description="Half-hourly temporal chunks of active conversations.",
     ),
+    Schedule(
+        name="embed-backfill",
+        task="memory.tasks.embed_backfill",
+        minute="*",
+        hour="*",
+        kwargs={},
+        expire_seconds=55,
+        description="Every minute: embed the memories and messages that have no vector yet (dense recall).",
+    ),
 )
 
 

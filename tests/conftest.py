@@ -18,6 +18,7 @@ from anima.core.llm import providers
 from anima.core.llm.testing import StubLlmServer
 from anima.core.logs import logging_config
 from sleep.models import PipelineRun
+from tests.embeddings_server import CONCEPT_DIM, EmbeddingsServer, concept_vector
 
 
 @pytest.fixture(autouse=True)
@@ -139,4 +140,15 @@ def llm_stub(settings, monkeypatch):
         settings.ANIMA_LLM_BASE_URL = server.base_url
         settings.ANIMA_LLM_MODEL = "stub-model"
         settings.ANIMA_LLM_MAX_RETRIES = 2
+        yield server
+
+
+@pytest.fixture
+def concept_embeddings(settings):
+    """ANIMA_EMBEDDINGS=openai against a local server embedding in the toy concept space (real HTTP)."""
+    with EmbeddingsServer(embed=concept_vector) as server:
+        settings.ANIMA_EMBEDDINGS = "openai"
+        settings.ANIMA_EMBEDDINGS_BASE_URL = server.base_url
+        settings.ANIMA_EMBEDDINGS_MODEL = "concept-stub"
+        settings.ANIMA_EMBEDDINGS_DIM = CONCEPT_DIM
         yield server

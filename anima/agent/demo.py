@@ -8,7 +8,9 @@ from pathlib import Path
 
 from anima.agent.turn import PEERS_NAME, messages_format, prepare_turn
 from anima.core.calendar import BUCKET
-from conversations.models import Conversation
+from conversations.models import Conversation, Person
+from memory.embedding import embed_backfill_run
+from memory.selectors import memory_recall
 from temporal.tick import temporal_tick_run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "demo"
@@ -44,3 +46,24 @@ def demo_prepared_turn(*, stdout) -> None:
         f"passive recall {'yes' if 'passive_memory_context' in names else 'no'}"
     )
     stdout.write(messages_format(messages=messages))
+
+
+# Shares no word with what is stored ("Maya works as a nurse in a hospital in Lisbon"): only the dense
+# branch can find it.
+MEANING_QUERY = "What is her job?"
+MEANING_PERSON = "maya"
+
+
+def demo_meaning_recall(*, stdout) -> None:
+    """Embed what has no vector yet, then recall a memory by meaning alone (or say why recall is keyword-only)."""
+    report = embed_backfill_run()
+    if not report.available:
+        stdout.write(f"no vectors: {report.reason}")
+        return
+    stdout.write(f"embedded {report.embedded} rows with {report.model} in {report.seconds:.1f} s")
+    person = Person.objects.filter(slug=MEANING_PERSON).first()
+    results = memory_recall(query=MEANING_QUERY, person=person, memory_types=["semantic"], limit=3)
+    stdout.write(f"recall {MEANING_QUERY!r} for {MEANING_PERSON}:")
+    for number, result in enumerate(results, start=1):
+        branches = ", ".join(f"{branch} #{rank}" for branch, rank in sorted(result["ranks"].items()))
+        stdout.write(f"  {number}. {result['snippet']}  ({branches})")

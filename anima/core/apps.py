@@ -11,6 +11,7 @@ class CoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from anima.core import checks  # noqa: F401 (registers the system checks)
         from anima.core.db import tolerant_date_loaders_register
         from anima.core.embedded.server import sigterm_exits_cleanly
 

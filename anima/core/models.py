@@ -146,8 +146,6 @@ class Entity(SegmentedTextModel):
     search_fts = models.GeneratedField(
         expression=search_vector_of("fts_segmented"), output_field=SearchVectorField(), db_persist=True
     )
-    # Filled asynchronously after insert; not a ranking branch unless configured.
-    search_embedding = ArrayField(models.FloatField(), null=True, blank=True, editable=False)
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,31 +1,46 @@
-"""Hybrid retrieval: query building, FTS + trigram branches, Reciprocal Rank Fusion.
+"""Hybrid retrieval: query building, FTS + trigram + dense branches, score fusion.
 
 User text never reaches SQL as SQL: the query language (``anima.core.search_query``, shared
 with history search) makes it a tsquery string and a trigram text, both sent as parameters.
-Both branches of every source run in one SQL statement (CTEs), one round trip: that is the
-"parallel wave". Ranks are fused in Python by RRF. Before it, a plain query's words are
+Both keyword branches of every source run in one SQL statement (CTEs), one round trip: that is
+the "parallel wave". The dense branches (the query's embedding against pgvector's HNSW indexes,
+``anima.core.vectors``) of every source are a second statement. Scores are normalised per branch
+and fused in Python (``score_fuse``). Before it, a plain query's words are
 normalised and looked up in ANALYZE's lexeme statistics (cached), so that words common in a
 source only fill up its ranking.
 
 The private modules, bottom up: ``_sources`` (what a search reads), ``_stats`` (term
 statistics and each source's plan), ``_sql`` (the statement and its planner settings),
-``_fusion`` (running it and RRF).
+``_fusion`` (running them and fusing).
 """
 
 from anima.core.search_query import QuerySyntaxError, search_query_build
-from memory.search._fusion import MAX_LIMIT, SearchTimeout, clamp_limit, hybrid_search
+from memory.search._fusion import (
+    ALL_BRANCHES,
+    KEYWORD_BRANCHES,
+    MAX_LIMIT,
+    SearchTimeout,
+    clamp_limit,
+    dense_status,
+    hybrid_search,
+    score_fuse,
+)
 from memory.search._sources import SourceSpec, entity_source, message_source
 from memory.search._stats import term_stats_clear
 
 __all__ = [
+    "ALL_BRANCHES",
+    "KEYWORD_BRANCHES",
     "MAX_LIMIT",
     "QuerySyntaxError",
     "SearchTimeout",
     "SourceSpec",
     "clamp_limit",
+    "dense_status",
     "entity_source",
     "hybrid_search",
     "message_source",
+    "score_fuse",
     "search_query_build",
     "term_stats_clear",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from anima.core.vectors import ENTITY, MESSAGE
+
 
 @dataclass(frozen=True)
 class SourceSpec:
@@ -18,6 +20,10 @@ class SourceSpec:
     params: dict = field(default_factory=dict)
     # The table ``t`` is (for its statistics and its newest id); empty: no document-frequency pruning.
     table: str = ""
+    # Its rows' kind in the vectors table (empty: no dense branch), and a filter on the vector row itself
+    # (``v``) tested on the index scan before the join; the source's own filters are tested after it.
+    vector_kind: str = ""
+    vector_where_sql: str = ""
 
 
 # A semantic memory held at %(as_of)s: valid from then or before (its occurred_at or first sighting) and not
@@ -55,6 +61,8 @@ def entity_source(
         since=since,
         until=until,
         as_of=None if by_validity else as_of,
+        vector_kind=ENTITY,
+        vector_where_sql="(v.person_id = %(person_id)s OR v.person_id IS NULL)" if person_id is not None else "",
     )
 
 
@@ -89,6 +97,7 @@ def message_source(
         until=until,
         as_of=as_of,
         joins=" JOIN conversations c ON c.id = t.conversation_id",
+        vector_kind=MESSAGE,
     )
 
 
@@ -103,6 +112,8 @@ def _source(
     until: datetime | None,
     as_of: datetime | None = None,
     joins: str = "",
+    vector_kind: str = "",
+    vector_where_sql: str = "",
 ) -> SourceSpec:
     """Rows of ``table`` (as ``t``, with ``joins``) matching every clause, created in [since, until), by ``as_of``."""
     if since is not None:
@@ -119,4 +130,6 @@ def _source(
         segmented_column="fts_segmented",
         params={**params, "since": since, "until": until, "created_by": as_of},
         table=table,
+        vector_kind=vector_kind,
+        vector_where_sql=vector_where_sql,
     )

@@ -1,4 +1,5 @@
-"""The search statement: every source's FTS and trigram branches as CTEs of one SQL statement.
+"""The search statements: every source's FTS and trigram branches as CTEs of one SQL statement, and the
+dense branches of every source as a second one (it needs other planner settings).
 
 Only fixed SQL and parameter placeholders are written here; query text, lexemes and
 filter values travel as parameters.
@@ -11,8 +12,10 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
+from anima.core.embeddings import EmbeddingModel
 from anima.core.models import TRIGRAM_PREFIX_CHARS
 from anima.core.search_query import SearchQuery
+from anima.core.vectors import TABLE, vector_order_sql, vector_predicate_sql
 from memory.search._sources import SourceSpec
 from memory.search._stats import COMMON_CANDIDATES, BranchPlan
 
@@ -56,7 +59,7 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
         from_sql = f"{source.from_sql} CROSS JOIN q"
     if fts and not plan.common_tsquery:
         ctes.append(
-            f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
+            f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank, score FROM ("
             f" SELECT t.id, {score} AS score"
             f" FROM {from_sql} WHERE {col} @@ q.tsq AND {source.where_sql}"
             f" ORDER BY score DESC, t.id LIMIT %(pool)s) ranked)"
@@ -67,7 +70,7 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
         # The very expression of the trigram index: a row's text is compared up to TRIGRAM_PREFIX_CHARS.
         segmented = f"left(t.{source.segmented_column}, {TRIGRAM_PREFIX_CHARS})"
         ctes.append(
-            f"{prefix}_trgm AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank FROM ("
+            f"{prefix}_trgm AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank, score FROM ("
             f" SELECT id, word_similarity(%({prefix}_trgm)s, segmented) AS score FROM ("
             f" SELECT t.id, {segmented} AS segmented FROM {source.from_sql}"
             f" WHERE %({prefix}_trgm)s <%% {segmented} AND {source.where_sql}"
@@ -106,7 +109,9 @@ def _tiered_fts_sql(source: SourceSpec, prefix: str, *, plan: BranchPlan) -> lis
         f"{prefix}_fts3 AS (SELECT c.id, {rank} AS score FROM ({candidates} AND {col} @@ {common}"
         f" AND (SELECT count(*) FROM {prefix}_fts1) + (SELECT count(*) FROM {prefix}_fts2) < %(pool)s"
         f" LIMIT {COMMON_CANDIDATES}) c CROSS JOIN q)",
-        f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY tier, score DESC, id DESC) AS rank FROM ("
+        # ts_rank_cd(…, 32) is below 1: a tier-1 row's score stays above every tier-2 row's after fusion too.
+        f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY tier, score DESC, id DESC) AS rank,"
+        f" (2 - tier) + score AS score FROM ("
         f" SELECT id, min(tier) AS tier, max(score) AS score FROM ("
         f" SELECT id, 1 AS tier, score FROM {prefix}_fts1 UNION ALL SELECT id, 2, score FROM {prefix}_fts2"
         f" UNION ALL SELECT id, 2, score FROM {prefix}_fts3) tiers GROUP BY id"
@@ -117,7 +122,7 @@ def _tiered_fts_sql(source: SourceSpec, prefix: str, *, plan: BranchPlan) -> lis
 def search_statement(
     *, query: SearchQuery, sources: Sequence[SourceSpec], plans: Sequence[BranchPlan], pool: int
 ) -> tuple[str, dict] | None:
-    """The statement and its parameters: rows of (source, branch, id, rank); None when no branch has work."""
+    """The statement and its parameters: rows of (source, branch, id, rank, score); None when no branch has work."""
     fts = bool(query.tsquery)
     weighted = bool(query.weighted_terms)
     ctes = ["q AS (SELECT to_tsquery('english', %(tsq)s) AS tsq)"]
@@ -145,7 +150,7 @@ def search_statement(
         for branch, enabled in (("fts", fts), ("trigram", bool(plan.trigram_text))):
             if enabled:
                 table = f"{prefix}_{'fts' if branch == 'fts' else 'trgm'}"
-                selects.append(f"SELECT %(src{index})s, %(branch_{branch})s, id, rank FROM {table}")
+                selects.append(f"SELECT %(src{index})s, %(branch_{branch})s, id, rank, score::float8 FROM {table}")
         params[f"src{index}"] = source.name
     if not selects:
         return None
@@ -172,24 +177,89 @@ def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
     # like a cheap operator and, below ~100k rows, scans every row computing word_similarity (250 ms
     # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
     # take the GIN indexes, the right path at every size.
-    # Transaction-local settings outlive this statement inside a caller's transaction: restore them.
-    # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
+    return _fetch_under(
+        cursor,
+        sql,
+        params,
+        {
+            # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
+            "pg_trgm.word_similarity_threshold": (str(TRIGRAM_THRESHOLD), PG_TRGM_DEFAULT_WORD_SIMILARITY),
+            "enable_seqscan": ("off", "on"),
+            "enable_indexscan": ("off", "on"),
+        },
+    )
+
+
+def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, pool: int) -> tuple[str, dict] | None:
+    """Each source's nearest rows to ``%(qvec)s`` by cosine, as rows of (source, id, similarity).
+
+    The ORDER BY is the HNSW index's own expression and the WHERE repeats its predicate, so the index
+    serves it; the source's filters are tested on each candidate as the index scan goes (iterative
+    scan, see dense_fetch), so a person owning few vectors still gets a full pool. Rows come roughly
+    nearest first; the caller ranks them. None when no source has vectors.
+    """
+    order = vector_order_sql(model=model, param="qvec")
+    selects, params = [], {"pool": pool}
+    for index, source in enumerate(sources):
+        if not source.vector_kind:
+            continue
+        # ``column || ''`` keeps the keyword plan off a btree that matches every memory; here it would hide
+        # the filter's selectivity and the planner would compute every distance (400 ms at 100k memories,
+        # bench/recall_scale.py) instead of walking the HNSW index.
+        filters = source.where_sql.replace(" || ''", "")
+        where = [vector_predicate_sql(kind=source.vector_kind, model=model), "t.id = v.row_id", filters]
+        if source.vector_where_sql:
+            where.insert(1, source.vector_where_sql)
+        selects.append(
+            f"(SELECT %(src{index})s, t.id, 1 - ({order}) FROM {TABLE} v, {source.from_sql}"
+            f" WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %(pool)s)"
+        )
+        params.update(source.params)
+        params[f"src{index}"] = source.name
+    if not selects:
+        return None
+    return " UNION ALL ".join(selects), params
+
+
+# pgvector's HNSW search keeps ef_search candidates; a filter then drops those of other people. Iterative
+# scans go on past them (in roughly nearest-first order) until the LIMIT is met, reading at most
+# max_scan_tuples index entries.
+HNSW_EF_SEARCH_MIN = 40
+HNSW_MAX_SCAN_TUPLES = 20_000
+
+
+def dense_fetch(cursor, sql: str, params: dict, *, pool: int) -> list[tuple]:
+    """Run the dense statement under iterative HNSW scans, then restore the previous settings."""
+    return _fetch_under(
+        cursor,
+        sql,
+        params,
+        {
+            "hnsw.iterative_scan": ("relaxed_order", "off"),
+            "hnsw.ef_search": (str(min(max(pool, HNSW_EF_SEARCH_MIN), 1000)), "40"),
+            "hnsw.max_scan_tuples": (str(HNSW_MAX_SCAN_TUPLES), "20000"),
+        },
+    )
+
+
+def _fetch_under(cursor, sql: str, params: dict, wanted: dict[str, tuple[str, str]]) -> list[tuple]:
+    """Fetch ``sql`` with each setting at its wanted value, then restore it (default: when it was unset).
+
+    Transaction-local settings outlive this statement inside a caller's transaction: hence the restore.
+    """
+    names = list(wanted)
     cursor.execute(
-        "SELECT COALESCE(current_setting('pg_trgm.word_similarity_threshold', true), %s),"
-        " current_setting('enable_seqscan'), current_setting('enable_indexscan')",
-        [PG_TRGM_DEFAULT_WORD_SIMILARITY],
+        "SELECT " + ", ".join("COALESCE(current_setting(%s, true), %s)" for _ in names),
+        [value for name in names for value in (name, wanted[name][1])],
     )
     previous = list(cursor.fetchone())
-    cursor.execute(_PLANNER_SETTINGS_SQL, [str(TRIGRAM_THRESHOLD), "off", "off"])
+    apply = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names)
+    cursor.execute(apply, [value for name in names for value in (name, wanted[name][0])])
     cursor.execute(sql, params)
     rows = cursor.fetchall()
-    cursor.execute(_PLANNER_SETTINGS_SQL, previous)
+    cursor.execute(apply, [value for name, old in zip(names, previous, strict=True) for value in (name, old)])
     return rows
 
 
 PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"
-_PLANNER_SETTINGS_SQL = (
-    "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true),"
-    " set_config('enable_seqscan', %s, true), set_config('enable_indexscan', %s, true)"
-)
 _TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"

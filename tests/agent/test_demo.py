@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
@@ -36,3 +37,13 @@ def test_demo_imports_the_bilingual_sample_and_is_safe_to_re_run(settings, tmp_p
     second = _demo()
     assert (Conversation.objects.count(), Message.objects.count(), Entity.objects.count()) == counts
     assert first.split("login: ")[1].split()[2] == second.split("login: ")[1].split()[2]  # same password
+
+
+@pytest.mark.local_embeddings
+def test_demo_fills_vectors_and_recalls_a_memory_sharing_no_word_with_the_query(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+
+    output = _demo().split("7. Recall by meaning")[1]
+
+    assert "embedded " in output
+    assert "1. Maya works as a nurse in a hospital in Lisbon  (dense #1)" in output

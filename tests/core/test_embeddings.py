@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from anima.core import embeddings
 from anima.core.embeddings import EmbeddingsUnavailable, embed_texts, embedding_model
+from tests.embeddings_server import EmbeddingsServer
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -56,53 +54,9 @@ def test_a_machine_where_the_local_engine_cannot_load_runs_keyword_only_with_one
     assert len([r for r in caplog.records if "keyword-only" in r.message]) == 1
 
 
-class _EmbeddingsServer:
-    """An OpenAI-compatible /v1/embeddings server on 127.0.0.1 answering scripted vectors."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        self.answers: list[tuple[int, dict]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                status, answer = server.answers.pop(0)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_port}/v1"
-
-    def vectors(self, *rows: list[float]) -> None:
-        # Returned out of order on purpose: the client must sort by index.
-        data = [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(rows)]
-        self.answers.append((200, {"object": "list", "model": "stub-embed", "data": data[::-1]}))
-
-    def __enter__(self) -> _EmbeddingsServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-
 @pytest.fixture
 def embeddings_server(settings):
-    with _EmbeddingsServer() as server:
+    with EmbeddingsServer() as server:
         settings.ANIMA_EMBEDDINGS = "openai"
         settings.ANIMA_EMBEDDINGS_BASE_URL = server.base_url
         settings.ANIMA_EMBEDDINGS_MODEL = "stub-embed"

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from anima.api.testing import api_client
 from anima.core import metrics as core_metrics
 from conversations.services import conversations_import
+from memory.embedding import embed_backfill_run
 from memory.selectors import memory_recall
 from sleep.models import RunStatus, StepStatus
 from tests.factories import AutoLlmRunFactory, PipelineRunFactory, PipelineStepRunFactory, SemanticMemoryFactory
@@ -140,3 +141,14 @@ def test_a_failing_collector_reports_itself_down_and_the_others_still_answer(cli
     assert value(samples, "anima_scrape_collector_up", collector="broken") == 0
     assert value(samples, "anima_scrape_collector_up", collector="llm") == 1
     assert value(samples, "anima_llm_calls_total", purpose="dream") == 1
+
+
+def test_the_embedding_backlog_is_a_gauge_that_the_backfill_empties(client, concept_embeddings):
+    SemanticMemoryFactory.create_batch(3)
+
+    before = value(scrape(client), "anima_embedding_backlog", model="concept-stub")
+    embed_backfill_run()
+    after = scrape(client)
+
+    assert (before, value(after, "anima_embedding_backlog", model="concept-stub")) == (3, 0)
+    assert value(after, "anima_scrape_collector_up", collector="embeddings") == 1

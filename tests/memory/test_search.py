@@ -18,7 +18,7 @@ from memory.search import (
     message_source,
     search_query_build,
 )
-from memory.search._fusion import pool_size, rrf_merge
+from memory.search._fusion import pool_size, score_fuse
 from memory.search._stats import (
     COMMON_CANDIDATES,
     COMMON_TERM_ROWS,
@@ -78,16 +78,40 @@ def test_quoted_phrase_keeps_adjacency():
     assert _semantic_ids('"green tea"') == [adjacent.pk]
 
 
-def test_rrf_fuses_branches_and_dedupes_by_source_and_id():
-    hits = rrf_merge(rows=[("semantic", "fts", 7, 2), ("semantic", "trigram", 7, 1), ("session", "fts", 7, 1)])
-    assert [(hit.source, hit.id) for hit in hits] == [("semantic", 7), ("session", 7)]
-    assert hits[0].score == pytest.approx(1 / 62 + 1 / 61)
-    assert hits[0].ranks == {"fts": 2, "trigram": 1}
+def test_fusion_dedupes_by_source_and_id_and_keeps_each_branchs_rank_and_score():
+    hits = score_fuse(
+        rows=[
+            ("semantic", "fts", 7, 1, 2.0),
+            ("semantic", "fts", 8, 2, 1.0),
+            ("semantic", "trigram", 7, 1, 0.9),
+            ("session", "fts", 7, 1, 5.0),
+        ]
+    )
+    assert [(hit.source, hit.id) for hit in hits] == [("semantic", 7), ("session", 7), ("semantic", 8)]
+    assert (hits[0].ranks, hits[0].scores) == ({"fts": 1, "trigram": 1}, {"fts": 2.0, "trigram": 0.9})
+    assert all(0 <= hit.score <= 1 for hit in hits)
 
 
-def test_branch_pool_is_three_times_the_limit_at_least_twenty_and_clamped():
-    assert pool_size(limit=1) == 20
-    assert pool_size(limit=10) == 30
+def test_dense_similarities_are_compared_across_sources_keyword_scores_within_each():
+    # BM25 5.0 in one source and 0.5 in another say nothing about which is better; cosine 0.9 vs 0.6 does.
+    hits = score_fuse(
+        rows=[
+            ("semantic", "dense", 1, 1, 0.9),
+            ("autobiographical", "dense", 2, 1, 0.6),
+            ("semantic", "dense", 3, 2, 0.5),
+            ("autobiographical", "dense", 4, 2, 0.4),
+            ("semantic", "fts", 1, 1, 0.5),
+            ("autobiographical", "fts", 2, 1, 5.0),
+            ("semantic", "fts", 3, 2, 0.1),
+            ("autobiographical", "fts", 4, 2, 1.0),
+        ]
+    )
+    assert [hit.id for hit in hits] == [1, 2, 3, 4]
+
+
+def test_branch_pool_is_three_times_the_limit_at_least_a_hundred_and_clamped():
+    assert pool_size(limit=1) == 100
+    assert pool_size(limit=50) == 150
     assert pool_size(limit=10_000) == 300
 
 

@@ -7,6 +7,11 @@ a dialogue's relevant memories found in the top k, averaged over dialogues (this
 reproduces the published BM25 figures). Candidates are the dialogue user's
 memories where the memory file gives a ``user-id`` (zh), otherwise all (en).
 BM25 (rank_bm25) ranks jieba search tokens (lower-cased words) of the whole pre-test dialogue.
+
+``anima`` is the default configuration (keyword and, where vectors exist, dense branches fused);
+``anima_keyword`` its FTS and trigram branches only; ``dense`` its dense branch only, absent when no
+vectors could be made (``ANIMA_EMBEDDINGS=off``, no pgvector). Memories are embedded by the same
+backfill production uses before the queries run.
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ from anima.core.db import throwaway_database
 from anima.core.models import Component, MemoryStatus, MemoryType
 from anima.core.segmentation import segment_text
 from conversations.models import Person
+from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
+from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
 from memory.selectors import memory_semantic_search
 
 KS = (1, 3, 5, 10, 20)
+SYSTEMS = ("anima", "anima_keyword", "dense", "bm25")
+BRANCHES = {"anima": ALL_BRANCHES, "anima_keyword": KEYWORD_BRANCHES, "dense": ("dense",)}
 _WORD_RE = re.compile(r"\w")
 
 
@@ -49,9 +58,10 @@ class Command(BaseCommand):
             report = {lang: _bench_language(data, lang) for lang in ("zh", "en")}
         for lang, figures in report.items():
             self.stdout.write(f"{lang} (n={figures['n']})")
-            for system in ("anima", "bm25"):
-                cells = "  ".join(f"{name} {value:5.1f}" for name, value in figures[system].items())
-                self.stdout.write(f"  {system:<6} {cells}")
+            for system in SYSTEMS:
+                if system in figures:
+                    cells = "  ".join(f"{name} {value:5.1f}" for name, value in figures[system].items())
+                    self.stdout.write(f"  {system:<13} {cells}")
         if options["json"]:
             self.stdout.write(json.dumps(report))
 
@@ -86,26 +96,28 @@ def _bench_language(data: Path, lang: str) -> dict[str, Any]:
         for key, memory in memories
     ]
     SemanticMemory.objects.bulk_create(rows)
+    embedded = embed_backfill_run().available
+    systems = [system for system in BRANCHES if system != "dense" or embedded]
     corpus = {str(memory.get("user-id", "all")): [] for _, memory in memories}
     for key, memory in memories:
         corpus[str(memory.get("user-id", "all"))].append((key, _tokens(memory["event"])))
     bm25 = {user: BM25Okapi([tokens for _, tokens in docs]) for user, docs in corpus.items()}
-    anima_hits, bm25_hits = dict.fromkeys(KS, 0.0), dict.fromkeys(KS, 0.0)
+    hits = {system: dict.fromkeys(KS, 0.0) for system in [*systems, "bm25"]}
     for dialogue in dialogues:
         user = str(dialogue["user-id"]) if scoped else "all"
         query = "\n".join(line.strip() for line in dialogue["dialogue"][1 : dialogue["test-turn"][0]])
         relevant = {str(key) for key in dialogue["relevant-id"]}
-        results = memory_semantic_search(query=query, limit=max(KS), person=persons[user])
-        ranked = [hit["external_id"].removeprefix(f"bench-{lang}-") for hit in results]
+        ranked = {}
+        for system in systems:
+            results = memory_semantic_search(
+                query=query, limit=max(KS), person=persons[user], branches=BRANCHES[system]
+            )
+            ranked[system] = [hit["external_id"].removeprefix(f"bench-{lang}-") for hit in results]
         scores = bm25[user].get_scores(_tokens(query))
         keys = [key for key, _ in corpus[user]]
-        bm25_ranked = [keys[i] for i in sorted(range(len(keys)), key=lambda i: -scores[i])]
-        for k in KS:
-            anima_hits[k] += len(relevant.intersection(ranked[:k])) / len(relevant)
-            bm25_hits[k] += len(relevant.intersection(bm25_ranked[:k])) / len(relevant)
+        ranked["bm25"] = [keys[i] for i in sorted(range(len(keys)), key=lambda i: -scores[i])]
+        for system, found in hits.items():
+            for k in KS:
+                found[k] += len(relevant.intersection(ranked[system][:k])) / len(relevant)
     n = len(dialogues)
-    return {
-        "n": n,
-        "anima": {f"R@{k}": round(100 * anima_hits[k] / n, 1) for k in KS},
-        "bm25": {f"R@{k}": round(100 * bm25_hits[k] / n, 1) for k in KS},
-    }
+    return {"n": n} | {system: {f"R@{k}": round(100 * found[k] / n, 1) for k in KS} for system, found in hits.items()}

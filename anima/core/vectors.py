@@ -1,0 +1,177 @@
+"""Dense vectors in PostgreSQL (pgvector): the ``vectors`` table, its indexes, and the reads/writes on it.
+
+One table, keyed by (kind, row_id, model): ``kind`` names the table the row lives in (``entity`` for
+semantic memories, diary blocks and temporal summaries, ``message`` for conversation turns); ``model``
+and ``dim`` record what made the vector, so a model change re-embeds instead of mixing spaces. Rows are
+never updated to add a vector (entities and messages stay append-only where they are): the vector lives
+beside them. ``person_id``/``conversation_id`` copy the row's owner so a filtered search can test it on
+the index scan itself; recall still re-checks every hit against its source's own filters.
+
+The table exists only where the ``vector`` extension is available (migration ``anima.0007``): a server
+without pgvector migrates cleanly and recall runs keyword-only. Vectors are stored as untyped
+``halfvec``; each (kind, model, dimension) gets a partial expression HNSW index, and a search uses the
+same expression and predicate (``vector_order_sql``) to reach it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from anima.core.embeddings import EmbeddingModel
+
+ENTITY = "entity"
+MESSAGE = "message"
+KINDS = (ENTITY, MESSAGE)
+TABLE = "vectors"
+
+_TABLE_SQL = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    kind text NOT NULL CHECK (kind IN ('entity', 'message')),
+    row_id bigint NOT NULL,
+    model text NOT NULL,
+    dim integer NOT NULL CHECK (dim > 0),
+    person_id bigint,
+    conversation_id bigint,
+    vec halfvec NOT NULL,
+    embedded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (kind, row_id, model)
+)
+"""
+
+
+def vectors_table_create(cursor) -> bool:
+    """Create the extension and the table where pgvector is available (the migration's step); False otherwise."""
+    cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+    if cursor.fetchone() is None:
+        return False
+    cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    cursor.execute(_TABLE_SQL)
+    return True
+
+
+def vectors_table_drop(cursor) -> None:
+    cursor.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+_available: dict[str, bool] = {}
+
+
+def vectors_available(*, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """True when this database has the vectors table (pgvector installed and migrated); cached per database."""
+    name = str(connections[using].settings_dict["NAME"])
+    if name not in _available:
+        with connections[using].cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE])
+            _available[name] = bool(cursor.fetchone()[0])
+    return _available[name]
+
+
+def vectors_available_clear() -> None:
+    """Forget the cached answer (after a migration in the same process, e.g. tests)."""
+    _available.clear()
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form of ``vector``: sent as a parameter and cast, never spliced into SQL."""
+    return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+
+
+def vector_index_name(*, kind: str, model: EmbeddingModel) -> str:
+    digest = hashlib.sha1(model.name.encode()).hexdigest()[:10]
+    return f"vectors_hnsw_{kind}_{digest}_{model.dim}"
+
+
+def _quoted(text: str) -> str:
+    # The model name is configuration, not user input, but it still goes through SQL quoting rules: a
+    # partial index's predicate and the query that uses it must repeat it as the same literal.
+    return "'" + text.replace("'", "''") + "'"
+
+
+def vector_predicate_sql(*, kind: str, model: EmbeddingModel, alias: str = "v") -> str:
+    """The partial index's predicate, spelled as a search must spell it (literals, so the planner matches it)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown vector kind {kind!r}")
+    return (
+        f"{alias}.kind = {_quoted(kind)} AND {alias}.model = {_quoted(model.name)} AND {alias}.dim = {int(model.dim)}"
+    )
+
+
+def vector_order_sql(*, model: EmbeddingModel, param: str, alias: str = "v") -> str:
+    """Cosine distance from ``%(param)s`` in the index's own expression (an ORDER BY key the HNSW index serves)."""
+    return f"({alias}.vec::halfvec({int(model.dim)})) <=> %({param})s::halfvec({int(model.dim)})"
+
+
+def vector_indexes_ensure(*, model: EmbeddingModel, using: str = DEFAULT_DB_ALIAS) -> None:
+    """One HNSW index per kind for ``model`` (idempotent). Built while the model's vectors are few (backfill's
+    first batch), so later inserts keep it up to date instead of one long build.
+    """
+    with connections[using].cursor() as cursor:
+        for kind in KINDS:
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {vector_index_name(kind=kind, model=model)} ON {TABLE}"
+                f" USING hnsw ((vec::halfvec({int(model.dim)})) halfvec_cosine_ops) WITH ({HNSW_BUILD_OPTIONS})"
+                f" WHERE {vector_predicate_sql(kind=kind, model=model, alias=TABLE)}"
+            )
+
+
+# pgvector's defaults: good recall at recall's page sizes. Tests of the index path may build it cheaper.
+HNSW_BUILD_OPTIONS = "m = 16, ef_construction = 64"
+
+
+@dataclass(frozen=True)
+class VectorRow:
+    row_id: int
+    vector: list[float]
+    person_id: int | None = None
+    conversation_id: int | None = None
+
+
+def vectors_store(*, kind: str, model: EmbeddingModel, rows: Sequence[VectorRow], using: str = DEFAULT_DB_ALIAS) -> int:
+    """Insert (or replace) the vectors of ``rows`` made by ``model``; returns how many were written."""
+    if not rows:
+        return 0
+    if kind not in KINDS:
+        raise ValueError(f"unknown vector kind {kind!r}")
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {TABLE} (kind, row_id, model, dim, person_id, conversation_id, vec)"
+            " SELECT %s, r.row_id, %s, %s, r.person_id, r.conversation_id, r.vec::halfvec"
+            " FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[])"
+            " AS r(row_id, person_id, conversation_id, vec)"
+            " ON CONFLICT (kind, row_id, model) DO UPDATE SET vec = EXCLUDED.vec, dim = EXCLUDED.dim,"
+            " person_id = EXCLUDED.person_id, conversation_id = EXCLUDED.conversation_id, embedded_at = now()",
+            [
+                kind,
+                model.name,
+                model.dim,
+                [row.row_id for row in rows],
+                [row.person_id for row in rows],
+                [row.conversation_id for row in rows],
+                [vector_literal(row.vector) for row in rows],
+            ],
+        )
+        return cursor.rowcount
+
+
+def vectors_delete(*, kind: str, row_ids: Sequence[int], using: str = DEFAULT_DB_ALIAS) -> int:
+    """Delete every model's vectors of these rows (forgetting calls it); 0 where pgvector is absent."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown vector kind {kind!r}")
+    if not row_ids or not vectors_available(using=using):
+        return 0
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"DELETE FROM {TABLE} WHERE kind = %s AND row_id = ANY(%s::bigint[])", [kind, list(row_ids)])
+        return cursor.rowcount
+
+
+def vectors_clear(*, using: str = DEFAULT_DB_ALIAS) -> int:
+    """Delete every vector (``embed_backfill --rebuild``: after a model change, everything is embedded again)."""
+    if not vectors_available(using=using):
+        return 0
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"DELETE FROM {TABLE}")
+        return cursor.rowcount

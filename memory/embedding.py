@@ -1,0 +1,174 @@
+"""Filling vectors after the write: what gets embedded, what is pending, and the backfill that embeds it.
+
+Imports and turns never wait for a model: rows are written keyword-searchable at once, and this
+backfill (``embed_backfill``, the ``memory.tasks.embed_backfill`` beat task, ``demo``) embeds the
+rows that have no vector from the current model yet, newest first, batch by batch. It is resumable
+and idempotent: a row is pending exactly while it has no vector, and storing one twice replaces it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from anima.core.embeddings import EmbeddingModel, embed_texts, embedding_model
+from anima.core.models import Component
+from anima.core.vectors import (
+    ENTITY,
+    MESSAGE,
+    TABLE,
+    VectorRow,
+    vector_indexes_ensure,
+    vectors_available,
+    vectors_clear,
+    vectors_store,
+)
+
+DEFAULT_BATCH = 64
+# A stored text's vector comes from its start; the provider caps by tokens, this bounds what is read.
+PASSAGE_CHARS = 4000
+
+# Fixed SQL, no user input. Which rows recall can find by meaning: semantic memories (every status, the
+# console searches them all), diary blocks, temporal summaries, and the turns of non-cron conversations.
+_EMBEDDABLE = {
+    ENTITY: (
+        "entities t",
+        f"t.primary_component IN ('{Component.SEMANTIC_MEMORY}', '{Component.CONTENT_BLOCK}',"
+        f" '{Component.TEMPORAL_SUMMARY}') AND (t.title <> '' OR t.content <> '')",
+        "concat_ws(E'\\n', nullif(t.title, ''), nullif(t.content, ''))",
+        "t.person_id",
+        "t.source_conversation_id",
+    ),
+    MESSAGE: (
+        "messages t JOIN conversations c ON c.id = t.conversation_id",
+        "t.role IN ('user', 'assistant') AND t.content <> '' AND c.platform <> 'cron'",
+        "t.content",
+        "c.person_id",
+        "t.conversation_id",
+    ),
+}
+
+
+def _pending_sql(kind: str, select: str) -> str:
+    from_sql, where_sql, *_ = _EMBEDDABLE[kind]
+    return (
+        f"SELECT {select} FROM {from_sql} WHERE {where_sql} AND NOT EXISTS (SELECT 1 FROM {TABLE} v"
+        f" WHERE v.kind = %(kind)s AND v.row_id = t.id AND v.model = %(model)s)"
+    )
+
+
+def embed_pending_count(*, model: EmbeddingModel) -> int:
+    """Rows (of every kind) without a vector from ``model``."""
+    total = 0
+    with connection.cursor() as cursor:
+        for kind in _EMBEDDABLE:
+            cursor.execute(_pending_sql(kind, "count(*)"), {"kind": kind, "model": model.name})
+            total += cursor.fetchone()[0]
+    return total
+
+
+def _pending_batch(*, kind: str, model: EmbeddingModel, size: int) -> list[tuple]:
+    _, _, text_sql, person_sql, conversation_sql = _EMBEDDABLE[kind]
+    select = f"t.id, left({text_sql}, {PASSAGE_CHARS}), {person_sql}, {conversation_sql}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _pending_sql(kind, select) + " ORDER BY t.id DESC LIMIT %(size)s",
+            {"kind": kind, "model": model.name, "size": size},
+        )
+        return cursor.fetchall()
+
+
+@dataclass
+class BackfillReport:
+    model: str | None
+    available: bool
+    embedded: int = 0
+    pending: int = 0
+    seconds: float = 0.0
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "available": self.available,
+            "embedded": self.embedded,
+            "pending": self.pending,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def embed_unavailable_reason() -> str:
+    """Why no vectors can be made or stored here, or "" when they can."""
+    if settings.ANIMA_EMBEDDINGS == "off":
+        return "ANIMA_EMBEDDINGS=off: recall is keyword-only"
+    if not vectors_available():
+        return "the database has no pgvector (extension 'vector' not available): recall is keyword-only"
+    if embedding_model() is None:
+        return "the local embedding model cannot run on this machine: recall is keyword-only"
+    return ""
+
+
+def embed_backfill_run(
+    *,
+    batch: int = DEFAULT_BATCH,
+    limit: int | None = None,
+    rebuild: bool = False,
+    max_seconds: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> BackfillReport:
+    """Embed pending rows, ``batch`` texts per model call, until none is left, ``limit`` rows were embedded
+    or ``max_seconds`` passed. ``rebuild`` first deletes every vector (after a model change).
+
+    ``progress(embedded, pending)`` is called after each batch. Raises EmbeddingsUnavailable when the
+    provider fails mid-way (what was stored stays stored).
+    """
+    started = time.monotonic()
+    reason = embed_unavailable_reason()
+    model = None if reason else embedding_model()
+    if model is None:
+        return BackfillReport(model=None, available=False, reason=reason)
+    if rebuild:
+        vectors_clear()
+    vector_indexes_ensure(model=model)
+    report = BackfillReport(model=model.name, available=True, pending=embed_pending_count(model=model))
+    for kind in _EMBEDDABLE:
+        while limit is None or report.embedded < limit:
+            if max_seconds is not None and time.monotonic() - started >= max_seconds:
+                break
+            size = batch if limit is None else min(batch, limit - report.embedded)
+            rows = _pending_batch(kind=kind, model=model, size=size)
+            if not rows:
+                break
+            vectors = embed_texts([row[1] for row in rows], kind="passage")
+            vectors_store(
+                kind=kind,
+                model=model,
+                rows=[
+                    VectorRow(row_id=row_id, vector=vector, person_id=person_id, conversation_id=conversation_id)
+                    for (row_id, _, person_id, conversation_id), vector in zip(rows, vectors, strict=True)
+                ],
+            )
+            report.embedded += len(rows)
+            report.pending = max(0, report.pending - len(rows))
+            if progress:
+                progress(report.embedded, report.pending)
+    report.pending = embed_pending_count(model=model)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def embed_backlog_metrics() -> Iterator[Metric]:
+    """Scrape-time gauge of rows waiting for a vector (nothing when recall is keyword-only here)."""
+    if embed_unavailable_reason():
+        return
+    model = embedding_model()
+    gauge = GaugeMetricFamily(
+        "anima_embedding_backlog", "Rows without a vector from the current embedding model.", labels=["model"]
+    )
+    gauge.add_metric([model.name], embed_pending_count(model=model))
+    yield gauge

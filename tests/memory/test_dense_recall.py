@@ -1,0 +1,161 @@
+"""Dense recall: meaning finds what shares no word, fused with keywords, isolated per person."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from anima.core import vectors
+from anima.core.embeddings import EmbeddingModel
+from anima.core.vectors import vector_indexes_ensure, vectors_available_clear
+from memory.embedding import embed_backfill_run
+from memory.search import message_source
+from memory.search._fusion import pool_size
+from memory.search._sql import dense_fetch, dense_statement
+from memory.selectors import memory_recall, memory_semantic_search
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    MessageFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
+
+
+def _ids(results) -> list[int]:
+    return [result["id"] for result in results]
+
+
+def test_meaning_finds_a_memory_sharing_no_word_with_the_query(concept_embeddings):
+    surgery = SemanticMemoryFactory(content="Her mother was operated on in May")
+    SemanticMemoryFactory(content="She adopted a terrier")
+    embed_backfill_run()
+
+    results = memory_semantic_search(query="hospital", person=surgery.person)
+
+    assert _ids(results)[0] == surgery.pk
+    assert results[0]["ranks"] == {"dense": 1}
+    assert 0 < results[0]["scores"]["dense"] <= 1
+
+
+def test_rows_not_yet_embedded_are_still_found_by_keywords(concept_embeddings):
+    memory = SemanticMemoryFactory(content="allergic to peanuts")
+
+    assert _ids(memory_semantic_search(query="peanuts", person=memory.person)) == [memory.pk]
+
+
+def test_with_embeddings_off_recall_is_keyword_only(concept_embeddings, settings):
+    memory = SemanticMemoryFactory(content="Her mother was operated on in May")
+    embed_backfill_run()
+    settings.ANIMA_EMBEDDINGS = "off"
+
+    assert memory_semantic_search(query="hospital", person=memory.person) == []
+    assert _ids(memory_semantic_search(query="operated", person=memory.person)) == [memory.pk]
+
+
+def test_the_fact_ranks_above_a_diary_block_that_only_mentions_it(concept_embeddings):
+    maya = PersonFactory(slug="maya")
+    fact = SemanticMemoryFactory(person=maya, content="Maya has a peanut allergy")
+    ContentBlockFactory(content="A long day: we cooked, walked, talked about school, and her peanut allergy came up")
+    ContentBlockFactory(content="We planned the trip")
+    SemanticMemoryFactory(person=maya, content="Maya likes the flight home")
+    embed_backfill_run()
+
+    results = memory_recall(query="peanut allergy", person=maya, memory_types=["semantic", "autobiographical"])
+
+    assert results[0]["id"] == fact.pk
+
+
+def test_a_dense_search_never_returns_another_persons_rows(concept_embeddings):
+    maya, noah = PersonFactory(slug="maya"), PersonFactory(slug="noah")
+    mine = SemanticMemoryFactory(person=maya, content="a dog")
+    SemanticMemoryFactory.create_batch(5, person=noah, content="the puppy")
+    noahs_chat = MessageFactory(conversation=ConversationFactory(person=noah), content="my terrier")
+    global_memory = SemanticMemoryFactory(person=None, content="pets are welcome")
+    embed_backfill_run()
+
+    results = memory_recall(query="pet", person=maya, memory_types=["semantic", "session"])
+
+    assert set(_ids(results)) == {mine.pk, global_memory.pk}
+    assert noahs_chat.pk not in [r["id"] for r in results if r["memory_type"] == "session"]
+
+
+def test_recall_explain_shows_each_branch_and_says_when_dense_is_off(concept_embeddings, settings, capsys):
+    SemanticMemoryFactory(person=None, content="a flight to Lisbon")
+    embed_backfill_run()
+
+    call_command("recall", "trip", "--explain")
+    on = capsys.readouterr().out
+    settings.ANIMA_EMBEDDINGS = "off"
+    call_command("recall", "trip", "--explain", "--json")
+    off = json.loads(capsys.readouterr().out)
+
+    assert "dense: on (concept-stub, 5 dimensions)" in on and "dense #1" in on
+    assert off == {"results": [], "dense": "unavailable: ANIMA_EMBEDDINGS=off; keyword-only"}
+
+
+@pytest.mark.local_embeddings
+def test_the_local_model_finds_a_chinese_memory_for_an_english_question():
+    memory = SemanticMemoryFactory(person=None, content="我妈妈上周在医院做了心脏手术")
+    SemanticMemoryFactory(person=None, content="我们周末去海边钓鱼")
+    embed_backfill_run()
+
+    results = memory_semantic_search(query="How did my mum's heart operation go?")
+
+    assert _ids(results)[0] == memory.pk
+
+
+PERSONS = 20
+VECTORS = 50_000
+DIM = 16
+
+
+def test_person_isolation_holds_on_the_hnsw_index_at_50k_vectors_over_20_persons(monkeypatch):
+    """Each person owns 1/20 of the message vectors: a plain HNSW scan (ef_search candidates, then the filter)
+    would return few of one person's rows; the iterative scan must fill the page with theirs only."""
+    vectors_available_clear()
+    monkeypatch.setattr(vectors, "HNSW_BUILD_OPTIONS", "m = 8, ef_construction = 16")  # 5x faster to build
+    model = EmbeddingModel(name="synthetic", dim=DIM)
+    conversations = [ConversationFactory(person=PersonFactory(slug=f"p{i}")) for i in range(PERSONS)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO messages (role, name, content, created_at, conversation_id)"
+            " SELECT 'user', '', 'synthetic ' || g, now(), (%s::bigint[])[1 + g %% %s] FROM generate_series(1, %s) g",
+            [[c.pk for c in conversations], PERSONS, VECTORS],
+        )
+        # Random unit vectors, made in SQL (fast); the index is built once after them.
+        cursor.execute(
+            "INSERT INTO vectors (kind, row_id, model, dim, conversation_id, vec)"
+            " SELECT 'message', m.id, 'synthetic', %s, m.conversation_id,"
+            " (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec FROM generate_series(1, %s)"
+            " WHERE m.id > 0) FROM messages m",
+            [DIM, DIM],
+        )
+        vector_indexes_ensure(model=model)
+        cursor.execute("ANALYZE vectors, messages, conversations")
+    person = conversations[3].person
+    source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
+    pool = pool_size(limit=30)
+    sql, params = dense_statement(sources=[source], model=model, pool=pool)
+    params["qvec"] = "[" + ",".join(["0.25"] * DIM) + "]"
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        rows = dense_fetch(cursor, sql, params, pool=pool)
+        cursor.execute("SELECT id FROM messages WHERE conversation_id = %s", [conversations[3].pk])
+        owned = {row[0] for row in cursor.fetchall()}
+        cursor.execute(
+            "SELECT id FROM vectors v JOIN messages m ON m.id = v.row_id WHERE m.conversation_id = %s"
+            " ORDER BY v.vec::halfvec(16) <=> %s::halfvec(16) LIMIT %s",
+            [conversations[3].pk, params["qvec"], pool],
+        )
+        exact = {row[0] for row in cursor.fetchall()}
+
+    assert "vectors_hnsw_message_" in plan
+    assert len(rows) == pool
+    assert {row[1] for row in rows} <= owned
+    # HNSW is approximate; most of the exact nearest come back.
+    assert len({row[1] for row in rows} & exact) >= 0.6 * pool

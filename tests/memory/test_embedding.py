@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from anima.core.embeddings import embedding_model
+from memory.embedding import embed_backfill_run, embed_pending_count
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    MessageFactory,
+    SemanticMemoryFactory,
+    TemporalSummaryFactory,
+)
+
+
+def _stored() -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT kind, row_id, model, dim, person_id, conversation_id FROM vectors ORDER BY kind, row_id")
+        return cursor.fetchall()
+
+
+def test_backfill_embeds_every_source_once_and_then_has_nothing_pending(concept_embeddings):
+    memory = SemanticMemoryFactory(content="Maya had surgery in May")
+    block = ContentBlockFactory(content="We talked about her puppy")
+    summary = TemporalSummaryFactory(content="A day about travel plans")
+    message = MessageFactory(content="my flight leaves tomorrow")
+    MessageFactory(conversation=ConversationFactory(platform="cron"), content="scheduled reminder")
+
+    first = embed_backfill_run(batch=2)
+
+    assert first.as_dict() | {"seconds": 0} == {
+        "model": "concept-stub",
+        "available": True,
+        "embedded": 4,
+        "pending": 0,
+        "seconds": 0,
+    }
+    assert {(kind, row_id) for kind, row_id, *_ in _stored()} == {
+        ("entity", memory.pk),
+        ("entity", block.pk),
+        ("entity", summary.pk),
+        ("message", message.pk),
+    }
+    conversation = message.conversation
+    assert ("message", message.pk, "concept-stub", 5, conversation.person_id, conversation.pk) in _stored()
+    assert ("entity", memory.pk, "concept-stub", 5, memory.person_id, None) in _stored()
+    assert embed_backfill_run().embedded == 0
+
+
+def test_backfill_resumes_where_a_limit_stopped_it(concept_embeddings):
+    MessageFactory.create_batch(5, content="a trip to Rome")
+
+    stopped = embed_backfill_run(batch=2, limit=3)
+    resumed = embed_backfill_run(batch=2)
+
+    assert (stopped.embedded, stopped.pending) == (3, 2)
+    assert (resumed.embedded, resumed.pending) == (2, 0)
+    assert len(_stored()) == 5
+
+
+def test_a_model_change_leaves_every_row_pending_until_rebuilt(concept_embeddings, settings):
+    MessageFactory(content="my dog")
+    embed_backfill_run()
+    settings.ANIMA_EMBEDDINGS_MODEL = "concept-stub-2"
+
+    assert embed_pending_count(model=embedding_model()) == 1
+    report = embed_backfill_run(rebuild=True)
+
+    assert report.embedded == 1
+    assert {row[2] for row in _stored()} == {"concept-stub-2"}
+
+
+def test_the_command_prints_json_and_exits_zero_with_nothing_pending(concept_embeddings, capsys):
+    SemanticMemoryFactory(content="peanut allergy")
+
+    call_command("embed_backfill", "--json")
+    call_command("embed_backfill", "--json")
+
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (first["embedded"], first["pending"], second["embedded"], second["pending"]) == (1, 0, 0, 0)
+    assert set(first) == {"model", "available", "embedded", "pending", "seconds"}
+
+
+def test_with_embeddings_off_the_command_says_why_and_exits_zero(capsys):
+    SemanticMemoryFactory()
+
+    call_command("embed_backfill", "--json")
+
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {
+        "model": None,
+        "available": False,
+        "embedded": 0,
+        "pending": 0,
+        "seconds": 0.0,
+    }
+    assert "ANIMA_EMBEDDINGS=off" in captured.err
+
+
+def test_the_backfill_task_runs_the_same_backfill(concept_embeddings):
+    from memory.tasks import embed_backfill
+
+    MessageFactory(content="hospital visit")
+
+    assert embed_backfill.delay().get()["embedded"] == 1
+
+
+@pytest.mark.local_embeddings
+def test_the_local_model_backfills_384_dimension_vectors():
+    MessageFactory(content="我妈妈上周做了手术")
+
+    report = embed_backfill_run()
+
+    assert (report.model, report.embedded) == ("multilingual-e5-small-q4", 1)
+    assert _stored()[0][3] == 384
