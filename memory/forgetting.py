@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.apps import apps
-from django.contrib.postgres.fields import ArrayField
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -210,10 +209,6 @@ def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], perso
                 yield _Change(model=model, pk=row[model._meta.pk.attname], values=values, row=row)
 
 
-def _is_embedding(f: models.Field) -> bool:
-    return isinstance(f, ArrayField) and isinstance(f.base_field, models.FloatField)
-
-
 def _apply(change: _Change, result: ForgetResult) -> None:
     model, pk, values = change.model, change.pk, change.values
     table = model._meta.db_table
@@ -225,8 +220,6 @@ def _apply(change: _Change, result: ForgetResult) -> None:
     if model is Conversation and "system_prompt" in values:
         # The snapshot is dropped, not patched: the next turn builds it again from redacted sources.
         values = {**values, "system_prompt": "", "system_prompt_built_at": None}
-    # A stored embedding of the old text would still carry it: dropped, the backfill computes a new one.
-    values.update({f.attname: None for f in model._meta.concrete_fields if _is_embedding(f)})
     emptied = "content" in values and not values["content"].strip()
     derived = model is HistoryEntry or (model is Entity and change.row["primary_component"] in _DERIVED_COMPONENTS)
     if emptied and derived:

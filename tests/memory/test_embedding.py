@@ -8,10 +8,12 @@ from django.db import connection
 
 from anima.core.embeddings import embedding_model
 from memory.embedding import embed_backfill_run, embed_pending_count
+from memory.forgetting import memory_forget
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
     MessageFactory,
+    PersonFactory,
     SemanticMemoryFactory,
     TemporalSummaryFactory,
 )
@@ -107,6 +109,24 @@ def test_the_backfill_task_runs_the_same_backfill(concept_embeddings):
     MessageFactory(content="hospital visit")
 
     assert embed_backfill.delay().get()["embedded"] == 1
+
+
+def test_forgetting_drops_the_vectors_of_what_it_deleted_or_redacted(concept_embeddings):
+    person = PersonFactory(slug="maya", display_name="Maya")
+    fact = SemanticMemoryFactory(person=person, content="Maya had knee surgery in May")
+    kept = SemanticMemoryFactory(person=person, content="Maya likes green tea")
+    stated = MessageFactory(
+        conversation=ConversationFactory(person=person), content="I had knee surgery in May. The nurses were lovely."
+    )
+    embed_backfill_run()
+    assert len(_stored()) == 3
+
+    memory_forget(memory=fact, messages=True)
+
+    assert {(kind, row_id) for kind, row_id, *_ in _stored()} == {("entity", kept.pk)}
+    # The redacted message keeps its row; its vector comes back from what is left of its text.
+    embed_backfill_run()
+    assert ("message", stated.pk) in {(kind, row_id) for kind, row_id, *_ in _stored()}
 
 
 @pytest.mark.local_embeddings
