@@ -23,6 +23,7 @@ from memory.citations import cited_ids
 from memory.models import EmotionalTendency, LimbicBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
     ALL_BRANCHES,
+    KEYWORD_BRANCHES,
     MAX_LIMIT,
     SearchTimeout,
     SourceSpec,
@@ -344,8 +345,8 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
     """Semantic memories relevant to ``user_message``, cut by score; never persisted.
 
     ``person`` is the human behind the conversation (default: ``conversation.person``); with
-    none, only global memories are candidates. Cut-off = max(min_score, top score *
-    min_relative_score); skipped for cron conversations.
+    none, only global memories are candidates. Only memories a keyword branch found are offered
+    unasked; cut-off = max(min_score, top score * min_relative_score); skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron or not (user_message or "").strip():
@@ -368,6 +369,10 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         shown = {memory.pk for memory in resident_memories(person=person, global_only=True)}
         shown |= cited_ids(conversation.system_prompt or "")
         candidates = [hit for hit in candidates if hit["id"] not in shown]
+    # Unasked, a memory needs a word of the message behind it: the dense branch ranks every memory by
+    # meaning, so small talk ("lol ok") always has a nearest one, and the local model's cosines do not
+    # separate small talk from real questions (both ≈ 0.8). Meaning still orders what words found.
+    candidates = [hit for hit in candidates if set(hit.get("scores") or {}) & set(KEYWORD_BRANCHES)]
     if not candidates:
         return PassiveRecall(hits=[], text="")
     cutoff = max(config["min_score"], candidates[0]["score"] * config["min_relative_score"])

@@ -15,7 +15,7 @@ from memory.embedding import embed_backfill_run
 from memory.search import message_source
 from memory.search._fusion import pool_size
 from memory.search._sql import dense_fetch, dense_statement
-from memory.selectors import memory_recall, memory_semantic_search
+from memory.selectors import memory_recall, memory_semantic_search, passive_recall
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
@@ -39,6 +39,23 @@ def test_meaning_finds_a_memory_sharing_no_word_with_the_query(concept_embedding
     assert _ids(results)[0] == surgery.pk
     assert results[0]["ranks"] == {"dense": 1}
     assert 0 < results[0]["scores"]["dense"] <= 1
+
+
+def test_passive_recall_offers_only_what_a_word_of_the_message_found(concept_embeddings):
+    person = PersonFactory()
+    surgery = SemanticMemoryFactory(person=person, content="Her mother was operated on in May")
+    SemanticMemoryFactory(person=person, content="She adopted a terrier")
+    conversation = ConversationFactory(person=person)
+    embed_backfill_run()
+
+    def offered(message: str) -> list[int]:
+        return _ids(passive_recall(conversation=conversation, user_message=message).hits)
+
+    # The dense branch ranks every memory for any message: small talk has a nearest one too.
+    assert memory_semantic_search(query="lol ok, thanks", person=person)
+    assert offered("lol ok, thanks") == []
+    assert offered("hospital again tomorrow") == []  # meaning alone: asked for, not offered unasked
+    assert offered("she was operated on, right?")[0] == surgery.pk
 
 
 def test_rows_not_yet_embedded_are_still_found_by_keywords(concept_embeddings):
