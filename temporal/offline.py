@@ -65,22 +65,23 @@ def conversation_theme(conversation: dict) -> str:
     telling = [s for s in sentences if any(k.casefold() in s.casefold() for k in keywords)] or sentences
     outcomes = [s for s in telling if _OUTCOME.search(s)]
     limit = 70 if chinese else 110
+    third_person = third_person_zh if chinese else third_person_en
+    end = "。！!" if chinese else ".!"
+
+    def told(said: list[str]) -> list[str]:
+        # A sentence that says nothing told about the person ("My name is Sam") is left out.
+        return [t for t in (_short(third_person(s, name), limit).rstrip(end) for s in said) if t]
+
     if chinese:
         line = f"聊了{'、'.join(keywords)}。" if keywords else ""
-        if outcomes:
-            told = [_short(third_person_zh(o, name), limit).rstrip("。！!") for o in outcomes[-OUTCOMES:]]
-            return line + f"结果：{'；'.join(told)}。"
+        if told(outcomes):
+            return line + f"结果：{'；'.join(told(outcomes)[-OUTCOMES:])}。"
         # No outcome: what was said, told about the person (the first sentences that carry a theme).
-        return line + "".join(
-            _mentioned(_short(third_person_zh(t, name), limit).rstrip("。！!"), name) for t in telling[:OUTCOMES]
-        )
+        return line + "".join(_mentioned(t, name) for t in told(telling)[:OUTCOMES])
     line = f"Talked about {', '.join(keywords)}." if keywords else ""
-    if outcomes:
-        told = [_short(third_person_en(o, name), limit).rstrip(".!") for o in outcomes[-OUTCOMES:]]
-        return (line + f" Outcome: {'; '.join(told)}.").strip()
-    return " ".join(
-        [line, *(f"{_short(third_person_en(t, name), limit).rstrip('.!')}." for t in telling[:OUTCOMES])]
-    ).strip()
+    if told(outcomes):
+        return (line + f" Outcome: {'; '.join(told(outcomes)[-OUTCOMES:])}.").strip()
+    return " ".join([line, *(f"{t}." for t in told(telling)[:OUTCOMES])]).strip()
 
 
 def conversation_digest(conversation: dict) -> str:

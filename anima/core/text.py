@@ -166,6 +166,7 @@ def third_person_en(clause: str, name: str) -> str:
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
     text = re.sub(r"\bme\b", name if name not in text else "them", text)
     text = re.sub(r"\bI\b", "they", re.sub(r"\bI(?:'m| am)\b", "they're", text))
+    text = _en_self_naming(name).sub("", text).strip()
     return text[0].upper() + text[1:] if text else text
 
 
@@ -178,4 +179,16 @@ def third_person_zh(text: str, name: str) -> str:
     text = re.sub(r"(?<!自)我", f" {name} ", text)  # 「自我介绍」 keeps its 我
     text = re.sub(r"\s+", " ", text)
     text = re.sub(r"(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])", "", text)
+    text = _zh_self_naming(name).sub("", text)
     return re.sub(r"\s+(?=[，。！？；：、）])|(?<=[，。！？；：、（])\s+", "", text).strip()
+
+
+# "My name is Sam" told about Sam says nothing ("Sam's name is Sam"): the clause goes.
+def _en_self_naming(name: str) -> re.Pattern:
+    n = re.escape(name)
+    return re.compile(rf"\b(?:(?:{n}'s|their) name is|{n} (?:is called|is named|goes by))\s+{n}\b\s*[,;.]?\s*", re.I)
+
+
+def _zh_self_naming(name: str) -> re.Pattern:
+    n = re.escape(name)
+    return re.compile(rf"{n}\s*(?:叫|名叫|名字叫|的名字叫|的名字是)\s*{n}\s*[，,；;。]?")

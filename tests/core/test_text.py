@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from anima.core.text import third_person_en, third_person_zh
+
+
+@pytest.mark.parametrize(
+    ("said", "told"),
+    [
+        ("先自我介绍一下：我叫 Leo，我是一名软件工程师。", "先自我介绍一下：Leo 是一名软件工程师。"),
+        ("我叫Leo。", ""),
+        ("我女儿七岁了", "Leo 的女儿七岁了"),
+    ],
+)
+def test_chinese_told_about_the_person_never_says_their_name_is_their_name(said, told):
+    assert third_person_zh(said, "Leo") == told
+
+
+@pytest.mark.parametrize(
+    ("said", "told"),
+    [
+        ("My name is Sam, I moved to Berlin last spring.", "They moved to Berlin last spring."),
+        ("I'm called Sam", ""),
+        ("My daughter's name is Lily", "Sam's daughter's name is Lily"),
+        ("I play the cello", "Sam plays the cello"),
+    ],
+)
+def test_english_told_about_the_person_never_says_their_name_is_their_name(said, told):
+    assert third_person_en(said, "Sam") == told
+
+
+@given(st.text(alphabet="我叫是的 Leo，。abc", max_size=40))
+def test_no_self_naming_survives_in_chinese(said):
+    assert "Leo 叫 Leo" not in third_person_zh(said, "Leo")
