@@ -5,7 +5,8 @@ Run from the repository root:
     REDIS_URL=redis://127.0.0.1:6379/9 python bench/load.py [--seconds 60] [--clients 12]
 
 ``ANIMA_EMBEDDINGS`` (default ``off``: keyword-only recall) is passed to gunicorn as it is, so the
-same command measures dense recall with ``ANIMA_EMBEDDINGS=local``. A throwaway database
+same command measures dense recall with ``ANIMA_EMBEDDINGS=local`` (the seeded rows are embedded
+before the load starts). A throwaway database
 (``anima_bench_<pid>`` on the embedded server, dropped afterwards) gets 30 people with 60
 conversations, 3,000 bilingual messages and 1,500 semantic memories; then ``--clients`` client
 threads (keep-alive connections, each request after the previous one's answer) send for
@@ -59,6 +60,7 @@ from rest_framework.authtoken.models import Token  # noqa: E402
 from anima.core.db import throwaway_database  # noqa: E402
 from conversations.models import Conversation, Message, Platform, Role  # noqa: E402
 from conversations.services import message_create, person_ensure  # noqa: E402
+from memory.embedding import embed_backfill_run  # noqa: E402
 from memory.models import SemanticMemory  # noqa: E402
 from memory.services import memory_create  # noqa: E402
 
@@ -273,6 +275,10 @@ def main() -> None:
         raise SystemExit("runs on the embedded PostgreSQL (DATABASE_URL unset) with REDIS_URL set")
     with throwaway_database(), tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
         token, conversations = populate(random.Random(7))
+        if settings.ANIMA_EMBEDDINGS != "off":
+            # Dense recall searches real vectors of the seeded rows; the load's own writes join the backlog.
+            filled = embed_backfill_run()
+            print(f"embedded {filled.embedded:,} rows in {filled.seconds:.0f} s before the load", flush=True)
         port = free_port()
         with gunicorn(port=port, log=log):
             stop, seen = threading.Event(), []
