@@ -191,6 +191,7 @@ class HistoryView(ApiGenericView):
             person=person,
             global_only=query["scope"] == "global" or access.global_only,
             with_global=query["person"] is None,
+            private=not access.is_operator,
         )
         page = self.paginate_queryset(entries)
         return self.get_paginated_response(HistoryEntrySerializer(page, many=True).data)

@@ -28,6 +28,7 @@ def history_search(
     person: Person | None = None,
     global_only: bool = False,
     with_global: bool = False,
+    private: bool = False,
     limit: int | None = None,
 ) -> QuerySet[HistoryEntry]:
     """Timeline entries filtered by text, time range (inclusive), channel and person.
@@ -38,7 +39,9 @@ def history_search(
     (ranked) or, for plain words, also a substring of the entry; text without a word
     character is no filter, and without text entries come oldest first. ``person`` gives
     that person's timeline (with the global one too when ``with_global``), ``global_only`` the
-    global one (person-less), neither gives every timeline.
+    global one (person-less), neither gives every timeline. ``private`` (what a person or an agent
+    sees, not an operator) leaves out global entries archived from a conversation of someone else than
+    ``person``: the global timeline keeps every consolidation, so it also holds people's own digests.
     """
     entries = HistoryEntry.objects.select_related("person")
     if since is not None:
@@ -55,6 +58,14 @@ def history_search(
         )
     elif global_only:
         entries = entries.filter(person__isnull=True)
+    if private:
+        # A global entry is someone's when the same consolidation also wrote it to a person's timeline.
+        someones = HistoryEntry.objects.filter(
+            conversation=OuterRef("conversation"), timestamp=OuterRef("timestamp"), person__isnull=False
+        )
+        if person is not None:
+            someones = someones.exclude(person=person)
+        entries = entries.exclude(Q(person__isnull=True) & Exists(someones))
     text = (text or "").strip()
     query = search_query_build(text=text) if _WORD_RE.search(text) else None
     if query is None:

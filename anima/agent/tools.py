@@ -223,6 +223,8 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
             channel=args.get("channel"),
             person=person,
             global_only=person is None,
+            # An agent speaks to someone: another person's digests stay out, whoever holds the token.
+            private=True,
             limit=int(args.get("limit", 10)),
         )
         return {

@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from anima.agent.tools import TOOLS, ToolError, tool_call, tool_schemas
-from anima.api.testing import operator_client
+from anima.api.testing import api_client, operator_client
 from conversations.models import Role
 from memory.models import SemanticMemory
 from memory.services import memory_remember
@@ -156,6 +156,32 @@ def test_search_history_without_a_person_sees_the_global_timeline_only():
 
     assert [entry["content"] for entry in anonymous["entries"]] == ["global diagnosis checklist"]
     assert as_leo["entries"] == []
+
+
+def test_search_history_never_shows_another_persons_consolidated_digest_from_the_global_timeline():
+    # Short-term consolidation archives one digest twice: to the global timeline and to the person's.
+    maya = PersonFactory(slug="maya")
+    leo = PersonFactory(slug="leo")
+    IdentityFactory(person=leo, channel="telegram", external_id="7")
+    chat = ConversationFactory(person=maya)
+    for owner in (None, maya):
+        HistoryEntryFactory(
+            person=owner, conversation=chat, timestamp=chat.created_at, content="maya's biopsy diagnosis"
+        )
+    HistoryEntryFactory(person=None, channel="web", content="global diagnosis checklist")
+
+    def found(**where) -> list[tuple[str, str | None]]:
+        result = tool_call(name="memory", arguments={"action": "search_history", "query": "diagnosis", **where})
+        return sorted((entry["content"], entry["person"]) for entry in result["entries"])
+
+    assert found() == [("global diagnosis checklist", None)]
+    assert found(channel="telegram", chat_id="7") == []  # Leo's own timeline
+    assert found(person="maya") == [("maya's biopsy diagnosis", "maya")]
+    leo_app = api_client(username="leo-app", scope="person", persons=[leo])
+    through_api = leo_app.get("/api/history/", {"q": "diagnosis"}).json()["results"]
+    assert [entry["content"] for entry in through_api] == ["global diagnosis checklist"]
+    everything = operator_client().get("/api/history/", {"q": "diagnosis", "scope": "global"}).json()["results"]
+    assert len(everything) == 2  # the operator's console view keeps the whole global timeline
 
 
 def test_update_short_term_memory_tool():
