@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import cached_property
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -11,6 +12,7 @@ from django.utils import timezone
 from anima.core.calendar import day_window
 from anima.core.text import clip
 from conversations.models import Conversation, Message, Person, Platform, Role
+from conversations.selectors import conversation_person
 from temporal.models import TemporalSummary, Window
 from temporal.privacy import cross_person_mode, sections_render, summary_sections
 
@@ -52,9 +54,14 @@ class DayConversation:
     messages: list[Message]
     truncated: bool = False
 
+    @cached_property
+    def person(self) -> Person | None:
+        """Who the conversation is with: its person, else the one its channel account is mapped to."""
+        return conversation_person(conversation=self.conversation)
+
     @property
     def person_name(self) -> str:
-        return person_label(self.conversation.person)
+        return person_label(self.person)
 
     def meta(self) -> dict:
         return {

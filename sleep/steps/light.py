@@ -279,7 +279,7 @@ def _day_facts(item: DayConversation, day: date) -> list[SemanticMemory]:
 def _provenance(item: DayConversation) -> dict:
     conversation = item.conversation
     return {
-        "person": conversation.person,
+        "person": item.person,
         "source_conversation": conversation,
         "source_channel": conversation.channel_name,
     }

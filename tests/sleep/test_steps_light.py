@@ -23,6 +23,7 @@ from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
     DiaryEntryFactory,
+    IdentityFactory,
     MessageFactory,
     PersonFactory,
     SemanticMemoryFactory,
@@ -79,6 +80,20 @@ def test_offline_light_sleep_keeps_each_conversations_language(leo, maya):
     assert all(is_chinese(fact) for fact in leo_facts)
     assert {"Maya is a nurse", "Maya lives in Lisbon", "Maya has a cat named Miso"} <= set(maya_facts)
     assert not any(is_chinese(fact) for fact in maya_facts)
+
+
+def test_facts_of_a_conversation_reached_through_a_mapped_account_are_the_persons(leo):
+    conversation = _talk(None, [(Role.USER, "I'm a nurse and I live in Lisbon."), (Role.ASSISTANT, "Nice!")])
+    conversation.chat_id = "4242"
+    conversation.save(update_fields=["chat_id"])
+    IdentityFactory(person=leo, channel=conversation.channel_name, external_id="4242")
+
+    light_sleep(_ctx())
+
+    facts = SemanticMemory.objects.filter(source_conversation=conversation)
+    assert facts.exists()
+    assert {(fact.person_id, fact.content) for fact in facts} >= {(leo.pk, "Leo lives in Lisbon")}
+    assert not facts.filter(person__isnull=True).exists()  # never a person-less fact everyone would see
 
 
 def test_scripted_light_sleep_asks_for_the_conversations_language_and_stores_answers_verbatim(leo):
