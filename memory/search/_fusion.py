@@ -82,7 +82,13 @@ def hybrid_search(
     pool = pool_size(limit=limit)
     rows: list[tuple] = []
     try:
-        with transaction.atomic(using=alias), connections[alias].cursor() as cursor, recall_timeout(cursor):
+        # Outside a caller's transaction the block's own ends with it, and so does the timeout.
+        own_transaction = not connections[alias].in_atomic_block
+        with (
+            transaction.atomic(using=alias),
+            connections[alias].cursor() as cursor,
+            recall_timeout(cursor, restore=not own_transaction),
+        ):
             if keyword and not query.is_empty:
                 plans = branch_plans(query=query, sources=sources)
                 statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
