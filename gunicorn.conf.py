@@ -64,5 +64,10 @@ def on_starting(server) -> None:
     _metrics_dir.mkdir(parents=True)
 
 
+def post_worker_init(worker) -> None:
+    # "Booting worker" comes before the app loads; this line says the worker takes requests.
+    worker.log.info("Worker %s is ready", worker.pid)
+
+
 def child_exit(server, worker) -> None:
     multiprocess.mark_process_dead(worker.pid)

@@ -151,7 +151,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def gunicorn(*, port: int, log) -> Iterator[None]:
-    """The Procfile's web process with 3 workers on this database, returned once /healthz answers."""
+    """The Procfile's web process with 3 workers on this database, returned once every worker is ready."""
     env = {key: value for key, value in os.environ.items() if key not in ("DEBUG", "PROMETHEUS_MULTIPROC_DIR")}
     env.update(
         ANIMA_EMBEDDED_PG_DATABASE=connection.settings_dict["NAME"],
@@ -171,15 +171,16 @@ def gunicorn(*, port: int, log) -> Iterator[None]:
     )
     try:
         deadline = time.monotonic() + 90
-        while True:
-            with contextlib.suppress(OSError):
-                probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                probe.request("GET", "/healthz")
-                if probe.getresponse().status == 200:
-                    break
+        # Every worker, not just the first: a keep-alive client stays with the worker that accepted it, so
+        # clients starting while the others still load Django would all land on one process (one core).
+        while Path(log.name).read_text(errors="replace").count(" is ready") < int(env["WEB_CONCURRENCY"]):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"gunicorn did not start:\n{Path(log.name).read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)
+        probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        probe.request("GET", "/healthz")
+        if probe.getresponse().status != 200:
+            raise SystemExit("gunicorn's workers are up but /healthz does not answer")
         yield
     finally:
         os.killpg(process.pid, signal.SIGTERM)

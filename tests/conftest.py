@@ -13,6 +13,7 @@ from django.core.cache import caches
 from django.db import connections
 from django.db.utils import load_backend
 
+from anima.core import embeddings
 from anima.core.db import REPLICA
 from anima.core.llm import providers
 from anima.core.llm.testing import StubLlmServer
@@ -25,6 +26,8 @@ from tests.embeddings_server import CONCEPT_DIM, EmbeddingsServer, concept_vecto
 def _keyword_only_unless_marked(request, settings):
     """Most tests run keyword-only (fast); those marked ``local_embeddings`` use the bundled model."""
     settings.ANIMA_EMBEDDINGS = "local" if request.node.get_closest_marker("local_embeddings") else "off"
+    # A stub embeddings server of another test may reuse a port, and so a cached query's key.
+    embeddings._query_vectors.clear()
 
 
 @pytest.fixture(autouse=True)

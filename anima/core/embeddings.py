@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -133,6 +134,11 @@ def _unit(vector: list[float]) -> list[float]:
 
 _state_lock = threading.Lock()
 _providers: dict[tuple, _Provider | None] = {}
+# A query's vector is the same every time (the models are deterministic), and the local model spends about as
+# much CPU on one short query as the rest of a recall request: repeated queries (a tool retrying, a person
+# asking again) are embedded once per process. Bounded: 1,000 vectors of 384 floats are a few MB.
+QUERY_CACHE_SIZE = 1000
+_query_vectors: OrderedDict[tuple, list[float]] = OrderedDict()
 
 
 def _config_key() -> tuple:
@@ -189,4 +195,23 @@ def embed_texts(texts: Sequence[str], *, kind: Kind = "passage") -> list[list[fl
         raise EmbeddingsUnavailable(f"embeddings are {settings.ANIMA_EMBEDDINGS!r} or cannot load on this machine")
     if not texts:
         return []
-    return provider.embed([text or " " for text in texts], kind=kind)
+    texts = [text or " " for text in texts]
+    if kind != "query":
+        return provider.embed(texts, kind=kind)
+    keys = [(_config_key(), text) for text in texts]
+    with _state_lock:
+        cached = [_query_vectors.get(key) for key in keys]
+        for key, vector in zip(keys, cached, strict=True):
+            if vector is not None:
+                _query_vectors.move_to_end(key)
+    missing = list(dict.fromkeys(text for text, vector in zip(texts, cached, strict=True) if vector is None))
+    if missing:
+        made = dict(zip(missing, provider.embed(missing, kind=kind), strict=True))
+        with _state_lock:
+            for text, vector in made.items():
+                _query_vectors[(_config_key(), text)] = vector
+            while len(_query_vectors) > QUERY_CACHE_SIZE:
+                _query_vectors.popitem(last=False)
+        cached = [vector if vector is not None else made[text] for text, vector in zip(texts, cached, strict=True)]
+    # Copies: a caller may change its list without changing the cache.
+    return [list(vector) for vector in cached]

@@ -82,16 +82,27 @@ def hybrid_search(
     pool = pool_size(limit=limit)
     rows: list[tuple] = []
     try:
-        with transaction.atomic(using=alias), connections[alias].cursor() as cursor, recall_timeout(cursor):
+        # Outside a caller's transaction the block's own ends with it, and so does the timeout.
+        own_transaction = not connections[alias].in_atomic_block
+        with (
+            transaction.atomic(using=alias),
+            connections[alias].cursor() as cursor,
+            recall_timeout(cursor, restore=not own_transaction),
+        ):
+            dense = "dense" in branches and bool(text.strip())
             if keyword and not query.is_empty:
                 plans = branch_plans(query=query, sources=sources)
                 statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
                 if statement is not None:
                     started = time.perf_counter()
-                    rows = [row for row in search_fetch(cursor, *statement) if row[1] in keyword]
+                    # The dense statement after it needs the planner's index scans back.
+                    found = search_fetch(cursor, *statement, restore=dense or not own_transaction)
+                    rows = [row for row in found if row[1] in keyword]
                     observe_recall(branch="keyword", seconds=time.perf_counter() - started)
-            if "dense" in branches and text.strip():
-                rows += _dense_rows(cursor, text=text, sources=sources, pool=pool, alias=alias)
+            if dense:
+                rows += _dense_rows(
+                    cursor, text=text, sources=sources, pool=pool, alias=alias, restore=not own_transaction
+                )
     except OperationalError as exc:
         if not isinstance(exc.__cause__, QueryCanceled):
             raise
@@ -113,7 +124,9 @@ def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, st
     return model, ""
 
 
-def _dense_rows(cursor, *, text: str, sources: Sequence[SourceSpec], pool: int, alias: str) -> list[tuple]:
+def _dense_rows(
+    cursor, *, text: str, sources: Sequence[SourceSpec], pool: int, alias: str, restore: bool
+) -> list[tuple]:
     model, _ = dense_status(using=alias)
     if model is None:
         return []
@@ -127,7 +140,7 @@ def _dense_rows(cursor, *, text: str, sources: Sequence[SourceSpec], pool: int, 
     if statement is None:
         return []
     sql, params = statement
-    found = dense_fetch(cursor, sql, {**params, "qvec": vector_literal(vector)}, pool=pool)
+    found = dense_fetch(cursor, sql, {**params, "qvec": vector_literal(vector)}, pool=pool, restore=restore)
     observe_recall(branch="dense", seconds=time.perf_counter() - started)
     rows, ranks = [], {}
     for source, row_id, similarity in sorted(found, key=lambda row: (-row[2], row[1])):

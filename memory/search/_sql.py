@@ -159,20 +159,27 @@ def search_statement(
 
 
 @contextmanager
-def recall_timeout(cursor) -> Iterator[None]:
+def recall_timeout(cursor, *, restore: bool = True) -> Iterator[None]:
     """Run the block's statements under ANIMA_RECALL_TIMEOUT (inside the caller's transaction), then restore.
 
+    ``restore`` false: the block's transaction ends right after it, and its COMMIT or ROLLBACK drops a
+    transaction-local setting anyway (two round trips fewer per recall).
     A pathological recall is cancelled by the server and raises QueryCanceled: no backend is left running.
     """
-    cursor.execute("SELECT current_setting('statement_timeout')")
-    (previous,) = cursor.fetchone()
+    if restore:
+        cursor.execute("SELECT current_setting('statement_timeout')")
+        (previous,) = cursor.fetchone()
     cursor.execute(_TIMEOUT_SQL, [f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"])
     yield
-    cursor.execute(_TIMEOUT_SQL, [previous])
+    if restore:
+        cursor.execute(_TIMEOUT_SQL, [previous])
 
 
-def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
-    """Run the search statement under the planner settings it needs, then restore the previous ones."""
+def search_fetch(cursor, sql: str, params: dict, *, restore: bool = True) -> list[tuple]:
+    """Run the search statement under the planner settings it needs, then restore the previous ones.
+
+    ``restore`` false: nothing else runs in this transaction before it ends (see _fetch_under).
+    """
     # The threshold is read by the `<%` operator and so by the trigram index. The planner prices `<%`
     # like a cheap operator and, below ~100k rows, scans every row computing word_similarity (250 ms
     # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
@@ -187,6 +194,7 @@ def search_fetch(cursor, sql: str, params: dict) -> list[tuple]:
             "enable_seqscan": ("off", "on"),
             "enable_indexscan": ("off", "on"),
         },
+        restore=restore,
     )
 
 
@@ -228,8 +236,8 @@ HNSW_EF_SEARCH_MIN = 40
 HNSW_MAX_SCAN_TUPLES = 20_000
 
 
-def dense_fetch(cursor, sql: str, params: dict, *, pool: int) -> list[tuple]:
-    """Run the dense statement under iterative HNSW scans, then restore the previous settings."""
+def dense_fetch(cursor, sql: str, params: dict, *, pool: int, restore: bool = True) -> list[tuple]:
+    """Run the dense statement under iterative HNSW scans, then restore the previous settings (see _fetch_under)."""
     return _fetch_under(
         cursor,
         sql,
@@ -239,25 +247,31 @@ def dense_fetch(cursor, sql: str, params: dict, *, pool: int) -> list[tuple]:
             "hnsw.ef_search": (str(min(max(pool, HNSW_EF_SEARCH_MIN), 1000)), "40"),
             "hnsw.max_scan_tuples": (str(HNSW_MAX_SCAN_TUPLES), "20000"),
         },
+        restore=restore,
     )
 
 
-def _fetch_under(cursor, sql: str, params: dict, wanted: dict[str, tuple[str, str]]) -> list[tuple]:
+def _fetch_under(
+    cursor, sql: str, params: dict, wanted: dict[str, tuple[str, str]], *, restore: bool = True
+) -> list[tuple]:
     """Fetch ``sql`` with each setting at its wanted value, then restore it (default: when it was unset).
 
     Transaction-local settings outlive this statement inside a caller's transaction: hence the restore.
+    Without ``restore`` (the transaction ends next, and its end drops them) two round trips are saved.
     """
     names = list(wanted)
-    cursor.execute(
-        "SELECT " + ", ".join("COALESCE(current_setting(%s, true), %s)" for _ in names),
-        [value for name in names for value in (name, wanted[name][1])],
-    )
-    previous = list(cursor.fetchone())
+    if restore:
+        cursor.execute(
+            "SELECT " + ", ".join("COALESCE(current_setting(%s, true), %s)" for _ in names),
+            [value for name in names for value in (name, wanted[name][1])],
+        )
+        previous = list(cursor.fetchone())
     apply = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names)
     cursor.execute(apply, [value for name in names for value in (name, wanted[name][0])])
     cursor.execute(sql, params)
     rows = cursor.fetchall()
-    cursor.execute(apply, [value for name, old in zip(names, previous, strict=True) for value in (name, old)])
+    if restore:
+        cursor.execute(apply, [value for name, old in zip(names, previous, strict=True) for value in (name, old)])
     return rows
 
 

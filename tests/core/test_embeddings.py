@@ -87,3 +87,17 @@ def test_a_failing_server_makes_embeddings_unavailable_not_a_crash(embeddings_se
         embeddings_server.answers.append((500, {"error": {"message": "down"}}))
     with pytest.raises(EmbeddingsUnavailable, match="embeddings server"):
         embed_texts(["x"], kind="query")
+
+
+def test_a_repeated_query_is_embedded_once_and_passages_every_time(embeddings_server):
+    embeddings_server.vectors([3.0, 4.0, 0.0])
+    first = embed_texts(["where does Maya live?"], kind="query")
+    embeddings_server.vectors([0.0, 1.0, 0.0])
+    again = embed_texts(["where does Maya live?", "and Leo?"], kind="query")
+    assert first == [[0.6, 0.8, 0.0]] and again == [[0.6, 0.8, 0.0], [0.0, 1.0, 0.0]]
+    assert [request["input"] for request in embeddings_server.requests] == [["where does Maya live?"], ["and Leo?"]]
+    embeddings_server.vectors([1.0, 0.0, 0.0])
+    embeddings_server.vectors([1.0, 0.0, 0.0])
+    embed_texts(["where does Maya live?"], kind="passage")
+    embed_texts(["where does Maya live?"], kind="passage")
+    assert len(embeddings_server.requests) == 4

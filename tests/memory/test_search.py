@@ -27,7 +27,7 @@ from memory.search._stats import (
     term_stats_clear,
     term_stats_get,
 )
-from memory.selectors import passive_recall
+from memory.selectors import memory_recall, passive_recall
 from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
 
 SEMANTIC_WHERE = f"t.primary_component = '{Component.SEMANTIC_MEMORY}' AND t.status = '{MemoryStatus.ACTIVE}'"
@@ -230,6 +230,15 @@ def test_a_recall_past_its_timeout_is_cancelled_a_503_for_the_api_and_no_passive
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "0"
+
+
+def test_a_recall_inside_a_callers_transaction_leaves_that_transactions_statement_timeout_as_it_was():
+    SemanticMemoryFactory(content="Leo flies kites on the beach", person=None)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = '42s'")
+        assert memory_recall(query="kites")
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "42s"
 
 
 def test_a_long_dialogue_is_searched_by_its_weighted_keywords():
