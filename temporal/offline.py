@@ -32,10 +32,6 @@ def _short(text: str, limit: int) -> str:
     return cut if cut == text.strip() else f"{cut}…"
 
 
-def _best(sentences: list[str], keywords: list[str]) -> str:
-    return max(sentences, key=lambda s: sum(k.casefold() in s.casefold() for k in keywords), default="")
-
-
 # A sentence that reports how something turned out.
 _OUTCOME = re.compile(
     r"决定|定了|搞定|完成|通过|成功|结果|终于|已经|打算|准备|计划|约好|订了|买了|搬|换|辞|升职|"
@@ -72,15 +68,16 @@ def conversation_theme(conversation: dict) -> str:
         # A sentence that says nothing told about the person ("My name is Sam") is left out.
         return [t for t in (_short(third_person(s, name), limit).rstrip(end) for s in said) if t]
 
+    outcome_lines = told(outcomes)
     if chinese:
         line = f"聊了{'、'.join(keywords)}。" if keywords else ""
-        if told(outcomes):
-            return line + f"结果：{'；'.join(told(outcomes)[-OUTCOMES:])}。"
+        if outcome_lines:
+            return line + f"结果：{'；'.join(outcome_lines[-OUTCOMES:])}。"
         # No outcome: what was said, told about the person (the first sentences that carry a theme).
         return line + "".join(_mentioned(t, name) for t in told(telling)[:OUTCOMES])
     line = f"Talked about {', '.join(keywords)}." if keywords else ""
-    if told(outcomes):
-        return (line + f" Outcome: {'; '.join(told(outcomes)[-OUTCOMES:])}.").strip()
+    if outcome_lines:
+        return (line + f" Outcome: {'; '.join(outcome_lines[-OUTCOMES:])}.").strip()
     return " ".join([line, *(f"{t}." for t in told(telling)[:OUTCOMES])]).strip()
 
 

@@ -16,7 +16,6 @@ from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
 from anima.core.text import clip
-from conversations.selectors import conversation_person
 from temporal.models import TemporalSummary, Window
 from temporal.privacy import FULL, sections_render, summary_sections, topic_line
 from temporal.selectors import day_conversations, person_label, temporal_summaries, temporal_summary_get
@@ -172,7 +171,7 @@ def temporal_summary_write_day(*, day: date, run_key: str = "", token_budget: in
         return {"window": "day", "period_start": day.isoformat(), "skipped_reason": "no_conversations"}
     sources = []
     for item in conversations:
-        owner = conversation_person(conversation=item.conversation)
+        owner = item.person
         dialogue = item.dialogue()
         sources.append(
             SectionSource(
