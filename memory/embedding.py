@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from anima.core.db import read_alias
 from anima.core.embeddings import EmbeddingModel, embed_texts, embedding_model
 from anima.core.models import Component
 from anima.core.vectors import (
@@ -24,12 +24,12 @@ from anima.core.vectors import (
     TABLE,
     VectorRow,
     vector_indexes_ensure,
-    vectors_available,
     vectors_clear,
     vectors_delete,
     vectors_store,
 )
 from memory.forgetting import ForgetResult
+from memory.search import dense_status
 
 DEFAULT_BATCH = 64
 # A stored text's vector comes from its start; the provider caps by tokens, this bounds what is read.
@@ -67,7 +67,8 @@ def _pending_sql(kind: str, select: str) -> str:
 def embed_pending_count(*, model: EmbeddingModel) -> int:
     """Rows (of every kind) without a vector from ``model``."""
     total = 0
-    with connection.cursor() as cursor:
+    # On the replica when the caller reads from it (the /metrics scrape), else the primary.
+    with connections[read_alias()].cursor() as cursor:
         for kind in _EMBEDDABLE:
             cursor.execute(_pending_sql(kind, "count(*)"), {"kind": kind, "model": model.name})
             total += cursor.fetchone()[0]
@@ -106,13 +107,8 @@ class BackfillReport:
 
 def embed_unavailable_reason() -> str:
     """Why no vectors can be made or stored here, or "" when they can."""
-    if settings.ANIMA_EMBEDDINGS == "off":
-        return "ANIMA_EMBEDDINGS=off: recall is keyword-only"
-    if not vectors_available():
-        return "the database has no pgvector (extension 'vector' not available): recall is keyword-only"
-    if embedding_model() is None:
-        return "the local embedding model cannot run on this machine: recall is keyword-only"
-    return ""
+    _, reason = dense_status(using=DEFAULT_DB_ALIAS)
+    return f"{reason}: recall is keyword-only" if reason else ""
 
 
 def embed_backfill_run(
@@ -137,7 +133,10 @@ def embed_backfill_run(
     if rebuild:
         vectors_clear()
     vector_indexes_ensure(model=model)
-    report = BackfillReport(model=model.name, available=True, pending=embed_pending_count(model=model))
+    # The first count only feeds progress lines; the report's count is taken at the end.
+    report = BackfillReport(
+        model=model.name, available=True, pending=embed_pending_count(model=model) if progress else 0
+    )
     for kind in _EMBEDDABLE:
         while limit is None or report.embedded < limit:
             if max_seconds is not None and time.monotonic() - started >= max_seconds:

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.checks import Tags, Warning, register
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from anima.core.vectors import vector_extension_available
+
 
 # Database-tagged: it runs with ``migrate`` and ``check --database default``, not before every command.
 @register(Tags.database)
@@ -23,8 +25,7 @@ def dense_recall_check(app_configs, databases=None, **kwargs) -> list[Warning]:
         )
     if databases and DEFAULT_DB_ALIAS in databases and settings.ANIMA_EMBEDDINGS != "off":
         with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-            available = cursor.fetchone() is not None
+            available = vector_extension_available(cursor)
         if not available:
             warnings.append(
                 Warning(

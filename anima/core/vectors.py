@@ -43,10 +43,15 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 """
 
 
+def vector_extension_available(cursor) -> bool:
+    """Whether the server can install pgvector (installed or not)."""
+    cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+    return cursor.fetchone() is not None
+
+
 def vectors_table_create(cursor) -> bool:
     """Create the extension and the table where pgvector is available (the migration's step); False otherwise."""
-    cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-    if cursor.fetchone() is None:
+    if not vector_extension_available(cursor):
         return False
     cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
     cursor.execute(_TABLE_SQL)
