@@ -372,7 +372,7 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
     # Unasked, a memory needs a word of the message behind it: the dense branch ranks every memory by
     # meaning, so small talk ("lol ok") always has a nearest one, and the local model's cosines do not
     # separate small talk from real questions (both ≈ 0.8). Meaning still orders what words found.
-    candidates = [hit for hit in candidates if set(hit.get("scores") or {}) & set(KEYWORD_BRANCHES)]
+    candidates = [hit for hit in candidates if set(hit["scores"]) & set(KEYWORD_BRANCHES)]
     if not candidates:
         return PassiveRecall(hits=[], text="")
     cutoff = max(config["min_score"], candidates[0]["score"] * config["min_relative_score"])

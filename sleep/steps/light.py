@@ -309,9 +309,10 @@ def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> t
     # Dedupe only against this conversation's own memories; cross-conversation merging is deep sleep's job.
     existing = {
         m.pk: m
-        for m in SemanticMemory.objects.filter(source_conversation=conversation, status=MemoryStatus.ACTIVE).order_by(
-            "id"
-        )
+        # The person is read for each memory's slot (its name stands for "I").
+        for m in SemanticMemory.objects.select_related("person")
+        .filter(source_conversation=conversation, status=MemoryStatus.ACTIVE)
+        .order_by("id")
     }
     answer = _llm(
         ctx,
