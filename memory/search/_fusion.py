@@ -81,6 +81,10 @@ def hybrid_search(
     alias = read_alias()
     pool = pool_size(limit=limit)
     rows: list[tuple] = []
+    # Embedded before the transaction opens: a model call (an HTTP one with the openai provider) must not
+    # hold a connection idle in transaction.
+    wants_dense = "dense" in branches and text.strip() and any(source.vector_kind for source in sources)
+    dense = _query_vector(text=text, alias=alias) if wants_dense else None
     try:
         # Outside a caller's transaction the block's own ends with it, and so does the timeout.
         own_transaction = not connections[alias].in_atomic_block
@@ -89,20 +93,17 @@ def hybrid_search(
             connections[alias].cursor() as cursor,
             recall_timeout(cursor, restore=not own_transaction),
         ):
-            dense = "dense" in branches and bool(text.strip())
             if keyword and not query.is_empty:
                 plans = branch_plans(query=query, sources=sources)
                 statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
                 if statement is not None:
                     started = time.perf_counter()
                     # The dense statement after it needs the planner's index scans back.
-                    found = search_fetch(cursor, *statement, restore=dense or not own_transaction)
+                    found = search_fetch(cursor, *statement, restore=dense is not None or not own_transaction)
                     rows = [row for row in found if row[1] in keyword]
                     observe_recall(branch="keyword", seconds=time.perf_counter() - started)
-            if dense:
-                rows += _dense_rows(
-                    cursor, text=text, sources=sources, pool=pool, alias=alias, restore=not own_transaction
-                )
+            if dense is not None:
+                rows += _dense_rows(cursor, dense=dense, sources=sources, pool=pool, restore=not own_transaction)
     except OperationalError as exc:
         if not isinstance(exc.__cause__, QueryCanceled):
             raise
@@ -124,24 +125,33 @@ def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, st
     return model, ""
 
 
-def _dense_rows(
-    cursor, *, text: str, sources: Sequence[SourceSpec], pool: int, alias: str, restore: bool
-) -> list[tuple]:
+@dataclass(frozen=True)
+class _DenseQuery:
+    model: EmbeddingModel
+    vector: list[float]
+    started: float  # when embedding began: the dense branch's time includes it
+
+
+def _query_vector(*, text: str, alias: str) -> _DenseQuery | None:
     model, _ = dense_status(using=alias)
     if model is None:
-        return []
+        return None
     started = time.perf_counter()
     try:
         (vector,) = embed_texts([text], kind="query")
     except EmbeddingsUnavailable as exc:
         logger.warning("dense recall skipped, keywords only: %s", exc)
-        return []
-    statement = dense_statement(sources=sources, model=model, pool=pool)
+        return None
+    return _DenseQuery(model=model, vector=vector, started=started)
+
+
+def _dense_rows(cursor, *, dense: _DenseQuery, sources: Sequence[SourceSpec], pool: int, restore: bool) -> list[tuple]:
+    statement = dense_statement(sources=sources, model=dense.model, pool=pool)
     if statement is None:
         return []
     sql, params = statement
-    found = dense_fetch(cursor, sql, {**params, "qvec": vector_literal(vector)}, pool=pool, restore=restore)
-    observe_recall(branch="dense", seconds=time.perf_counter() - started)
+    found = dense_fetch(cursor, sql, {**params, "qvec": vector_literal(dense.vector)}, pool=pool, restore=restore)
+    observe_recall(branch="dense", seconds=time.perf_counter() - dense.started)
     rows, ranks = [], {}
     for source, row_id, similarity in sorted(found, key=lambda row: (-row[2], row[1])):
         ranks[source] = ranks.get(source, 0) + 1
