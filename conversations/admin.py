@@ -204,6 +204,10 @@ class TokenScopeAdmin(admin.ModelAdmin):
     search_fields = ("user__username", "persons__slug", "conversations__external_id")
     autocomplete_fields = ("user", "persons", "conversations")
 
+    def get_queryset(self, request):
+        # The "reach" column reads every row's bindings: fetched with the page, not per row.
+        return super().get_queryset(request).prefetch_related("persons", "conversations__person")
+
     def save_related(self, request, form, formsets, change) -> None:
         # The one write path (same as `token_scope`): scope and bindings replaced together.
         token_scope_set(
