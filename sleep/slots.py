@@ -18,7 +18,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from anima.core.llm.schema import schema_object, schema_string
-from anima.core.text import is_chinese
+from anima.core.text import is_chinese, without_addresses
 from temporal.selectors import person_label
 
 SELF = "self"
@@ -1043,12 +1043,9 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     return _zh_reading(*subject)
 
 
-_ADDRESS = re.compile(r"\S+@\S+|https?://\S+")
-
-
 def chinese(text: str) -> bool:
     """Whether a statement is Chinese, judged without its e-mail addresses and links."""
-    return is_chinese(_ADDRESS.sub("", text))
+    return is_chinese(without_addresses(text))
 
 
 def slot_read(text: str, *, name: str = "") -> Slot | None:

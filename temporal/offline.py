@@ -6,7 +6,15 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
-from anima.core.text import clip, is_chinese, sentences, text_keywords, third_person_en, third_person_zh
+from anima.core.text import (
+    clip,
+    is_chinese,
+    sentences,
+    text_keywords,
+    third_person_en,
+    third_person_zh,
+    without_addresses,
+)
 from temporal.privacy import keywords_topic
 from temporal.rollup import summaries_concat
 
@@ -41,7 +49,6 @@ _OUTCOME = re.compile(
 )
 
 
-_ADDRESS = re.compile(r"\S+@\S+|https?://\S+")
 # How many outcomes a conversation's line reports (the last ones), or sentences when nothing came out.
 OUTCOMES = 2
 
@@ -54,7 +61,7 @@ def _mentioned(told: str, name: str) -> str:
 def conversation_theme(conversation: dict) -> str:
     """Themes and how it turned out, in the conversation's language, told about the person (no raw quotes)."""
     sentences = [s for s in _user_sentences(conversation["dialogue"]) if not s.rstrip().endswith(("?", "？"))]
-    text = _ADDRESS.sub(" ", " ".join(sentences))  # an e-mail address is no theme
+    text = without_addresses(" ".join(sentences))
     chinese = is_chinese(text or conversation.get("title") or "")
     name = conversation.get("person") or ("对方" if chinese else "They")
     keywords = [k for k in text_keywords(text, count=5) if k.casefold() != name.casefold()][:4]

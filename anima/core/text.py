@@ -36,6 +36,14 @@ def content_key(text: str) -> str:
     return hashlib.sha1(normalized(text).encode()).hexdigest()[:16]
 
 
+_ADDRESS_RE = re.compile(r"\S+@\S+|https?://\S+")
+
+
+def without_addresses(text: str) -> str:
+    """``text`` with its e-mail addresses and links blanked: they carry neither a theme nor a language."""
+    return _ADDRESS_RE.sub(" ", text)
+
+
 def is_chinese(text: str) -> bool:
     """True when CJK characters outweigh Latin letters (one CJK char carries about a word)."""
     return len(_CJK_RE.findall(text)) * 3 >= max(len(_LATIN_RE.findall(text)), 1)
