@@ -129,7 +129,7 @@ def vectors_fill(*, kind: str, table: str) -> float:
             f" WHERE t.id > 0) FROM {table} t ON CONFLICT DO NOTHING",
             {"kind": kind, "model": model.name, "dim": model.dim},
         )
-        cursor.execute("SET maintenance_work_mem = '1GB'")
+        cursor.execute("SET maintenance_work_mem = '3GB'")
         started = time.perf_counter()
         vector_indexes_ensure(model=model)
         built = time.perf_counter() - started

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, connections, transaction
@@ -81,29 +85,18 @@ def hybrid_search(
     alias = read_alias()
     pool = pool_size(limit=limit)
     rows: list[tuple] = []
-    # Embedded before the transaction opens: a model call (an HTTP one with the openai provider) must not
-    # hold a connection idle in transaction.
     wants_dense = "dense" in branches and text.strip() and any(source.vector_kind for source in sources)
-    dense = _query_vector(text=text, alias=alias) if wants_dense else None
+    # The query is embedded (CPU in this process, or an HTTP call) while the database runs the keyword
+    # statement, and before the dense statement's transaction opens: a model call never holds a connection
+    # idle in a transaction of recall's own.
+    pending = _query_vector_start(text=text, alias=alias) if wants_dense else None
     try:
-        # Outside a caller's transaction the block's own ends with it, and so does the timeout.
-        own_transaction = not connections[alias].in_atomic_block
-        with (
-            transaction.atomic(using=alias),
-            connections[alias].cursor() as cursor,
-            recall_timeout(cursor, restore=not own_transaction),
-        ):
-            if keyword and not query.is_empty:
-                plans = branch_plans(query=query, sources=sources)
-                statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
-                if statement is not None:
-                    started = time.perf_counter()
-                    # The dense statement after it needs the planner's index scans back.
-                    found = search_fetch(cursor, *statement, restore=dense is not None or not own_transaction)
-                    rows = [row for row in found if row[1] in keyword]
-                    observe_recall(branch="keyword", seconds=time.perf_counter() - started)
-            if dense is not None:
-                rows += _dense_rows(cursor, dense=dense, sources=sources, pool=pool, restore=not own_transaction)
+        if keyword and not query.is_empty:
+            rows = _keyword_rows(alias, query=query, sources=sources, keyword=keyword, pool=pool)
+        dense = _query_vector_wait(pending)
+        if dense is not None:
+            with _recall_transaction(alias) as (cursor, restore):
+                rows += _dense_rows(cursor, dense=dense, sources=sources, pool=pool, restore=restore)
     except OperationalError as exc:
         if not isinstance(exc.__cause__, QueryCanceled):
             raise
@@ -125,24 +118,77 @@ def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, st
     return model, ""
 
 
+@contextmanager
+def _recall_transaction(alias: str) -> Iterator[tuple[Any, bool]]:
+    """A cursor in a transaction under ANIMA_RECALL_TIMEOUT, and whether settings changed in it must be restored.
+
+    Outside a caller's transaction the block's own ends with it, and so do its settings.
+    """
+    restore = connections[alias].in_atomic_block
+    with (
+        transaction.atomic(using=alias),
+        connections[alias].cursor() as cursor,
+        recall_timeout(cursor, restore=restore),
+    ):
+        yield cursor, restore
+
+
+def _keyword_rows(
+    alias: str, *, query: SearchQuery, sources: Sequence[SourceSpec], keyword: Sequence[str], pool: int
+) -> list[tuple]:
+    """Every source's FTS and trigram branches, one statement: rows of (source, branch, id, rank, score)."""
+    plans = branch_plans(query=query, sources=sources)
+    statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
+    if statement is None:
+        return []
+    with _recall_transaction(alias) as (cursor, restore):
+        started = time.perf_counter()
+        found = search_fetch(cursor, *statement, restore=restore)
+        observe_recall(branch="keyword", seconds=time.perf_counter() - started)
+    return [row for row in found if row[1] in keyword]
+
+
 @dataclass(frozen=True)
 class _DenseQuery:
     model: EmbeddingModel
     vector: list[float]
-    started: float  # when embedding began: the dense branch's time includes it
+    seconds: float  # embedding it took: the dense branch's time includes it
 
 
-def _query_vector(*, text: str, alias: str) -> _DenseQuery | None:
+_embedders: dict[int, ThreadPoolExecutor] = {}
+
+
+def _embedder() -> ThreadPoolExecutor:
+    """This process's embedding thread. Keyed by pid: a forked child has the parent's pool but not its threads."""
+    pid = os.getpid()
+    if pid not in _embedders:
+        _embedders.clear()
+        _embedders[pid] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="anima-query-embedding")
+    return _embedders[pid]
+
+
+def _query_vector_start(*, text: str, alias: str) -> Future | None:
+    """Start embedding ``text`` as a query in the background; None when recall is keyword-only."""
     model, _ = dense_status(using=alias)
     if model is None:
         return None
+    return _embedder().submit(_query_vector, text=text, model=model)
+
+
+def _query_vector(*, text: str, model: EmbeddingModel) -> _DenseQuery:
     started = time.perf_counter()
+    (vector,) = embed_texts([text], kind="query")
+    return _DenseQuery(model=model, vector=vector, seconds=time.perf_counter() - started)
+
+
+def _query_vector_wait(pending: Future | None) -> _DenseQuery | None:
+    if pending is None:
+        return None
     try:
-        (vector,) = embed_texts([text], kind="query")
+        return pending.result()
     except EmbeddingsUnavailable as exc:
         logger.warning("dense recall skipped, keywords only: %s", exc)
         return None
-    return _DenseQuery(model=model, vector=vector, started=started)
 
 
 def _dense_rows(cursor, *, dense: _DenseQuery, sources: Sequence[SourceSpec], pool: int, restore: bool) -> list[tuple]:
@@ -150,8 +196,9 @@ def _dense_rows(cursor, *, dense: _DenseQuery, sources: Sequence[SourceSpec], po
     if statement is None:
         return []
     sql, params = statement
+    started = time.perf_counter()
     found = dense_fetch(cursor, sql, {**params, "qvec": vector_literal(dense.vector)}, pool=pool, restore=restore)
-    observe_recall(branch="dense", seconds=time.perf_counter() - dense.started)
+    observe_recall(branch="dense", seconds=dense.seconds + time.perf_counter() - started)
     rows, ranks = [], {}
     for source, row_id, similarity in sorted(found, key=lambda row: (-row[2], row[1])):
         ranks[source] = ranks.get(source, 0) + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.core.management import call_command
@@ -16,6 +17,7 @@ from memory.search import message_source
 from memory.search._fusion import pool_size
 from memory.search._sql import dense_fetch, dense_statement
 from memory.selectors import memory_recall, memory_semantic_search, passive_recall
+from tests.embeddings_server import concept_vector
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
@@ -56,6 +58,23 @@ def test_passive_recall_offers_only_what_a_word_of_the_message_found(concept_emb
     assert offered("lol ok, thanks") == []
     assert offered("hospital again tomorrow") == []  # meaning alone: asked for, not offered unasked
     assert offered("she was operated on, right?")[0] == surgery.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_embeddings_server_never_holds_recall_idle_in_a_transaction(concept_embeddings):
+    surgery = SemanticMemoryFactory(content="Her mother was operated on in May")
+    mention = SemanticMemoryFactory(person=surgery.person, content="the hospital parking is expensive")
+    embed_backfill_run()
+    concept_embeddings.embed = lambda text: time.sleep(0.5) or concept_vector(text)
+    with connection.cursor() as cursor:
+        # What an operator sets in production: PostgreSQL ends a session idle in a transaction this long.
+        cursor.execute("SET idle_in_transaction_session_timeout = '100ms'")
+
+    results = memory_semantic_search(query="hospital", person=surgery.person)
+
+    ranks = {result["id"]: result["ranks"] for result in results}
+    assert ranks.keys() == {surgery.pk, mention.pk}
+    assert "dense" in ranks[surgery.pk] and "fts" in ranks[mention.pk]
 
 
 def test_rows_not_yet_embedded_are_still_found_by_keywords(concept_embeddings):
