@@ -14,6 +14,7 @@ from django.db import connections
 from django.db.utils import load_backend
 
 from anima.core import embeddings
+from anima.core.config import config_cache_clear
 from anima.core.db import REPLICA
 from anima.core.llm import providers
 from anima.core.llm.testing import StubLlmServer
@@ -28,6 +29,12 @@ def _keyword_only_unless_marked(request, settings):
     settings.ANIMA_EMBEDDINGS = "local" if request.node.get_closest_marker("local_embeddings") else "off"
     # A stub embeddings server of another test may reuse a port, and so a cached query's key.
     embeddings._query_vectors.clear()
+
+
+@pytest.fixture(autouse=True)
+def _config_read_fresh():
+    """Each test's database starts without overrides: none read by an earlier test may linger."""
+    config_cache_clear()
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,14 @@ or refused with a message naming the field — never half-applied.
 from __future__ import annotations
 
 import math
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models.signals import post_delete, post_save
 
 from anima.core.models import RuntimeConfig, RuntimeConfigChange
 
@@ -101,13 +104,36 @@ def config_defaults(*, section: str) -> dict[str, Any]:
     return {name: field.default for name, field in _schema(section).items()}
 
 
+# Every turn reads several sections and they change rarely (an operator's edit): each process keeps the
+# stored overrides it read for this long. A change saved in this process clears them at once (the model's
+# signals, below); other processes (web and Celery workers) see it within this time.
+CONFIG_CACHE_SECONDS = 5.0
+_stored: dict[str, tuple[float, dict[str, Any]]] = {}
+_stored_lock = threading.Lock()
+
+
 def config_get(*, section: str) -> dict[str, Any]:
     """The effective values of one section: defaults overlaid with stored overrides."""
     values = config_defaults(section=section)
-    stored = RuntimeConfig.objects.filter(section=section).values_list("values", flat=True).first()
-    if stored:
-        values.update({key: value for key, value in stored.items() if key in values})
+    now = time.monotonic()
+    cached = _stored.get(section)
+    if cached is None or now - cached[0] > CONFIG_CACHE_SECONDS:
+        row = RuntimeConfig.objects.filter(section=section).values_list("values", flat=True).first()
+        cached = (now, dict(row or {}))
+        with _stored_lock:
+            _stored[section] = cached
+    values.update({key: value for key, value in cached[1].items() if key in values})
     return values
+
+
+def config_cache_clear(**_signal) -> None:
+    """Forget the stored overrides read so far (a row changed, or a test's database rolled back)."""
+    with _stored_lock:
+        _stored.clear()
+
+
+post_save.connect(config_cache_clear, sender=RuntimeConfig, dispatch_uid="anima-config-cache-save")
+post_delete.connect(config_cache_clear, sender=RuntimeConfig, dispatch_uid="anima-config-cache-delete")
 
 
 def config_validate(*, section: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 
+from anima.core import config
 from anima.core.config import config_defaults, config_get, config_update, config_validate
 from anima.core.models import RuntimeConfigChange
 
@@ -17,6 +19,18 @@ def test_an_update_is_validated_applied_whole_and_audited():
     assert values["limit"] == 7 and values["min_score"] == 0.0
     change = RuntimeConfigChange.objects.get()
     assert (change.changed_by, change.after["limit"]) == ("op", 7)
+
+
+def test_a_change_in_this_process_is_read_at_once_and_another_processs_within_the_cache_time(monkeypatch):
+    assert config_get(section="stm")["raw_ttl_hours"] == 12
+    config_update(section="stm", values={"raw_ttl_hours": 5})
+    assert config_get(section="stm")["raw_ttl_hours"] == 5
+    with connection.cursor() as cursor:  # as another process would change it: no signal reaches this one
+        cursor.execute("""UPDATE runtime_config SET "values" = '{"raw_ttl_hours": 7}' WHERE section = 'stm'""")
+
+    assert config_get(section="stm")["raw_ttl_hours"] == 5
+    monkeypatch.setattr(config, "CONFIG_CACHE_SECONDS", -1.0)  # the cache time has passed
+    assert config_get(section="stm")["raw_ttl_hours"] == 7
 
 
 @pytest.mark.parametrize(
