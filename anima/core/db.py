@@ -98,15 +98,20 @@ def database_unreachable(exc: BaseException) -> bool:
 
 
 @contextmanager
-def throwaway_database() -> Iterator[None]:
-    """Run the block against a fresh migrated database ``anima_bench_<pid>``, dropped afterwards."""
+def throwaway_database(*, keep: str = "") -> Iterator[None]:
+    """Run the block against a fresh migrated database ``anima_bench_<pid>``, dropped afterwards.
+
+    ``keep``: the database of that name instead, created and migrated if missing and kept afterwards, so a
+    benchmark whose data takes long to build can measure again on it.
+    """
     connection = connections["default"]
-    connection.settings_dict["TEST"]["NAME"] = f"anima_bench_{os.getpid()}"
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    connection.settings_dict["TEST"]["NAME"] = keep or f"anima_bench_{os.getpid()}"
+    connection.creation.create_test_db(verbosity=0, autoclobber=not keep, serialize=False, keepdb=bool(keep))
     try:
         yield
     finally:
-        connection.creation.destroy_test_db(connection.settings_dict["NAME"], verbosity=0)
+        if not keep:
+            connection.creation.destroy_test_db(connection.settings_dict["NAME"], verbosity=0)
 
 
 # --- Reading dates Python cannot hold ------------------------------------------------------------
