@@ -151,6 +151,10 @@ def _at(hour: int) -> dt.datetime:
     return timezone.make_aware(dt.datetime.combine(DAY, dt.time(hour)))
 
 
+def _dream_ids(diary: dict) -> list[int]:
+    return [block["id"] for entry in diary["results"] for block in entry["blocks"] if block["tag"] == BlockTag.DREAM]
+
+
 def _persons_day(person, *, said: str, fact: str, feeling: str, intensity: float):
     """One person's day: a conversation, a fact learned from it and the feeling it left."""
     conversation = ConversationFactory(person=person)
@@ -221,6 +225,22 @@ def test_a_dream_of_one_persons_day_is_theirs_and_goes_when_they_are_forgotten(l
     assert told.person == leo and told.body["person_ids"] == [leo.pk]
     leos_diary = api_client(username="leo-app", scope="person", persons=[leo]).get("/api/diary/").json()
     mayas_diary = api_client(username="maya-app", scope="person", persons=[maya]).get("/api/diary/").json()
-    assert "Aldwych" in str(leos_diary) and "Aldwych" not in str(mayas_diary)
+    assert _dream_ids(leos_diary) == [told.pk] and _dream_ids(mayas_diary) == []
     person_forget(person=leo)
     assert not DreamBlock.objects.exists()
+
+
+def test_a_line_from_someone_unknown_keeps_the_dream_from_every_person(leos_day):
+    leo, _ = leos_day
+    stranger = ConversationFactory(person=None, chat_id="unmapped-42")
+    MessageFactory(
+        conversation=stranger, role=Role.USER, content="The lighthouse keeper owes me money", created_at=_at(10)
+    )
+
+    dream(_ctx())
+
+    told = DreamBlock.objects.get()
+    # Leo's material and a stranger's line: not Leo's alone, so nobody's but the operator's.
+    assert told.person is None and told.body["person_ids"] == [leo.pk]
+    leos_diary = api_client(username="leo-app", scope="person", persons=[leo]).get("/api/diary/").json()
+    assert _dream_ids(leos_diary) == [] and _dream_ids(operator_client().get("/api/diary/").json()) == [told.pk]
