@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce, NullIf
 from anima.core.calendar import moment_bound
 from anima.core.models import FTS_CONFIG
 from anima.core.search_query import search_query_build
-from conversations.models import Conversation, HistoryEntry, Identity, Person
+from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Role
 
 HISTORY_MAX_LIMIT = 200
 _WORD_RE = re.compile(r"\w+")
@@ -89,6 +89,11 @@ def history_search(
 
 def persons_with_identities() -> QuerySet[Person]:
     return Person.objects.prefetch_related("identities").order_by("slug")
+
+
+def message_latest_user(*, conversation: Conversation) -> Message | None:
+    """The conversation's latest user message (the current turn's): newest first, ties by id."""
+    return Message.objects.filter(conversation=conversation, role=Role.USER).order_by("-created_at", "-id").first()
 
 
 def conversation_person(*, conversation: Conversation) -> Person | None:

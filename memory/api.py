@@ -13,13 +13,19 @@ from rest_framework.response import Response
 
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.forms import RangeDateFilter
-from anima.core.models import Entity, ForgetReason, MemoryStatus, MemoryType
+from anima.core.models import ForgetReason, MemoryStatus, MemoryType
 from conversations.access import OPERATOR, PERSON, SCOPED, access_of
 from conversations.models import Person
 from memory.forgetting import memory_forget, person_forget
 from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
-from memory.selectors import SEARCH_RANK, memory_recall, memory_semantic_search, ranked_by_ids
+from memory.selectors import (
+    SEARCH_RANK,
+    diary_blocks_visible,
+    memory_recall,
+    memory_semantic_search,
+    ranked_by_ids,
+)
 from memory.serializers import (
     DeprecateSerializer,
     DiaryEntrySerializer,
@@ -212,8 +218,7 @@ class DiaryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet)
     access_scopes = SCOPED
 
     def get_queryset(self):
-        # A scoped token reads the blocks of its persons and the person-less ones, as recall does.
-        blocks = access_of(self.request).owned(Entity.objects.order_by("created_at", "id"))
+        blocks = diary_blocks_visible(access=access_of(self.request))
         return super().get_queryset().prefetch_related(Prefetch("blocks", queryset=blocks))
 
 

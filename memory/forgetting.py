@@ -33,6 +33,7 @@ from django.utils import timezone
 from anima.core.cache import cache_delete_prefix
 from anima.core.config import config_get
 from anima.core.models import (
+    BlockTag,
     Component,
     Entity,
     ForgetReason,
@@ -341,7 +342,7 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
     rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
     rows += [
         PlannedRow("entities", pk, text[:120], "delete")
-        for pk, text in Entity.objects.filter(person=person).exclude(pk__in=skip).values_list("pk", "content")
+        for pk, text in _entities_of(person).exclude(pk__in=skip).values_list("pk", "content")
     ]
     rows += [PlannedRow("history_entries", pk, text[:120], "delete") for pk, text in _history(person)]
     if messages:
@@ -351,6 +352,12 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
         ]
     rows += _planned(_person_redactor(person, memories), messages=messages, memories=memories)
     return ForgetPlan(kind=PERSON, target_id=person.pk, rows=rows)
+
+
+def _entities_of(person: Person):
+    """The person's entities, and the dreams made partly of their day (``body.person_ids``): a dream's
+    echo of their words is no quotable fact, so erasure takes the whole dream."""
+    return Entity.objects.filter(Q(person=person) | Q(tag=BlockTag.DREAM, body__person_ids__contains=[person.pk]))
 
 
 def _conversations(person: Person):
@@ -378,15 +385,16 @@ def person_forget(
     requested_by: str = "",
     reason: str = ForgetReason.ERASURE,
 ) -> ForgetTombstone:
-    """Forget everything about ``person``: their memories and diary blocks, their sections of the time
+    """Forget everything about ``person``: their memories and diary blocks (and the dreams made partly of
+    their day), their sections of the time
     summaries, their history entries, and every passage quoting or naming them. With ``messages``
     their conversations, accounts and the person themself go too (erasure)."""
     memories = _person_memories(person)
 
     def erase(result: ForgetResult) -> None:
-        for pk in Entity.objects.filter(person=person).values_list("pk", flat=True):
+        for pk in _entities_of(person).values_list("pk", flat=True):
             result.note("entities", pk, deleted=True)
-        Entity.objects.filter(person=person).delete()
+        _entities_of(person).delete()
         for pk, _ in _history(person):
             result.note("history_entries", pk, deleted=True)
         _history_rows(person).delete()

@@ -17,6 +17,7 @@ from anima.core.config import config_get
 from anima.core.db import replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from anima.core.text import is_chinese
+from conversations.access import Access
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversation_person
 from memory.citations import cited_ids
@@ -149,6 +150,17 @@ def identity_context() -> str:
     self_layer = self_layer_text() or "(self layer empty)"
     resident = "\n".join(resident_memory_lines()) or "(no resident memories)"
     return f"# Identity context\n\n{self_layer}\n\n## Resident memory\n{resident}"
+
+
+def diary_blocks_visible(*, access: Access) -> QuerySet[Entity]:
+    """The diary blocks ``access`` may read, oldest first: its persons' and the person-less ones, as recall,
+    except a person-less dream. The dream step leaves a dream person-less when its material was not one
+    known person's (``sleep.steps.dream``), so only an operator reading for everyone sees it.
+    """
+    blocks = access.owned(Entity.objects.filter(primary_component=Component.CONTENT_BLOCK).order_by("created_at", "id"))
+    if access.person_ids is None:
+        return blocks
+    return blocks.exclude(tag=BlockTag.DREAM, person__isnull=True)
 
 
 # --- Recall ---

@@ -47,7 +47,8 @@ from conversations.access import (
     Access,
     access_narrow_by_name,
 )
-from conversations.models import Conversation, Message, Platform, Role
+from conversations.models import Conversation, Platform, Role
+from conversations.selectors import message_latest_user
 from conversations.services import message_create
 
 NO_CHAT_MODEL = (
@@ -172,7 +173,7 @@ def _wire(message: dict) -> dict:
 
 
 def _already_stored(conversation: Conversation, text: str) -> bool:
-    latest = Message.objects.filter(conversation=conversation, role=Role.USER).order_by("-created_at", "-id").first()
+    latest = message_latest_user(conversation=conversation)
     return latest is not None and latest.content == text
 
 

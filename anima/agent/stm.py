@@ -30,7 +30,7 @@ from conversations.models import (
     ShortTermMemory,
     StmScope,
 )
-from conversations.selectors import conversation_person
+from conversations.selectors import conversation_person, message_latest_user
 from temporal.tick import messages_digest
 
 logger = logging.getLogger(__name__)
@@ -51,15 +51,13 @@ def long_term_intent_detect(*, text: str) -> bool:
 
 def turn_long_term_intent(*, conversation: Conversation) -> bool:
     """Whether the turn's user message (the latest one) asks for long-term memory (「记住…」, "remember this")."""
-    latest = (
-        conversation.messages.filter(role=Role.USER).order_by("-created_at", "-pk").values_list("content", flat=True)
-    )
-    return long_term_intent_detect(text=latest.first() or "")
+    latest = message_latest_user(conversation=conversation)
+    return long_term_intent_detect(text=latest.content if latest else "")
 
 
 def _current_turn_id(conversation: Conversation) -> str:
-    latest = conversation.messages.filter(role=Role.USER).order_by("-created_at", "-pk").values_list("pk", flat=True)
-    return str(latest.first() or "")
+    latest = message_latest_user(conversation=conversation)
+    return str(latest.pk) if latest else ""
 
 
 def _latest_message(conversation: Conversation) -> Message | None:

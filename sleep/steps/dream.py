@@ -1,6 +1,12 @@
 """Dream: one non-factual creative narrative per day, only after a day of strong feeling.
 
 Dreams are stored as diary blocks (tag=dream) and never injected into prompts.
+
+A day's material may be several people's. A dream made of one person's material (besides
+global, person-less memories) is that person's; any other dream is left person-less and is for
+the operator only (``memory.selectors.diary_blocks_visible``): one surreal text cannot be cut
+into per-person sections, nor reduced to topic lines. ``body.person_ids`` names whose material
+it holds, so forgetting any of them takes it.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import BlockTag, MemoryStatus
 from anima.core.text import clip
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, Person
+from conversations.selectors import conversations_persons
 from memory.models import DreamBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from memory.services import diary_block_create, diary_entries_ensure
 from sleep.context import StepContext
@@ -46,18 +53,32 @@ DREAM_SCHEMA = schema_object(
 )
 
 
-def _snippets(ctx: StepContext, *, start, end) -> list[str]:
-    """Five random dialogue lines of the window, seeded by the day so re-runs see the same input."""
+def _snippets(ctx: StepContext, *, start, end) -> list[tuple[str, int]]:
+    """Five random dialogue lines of the window with their conversation ids, seeded by the day so re-runs
+    see the same input."""
     candidates = list(
         Message.objects.filter(created_at__gte=start, created_at__lt=end, role__in=DIALOGUE_ROLES)
         .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
         .exclude(content="")
         .order_by("created_at", "id")
-        .values_list("content", flat=True)
+        .values_list("content", "conversation_id")
     )
     picked = random.Random(ctx.day.isoformat()).sample(candidates, min(SNIPPETS, len(candidates)))
     per_snippet = SNIPPETS_MAX_CHARS // SNIPPETS
-    return [clip(text, per_snippet) for text in picked]
+    return [(clip(text, per_snippet), conversation_id) for text, conversation_id in picked]
+
+
+def _owners(*, entities: list, conversation_ids: set[int]) -> set[int | None]:
+    """Whose days the material is. A person-less memory or block is global (recall shows it to everyone)
+    and counts for nobody; a line of a conversation whose human is unknown counts as None."""
+    owners: set[int | None] = {entity.person_id for entity in entities if entity.person_id is not None}
+    return owners | set(conversations_persons(conversation_ids=conversation_ids).values())
+
+
+def _owner(owners: set[int | None]) -> Person | None:
+    """The dream's person: the one known person whose material it is, else nobody (operator only)."""
+    owner_id = next(iter(owners)) if len(owners) == 1 else None
+    return Person.objects.get(pk=owner_id) if owner_id is not None else None
 
 
 def _people(*, start, end) -> list[str]:
@@ -85,6 +106,12 @@ def dream(ctx: StepContext) -> dict:
     )[:TOP_ANCHORS]
     if not anchors or float(anchors[0].body.get("intensity", 0)) <= threshold:
         return {"skipped_reason": "no_strong_emotion"}
+    snippets = _snippets(ctx, start=start, end=end)
+    narratives = list(NarrativeBlock.objects.filter(source_day=ctx.day).order_by("id")[:TOP_NARRATIVES])
+    memories = list(
+        SemanticMemory.objects.filter(source_day=ctx.day, status=MemoryStatus.ACTIVE).order_by("id")[:TOP_MEMORIES]
+    )
+    owners = _owners(entities=[*anchors, *narratives, *memories], conversation_ids={pk for _, pk in snippets})
     answer = llm_json(
         purpose="dream",
         instructions=DREAM_INSTRUCTIONS,
@@ -94,17 +121,9 @@ def dream(ctx: StepContext) -> dict:
                 {"content": a.content, "valence": a.body.get("valence"), "intensity": a.body.get("intensity")}
                 for a in anchors
             ],
-            "snippets": _snippets(ctx, start=start, end=end),
-            "narratives": [
-                {"title": n.title, "content": clip(n.content, 400)}
-                for n in NarrativeBlock.objects.filter(source_day=ctx.day).order_by("id")[:TOP_NARRATIVES]
-            ],
-            "memories": [
-                m.content
-                for m in SemanticMemory.objects.filter(source_day=ctx.day, status=MemoryStatus.ACTIVE).order_by("id")[
-                    :TOP_MEMORIES
-                ]
-            ],
+            "snippets": [text for text, _ in snippets],
+            "narratives": [{"title": n.title, "content": clip(n.content, 400)} for n in narratives],
+            "memories": [m.content for m in memories],
             "people": _people(start=start, end=end),
         },
         schema=DREAM_SCHEMA,
@@ -121,7 +140,8 @@ def dream(ctx: StepContext) -> dict:
                 external_id=f"dream:{ctx.day.isoformat()}",
                 title=answer["title"],
                 content=clip(answer["content"], DREAM_MAX_CHARS),
-                body={"anchor_ids": [a.pk for a in anchors]},
+                body={"anchor_ids": [a.pk for a in anchors], "person_ids": sorted(o for o in owners if o is not None)},
+                person=_owner(owners),
             )
     except IntegrityError:
         # A concurrent run dreamed first; the unique index keeps one dream per day.

@@ -1,4 +1,5 @@
-"""history_search: text (segmented, mixed Chinese/English, recall's query language), time range, channel, person."""
+"""history_search: text (segmented, mixed Chinese/English, recall's query language), time range, channel, person;
+the latest user message of a conversation."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anima.core.search_query import QuerySyntaxError
-from conversations.selectors import history_search
-from tests.factories import HistoryEntryFactory, PersonFactory
+from conversations.models import Role
+from conversations.selectors import history_search, message_latest_user
+from tests.factories import ConversationFactory, HistoryEntryFactory, MessageFactory, PersonFactory
 
 DAY = dt.datetime(2026, 10, 3, 12, 0, tzinfo=dt.UTC)
 
@@ -85,3 +87,14 @@ def test_limit_caps_results_newest_ranked_first_for_text():
 @given(text=st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=200))
 def test_no_text_makes_the_database_raise(text):
     list(history_search(text=text, limit=5))
+
+
+def test_the_latest_user_message_is_the_newest_users_the_later_stored_on_a_tie():
+    conversation, other = ConversationFactory(), ConversationFactory()
+    assert message_latest_user(conversation=conversation) is None
+    MessageFactory(conversation=conversation, role=Role.USER, content="first", created_at=DAY)
+    tied = MessageFactory(conversation=conversation, role=Role.USER, content="same instant", created_at=DAY)
+    MessageFactory(conversation=conversation, role=Role.ASSISTANT, content="reply", created_at=DAY + dt.timedelta(1))
+    MessageFactory(conversation=other, role=Role.USER, content="elsewhere", created_at=DAY + dt.timedelta(2))
+
+    assert message_latest_user(conversation=conversation) == tied

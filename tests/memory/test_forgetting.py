@@ -18,7 +18,7 @@ from anima.agent.turn import prepare_turn, system_prompt_ensure
 from anima.api.testing import api_client, operator_client
 from anima.core.models import BlockTag, Entity, ForgetTombstone, MemoryStatus
 from conversations.models import Conversation, HistoryEntry, PeerBlock, Person, Role
-from memory.forgetting import forget_hook_register, memory_forget
+from memory.forgetting import forget_hook_register, memory_forget, person_forget, person_forget_plan
 from memory.models import SemanticMemory
 from memory.selectors import memory_recall
 from memory.services import MemoryPart, memory_merge, memory_split
@@ -198,6 +198,27 @@ def test_person_forget_with_messages_is_erasure():
     assert SemanticMemory.objects.get() == kept
     assert Entity.objects.get(tag=BlockTag.NARRATIVE).content == "Leo cooked."
     assert traces("typewriter", "maya") == []
+
+
+def test_forgetting_a_person_takes_every_dream_made_partly_of_their_day():
+    maya, leo = PersonFactory(slug="maya"), PersonFactory(slug="leo")
+    # The echo of a line Maya said is no fact of hers, so no redaction could find it in the shared dream.
+    ContentBlockFactory(
+        tag=BlockTag.DREAM,
+        person=None,
+        content="An old cat recited “the kiln is finally warm” while Leo's train went by.",
+        body={"person_ids": [leo.pk, maya.pk]},
+    )
+    leos = ContentBlockFactory(
+        tag=BlockTag.DREAM, person=leo, content="A train of bells.", body={"person_ids": [leo.pk]}
+    )
+
+    planned = {(row.table, row.action) for row in person_forget_plan(person=maya).rows}
+    person_forget(person=maya)
+
+    assert ("entities", "delete") in planned
+    assert list(Entity.objects.filter(tag=BlockTag.DREAM)) == [leos]
+    assert traces("kiln") == []
 
 
 def test_forget_api_surfaces_and_their_access():

@@ -2,19 +2,32 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from anima.agent.tools import tool_call
+from anima.agent.turn import prepare_turn
+from anima.api.testing import api_client, operator_client
 from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag
 from anima.core.text import is_chinese
 from conversations.models import Role
+from memory.forgetting import person_forget
 from memory.models import DreamBlock
+from memory.selectors import memory_recall
 from sleep.context import StepContext
 from sleep.offline.dream import dream_answer
 from sleep.steps import dream
-from tests.factories import ContentBlockFactory, DiaryEntryFactory, MessageFactory
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    DiaryEntryFactory,
+    MessageFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
 
 DAY = dt.date(2026, 11, 26)
 
@@ -125,3 +138,109 @@ def test_offline_dreams_vary_by_night_repeat_for_a_night_and_never_turn_people_i
     for told in week:
         assert 300 <= len(told["content"]) <= 800
         assert "Maya" not in told["title"]
+
+
+# --- Privacy between people: a dream is made of the day's material, which may be several people's ---
+
+LEO_SAID = "My theremin recital at Aldwych is on Friday and I am shaking"
+LEO_WORDS = ("Aldwych", "theremin", "recital")
+LEO_QUERY = "Aldwych OR theremin OR recital"
+
+
+def _at(hour: int) -> dt.datetime:
+    return timezone.make_aware(dt.datetime.combine(DAY, dt.time(hour)))
+
+
+def _dream_ids(diary: dict) -> list[int]:
+    return [block["id"] for entry in diary["results"] for block in entry["blocks"] if block["tag"] == BlockTag.DREAM]
+
+
+def _persons_day(person, *, said: str, fact: str, feeling: str, intensity: float):
+    """One person's day: a conversation, a fact learned from it and the feeling it left."""
+    conversation = ConversationFactory(person=person)
+    MessageFactory(conversation=conversation, role=Role.USER, content=said, created_at=_at(9))
+    SemanticMemoryFactory(person=person, content=fact, source_day=DAY, source_conversation=conversation)
+    ContentBlockFactory(
+        parent=DiaryEntryFactory(source_day=DAY),
+        tag=BlockTag.LIMBIC,
+        person=person,
+        source_conversation=conversation,
+        content=feeling,
+        body={"intensity": intensity, "valence": -0.6, "kind": "conversation_mood"},
+    )
+    return conversation
+
+
+@pytest.fixture
+def leos_day():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    leo_chat = _persons_day(
+        leo, said=LEO_SAID, fact="Leo plays the theremin", feeling="I feel nervous for the recital", intensity=0.9
+    )
+    return leo, leo_chat
+
+
+@pytest.mark.usefixtures("private_cache")
+def test_a_dream_mixing_two_peoples_days_reaches_the_operator_only(leos_day):
+    leo, _ = leos_day
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    maya_chat = _persons_day(
+        maya, said="我的考试通过了", fact="Maya collects seashells", feeling="I feel glad about the exam", intensity=0.7
+    )
+
+    dream(_ctx())
+
+    told = DreamBlock.objects.get()
+    # The dream did take Leo's words (else nothing below could fail)...
+    assert "Aldwych" in told.content
+    assert sorted(told.body["person_ids"]) == sorted([leo.pk, maya.pk]) and told.person is None
+    # ...and the operator's console still reads it.
+    operator_diary = str(operator_client().get("/api/diary/").json())
+    assert "Aldwych" in operator_diary
+    # Nothing of it reaches Maya: recall, the tools, her turn and her token's view of the diary.
+    maya_token = api_client(username="maya-app", scope="person", persons=[maya])
+    turn = prepare_turn(conversation=maya_chat, user_message=LEO_QUERY, now=_at(12), store=False)
+    assert turn[-1]["content"] == LEO_QUERY  # her own question; what Anima adds comes before it
+    seen_by_maya = {
+        "recall": memory_recall(query=LEO_QUERY, person=maya),
+        "recall tool": tool_call(name="memory_recall", arguments={"query": LEO_QUERY, "person": "maya"}),
+        "memory tool": tool_call(name="memory", arguments={"action": "recall", "person": "maya", "query": LEO_QUERY}),
+        "turn": turn[:-1],
+        "api recall": maya_token.get("/api/recall/", {"q": LEO_QUERY}).json(),
+        "api diary": maya_token.get("/api/diary/").json(),
+        "api tool": maya_token.post("/api/tools/memory_recall/", {"query": LEO_QUERY}, format="json").json(),
+    }
+    for surface, seen in seen_by_maya.items():
+        for word in LEO_WORDS:
+            assert word not in str(seen), (surface, word)
+
+
+def test_a_dream_of_one_persons_day_is_theirs_and_goes_when_they_are_forgotten(leos_day):
+    leo, _ = leos_day
+    maya = PersonFactory(slug="maya")
+
+    dream(_ctx())
+
+    told = DreamBlock.objects.get()
+    assert told.person == leo and told.body["person_ids"] == [leo.pk]
+    leos_diary = api_client(username="leo-app", scope="person", persons=[leo]).get("/api/diary/").json()
+    mayas_diary = api_client(username="maya-app", scope="person", persons=[maya]).get("/api/diary/").json()
+    assert _dream_ids(leos_diary) == [told.pk] and _dream_ids(mayas_diary) == []
+    person_forget(person=leo)
+    assert not DreamBlock.objects.exists()
+
+
+def test_a_line_from_someone_unknown_keeps_the_dream_from_every_person(leos_day):
+    leo, _ = leos_day
+    stranger = ConversationFactory(person=None, chat_id="unmapped-42")
+    MessageFactory(
+        conversation=stranger, role=Role.USER, content="The lighthouse keeper owes me money", created_at=_at(10)
+    )
+
+    dream(_ctx())
+
+    told = DreamBlock.objects.get()
+    # Leo's material and a stranger's line: not Leo's alone, so nobody's but the operator's.
+    assert told.person is None and told.body["person_ids"] == [leo.pk]
+    leos_diary = api_client(username="leo-app", scope="person", persons=[leo]).get("/api/diary/").json()
+    assert _dream_ids(leos_diary) == [] and _dream_ids(operator_client().get("/api/diary/").json()) == [told.pk]
