@@ -3,7 +3,8 @@
 The REST API uses it through ``TokenAuthentication`` and ``ScopedAccess`` (settings); the MCP
 server and the OpenAI-compatible proxy reuse the same pieces:
 
-- ``TokenAuthentication`` reads ``Authorization: Token <key>`` and ``Authorization: Bearer <key>``.
+- ``TokenAuthentication`` reads ``Authorization: Token <key>`` and ``Authorization: Bearer <key>``;
+  ``authenticate_authorization`` does it for a header value that did not come through DRF (MCP).
 - ``access_for_user(user)`` is the ``Access`` of a user: *operator* (staff: everything), *agent*
   or *person* (a ``TokenScope`` row), else *none* (no rights).
 - ``Access.narrow(person=..., conversation=...)`` applies what a request names (a header, a
@@ -11,8 +12,11 @@ server and the OpenAI-compatible proxy reuse the same pieces:
   ``access_narrow_by_name`` does the same from a slug / conversation reference.
 - ``Access.require`` gates an operation by scope; ``person_for`` / ``write_check`` /
   ``conversation_check`` check one row; ``owned`` / ``conversations`` filter querysets.
-- ``access_of(request)`` is the narrowed access of a DRF request (cached on it); ``ScopedAccess``
-  is the DRF permission that refuses a view's operation to scopes it does not list.
+- ``access_for_headers(user=..., person=..., conversation=...)`` is a user's access narrowed by the
+  ``X-Anima-Person`` / ``X-Anima-Conversation`` headers (a user without a scope is refused): the
+  rule of every token-authenticated surface. ``access_of(request)`` applies it to a DRF request
+  (cached on it); ``ScopedAccess`` is the DRF permission that refuses a view's operation to scopes
+  it does not list.
 
 ``AccessDenied`` (``anima.core.errors``, re-exported here) is an HTTP 403 whose message names why.
 """
@@ -49,6 +53,7 @@ __all__ = [
     "AccessDenied",
     "ScopedAccess",
     "TokenAuthentication",
+    "access_for_headers",
     "access_for_user",
     "access_narrow_by_name",
     "access_of",
@@ -246,19 +251,23 @@ def access_narrow_by_name(
 class TokenAuthentication(authentication.TokenAuthentication):
     """DRF's token authentication under either keyword: ``Token <key>`` or ``Bearer <key>`` (OpenAI-style clients)."""
 
-    keywords = (b"token", b"bearer")
+    keywords = ("token", "bearer")
 
     def authenticate(self, request):
-        parts = authentication.get_authorization_header(request).split()
+        # Header values arrive as latin-1 text (WSGI and ASGI alike); DRF hands them back as bytes.
+        return self.authenticate_authorization(authentication.get_authorization_header(request).decode("latin-1"))
+
+    def authenticate_authorization(self, authorization: str):
+        """``(user, token)`` of an ``Authorization`` header value; None when it holds no token of ours.
+
+        Raises AuthenticationFailed for a malformed header or an unknown or inactive token.
+        """
+        parts = authorization.split()
         if not parts or parts[0].lower() not in self.keywords:
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Invalid token header: expected '<Token|Bearer> <key>'.")
-        try:
-            key = parts[1].decode()
-        except UnicodeError:
-            raise exceptions.AuthenticationFailed("Invalid token header: the key has invalid characters.") from None
-        return self.authenticate_credentials(key)
+        return self.authenticate_credentials(parts[1])
 
 
 class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
@@ -274,23 +283,32 @@ class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
         }
 
 
-def access_of(request) -> Access:
-    """The access of a DRF request: its user's, narrowed by ``X-Anima-Person`` / ``X-Anima-Conversation``.
+def access_for_headers(*, user, person: str | None, conversation: str | None) -> Access:
+    """The access of ``user``, narrowed by the ``X-Anima-Person`` / ``X-Anima-Conversation`` header values.
 
     Raises AccessDenied for a user without a scope or a header outside the binding, AnimaError
     (a 400 naming the header) for a header naming nobody.
     """
+    base = access_for_user(user)
+    if base.scope == NONE:
+        raise AccessDenied(f"this is {base.binding}")
+    return access_narrow_by_name(
+        base,
+        person=person,
+        conversation=conversation,
+        person_field=PERSON_HEADER,
+        conversation_field=CONVERSATION_HEADER,
+    )
+
+
+def access_of(request) -> Access:
+    """The access of a DRF request: :func:`access_for_headers` of its user and headers, cached on it."""
     cached = getattr(request, "_anima_access", None)
     if cached is None:
-        base = access_for_user(request.user)
-        if base.scope == NONE:
-            raise AccessDenied(f"this is {base.binding}")
-        cached = access_narrow_by_name(
-            base,
+        cached = access_for_headers(
+            user=request.user,
             person=request.headers.get(PERSON_HEADER),
             conversation=request.headers.get(CONVERSATION_HEADER),
-            person_field=PERSON_HEADER,
-            conversation_field=CONVERSATION_HEADER,
         )
         request._anima_access = cached
     return cached

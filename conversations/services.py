@@ -306,8 +306,10 @@ def _store_conversations(parsed: list[_ParsedConversation], report: ImportReport
         for message in p.messages:
             message.conversation = conversation
             messages.append(message)
-    report.count("messages", _copy_messages(messages))
-    messages_stored.send(sender=Message, messages=messages)
+    inserted = _copy_messages(messages)
+    report.count("messages", len(inserted))
+    if inserted:  # a message already stored was announced when it was stored
+        messages_stored.send(sender=Message, messages=inserted)
     # A conversation's updated_at follows its newest message (light sleep and cleanup read it).
     newest = Message.objects.filter(conversation=OuterRef("pk")).order_by("-created_at").values("created_at")[:1]
     Conversation.objects.filter(pk__in=[c.pk for c in by_external_id.values()]).update(
@@ -328,8 +330,11 @@ _STAGED_COLUMNS = (
 )
 
 
-def _copy_messages(messages: list[Message]) -> int:
-    """Insert messages through COPY into a staging table, skipping ones already stored; returns how many were new.
+def _copy_messages(messages: list[Message]) -> list[Message]:
+    """Insert messages through COPY into a staging table, skipping ones already stored; returns the new ones.
+
+    Every imported message has an external id (given or derived), so ``(conversation, external_id)``
+    names the row each inserted one became: it gets that row's ``pk``.
 
     COPY + INSERT … SELECT … ON CONFLICT is several times faster than the ORM's
     multi-row INSERT for large imports and still lets the unique index decide
@@ -360,9 +365,18 @@ def _copy_messages(messages: list[Message]) -> int:
         cursor.execute(
             f"INSERT INTO messages ({columns}) SELECT conversation_id, role, name, content, tool_payload::jsonb,"
             " external_id, created_at, fts_segmented FROM import_messages ON CONFLICT DO NOTHING"
+            " RETURNING id, conversation_id, external_id"
         )
-        inserted = cursor.rowcount
+        returned = cursor.fetchall()
         cursor.execute("TRUNCATE import_messages")
+    by_key = {}
+    for m in messages:
+        by_key.setdefault((m.conversation_id, m.external_id), m)
+    inserted = []
+    for pk, conversation_id, external_id in returned:
+        message = by_key[(conversation_id, external_id)]
+        message.pk = pk
+        inserted.append(message)
     return inserted
 
 

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-# Sent inside the storing transaction with ``messages``: the Message objects just stored (rows
-# written by COPY have no ``pk`` on the object; ``conversation_id`` and ``external_id`` find them).
+# Sent inside the storing transaction with ``messages``: the Message objects just inserted, with
+# their ``pk`` (never one that was already stored, e.g. skipped by a re-import).
 messages_stored = Signal()

@@ -71,18 +71,10 @@ def citations_record(*, messages: Iterable[Message], now: datetime | None = None
 
 
 def citations_on_messages_stored(*, messages: Iterable[Message], **_signal) -> None:
-    """``conversations.signals.messages_stored`` receiver: count the citations of messages just stored.
-
-    Rows stored by COPY come without a primary key and are read back, only when they cite something.
-    """
+    """``conversations.signals.messages_stored`` receiver: count the citations of messages just stored."""
     citing = [m for m in messages if CITATION_RE.search(m.content)]
-    if not citing:
-        return
-    if any(m.pk is None for m in citing):
-        citing = Message.objects.filter(
-            conversation__in={m.conversation_id for m in citing}, external_id__in={m.external_id for m in citing}
-        )
-    citations_record(messages=citing)
+    if citing:
+        citations_record(messages=citing)
 
 
 # Every (message, entity) a user/assistant message of a non-cron conversation cites, with its weight

@@ -210,31 +210,48 @@ def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], perso
                 yield _Change(model=model, pk=row[model._meta.pk.attname], values=values, row=row)
 
 
-def _apply(change: _Change, result: ForgetResult) -> None:
-    model, pk, values = change.model, change.pk, change.values
+def _apply(changes: list[_Change], result: ForgetResult) -> None:
+    """Delete or rewrite the swept rows, a table at a time: a few queries per table, whatever the row count."""
+    by_model: dict[type[models.Model], list[_Change]] = {}
+    for change in changes:
+        by_model.setdefault(change.model, []).append(change)
+    for model, group in by_model.items():
+        _apply_table(model, group, result)
+
+
+def _apply_table(model: type[models.Model], changes: list[_Change], result: ForgetResult) -> None:
     table = model._meta.db_table
     manager = model._base_manager
-    if model is PeerBlock:  # a frozen block is never rewritten: it goes, and is rendered again
-        manager.filter(pk=pk).delete()
-        result.note(table, pk, deleted=True)
+    gone: list[int] = []
+    kept: dict[int, dict[str, Any]] = {}
+    for change in changes:
+        values = change.values
+        if model is Conversation and "system_prompt" in values:
+            # The snapshot is dropped, not patched: the next turn builds it again from redacted sources.
+            values = {**values, "system_prompt": "", "system_prompt_built_at": None}
+        emptied = "content" in values and not values["content"].strip()
+        derived = model is HistoryEntry or (model is Entity and change.row["primary_component"] in _DERIVED_COMPONENTS)
+        # A frozen peer block is never rewritten: it goes, and is rendered again.
+        if model is PeerBlock or (emptied and derived):
+            gone.append(change.pk)
+        else:
+            kept[change.pk] = values
+    if gone:
+        manager.filter(pk__in=gone).delete()
+        for pk in gone:
+            result.note(table, pk, deleted=True)
+    if not kept:
         return
-    if model is Conversation and "system_prompt" in values:
-        # The snapshot is dropped, not patched: the next turn builds it again from redacted sources.
-        values = {**values, "system_prompt": "", "system_prompt_built_at": None}
-    emptied = "content" in values and not values["content"].strip()
-    derived = model is HistoryEntry or (model is Entity and change.row["primary_component"] in _DERIVED_COMPONENTS)
-    if emptied and derived:
-        manager.filter(pk=pk).delete()
-        result.note(table, pk, deleted=True)
-        return
-    if issubclass(model, SegmentedTextModel):
-        row = manager.get(pk=pk)
-        for name, value in values.items():
+    rows = manager.in_bulk(list(kept))  # a row deleted by a cascade above is simply not there
+    fields = sorted({name for values in kept.values() for name in values})
+    for pk, row in rows.items():
+        for name, value in kept[pk].items():
             setattr(row, name, value)
-        row.save(update_fields=list(values))  # recomputes the segmented search text
-    else:
-        manager.filter(pk=pk).update(**values)
-    result.note(table, pk, deleted=False)
+        if isinstance(row, SegmentedTextModel):
+            row.segment()
+        result.note(table, pk, deleted=False)
+    segmented = ["fts_segmented"] if issubclass(model, SegmentedTextModel) else []
+    manager.bulk_update(rows.values(), [*fields, *segmented])
 
 
 # --- The services ----------------------------------------------------------------------------------
@@ -271,8 +288,7 @@ def _run(
             if before_sweep is not None:
                 before_sweep(result)
             swept = _sweep(redactor, messages=messages, skip_entities=ids, persons=_persons(memories))
-            for change in list(swept):
-                _apply(change, result)
+            _apply(list(swept), result)
             prefix = config_get(section="memory.temporal_summary")["redis_key_prefix"]
             cache_delete_prefix(prefix=f"{prefix}:peer_roll:")
             for hook in _hooks:

@@ -50,6 +50,15 @@ def contact_scrub(text: str) -> str:
     return _SPACES.sub(" ", text)
 
 
+def topic_rule(*, source: str) -> str:
+    """What a prompt asks of a topic line (``topic_line`` enforces it); ``source`` names what it must not copy."""
+    return (
+        f"one short line (at most {TOPIC_MAX_CHARS} characters) of the theme and mood that another person may "
+        "read: no contact data (e-mail, phone, address, account, link), no numbers, no quotation and no sentence "
+        f"copied from {source}"
+    )
+
+
 def topic_clean(text: str) -> str:
     """A topic line as stored: one line, no contact data, numbers or quotes, at most TOPIC_MAX_CHARS."""
     line = contact_scrub(text.replace("\x00", ""))

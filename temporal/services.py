@@ -17,7 +17,7 @@ from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
 from anima.core.text import clip
 from temporal.models import TemporalSummary, Window
-from temporal.privacy import FULL, sections_render, summary_sections, topic_line
+from temporal.privacy import FULL, sections_render, summary_sections, topic_line, topic_rule
 from temporal.selectors import day_conversations, person_label, temporal_summaries, temporal_summary_get
 
 _PREAMBLE = re.compile(
@@ -37,9 +37,7 @@ _SECTION_RULES = (
     "Answer one section per conversation, by its index `conversation`. `summary`: an objective digest of its "
     "themes and outcomes, covering it without judging what is worth remembering; omit internal ids, step-by-step "
     "tool or configuration actions and timestamps unless essential; in the dominant language of its material, at "
-    "most `max_chars` characters. `topic`: one short line (at most 80 characters) of its theme and mood that "
-    "another person may read: no contact data (e-mail, phone, address, account, link), no numbers, no quotation "
-    "and no sentence copied from the material. "
+    f"most `max_chars` characters. `topic`: {topic_rule(source='the material')}. "
     'Answer JSON: {"sections": [{"conversation": int, "topic": str, "summary": str}]}.'
 )
 DAY_INSTRUCTIONS = (

@@ -40,12 +40,11 @@ from anima.agent.tools import TOOLS, ToolError, tool_call, tools_registry
 from anima.core.errors import AccessDenied, AnimaError, Unavailable
 from conversations.access import (
     CONVERSATION_HEADER,
-    NONE,
     OPERATOR_ACCESS,
     PERSON_HEADER,
     Access,
     TokenAuthentication,
-    access_for_user,
+    access_for_headers,
     access_narrow_by_name,
 )
 from conversations.models import Person
@@ -76,25 +75,16 @@ def mcp_stdio_access(*, person: str | None = None, conversation: str | None = No
 
 
 def mcp_request_access(*, authorization: str, person: str | None, conversation: str | None) -> Access:
-    """The access of one HTTP request: its token's binding, narrowed by the X-Anima-* headers.
+    """The access of one HTTP request: the REST API's rules (token, then headers that only narrow).
 
     Raises AuthenticationFailed (401) without a valid token, AccessDenied (403) for a token
     without a scope or a header outside its binding, AnimaError (400) for a header naming nobody.
     """
-    parts = authorization.split()
-    if len(parts) != 2 or parts[0].lower() not in ("bearer", "token"):
+    # Unlike the REST API, MCP has no session login to fall back on: no token is a 401 here.
+    authenticated = TokenAuthentication().authenticate_authorization(authorization)
+    if authenticated is None:
         raise AuthenticationFailed("an API token is required: Authorization: Bearer <key> (or Token <key>)")
-    user, _ = TokenAuthentication().authenticate_credentials(parts[1])
-    base = access_for_user(user)
-    if base.scope == NONE:
-        raise AccessDenied(f"this is {base.binding}")
-    return access_narrow_by_name(
-        base,
-        person=person,
-        conversation=conversation,
-        person_field=PERSON_HEADER,
-        conversation_field=CONVERSATION_HEADER,
-    )
+    return access_for_headers(user=authenticated[0], person=person, conversation=conversation)
 
 
 def _in_django(func, /, *args: Any, **kwargs: Any):

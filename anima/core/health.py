@@ -6,6 +6,9 @@ every migration applied), the replica when configured, and the cache and the bro
 configured (``REDIS_URL``, ``CELERY_BROKER_URL``). Reported: the embeddings provider and pgvector.
 An app above adds its own with ``readiness_check_register`` at start-up.
 
+The database's "every migration applied" is worked out until it is true, then remembered for the
+life of the process; reachability is asked on every probe.
+
 Details name states and versions, never secrets or user data; an error shows its type and message
 with any credentials in a URL masked.
 """
@@ -68,22 +71,33 @@ def error_detail(exc: BaseException) -> str:
     return _URL_CREDENTIALS.sub(r"\1***@", f"{type(exc).__name__}: {first_line}")[:300]
 
 
-def database_check() -> CheckResult:
-    connection = connections[DEFAULT_DB_ALIAS]
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        (version,) = cursor.fetchone()
+# The database aliases found fully migrated by this process. Building the migration loader imports and
+# links every migration module, too costly for every probe; once this code's migrations are all
+# applied they stay so, so only a database not yet found migrated is asked again.
+_migrated: set[str] = set()
+
+
+def _unapplied_migrations(connection) -> list[tuple[str, str]]:
     loader = MigrationExecutor(connection).loader
     # Every migration of the code the database has not recorded, in dependency order (a plan towards the
     # leaves would skip a gap below an applied migration).
     ordered = dict.fromkeys(key for leaf in loader.graph.leaf_nodes() for key in loader.graph.forwards_plan(leaf))
-    unapplied = [key for key in ordered if key not in loader.applied_migrations]
+    return [key for key in ordered if key not in loader.applied_migrations]
+
+
+def database_check() -> CheckResult:
+    connection = connections[DEFAULT_DB_ALIAS]
+    with connection.cursor() as cursor:  # reachable: asked on every probe
+        cursor.execute("SHOW server_version")
+        (version,) = cursor.fetchone()
+    unapplied = [] if DEFAULT_DB_ALIAS in _migrated else _unapplied_migrations(connection)
     if unapplied:
         names = ", ".join(f"{app}.{name}" for app, name in unapplied[:UNAPPLIED_SHOWN])
         more = f" and {len(unapplied) - UNAPPLIED_SHOWN} more" if len(unapplied) > UNAPPLIED_SHOWN else ""
         return CheckResult(
             ok=False, detail=f"PostgreSQL {version}; {len(unapplied)} unapplied migrations: {names}{more}"
         )
+    _migrated.add(DEFAULT_DB_ALIAS)
     return CheckResult(ok=True, detail=f"PostgreSQL {version}; all migrations applied")
 
 

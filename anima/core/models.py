@@ -47,11 +47,15 @@ class SegmentedTextModel(models.Model):
         abstract = True
 
     def save(self, *args, **kwargs) -> None:
-        self.fts_segmented = segment_text(self.searchable_text())
+        self.segment()
         update_fields = kwargs.get("update_fields")
         if update_fields is not None and "fts_segmented" not in update_fields:
             kwargs["update_fields"] = [*update_fields, "fts_segmented"]
         super().save(*args, **kwargs)
+
+    def segment(self) -> None:
+        """Recompute the segmented search text: ``save`` does it; a ``bulk_update`` caller calls it itself."""
+        self.fts_segmented = segment_text(self.searchable_text())
 
     def searchable_text(self) -> str:
         raise NotImplementedError

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import AuthenticationFailed
 
 from anima.core.errors import AccessDenied, AnimaError
 from conversations.access import (
     NONE,
     OPERATOR,
+    PERSON_HEADER,
+    TokenAuthentication,
+    access_for_headers,
     access_for_user,
     access_narrow_by_name,
 )
@@ -76,6 +81,29 @@ def test_narrowing_by_conversation_then_person_only_narrows():
     with pytest.raises(AnimaError) as unknown:
         access_narrow_by_name(operator, conversation="nope", conversation_field="X-Anima-Conversation")
     assert unknown.value.field == "X-Anima-Conversation"
+
+
+def test_a_token_under_either_keyword_then_headers_that_only_narrow():
+    leo, _ = PersonFactory(slug="leo"), PersonFactory(slug="ada")
+    bot = UserFactory()
+    token_scope_set(user=bot, scope="agent", persons=[leo], conversations=[])
+    key = Token.objects.create(user=bot).key
+    auth = TokenAuthentication()
+
+    assert [auth.authenticate_authorization(f"{kw} {key}")[0] for kw in ("Token", "Bearer", "bearer")] == [bot] * 3
+    assert auth.authenticate_authorization("Basic abc") is None
+    assert auth.authenticate_authorization("") is None
+    for malformed in ("Bearer a b", "Bearer not-a-token"):
+        with pytest.raises(AuthenticationFailed):
+            auth.authenticate_authorization(malformed)
+    assert access_for_headers(user=bot, person="leo", conversation=None).person == leo
+    with pytest.raises(AccessDenied, match="person ada is outside an agent token bound to persons leo"):
+        access_for_headers(user=bot, person="ada", conversation=None)
+    with pytest.raises(AnimaError) as unknown:
+        access_for_headers(user=bot, person="nobody", conversation=None)
+    assert unknown.value.field == PERSON_HEADER
+    with pytest.raises(AccessDenied, match="token_scope"):
+        access_for_headers(user=UserFactory(), person=None, conversation=None)
 
 
 def test_person_scope_writes_its_own_rows_only_and_never_global_ones():

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from conversations.models import Conversation, Identity, Message, Person
 from conversations.services import conversations_import, message_create
+from conversations.signals import messages_stored
 from tests.factories import ConversationFactory, SemanticMemoryFactory
 
 
@@ -55,6 +56,25 @@ def test_import_is_idempotent_and_appends_only_new_messages():
     more = conversations_import(lines=[_line(_conv(), [_msg(1), _msg(2, "assistant"), _msg(3)])])
     assert more.created == {"conversations": 0, "messages": 1}
     assert Message.objects.count() == 3 and Person.objects.count() == 1
+
+
+def test_messages_stored_announces_only_the_messages_an_import_inserted():
+    announced: list[list[Message]] = []
+
+    def receiver(*, messages, **_signal):
+        announced.append(list(messages))
+
+    messages_stored.connect(receiver)
+    try:
+        conversations_import(lines=[_line(_conv(), [_msg(1), _msg(2, "assistant")])])
+        conversations_import(lines=[_line(_conv(), [_msg(1), _msg(2, "assistant")])])  # nothing new: no signal
+        conversations_import(lines=[_line(_conv(), [_msg(1), _msg(2, "assistant"), _msg(3)])])
+    finally:
+        messages_stored.disconnect(receiver)
+
+    first, third = announced
+    assert [m.external_id for m in first] == ["m1", "m2"]
+    assert [(m.pk, m.external_id) for m in third] == [(Message.objects.get(external_id="m3").pk, "m3")]
 
 
 def test_messages_without_external_id_are_still_idempotent():

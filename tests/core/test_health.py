@@ -8,7 +8,14 @@ import pytest
 from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 
+from anima.core import health
 from anima.core.health import readiness_check_register
+
+
+@pytest.fixture(autouse=True)
+def _not_yet_found_migrated(monkeypatch):
+    """Each test starts as a fresh process would: the database not yet found fully migrated."""
+    monkeypatch.setattr(health, "_migrated", set())
 
 
 def readyz(client) -> tuple[int, dict]:
@@ -61,6 +68,37 @@ def test_an_unapplied_migration_makes_the_process_unready_and_is_named(client):
     assert body["status"] == "fail"
     assert body["checks"]["database"]["ok"] is False
     assert "1 unapplied migrations: sleep.0001_initial" in body["checks"]["database"]["detail"]
+
+
+def test_a_migrated_database_is_checked_for_migrations_once_and_a_failure_until_it_is_fixed(client, monkeypatch):
+    recorder = MigrationRecorder(connection)
+    applied = recorder.migration_qs.get(app="sleep", name="0001_initial")
+    applied.delete()  # rolled back with the test
+    loaders = []
+    build = health.MigrationExecutor
+    monkeypatch.setattr(health, "MigrationExecutor", lambda conn: loaders.append(conn) or build(conn))
+
+    assert [readyz(client)[0] for _ in range(2)] == [503, 503]  # a failure is never remembered
+    recorder.record_applied("sleep", "0001_initial")
+    answers = [readyz(client) for _ in range(3)]
+
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert all("all migrations applied" in body["checks"]["database"]["detail"] for _, body in answers)
+    assert len(loaders) == 3  # two failing probes, the first passing one; none after
+
+
+def test_a_migrated_database_that_stops_answering_is_reported_at_once(client, monkeypatch):
+    assert readyz(client)[0] == 200
+
+    def refuse(*args, **kwargs):
+        raise OSError("connection refused")
+
+    with monkeypatch.context() as down:  # undone before the test database is torn down
+        down.setattr(connection, "cursor", refuse)
+        status, body = readyz(client)
+
+    assert status == 503
+    assert body["checks"]["database"] == {"ok": False, "detail": "OSError: connection refused"}
 
 
 def test_an_unreachable_replica_makes_the_process_unready(client, closed_port_replica):

@@ -10,6 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -152,6 +153,31 @@ def test_forget_keeps_what_was_not_about_the_fact_and_records_a_tombstone_withou
     assert tombstone.counts["entities"] == {"deleted": 1, "redacted": 2}
     assert tombstone.counts["conversation_peer_blocks"] == {"deleted": 1, "redacted": 0}
     assert ForgetTombstone.objects.get().entity_ids == [memory.pk]
+
+
+def test_a_forget_costs_no_more_queries_for_many_quoting_rows_than_for_one(django_assert_max_num_queries):
+    def forget_quoted(times: int, *, slug: str) -> SemanticMemory:
+        person = PersonFactory(slug=slug, display_name=slug.title())
+        memory = _fact_with_derivatives(person, f"{slug.title()} keeps bees behind the greenhouse")
+        conversation = ConversationFactory(person=person)
+        for day in range(times):  # rows redacted (history, narrative, message) and rows emptied (history)
+            HistoryEntryFactory(person=person, content=f"{memory.content}. Day {day} was sunny.")
+            HistoryEntryFactory(person=person, content=f"{memory.content}.")
+            ContentBlockFactory(person=person, content=f"Day {day}. {memory.content}.")
+            MessageFactory(conversation=conversation, content=f"Day {day}: {memory.content}. Lovely.")
+        return memory
+
+    once = forget_quoted(1, slug="leo")
+    with CaptureQueriesContext(connection) as one_row_each:
+        memory_forget(memory=once, messages=True)
+    many = forget_quoted(12, slug="ada")
+
+    with django_assert_max_num_queries(len(one_row_each)):
+        memory_forget(memory=many, messages=True)
+
+    assert traces("bees", "greenhouse") == []
+    assert HistoryEntry.objects.filter(content__startswith="Day 11 was sunny").exists()
+    assert HistoryEntry.objects.filter(fts_segmented__contains="sunny").count() == 13
 
 
 def test_forgetting_takes_every_version_and_restores_what_was_merged_with_it():

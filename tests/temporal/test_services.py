@@ -11,6 +11,7 @@ from conversations.models import Platform, Role
 from sleep.context import StepContext
 from sleep.steps import temporal_summary_cascade, temporal_summary_day
 from temporal.models import TemporalSummary
+from temporal.privacy import TOPIC_MAX_CHARS, topic_rule
 from temporal.services import MIN_SECTION_CHARS, summary_clean, temporal_summary_write_day
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, TemporalSummaryFactory
 
@@ -169,7 +170,8 @@ def test_a_models_topic_lines_are_stored_without_contact_data_numbers_or_quotes(
 
     request = llm_stub.requests[0]
     system, user = request["messages"][0]["content"], json.loads(request["messages"][1]["content"])
-    assert "topic" in system and "no numbers" in system and '"sections"' in system
+    assert topic_rule(source="the material") in system and '"sections"' in system
+    assert f"at most {TOPIC_MAX_CHARS} characters" in system  # the cap asked is the cap enforced
     assert user["conversations"][0]["conversation"] == 0
     [section] = TemporalSummary.objects.get().body["sections"]
     assert section["text"] == own_text  # the person's own section keeps everything

@@ -16,6 +16,7 @@ from anima.core.llm.providers import Completion, provider_override
 from anima.core.llm.testing import scripted
 from anima.core.models import AutoLlmRun
 from conversations.models import Conversation, Platform, Role
+from temporal.privacy import topic_rule
 from temporal.services import summary_clean
 from temporal.tasks import temporal_tick
 from temporal.tick import temporal_tick_run
@@ -129,7 +130,7 @@ def test_a_chunks_topic_line_never_keeps_contact_data_numbers_or_quotes_whatever
     MessageFactory(conversation=conversation, content=said, created_at=at("09:00"))
     leaky = "Leo 留下邮箱 leo@example.com 和电话 138-0013-8000，原话「顺便记一下，我的邮箱是」"
     quoting = "顺便记一下，我的邮箱是"
-    with scripted({"temporal.chunk": [{"summary": said, "topic": leaky}]}):
+    with scripted({"temporal.chunk": [{"summary": said, "topic": leaky}]}) as provider:
         temporal_tick_run(at=at("09:30"))
     MessageFactory(conversation=conversation, content=said, created_at=at("09:40"))
     with scripted({"temporal.chunk": [{"summary": said, "topic": quoting}]}):
@@ -140,6 +141,8 @@ def test_a_chunks_topic_line_never_keeps_contact_data_numbers_or_quotes_whatever
         assert "@" not in topic and "example" not in topic and not any(ch.isdigit() for ch in topic)
         assert "顺便记一下" not in topic and "「" not in topic
     assert first.startswith("Leo 留下邮箱") and "电话" in first
+    # The model is asked for the same topic line as the day summaries, with the cap that is enforced.
+    assert topic_rule(source="the messages") in provider.calls[0].messages[0]["content"]
     assert second and second != quoting  # a line repeating the dialogue falls back to its keywords
 
 
