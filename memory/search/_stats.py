@@ -7,7 +7,9 @@ statistics (cached), so that words common in a source only fill up its ranking.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -84,15 +86,31 @@ def term_stats_clear() -> None:
     _term_stats_cache.clear()
 
 
+# A word's lexemes never change (the text search configuration is fixed): each process remembers the
+# latest LEXEME_CACHE_SIZE words it looked up, and a recall whose words are all known skips a round trip.
+LEXEME_CACHE_SIZE = 20_000
+_lexeme_cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+_lexeme_lock = threading.Lock()
+
+
 def _lexemes_get(*, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """Each word as the database normalises it for the index (stemmed, stopwords dropped), one round trip."""
-    if not words:
-        return {}
-    with connections[read_alias()].cursor() as cursor:
-        cursor.execute(
-            "SELECT w, tsvector_to_array(to_tsvector('english', w)) FROM unnest(%s::text[]) AS w", [list(words)]
-        )
-        return {word: tuple(lexemes) for word, lexemes in cursor.fetchall()}
+    with _lexeme_lock:
+        found = {word: _lexeme_cache[word] for word in words if word in _lexeme_cache}
+    missing = [word for word in words if word not in found]
+    if missing:
+        with connections[read_alias()].cursor() as cursor:
+            cursor.execute(
+                "SELECT w, tsvector_to_array(to_tsvector('english', w)) FROM unnest(%s::text[]) AS w", [missing]
+            )
+            found.update((word, tuple(lexemes)) for word, lexemes in cursor.fetchall())
+    with _lexeme_lock:
+        for word in words:
+            _lexeme_cache[word] = found[word]
+            _lexeme_cache.move_to_end(word)
+        while len(_lexeme_cache) > LEXEME_CACHE_SIZE:
+            _lexeme_cache.popitem(last=False)
+    return found
 
 
 @dataclass(frozen=True)

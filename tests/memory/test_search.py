@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -337,6 +339,20 @@ def test_term_statistics_are_read_from_analyze_and_cached():
     finally:
         # ANALYZE's figures roll back with the test; the cache must not outlive them.
         term_stats_clear()
+
+
+def test_a_word_looked_up_once_is_not_asked_of_the_database_again(fake_stats, monkeypatch):
+    monkeypatch.setattr(_stats, "_lexeme_cache", OrderedDict())  # nothing looked up by earlier tests
+    fake_stats.add("morn")
+    MessageFactory(content="Miso slept late this morning")
+
+    def lexeme_lookups(text: str) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert memory_recall(query=text, memory_types=["session"])
+        return sum("tsvector_to_array" in query["sql"] for query in queries.captured_queries)
+
+    assert lexeme_lookups("morning Miso") == 1
+    assert lexeme_lookups("Miso morning") == 0
 
 
 def test_rows_with_a_rare_term_rank_before_rows_with_only_common_ones(fake_stats):
