@@ -170,3 +170,27 @@ def test_sigterm_to_the_last_process_stops_the_embedded_server(var_dir):
         holder.kill()
 
     _until(lambda: _postmaster(var_dir) is None, seconds=30)
+
+
+@embedded_only
+def test_the_embedded_server_runs_with_the_configured_shared_buffers_from_its_next_start(var_dir):
+    def shared_buffers() -> str:
+        env = _env(var_dir) | {"ANIMA_EMBEDDED_PG_SHARED_BUFFERS_MB": "48"}
+        show = "from django.db import connection; c = connection.cursor(); c.execute('SHOW shared_buffers'); "
+        done = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", show + "print(c.fetchone()[0])"],
+            cwd=REPO,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        return done.stdout.strip().splitlines()[-1]  # after the shell's own notice of what it imported
+
+    _until(lambda: _postmaster(var_dir) is None, seconds=30)
+    shared_buffers()  # a start with the old configuration writes the new one
+    _until(lambda: _postmaster(var_dir) is None, seconds=30)
+
+    assert shared_buffers() == "48MB"
+    assert "shared_buffers = '48MB'" in (var_dir / "pgdata" / "postgresql.auto.conf").read_text()
