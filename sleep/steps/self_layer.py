@@ -56,10 +56,11 @@ EXISTENCE_ANCHOR_DEFAULT = {
 # Messages read to find the language most conversations are held in.
 LANGUAGE_SAMPLE = 500
 # A block repeating this many characters of a fact or narrative in a row (case, spaces and punctuation
-# aside) copies it; a shorter source copies when repeated whole. CJK carries about a word a character.
+# aside) copies it; a shorter source copies when repeated whole, unless it is under half a run ("Work"
+# would be found in any block). CJK carries about a word a character.
 VERBATIM_CHARS = 20
 VERBATIM_CJK_CHARS = 8
-# A one-character name would match everywhere.
+# A one-character name would match everywhere; a name without letters (a numeric slug) would match counts.
 NAME_MIN_CHARS = 2
 
 
@@ -91,7 +92,11 @@ def _names_pattern() -> re.Pattern | None:
     names = set()
     for display_name, slug in Person.objects.values_list("display_name", "slug"):
         names.update({display_name.strip().casefold(), slug.casefold(), slug.replace("-", " ").casefold()})
-    names = sorted((name for name in names if len(name) >= NAME_MIN_CHARS), key=len, reverse=True)
+    names = sorted(
+        (name for name in names if len(name) >= NAME_MIN_CHARS and any(ch.isalpha() for ch in name)),
+        key=len,
+        reverse=True,
+    )
     if not names:
         return None
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(map(re.escape, names)) + r")(?![a-z0-9])")
@@ -102,7 +107,7 @@ def _copies(text: str, source: str) -> bool:
     run = VERBATIM_CJK_CHARS if is_chinese(source) else VERBATIM_CHARS
     text, source = normalized(text), normalized(source)
     if len(source) <= run:
-        return bool(source) and source in text
+        return len(source) * 2 >= run and source in text
     return any(source[i : i + run] in text for i in range(len(source) - run + 1))
 
 

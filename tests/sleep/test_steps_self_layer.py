@@ -191,3 +191,15 @@ def test_a_model_block_naming_a_person_or_copying_their_fact_is_refused(llm_stub
     assert sorted(output["refused_personal"]) == ["direction", "metacognition"]
     # The feelings reach the model as valence and intensity, without the text that says whose they are.
     assert "I feel it too" not in str(llm_stub.requests[0]["messages"])
+
+
+def test_a_block_sharing_only_everyday_words_with_the_day_is_kept():
+    sam = PersonFactory(slug="12", display_name="Sam")
+    SemanticMemoryFactory(person=sam, content="Work", source_day=DAY, external_id=f"ls:{DAY}:12:semantic")
+    ContentBlockFactory(parent=DiaryEntryFactory(source_day=DAY), person=sam, tag=BlockTag.NARRATIVE, title="Work")
+    text = "I hold 12 new facts. Samples of a day teach me more than any rule; my work is to listen first."
+
+    with scripted({"self-layer": [{"metacognition": text}]}):
+        output = self_layer_refresh(_ctx())
+
+    assert output["refused_personal"] == [] and SelfLayerBlock.objects.get(key=SelfBlock.METACOGNITION).content == text
