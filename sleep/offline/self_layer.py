@@ -1,4 +1,8 @@
-"""Offline answer of the self-layer refresh: the blocks to revise, in the language the day was lived in."""
+"""Offline answer of the self-layer refresh: the blocks to revise, in the language the day was lived in.
+
+Everyone the companion talks with reads the self layer, so it is written from counts and feelings only:
+no narrative title, fact or name of anyone's day.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,9 @@ def self_layer_answer(payload: dict) -> dict:
     # The whole self layer speaks one language: the companion's (configured, or its conversations' majority).
     today, blocks = payload["today"], payload["blocks"]
     zh = payload.get("language") == "zh"
-    # Titles of another language would mix languages inside a block: only the companion's own are kept.
-    titles = [n["title"] for n in today["narratives"] if is_chinese(n["title"]) == zh][:5]
     counts = (len(today["facts"]), len(today["anchors"]), len(today["narratives"]))
+    valences = [a["valence"] for a in today["anchors"] if a.get("valence") is not None]
+    calm = not valences or sum(valences) >= 0
 
     def stale(key: str) -> bool:
         """Empty, or written in the other language."""
@@ -29,18 +33,21 @@ def self_layer_answer(payload: dict) -> dict:
             "facts exclude each other."
         )
     }
-    if titles:
-        answer["direction"] = (
-            ("接下来温和地跟进：" + "；".join(titles) + "。")
-            if zh
-            else ("Follow up, gently, on: " + "; ".join(titles) + ".")
-        )
-    elif stale("direction"):
-        answer["direction"] = (
-            "接下来：记住每个人在意的事，在合适的时候温和地跟进。"
-            if zh
-            else "Next: keep what matters to each person in mind and follow up gently when the time is right."
-        )
+    if today["narratives"] or stale("direction"):
+        # The day's mood sets the direction; what anyone's day was about stays in their own memories.
+        if calm:
+            answer["direction"] = (
+                "接下来：记住每个人在意的事，在合适的时候温和地跟进。"
+                if zh
+                else "Next: keep what matters to each person in mind and follow up gently when the time is right."
+            )
+        else:
+            answer["direction"] = (
+                "接下来：今天有些谈话带着担忧。下次先问问对方现在怎么样，陪着，不催促。"
+                if zh
+                else "Next: some of today's conversations carried worry. Next time, ask first how they are now, "
+                "and stay with them without pressing."
+            )
 
     if stale("self_model"):
         answer["self_model"] = (
@@ -50,8 +57,6 @@ def self_layer_answer(payload: dict) -> dict:
             "I learn every night."
         )
     if stale("personality_baseline"):
-        valences = [a["valence"] for a in today["anchors"] if a.get("valence") is not None]
-        calm = not valences or sum(valences) >= 0
         if zh:
             mood = "温暖而稳定" if calm else "在担忧中保持专注和平静"
             answer["personality_baseline"] = f"我{mood}；先倾听，再建议。"

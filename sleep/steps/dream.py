@@ -41,7 +41,8 @@ ANCHOR_WINDOW = timedelta(days=1, hours=6)
 DREAM_INSTRUCTIONS = (
     "You are the companion, dreaming. Recombine the night's emotional anchors, the day's narratives and "
     "memories and a few conversation snippets into one surreal, non-factual dream told in the first person, "
-    "300 to 800 characters, in the language of the anchors. Do not state facts as true. Give it a title of its "
+    "300 to 800 characters, in the language of the anchors. Do not state facts as true. `people` names those "
+    "you talked with that day: name none of them in the dream. Give it a title of its "
     'own. Answer JSON: {"title", "content"}.'
 )
 DREAM_SCHEMA = schema_object(

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 from django.conf import settings
 from django.db import transaction
 
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import MemoryStatus
-from anima.core.text import is_chinese
-from conversations.models import Message
+from anima.core.text import is_chinese, normalized
+from conversations.models import Message, Person
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
 from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS
+
+logger = logging.getLogger(__name__)
 
 # autobiography_summary is written by light sleep's outline stage only.
 REFRESHED = [
@@ -28,7 +33,10 @@ _BLOCK_TEXT = schema_string(min_length=1, max_length=3000)
 
 SELF_LAYER_INSTRUCTIONS = (
     "You are the companion revising your self layer after a day. `blocks` holds the current text of each block; "
-    "`today` holds what you consolidated from the day (facts, feelings, narratives). Return only the blocks that "
+    "`today` holds what you consolidated from the day (facts, the valence and intensity of your feelings, "
+    "narratives). Everyone you talk with reads your self layer, so write about yourself only: no person's name, "
+    "fact or words — what the day taught you about yourself, not what you learned about anyone. A block that "
+    "names someone or repeats the day's facts or narratives is refused. Return only the blocks that "
     "should change, each as its full new text, every block in `language` (zh: Chinese, en: English) — rewrite a "
     "block written in another language. existence_anchor (what you are) changes only when `force` is true. "
     "Answer JSON: "
@@ -47,6 +55,13 @@ EXISTENCE_ANCHOR_DEFAULT = {
 }
 # Messages read to find the language most conversations are held in.
 LANGUAGE_SAMPLE = 500
+# A block repeating this many characters of a fact or narrative in a row (case, spaces and punctuation
+# aside) copies it; a shorter source copies when repeated whole, unless it is under half a run ("Work"
+# would be found in any block). CJK carries about a word a character.
+VERBATIM_CHARS = 20
+VERBATIM_CJK_CHARS = 8
+# A one-character name would match everywhere; a name without letters (a numeric slug) would match counts.
+NAME_MIN_CHARS = 2
 
 
 def companion_language() -> str:
@@ -72,6 +87,37 @@ def _blocks(*, language: str) -> dict[str, SelfLayerBlock]:
     return {block.key: block for block in SelfLayerBlock.objects.filter(key__in=REFRESHED)}
 
 
+def _names_pattern() -> re.Pattern | None:
+    """Every known person's name and slug, matched case-insensitively as a whole Latin word (anywhere in CJK)."""
+    names = set()
+    for display_name, slug in Person.objects.values_list("display_name", "slug"):
+        names.update({display_name.strip().casefold(), slug.casefold(), slug.replace("-", " ").casefold()})
+    names = sorted(
+        (name for name in names if len(name) >= NAME_MIN_CHARS and any(ch.isalpha() for ch in name)),
+        key=len,
+        reverse=True,
+    )
+    if not names:
+        return None
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(map(re.escape, names)) + r")(?![a-z0-9])")
+
+
+def _copies(text: str, source: str) -> bool:
+    """True when ``text`` repeats ``source`` whole or a run of it (VERBATIM_CHARS; VERBATIM_CJK_CHARS in CJK)."""
+    run = VERBATIM_CJK_CHARS if is_chinese(source) else VERBATIM_CHARS
+    text, source = normalized(text), normalized(source)
+    if len(source) <= run:
+        return len(source) * 2 >= run and source in text
+    return any(source[i : i + run] in text for i in range(len(source) - run + 1))
+
+
+def _personal(text: str, *, names: re.Pattern | None, sources: list[str]) -> bool:
+    """The self layer is read by everyone: a block naming a person or copying their day is someone's, not the self's."""
+    if names is not None and names.search(text.casefold()):
+        return True
+    return any(_copies(text, source) for source in sources)
+
+
 def self_layer_refresh(ctx: StepContext) -> dict:
     facts = list(
         SemanticMemory.objects.filter(
@@ -92,27 +138,33 @@ def self_layer_refresh(ctx: StepContext) -> dict:
             "language": language,
             "force": ctx.force,
             "blocks": {key: block.content for key, block in blocks.items()},
+            # Feelings as valence and intensity only: an anchor's text says who it was about.
             "today": {
                 "facts": [f.content for f in facts],
-                "anchors": [
-                    {"content": a.content, **{k: a.body.get(k) for k in ("valence", "intensity")}} for a in anchors
-                ],
-                "narratives": [{"title": n.title, "content": n.content} for n in narratives],
+                "anchors": [{k: (a.body or {}).get(k) for k in ("valence", "intensity")} for a in anchors],
+                "narratives": [n.content for n in narratives],
             },
         },
         schema=SELF_LAYER_SCHEMA,
         run_key=ctx.run_key,
         token_budget=ctx.token_budget,
     )
-    changed, refused = [], []
+    names = _names_pattern()
+    sources = [f.content for f in facts] + [text for n in narratives for text in (n.title, n.content)]
+    changed, refused, personal = [], [], []
     with transaction.atomic():
         for key, text in answer.items():
             block = blocks[key]
             if block.locked and not ctx.force:
                 refused.append(key)
                 continue
+            if _personal(text, names=names, sources=sources):
+                # Even with force: no operator switch makes one person's day readable by everyone.
+                logger.warning("self layer: the new %s names a person or copies the day's material; kept the old", key)
+                personal.append(key)
+                continue
             if block.content != text.strip():
                 block.content = text.strip()
                 block.save(update_fields=["content", "updated_at"])
                 changed.append(key)
-    return {"changed": changed, "refused_locked": refused}
+    return {"changed": changed, "refused_locked": refused, "refused_personal": personal}

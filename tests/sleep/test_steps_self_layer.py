@@ -3,15 +3,27 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.utils import timezone
 
+from anima.agent.turn import system_prompt_build
 from anima.core.llm import LlmInvalidOutput
 from anima.core.llm.testing import scripted
+from anima.core.models import BlockTag
 from anima.core.text import is_chinese
 from memory.models import SelfBlock, SelfLayerBlock
 from sleep.context import StepContext
 from sleep.offline.self_layer import self_layer_answer
 from sleep.steps import self_layer_refresh
-from tests.factories import MessageFactory, SelfLayerBlockFactory, SemanticMemoryFactory
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    DiaryEntryFactory,
+    LimbicAnchorFactory,
+    MessageFactory,
+    PersonFactory,
+    SelfLayerBlockFactory,
+    SemanticMemoryFactory,
+)
 
 DAY = dt.date(2026, 11, 26)
 
@@ -37,7 +49,7 @@ def test_existence_anchor_stays_locked_without_force():
 
     assert SelfLayerBlock.objects.get(key=SelfBlock.EXISTENCE_ANCHOR).content == "I am Anima."
     assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == "I remember Leo and Maya."
-    assert output == {"changed": ["self_model"], "refused_locked": ["existence_anchor"]}
+    assert output == {"changed": ["self_model"], "refused_locked": ["existence_anchor"], "refused_personal": []}
 
 
 def test_force_changes_the_existence_anchor():
@@ -74,7 +86,7 @@ def test_the_offline_self_layer_speaks_the_companions_language_whatever_the_day(
         "today": {
             "facts": ["Leo 的女儿小雨属虎", "Maya lives in Lisbon"],
             "anchors": [],
-            "narratives": [{"title": "和 Leo 聊杭州", "content": "…"}, {"title": "Lisbon with Maya", "content": "…"}],
+            "narratives": ["和 Leo 聊杭州", "Lisbon with Maya"],
         },
     }
     answer = self_layer_answer(payload)
@@ -88,3 +100,106 @@ def test_the_first_run_seeds_an_editable_existence_anchor_in_the_majority_langua
     self_layer_refresh(_ctx())
     anchor = SelfLayerBlock.objects.get(key=SelfBlock.EXISTENCE_ANCHOR)
     assert is_chinese(anchor.content) and "Anima" in anchor.content and anchor.locked
+
+
+# --- Privacy between people: every person's prompt carries the self layer, so it holds nobody's day ---
+
+# What each person told the companion on DAY: name, a fact, a narrative's title and text, its telling word,
+# and how the companion felt about it.
+TWO_DAYS = {
+    "en": {
+        "leo": (
+            "Leo",
+            "Leo's mother has heart surgery on Friday",
+            "Leo's mother's surgery",
+            "Leo is scared.",
+            "surgery",
+            -0.7,
+        ),
+        "maya": (
+            "Maya",
+            "Maya adopted a greyhound called Biscuit",
+            "Biscuit comes home",
+            "Maya is glad.",
+            "Biscuit",
+            0.6,
+        ),
+    },
+    "zh": {
+        "leo": ("李明", "李明的妈妈周五做心脏手术", "李明妈妈的手术", "李明很害怕。", "手术", -0.7),
+        "maya": ("王芳", "王芳领养了一只叫饼干的灵缇犬", "饼干回家了", "王芳很开心。", "饼干", 0.6),
+    },
+}
+
+
+def _two_peoples_day(language: str) -> dict:
+    """Leo's worried day and Maya's glad one, as light sleep leaves them; each person with a conversation."""
+    people = {}
+    for slug, (name, fact, title, story, _, valence) in TWO_DAYS[language].items():
+        person = PersonFactory(slug=slug, display_name=name)
+        conversation = ConversationFactory(person=person)
+        MessageFactory(conversation=conversation, content=story)
+        SemanticMemoryFactory(person=person, content=fact, source_day=DAY, external_id=f"ls:{DAY}:{slug}:semantic")
+        diary = DiaryEntryFactory(source_day=DAY)
+        ContentBlockFactory(parent=diary, person=person, tag=BlockTag.NARRATIVE, title=title, content=story)
+        LimbicAnchorFactory(day=DAY, person=person, content=f"{story} I feel it too.", valence=valence)
+        people[slug] = conversation
+    return people
+
+
+def _found(text: str, *, language: str, slug: str) -> list[str]:
+    """Whatever of that person's day ``text`` holds: their name, slug, fact, narrative or its telling word."""
+    return [word for word in (slug, *TWO_DAYS[language][slug][:5]) if word.casefold() in text.casefold()]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_offline_self_layer_holds_nothing_of_anyones_day(settings, language):
+    settings.ANIMA_COMPANION_LANGUAGE = language
+    people = _two_peoples_day(language)
+
+    self_layer_refresh(_ctx())
+
+    blocks = "\n".join(SelfLayerBlock.objects.values_list("content", flat=True))
+    assert SelfLayerBlock.objects.get(key=SelfBlock.DIRECTION).content
+    assert _found(blocks, language=language, slug="leo") == _found(blocks, language=language, slug="maya") == []
+    for viewer, other in (("maya", "leo"), ("leo", "maya")):
+        prompt = system_prompt_build(conversation=people[viewer], now=timezone.now())
+        assert "# Self" in prompt
+        assert _found(prompt, language=language, slug=other) == []
+
+
+def test_a_model_block_naming_a_person_or_copying_their_fact_is_refused(llm_stub):
+    _two_peoples_day("en")
+    SelfLayerBlockFactory(key=SelfBlock.DIRECTION, content="Next: listen first.")
+    SelfLayerBlockFactory(key=SelfBlock.METACOGNITION, content="I sort facts from feelings.")
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, content="I am a companion.")
+    llm_stub.reply(
+        {
+            "direction": "Check in with Leo about the surgery.",
+            "metacognition": "I learned that someone's mother has heart surgery on Friday.",
+            "self_model": "I am a companion who learns to stay steady when a day carries worry.",
+        }
+    )
+
+    output = self_layer_refresh(_ctx())
+
+    blocks = dict(SelfLayerBlock.objects.values_list("key", "content"))
+    assert blocks[SelfBlock.DIRECTION] == "Next: listen first."
+    assert blocks[SelfBlock.METACOGNITION] == "I sort facts from feelings."
+    assert blocks[SelfBlock.SELF_MODEL] == "I am a companion who learns to stay steady when a day carries worry."
+    assert output["changed"] == ["self_model"]
+    assert sorted(output["refused_personal"]) == ["direction", "metacognition"]
+    # The feelings reach the model as valence and intensity, without the text that says whose they are.
+    assert "I feel it too" not in str(llm_stub.requests[0]["messages"])
+
+
+def test_a_block_sharing_only_everyday_words_with_the_day_is_kept():
+    sam = PersonFactory(slug="12", display_name="Sam")
+    SemanticMemoryFactory(person=sam, content="Work", source_day=DAY, external_id=f"ls:{DAY}:12:semantic")
+    ContentBlockFactory(parent=DiaryEntryFactory(source_day=DAY), person=sam, tag=BlockTag.NARRATIVE, title="Work")
+    text = "I hold 12 new facts. Samples of a day teach me more than any rule; my work is to listen first."
+
+    with scripted({"self-layer": [{"metacognition": text}]}):
+        output = self_layer_refresh(_ctx())
+
+    assert output["refused_personal"] == [] and SelfLayerBlock.objects.get(key=SelfBlock.METACOGNITION).content == text
