@@ -21,7 +21,7 @@ from conversations.access import Access
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversation_person
 from memory.citations import cited_ids
-from memory.models import EmotionalTendency, LimbicBlock, SelfLayerBlock, SemanticMemory
+from memory.models import EmotionalTendency, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
     ALL_BRANCHES,
     KEYWORD_BRANCHES,
@@ -139,10 +139,43 @@ def _person_scope(person: Person | None, *, global_only: bool = False) -> Q:
     return Q(person__isnull=True) | Q(person=person)
 
 
-def self_layer_text() -> str:
-    """The six self-layer blocks as prompt text (empty blocks left out)."""
-    blocks = SelfLayerBlock.objects.exclude(content="").order_by("id")
-    return "\n\n".join(f"## {block.get_key_display()}\n{block.content}" for block in blocks)
+def self_layer_text(*, viewer_ids: frozenset[int] | None = None) -> str:
+    """The six self-layer blocks as prompt text (empty blocks left out).
+
+    ``viewer_ids``: the persons it is shown to (None: the companion's own calls and the operator, who see
+    everything). The autobiography summary lists the titles of every person's narratives; shown to
+    persons, a bullet stays only when its narratives are theirs or nobody's, and one no narrative
+    matches is left out.
+    """
+    parts = []
+    for block in SelfLayerBlock.objects.exclude(content="").order_by("id"):
+        content = block.content
+        if viewer_ids is not None and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
+            content = _outline_for(content, viewer_ids=viewer_ids)
+        if content:
+            parts.append(f"## {block.get_key_display()}\n{content}")
+    return "\n\n".join(parts)
+
+
+def _outline_for(content: str, *, viewer_ids: frozenset[int]) -> str:
+    """``content`` (sections of "- title" bullets) with only the bullets of the viewers' or nobody's narratives."""
+    lines = [line for line in content.splitlines() if line.strip()]
+    titles = {line[2:].strip() for line in lines if line.startswith("- ")}
+    owners: dict[str, set[int | None]] = {}
+    for title, person_id in NarrativeBlock.objects.filter(title__in=titles).values_list("title", "person_id"):
+        owners.setdefault(title, set()).add(person_id)
+
+    def shown(title: str) -> bool:
+        return title in owners and owners[title] <= viewer_ids | {None}
+
+    sections: list[list[str]] = [[]]
+    for line in lines:
+        if line.startswith("## "):
+            sections.append([line])
+        elif not line.startswith("- ") or shown(line[2:].strip()):
+            sections[-1].append(line)
+    kept = [section for section in sections if section and not (len(section) == 1 and section[0].startswith("## "))]
+    return "\n\n".join("\n".join(section) for section in kept)
 
 
 def identity_context() -> str:

@@ -148,7 +148,7 @@ def _person_profile(*, slug: str, access: Access) -> str:
 
 def _resource_text(*, uri: str, access: Access) -> str:
     if uri == SELF_URI:
-        return self_layer_text() or "(the self layer is empty)"
+        return self_layer_text(viewer_ids=access.person_ids) or "(the self layer is empty)"
     if uri.startswith(PERSON_URI):
         return _person_profile(slug=uri.removeprefix(PERSON_URI), access=access)
     raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}; read {SELF_URI} or {PERSON_URI}<slug>")

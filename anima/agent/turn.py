@@ -80,7 +80,8 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
     """The full system prompt as of ``now`` (no peers of today: those live on the timeline)."""
     person = conversation_person(conversation=conversation)
     sections = []
-    self_layer = self_layer_text()
+    # Shown to this conversation's person only: others' narrative titles stay out of it.
+    self_layer = self_layer_text(viewer_ids=frozenset({person.pk}) if person else frozenset())
     if self_layer:
         sections.append(f"# Self\n\n{self_layer}")
     resident = resident_memories(person=person, global_only=True)

@@ -17,10 +17,12 @@ from anima.agent.turn import PEERS_NAME, prepare_turn
 from anima.core.config import config_update
 from conversations.models import Message, PeerBlock, Role, StmScope
 from conversations.services import conversations_import
-from memory.models import EmotionalTendency
+from memory.models import EmotionalTendency, SelfBlock
+from memory.selectors import self_layer_text
 from memory.services import emotional_tendencies_refresh, memories_import
 from temporal.tick import temporal_tick_run
 from tests.factories import (
+    ContentBlockFactory,
     ConversationFactory,
     LimbicAnchorFactory,
     MessageFactory,
@@ -48,6 +50,31 @@ def at(hhmm: str, day: str = "2026-11-28") -> datetime:
 
 def peers(messages: list[dict]) -> list[dict]:
     return [m for m in messages if m["name"] == PEERS_NAME]
+
+
+def test_the_autobiography_summary_shows_a_person_only_their_own_and_nobodys_narrative_titles():
+    leo, maya = PersonFactory(slug="leo", display_name="Leo"), PersonFactory(slug="maya", display_name="Maya")
+    ContentBlockFactory(person=leo, title="Leo's mother's surgery")
+    ContentBlockFactory(person=maya, title="Maya's piano recital")
+    ContentBlockFactory(person=None, title="A quiet rainy day")
+    SelfLayerBlockFactory(
+        key=SelfBlock.AUTOBIOGRAPHY_SUMMARY,
+        content="## Turning points\n- Leo's mother's surgery\n\n## Milestones\n- Maya's piano recital\n"
+        "- A title no narrative has\n\n## Recent narratives\n- A quiet rainy day",
+    )
+
+    def self_section(person) -> str:
+        system = prepare_turn(conversation=ConversationFactory(person=person), user_message="hi", now=at("10:00"))
+        return system[0]["content"].split("## Resident memory")[0]
+
+    for_maya, for_leo, for_stranger = self_section(maya), self_section(leo), self_section(None)
+
+    assert "Maya's piano recital" in for_maya and "A quiet rainy day" in for_maya
+    assert "surgery" not in for_maya and "Turning points" not in for_maya
+    assert "Leo's mother's surgery" in for_leo and "recital" not in for_leo and "Milestones" not in for_leo
+    assert "surgery" not in for_stranger and "recital" not in for_stranger and "A quiet rainy day" in for_stranger
+    assert "A title no narrative has" not in for_maya + for_leo + for_stranger  # whose it is is unknown
+    assert "Leo's mother's surgery" in self_layer_text() and "A title no narrative has" in self_layer_text()
 
 
 def test_the_system_prompt_carries_self_resident_person_memory_time_summary_and_the_citation_rule():
