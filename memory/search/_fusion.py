@@ -24,7 +24,7 @@ from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from anima.core.vectors import vector_literal, vectors_available
 from memory.search._sources import SourceSpec
-from memory.search._sql import dense_fetch, dense_statement, recall_timeout, search_fetch, search_statement
+from memory.search._sql import dense_fetch, dense_statement, search_fetch, search_statement
 from memory.search._stats import branch_plans
 
 logger = logging.getLogger(__name__)
@@ -120,16 +120,12 @@ def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, st
 
 @contextmanager
 def _recall_transaction(alias: str) -> Iterator[tuple[Any, bool]]:
-    """A cursor in a transaction under ANIMA_RECALL_TIMEOUT, and whether settings changed in it must be restored.
+    """A cursor in a transaction, and whether settings changed in it must be restored (search_fetch, dense_fetch).
 
     Outside a caller's transaction the block's own ends with it, and so do its settings.
     """
     restore = connections[alias].in_atomic_block
-    with (
-        transaction.atomic(using=alias),
-        connections[alias].cursor() as cursor,
-        recall_timeout(cursor, restore=restore),
-    ):
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         yield cursor, restore
 
 

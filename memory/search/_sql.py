@@ -7,8 +7,7 @@ filter values travel as parameters.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from django.conf import settings
 
@@ -158,23 +157,6 @@ def search_statement(
     return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects), params
 
 
-@contextmanager
-def recall_timeout(cursor, *, restore: bool = True) -> Iterator[None]:
-    """Run the block's statements under ANIMA_RECALL_TIMEOUT (inside the caller's transaction), then restore.
-
-    ``restore`` false: the block's transaction ends right after it, and its COMMIT or ROLLBACK drops a
-    transaction-local setting anyway (two round trips fewer per recall).
-    A pathological recall is cancelled by the server and raises QueryCanceled: no backend is left running.
-    """
-    if restore:
-        cursor.execute("SELECT current_setting('statement_timeout')")
-        (previous,) = cursor.fetchone()
-    cursor.execute(_TIMEOUT_SQL, [f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"])
-    yield
-    if restore:
-        cursor.execute(_TIMEOUT_SQL, [previous])
-
-
 def search_fetch(cursor, sql: str, params: dict, *, restore: bool = True) -> list[tuple]:
     """Run the search statement under the planner settings it needs, then restore the previous ones.
 
@@ -259,6 +241,10 @@ def _fetch_under(
     Transaction-local settings outlive this statement inside a caller's transaction: hence the restore.
     Without ``restore`` (the transaction ends next, and its end drops them) two round trips are saved.
     """
+    # Every search statement runs under ANIMA_RECALL_TIMEOUT: a pathological one is cancelled by the server
+    # (QueryCanceled), no backend is left running.
+    timeout = f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"
+    wanted = {"statement_timeout": (timeout, "0"), **wanted}
     names = list(wanted)
     if restore:
         cursor.execute(
@@ -276,4 +262,3 @@ def _fetch_under(
 
 
 PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"
-_TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"
