@@ -166,14 +166,16 @@ def _after(messages: QuerySet[Message], *, at: datetime, message_id: int | None)
     return messages.filter(Q(created_at__gt=at) | Q(created_at=at, pk__gt=message_id))
 
 
-def _view(*, conversation: Conversation, now: datetime, config: dict) -> ShortTermView:
+def _view(*, conversation: Conversation, now: datetime, config: dict, stored: ShortTermMemory | None) -> ShortTermView:
     """The live summary and the raw messages it does not cover, up to ``now``.
 
-    Raw messages before a silence of ``raw_ttl_hours`` (or older than that when the
+    ``stored`` is the conversation's summary row (``_summary_row``); it is live until ``summary_ttl_hours``
+    after its last update. Raw messages before a silence of ``raw_ttl_hours`` (or older than that when the
     conversation has been quiet since) have lapsed from short-term memory; recall still finds them.
     """
     messages = conversation.messages.filter(role__in=RENDERED_ROLES, created_at__lte=now)
-    row = _summary_row(conversation=conversation, now=now, ttl=timedelta(hours=config["summary_ttl_hours"]))
+    live = stored is not None and stored.updated_at > now - timedelta(hours=config["summary_ttl_hours"])
+    row = stored if live else None
     if row is not None:
         messages = _after(messages, at=row.covers_until, message_id=row.covers_until_message_id)
     raw = list(messages.order_by("created_at", "pk"))
@@ -188,11 +190,10 @@ def _view(*, conversation: Conversation, now: datetime, config: dict) -> ShortTe
     )
 
 
-def _summary_row(*, conversation: Conversation, now: datetime, ttl: timedelta | None = None) -> ShortTermMemory | None:
-    """The conversation's summary row, if still live after ``ttl`` (any age without one)."""
+def _summary_row(*, conversation: Conversation) -> ShortTermMemory | None:
+    """The conversation's summary row, of any age."""
     scope = StmScope.USER if conversation_person(conversation=conversation) else StmScope.SERVER
-    rows = ShortTermMemory.objects.filter(conversation=conversation, scope=scope)
-    return (rows.filter(updated_at__gt=now - ttl) if ttl is not None else rows).first()
+    return ShortTermMemory.objects.filter(conversation=conversation, scope=scope).first()
 
 
 def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTermView:
@@ -204,10 +205,10 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
     leaves everything raw (the next turn tries again).
     """
     config = config_get(section="stm")
-    view = _view(conversation=conversation, now=now, config=config)
+    covered = _summary_row(conversation=conversation)
+    view = _view(conversation=conversation, now=now, config=config, stored=covered)
     threshold = config["consolidate_after_messages"]
     # An expired summary no longer renders, but what it covered is archived already: never twice.
-    covered = _summary_row(conversation=conversation, now=now)
     pending = view.messages
     if covered is not None:
         mark = (covered.covers_until, covered.covers_until_message_id or 0)
@@ -225,7 +226,8 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
     last = archived[-1]
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
-        current = _view(conversation=conversation, now=now, config=config)
+        stored = _summary_row(conversation=conversation)
+        current = _view(conversation=conversation, now=now, config=config, stored=stored)
         if not current.messages or current.messages[0].pk != view.messages[0].pk:
             return current  # a concurrent turn consolidated first
         for owner in (None, person) if person else (None,):
@@ -246,4 +248,4 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
             turn_id=None,
             at=now,
         )
-    return _view(conversation=conversation, now=now, config=config)
+    return _view(conversation=conversation, now=now, config=config, stored=_summary_row(conversation=conversation))
