@@ -235,6 +235,7 @@ def memory_recall(
     global_only: bool = False,
     as_of: date | datetime | None = None,
     branches: Sequence[str] = ALL_BRANCHES,
+    keyword_gate: bool = False,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
@@ -248,7 +249,8 @@ def memory_recall(
     session hits to conversations of that channel. ``as_of`` recalls what was held then: semantic
     memories valid at that moment (a date means the end of that local day), other rows created by it.
     ``branches`` narrows the branches searched (benchmarks compare keyword-only and dense-only
-    recall with the default).
+    recall with the default); ``keyword_gate`` embeds the query only when a keyword branch found
+    something (``memory.search.hybrid_search``).
     Raises memory.search.QuerySyntaxError for a malformed query.
     """
     types = _memory_types(memory_types)
@@ -283,7 +285,12 @@ def memory_recall(
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
         hits = hybrid_search(
-            query=search_query_build(text=query), sources=sources, limit=limit, text=query, branches=branches
+            query=search_query_build(text=query),
+            sources=sources,
+            limit=limit,
+            text=query,
+            branches=branches,
+            keyword_gate=keyword_gate,
         )[:limit]
         return _results(hits)
 
@@ -399,7 +406,16 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
     person = person or conversation.person
     pool = max(config["limit"] * 4, 20)
     try:
-        candidates = memory_semantic_search(query=user_message, limit=pool, person=person, global_only=True)
+        # Only what a keyword branch found is offered (below): small talk no word of which matches costs no
+        # model call.
+        candidates = memory_recall(
+            query=user_message,
+            memory_types=[SEMANTIC],
+            limit=pool,
+            person=person,
+            global_only=True,
+            keyword_gate=True,
+        )
     except ValueError:
         # A chat message is not a search query: operator slips must not break the turn.
         return PassiveRecall(hits=[], text="")

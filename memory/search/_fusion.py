@@ -70,12 +70,15 @@ def hybrid_search(
     limit: int,
     text: str = "",
     branches: Sequence[str] = ALL_BRANCHES,
+    keyword_gate: bool = False,
 ) -> list[Hit]:
     """Rank rows of ``sources`` by their FTS, trigram and dense branches, fused on normalised scores.
 
     ``text`` is what the dense branch embeds (the query as typed); it runs when ``text`` is given,
     embeddings are on and the database has vectors (``dense_status``), else recall is keyword-only.
-    ``branches`` narrows the branches (benchmarks compare them). Runs on the replica inside
+    ``branches`` narrows the branches (benchmarks compare them). ``keyword_gate``: the caller uses only
+    what a keyword branch found (passive recall), so the query is embedded only once one found something,
+    and a message no word of which matches costs no model call. Runs on the replica inside
     ``replica_reads`` (recall's callers), else on the primary. Raises SearchTimeout when a statement ran
     past ANIMA_RECALL_TIMEOUT.
     """
@@ -89,10 +92,14 @@ def hybrid_search(
     # The query is embedded (CPU in this process, or an HTTP call) while the database runs the keyword
     # statement, and before the dense statement's transaction opens: a model call never holds a connection
     # idle in a transaction of recall's own.
-    pending = _query_vector_start(text=text, alias=alias) if wants_dense else None
+    pending = _query_vector_start(text=text, alias=alias) if wants_dense and not keyword_gate else None
     try:
         if keyword and not query.is_empty:
             rows = _keyword_rows(alias, query=query, sources=sources, keyword=keyword, pool=pool)
+        if wants_dense and keyword_gate:
+            if not rows:
+                return []
+            pending = _query_vector_start(text=text, alias=alias)
         dense = _query_vector_wait(pending)
         if dense is not None:
             with _recall_transaction(alias) as (cursor, restore):

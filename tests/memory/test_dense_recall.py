@@ -56,6 +56,9 @@ def test_passive_recall_offers_only_what_a_word_of_the_message_found(concept_emb
     # The dense branch ranks every memory for any message: small talk has a nearest one too.
     assert memory_semantic_search(query="lol ok, thanks", person=person)
     assert offered("lol ok, thanks") == []
+    asked = len(concept_embeddings.requests)
+    assert offered("haha, fine by me") == []
+    assert len(concept_embeddings.requests) == asked  # no word of it matched: the model was not asked
     assert offered("hospital again tomorrow") == []  # meaning alone: asked for, not offered unasked
     assert offered("she was operated on, right?")[0] == surgery.pk
 
