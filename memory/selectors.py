@@ -305,8 +305,9 @@ def memory_semantic_search(
     global_only: bool = False,
     as_of: date | datetime | None = None,
     branches: Sequence[str] = ALL_BRANCHES,
+    keyword_gate: bool = False,
 ) -> list[dict[str, Any]]:
-    """Semantic memories only (the memory_semantic_search tool)."""
+    """Semantic memories only (the memory_semantic_search tool, passive recall)."""
     return memory_recall(
         query=query,
         memory_types=[SEMANTIC],
@@ -317,6 +318,7 @@ def memory_semantic_search(
         global_only=global_only,
         as_of=as_of,
         branches=branches,
+        keyword_gate=keyword_gate,
     )
 
 
@@ -408,13 +410,8 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
     try:
         # Only what a keyword branch found is offered (below): small talk no word of which matches costs no
         # model call.
-        candidates = memory_recall(
-            query=user_message,
-            memory_types=[SEMANTIC],
-            limit=pool,
-            person=person,
-            global_only=True,
-            keyword_gate=True,
+        candidates = memory_semantic_search(
+            query=user_message, limit=pool, person=person, global_only=True, keyword_gate=True
         )
     except ValueError:
         # A chat message is not a search query: operator slips must not break the turn.
