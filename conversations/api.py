@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from anima.core.api.views import ApiGenericView, ApiViewSet, AtomicWritesMixin
+from anima.core.db import search_time_limit
 from conversations.access import SCOPED, access_of
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Platform
 from conversations.selectors import history_search, persons_with_identities
@@ -193,8 +194,11 @@ class HistoryView(ApiGenericView):
             with_global=query["person"] is None,
             private=not access.is_operator,
         )
-        page = self.paginate_queryset(entries)
-        return self.get_paginated_response(HistoryEntrySerializer(page, many=True).data)
+        # Text search over the whole timeline: bounded like recall (a 503 naming the limit past it).
+        with search_time_limit(what="history search"):
+            page = self.paginate_queryset(entries)
+            data = HistoryEntrySerializer(page, many=True).data
+        return self.get_paginated_response(data)
 
     @extend_schema(request=HistoryAppendSerializer, responses={201: HistoryEntrySerializer})
     def post(self, request: Request) -> Response:

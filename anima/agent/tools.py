@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from anima.agent.stm import stm_tool_available, update_short_term_memory
 from anima.core.calendar import moment_parse
+from anima.core.db import search_time_limit
 from anima.core.errors import AnimaError
 from anima.core.llm.schema import (
     SchemaError,
@@ -227,6 +228,8 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
             private=True,
             limit=int(args.get("limit", 10)),
         )
+        with search_time_limit(what="history search"):
+            entries = list(entries)
         return {
             "entries": [
                 {

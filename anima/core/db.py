@@ -1,5 +1,5 @@
 """Database helpers: the read-replica router, telling an unreachable server from a refused statement,
-reading dates Python cannot hold, and a throwaway database for benchmarks.
+searches under a time limit, reading dates Python cannot hold, and a throwaway database for benchmarks.
 
 With ``DATABASE_REPLICA_URL`` set, settings add a ``replica`` alias. Reads go there only inside
 ``replica_reads()`` — recall and the console's GET pages, where a few hundred milliseconds of
@@ -21,8 +21,11 @@ from datetime import UTC, datetime
 
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
+from psycopg.errors import QueryCanceled
 from psycopg.types.datetime import DateLoader, TimestamptzLoader
+
+from anima.core.errors import Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,66 @@ def database_unreachable(exc: BaseException) -> bool:
         # Raised by the client, not the server: connection failed, closed, or lost mid-query.
         return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
     return state.startswith("08") or state in _SHUTDOWN_STATES
+
+
+# --- Searches under a time limit ---------------------------------------------------------------------
+
+
+class SearchTimeout(Unavailable):
+    """A search ran past ANIMA_RECALL_TIMEOUT and the database cancelled it."""
+
+
+@contextmanager
+def settings_local(cursor, wanted: dict[str, tuple[str, str]], *, restore: bool) -> Iterator[None]:
+    """The block runs with each setting at its wanted value (transaction-local), then, with ``restore``, at
+    its previous one (``wanted[name][1]`` when it was unset).
+
+    Transaction-local settings outlive the block inside a caller's transaction: hence the restore. Without
+    it (the transaction ends after the block, and its end drops them) two round trips are saved.
+    """
+    names = list(wanted)
+    if restore:
+        cursor.execute(
+            "SELECT " + ", ".join("COALESCE(current_setting(%s, true), %s)" for _ in names),
+            [value for name in names for value in (name, wanted[name][1])],
+        )
+        previous = list(cursor.fetchone())
+    apply = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names)
+    cursor.execute(apply, [value for name in names for value in (name, wanted[name][0])])
+    yield
+    if restore:
+        cursor.execute(apply, [value for name, old in zip(names, previous, strict=True) for value in (name, old)])
+
+
+def search_timeout_setting() -> dict[str, tuple[str, str]]:
+    """ANIMA_RECALL_TIMEOUT as a ``settings_local`` entry: the server cancels a statement past it."""
+    return {"statement_timeout": (f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms", "0")}
+
+
+@contextmanager
+def search_cancelled_as_timeout(*, what: str) -> Iterator[None]:
+    """A statement of the block cancelled by its timeout raises SearchTimeout (503) naming ``what``."""
+    try:
+        yield
+    except OperationalError as exc:
+        if not isinstance(exc.__cause__, QueryCanceled):
+            raise
+        raise SearchTimeout(
+            f"{what} took longer than {settings.ANIMA_RECALL_TIMEOUT:g} s (ANIMA_RECALL_TIMEOUT) and was cancelled"
+        ) from exc
+
+
+@contextmanager
+def search_time_limit(*, what: str, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """The block's queries in one transaction, each under ANIMA_RECALL_TIMEOUT; one past it raises SearchTimeout."""
+    restore = connections[using].in_atomic_block
+    with (
+        search_cancelled_as_timeout(what=what),
+        transaction.atomic(using=using),
+        connections[using].cursor() as cursor,
+        settings_local(cursor, search_timeout_setting(), restore=restore),
+    ):
+        yield
 
 
 @contextmanager

@@ -14,12 +14,12 @@ statistics and each source's plan), ``_sql`` (the statement and its planner sett
 ``_fusion`` (running them and fusing).
 """
 
+from anima.core.db import SearchTimeout
 from anima.core.search_query import QuerySyntaxError, search_query_build
 from memory.search._fusion import (
     ALL_BRANCHES,
     KEYWORD_BRANCHES,
     MAX_LIMIT,
-    SearchTimeout,
     clamp_limit,
     dense_status,
     hybrid_search,

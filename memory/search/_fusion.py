@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connections, transaction
-from psycopg.errors import QueryCanceled
+from django.db import connections, transaction
 
-from anima.core.db import read_alias
+from anima.core.db import read_alias, search_cancelled_as_timeout
 from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_texts, embedding_model
-from anima.core.errors import Unavailable
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from anima.core.vectors import vector_literal, vectors_available
@@ -53,10 +51,6 @@ def pool_size(*, limit: int) -> int:
 
 def clamp_limit(limit: int) -> int:
     return max(1, min(int(limit), MAX_LIMIT))
-
-
-class SearchTimeout(Unavailable):
-    """The search ran past ANIMA_RECALL_TIMEOUT and the database cancelled it."""
 
 
 KEYWORD_BRANCHES = ("fts", "trigram")
@@ -93,7 +87,7 @@ def hybrid_search(
     # statement, and before the dense statement's transaction opens: a model call never holds a connection
     # idle in a transaction of recall's own.
     pending = _query_vector_start(text=text, alias=alias) if wants_dense and not keyword_gate else None
-    try:
+    with search_cancelled_as_timeout(what="recall"):
         if keyword and not query.is_empty:
             rows = _keyword_rows(alias, query=query, sources=sources, keyword=keyword, pool=pool)
         if wants_dense and keyword_gate:
@@ -104,12 +98,6 @@ def hybrid_search(
         if dense is not None:
             with _recall_transaction(alias) as (cursor, restore):
                 rows += _dense_rows(cursor, dense=dense, sources=sources, pool=pool, restore=restore)
-    except OperationalError as exc:
-        if not isinstance(exc.__cause__, QueryCanceled):
-            raise
-        raise SearchTimeout(
-            f"recall took longer than {settings.ANIMA_RECALL_TIMEOUT:g} s (ANIMA_RECALL_TIMEOUT) and was cancelled"
-        ) from exc
     return score_fuse(rows=rows)
 
 

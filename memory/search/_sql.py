@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.conf import settings
-
+from anima.core.db import search_timeout_setting, settings_local
 from anima.core.embeddings import EmbeddingModel
 from anima.core.models import TRIGRAM_PREFIX_CHARS
 from anima.core.search_query import SearchQuery
@@ -236,29 +235,10 @@ def dense_fetch(cursor, sql: str, params: dict, *, pool: int, restore: bool = Tr
 def _fetch_under(
     cursor, sql: str, params: dict, wanted: dict[str, tuple[str, str]], *, restore: bool = True
 ) -> list[tuple]:
-    """Fetch ``sql`` with each setting at its wanted value, then restore it (default: when it was unset).
-
-    Transaction-local settings outlive this statement inside a caller's transaction: hence the restore.
-    Without ``restore`` (the transaction ends next, and its end drops them) two round trips are saved.
-    """
-    # Every search statement runs under ANIMA_RECALL_TIMEOUT: a pathological one is cancelled by the server
-    # (QueryCanceled), no backend is left running.
-    timeout = f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms"
-    wanted = {"statement_timeout": (timeout, "0"), **wanted}
-    names = list(wanted)
-    if restore:
-        cursor.execute(
-            "SELECT " + ", ".join("COALESCE(current_setting(%s, true), %s)" for _ in names),
-            [value for name in names for value in (name, wanted[name][1])],
-        )
-        previous = list(cursor.fetchone())
-    apply = "SELECT " + ", ".join("set_config(%s, %s, true)" for _ in names)
-    cursor.execute(apply, [value for name in names for value in (name, wanted[name][0])])
-    cursor.execute(sql, params)
-    rows = cursor.fetchall()
-    if restore:
-        cursor.execute(apply, [value for name, old in zip(names, previous, strict=True) for value in (name, old)])
-    return rows
+    """Fetch ``sql`` under ANIMA_RECALL_TIMEOUT with each setting at its wanted value (``settings_local``)."""
+    with settings_local(cursor, {**search_timeout_setting(), **wanted}, restore=restore):
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"

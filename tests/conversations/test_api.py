@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
+from django.db import connection, transaction
 
 from anima.api.testing import api_client, operator_client
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Person
@@ -204,3 +206,42 @@ def test_person_slugs_follow_the_same_rule_as_the_importers(slug):
     response = operator_client().post("/api/persons/", {"slug": slug}, format="json")
     assert response.status_code == 400
     assert "slug" in response.json()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_history_search_past_the_recall_timeout_is_a_503_naming_it_for_the_api_and_the_tool(settings):
+    settings.ANIMA_RECALL_TIMEOUT = 0.3
+    HistoryEntryFactory(content="Leo moved to Porto")
+    client = api_client(staff=True)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_table() -> None:
+        # The search then waits for a lock another session holds: a stand-in for a statement that runs too long.
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("LOCK TABLE history_entries IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_table)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        api = client.get("/api/history/", {"q": "Porto"})
+        tool = client.post("/api/tools/memory/", {"action": "search_history", "query": "Porto"}, format="json")
+    finally:
+        release.set()
+        holder.join()
+
+    cancelled = {"detail": "history search took longer than 0.3 s (ANIMA_RECALL_TIMEOUT) and was cancelled"}
+    assert (api.status_code, api.json()) == (503, cancelled)
+    assert (tool.status_code, tool.json()) == (503, cancelled)
+    # The cancelled session searches normally again, under its usual settings.
+    assert [entry["content"] for entry in client.get("/api/history/", {"q": "Porto"}).json()["results"]] == [
+        "Leo moved to Porto"
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone()[0] == "0"
