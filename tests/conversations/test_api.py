@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from anima.api.testing import api_client, operator_client
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Person
@@ -19,6 +18,7 @@ from tests.factories import (
     PersonFactory,
     SemanticMemoryFactory,
 )
+from tests.locks import table_locked
 
 
 def test_create_list_filter_and_update_conversations():
@@ -213,27 +213,9 @@ def test_a_history_search_past_the_recall_timeout_is_a_503_naming_it_for_the_api
     settings.ANIMA_RECALL_TIMEOUT = 0.3
     HistoryEntryFactory(content="Leo moved to Porto")
     client = api_client(staff=True)
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_the_table() -> None:
-        # The search then waits for a lock another session holds: a stand-in for a statement that runs too long.
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("LOCK TABLE history_entries IN ACCESS EXCLUSIVE MODE")
-                locked.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_the_table)
-    holder.start()
-    try:
-        assert locked.wait(10)
+    with table_locked("history_entries"):
         api = client.get("/api/history/", {"q": "Porto"})
         tool = client.post("/api/tools/memory/", {"action": "search_history", "query": "Porto"}, format="json")
-    finally:
-        release.set()
-        holder.join()
 
     cancelled = {"detail": "history search took longer than 0.3 s (ANIMA_RECALL_TIMEOUT) and was cancelled"}
     assert (api.status_code, api.json()) == (503, cancelled)

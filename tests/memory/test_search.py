@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 
 import pytest
@@ -31,6 +30,7 @@ from memory.search._stats import (
 )
 from memory.selectors import memory_recall, passive_recall
 from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
+from tests.locks import table_locked
 
 SEMANTIC_WHERE = f"t.primary_component = '{Component.SEMANTIC_MEMORY}' AND t.status = '{MemoryStatus.ACTIVE}'"
 
@@ -202,27 +202,9 @@ def test_a_recall_past_its_timeout_is_cancelled_a_503_for_the_api_and_no_passive
     SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com", person=None)
     question = "我的邮箱是啥？"
     assert passive_recall(conversation=conversation, user_message=question).hits  # found when nothing blocks
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_the_table() -> None:
-        # Recall then waits for a lock another session holds: a stand-in for a statement that runs too long.
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("LOCK TABLE entities IN ACCESS EXCLUSIVE MODE")
-                locked.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_the_table)
-    holder.start()
-    try:
-        assert locked.wait(10)
+    with table_locked("entities"):
         response = api_client(staff=True).get("/api/recall/", {"q": "邮箱", "types": "semantic"})
         passive = passive_recall(conversation=conversation, user_message=question)
-    finally:
-        release.set()
-        holder.join()
 
     assert response.status_code == 503
     assert response.json() == {"detail": "recall took longer than 0.3 s (ANIMA_RECALL_TIMEOUT) and was cancelled"}
