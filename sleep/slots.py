@@ -14,6 +14,7 @@ what they are about as the slot's ``key`` and compare polarity or detail.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass, replace
 
@@ -1048,6 +1049,9 @@ def chinese(text: str) -> bool:
     return is_chinese(without_addresses(text))
 
 
+# A deep-sleep round reads the slot of each active memory in several of its passes; a reading depends on the
+# text and the name only, and a Slot is frozen.
+@functools.lru_cache(maxsize=8192)
 def slot_read(text: str, *, name: str = "") -> Slot | None:
     """The slot a stored fact fills, read with the person's ``name`` standing for the first person."""
     reader = zh_read if chinese(text) else en_read
