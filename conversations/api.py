@@ -15,7 +15,7 @@ from anima.core.api.views import ApiGenericView, ApiViewSet, AtomicWritesMixin
 from anima.core.db import search_time_limit
 from conversations.access import SCOPED, access_of
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Platform
-from conversations.selectors import history_search, persons_with_identities
+from conversations.selectors import history_search, identity_resolve, persons_with_identities
 from conversations.serializers import (
     ConversationSerializer,
     HistoryAppendSerializer,
@@ -28,7 +28,7 @@ from conversations.serializers import (
     MessageSerializer,
     PersonSerializer,
 )
-from conversations.services import history_append, identity_map, identity_resolve, message_create
+from conversations.services import history_append, identity_map, message_create
 
 
 class ConversationFilter(django_filters.FilterSet):

@@ -96,17 +96,18 @@ def message_latest_user(*, conversation: Conversation) -> Message | None:
     return Message.objects.filter(conversation=conversation, role=Role.USER).order_by("-created_at", "-id").first()
 
 
+def identity_resolve(*, channel: str, external_id: str) -> Person | None:
+    """The person a channel account belongs to, or None when it is not mapped."""
+    identity = Identity.objects.select_related("person").filter(channel=channel, external_id=external_id).first()
+    return identity.person if identity else None
+
+
 def conversation_person(*, conversation: Conversation) -> Person | None:
     """The person behind the conversation: its own person, else the identity its channel account resolves to."""
     if conversation.person_id:
         return conversation.person
     if conversation.chat_id:
-        identity = (
-            Identity.objects.select_related("person")
-            .filter(channel=conversation.channel_name, external_id=conversation.chat_id)
-            .first()
-        )
-        return identity.person if identity else None
+        return identity_resolve(channel=conversation.channel_name, external_id=conversation.chat_id)
     return None
 
 

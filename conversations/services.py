@@ -383,12 +383,6 @@ def _copy_messages(messages: list[Message]) -> list[Message]:
 # --- Identity resolution and history (person-memory.md) ------------------------------------------
 
 
-def identity_resolve(*, channel: str, external_id: str) -> Person | None:
-    """The person a channel account belongs to, or None when it is not mapped."""
-    identity = Identity.objects.select_related("person").filter(channel=channel, external_id=external_id).first()
-    return identity.person if identity else None
-
-
 def identity_map(*, channel: str, external_id: str, person_slug: str, display_name: str = "") -> Identity:
     """Map ``channel:external_id`` to a person (created on first sight); re-mapping moves the account.
 

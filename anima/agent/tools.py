@@ -33,8 +33,8 @@ from anima.core.models import MemoryType
 from anima.core.search_query import QuerySyntaxError
 from conversations.access import AGENT, OPERATOR, OPERATOR_ACCESS, Access
 from conversations.models import Conversation, Person, person_slug_valid
-from conversations.selectors import history_search
-from conversations.services import identity_map, identity_resolve
+from conversations.selectors import history_search, identity_resolve
+from conversations.services import identity_map
 from memory.forgetting import memory_forget
 from memory.models import SemanticMemory
 from memory.search import MAX_LIMIT

@@ -227,11 +227,6 @@ def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple
     return facts
 
 
-def facts_extract(text: str, *, name: str) -> list[tuple[str, str]]:
-    """(memory_type, content) facts a user message states about its author, in the message's language."""
-    return [(kind, content) for kind, content, _ in facts_read(text, name=name)]
-
-
 @offline_handler("light-sleep.semantic")
 def semantic_answer(payload: dict) -> dict:
     name = payload["conversation"].get("person") or ""

@@ -15,7 +15,7 @@ from conversations.models import Platform, Role
 from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
-from sleep.offline.light import facts_extract
+from sleep.offline.light import facts_read
 from sleep.steps import light_sleep
 from sleep.steps.light import NO_OUTLINE, autobiography_outline_refresh
 from tests.factories import (
@@ -347,13 +347,14 @@ def test_autobiography_outline_without_narratives_says_so():
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(max_size=300), name=st.sampled_from(["Leo", "Maya", ""]))
 def test_fact_extraction_never_fails_and_types_every_fact(text, name):
-    for memory_type, content in facts_extract(text, name=name):
+    for memory_type, content, _ in facts_read(text, name=name):
         assert memory_type in MemoryType.values
         assert content.strip()
 
 
 def test_fact_extraction_keeps_a_stated_change_with_its_past():
-    facts = facts_extract("以前我很喜欢 Python，写脚本特别快。但我现在更喜欢 TypeScript 了。", name="Leo")
+    said = "以前我很喜欢 Python，写脚本特别快。但我现在更喜欢 TypeScript 了。"
+    facts = [(kind, content) for kind, content, _ in facts_read(said, name="Leo")]
     assert facts == [("preference", "Leo 现在更喜欢 TypeScript（以前喜欢 Python）")]
 
 
