@@ -293,6 +293,18 @@ _EN_HABIT_VERBS = (
     r"cook|bake|garden|read|write|meditate|pray|volunteer|teach|study|go|walk|train|lift|box|fish|row|sail|"
     r"collect|brew|journal|blog|stream|skateboard|golf|box|do"
 )
+# Words saying a statement holds now ("these days my favourite band is …"): they leave its slot as it is.
+_EN_NOW = (
+    r"(?:these days|nowadays|lately|recently|currently|now|right now|just now|at the moment|at present|for now|"
+    r"as of (?:now|today)|these past (?:few )?(?:days|weeks|months))"
+)
+
+
+def en_now_dropped(clause: str) -> str:
+    """``clause`` without a leading "these days" / "lately" / "now": the fact it states is the same."""
+    return re.sub(rf"^{_EN_NOW}\b,?\s*", "", clause, flags=re.I)
+
+
 _EN_SUBJECT_WORDS = r"I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|we|we're|we’re|we've|we’ve"
 _EN_NAME = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
 _NOT_NAMES = frozenset(
@@ -378,7 +390,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "residence",
             r"^(?:just\s+|finally\s+|recently\s+)?(?:moved|relocated|'ve moved|have moved|'ve relocated|"
-            r"has moved|'s moved|am moving|'m moving)\s+(?:back\s+)?(?:to|into|over to)\s+(?P<value>[^,.;!?]+)",
+            r"has moved|'s moved|(?:am|'m|are|'re|is|'s)\s+(?:moving|relocating|going to move)|"
+            r"(?:will|'ll)\s+(?:be moving|move))\s+(?:back\s+)?(?:to|into|over to)\s+(?P<value>[^,.;!?]+)",
         ),
         ("origin", r"^(?:am|'m|is|'s|come|comes|was born)\s+(?:originally\s+)?(?:from|in)\s+(?P<value>[A-Z][^,.;!?]*)"),
         (
@@ -423,9 +436,9 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("restriction", r"^(?:avoid|avoids|stay away from|stays away from)\s+(?P<value>[^,.;!?]+)"),
         (
             "favourite",
-            r"^(?:new\s+|all-time\s+|current\s+)?(?:favou?rite|fave|favorite)\s+"
+            r"^(?:new\s+|all-time\s+|current\s+|absolute\s+)?(?:favou?rite|fave|favorite)\s+"
             r"(?P<category>[a-z]+(?: show| language)?)"
-            r"\s+(?:is|are|'s|has to be|would be)\s+(?:now\s+)?(?P<value>[^,.;!?]+)",
+            rf"(?:\s+{_EN_NOW})?\s+(?:is|are|'s|has to be|would be)\s+(?:now\s+)?(?P<value>[^,.;!?]+)",
         ),
         (
             "likes",
@@ -493,6 +506,17 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
 def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
     """(subject, subject name, rest of the clause, subject text) at the clause start, or None."""
     name_alias = rf"|{re.escape(name)}(?:'s)?" if name else ""
+    # "My wife and I moved …" includes the speaker; "my family is moving to …" moves the speaker's household
+    # (en_read keeps only where a family lives or comes from).
+    me = rf"(?:I|{re.escape(name)})" if name else "I"
+    household = re.match(
+        rf"^(?P<who>(?:my|our|the{name_alias})\s+(?:whole\s+|entire\s+)?family(?:\s+(?:and|&)\s+{me})?|"
+        rf"(?:my|our{name_alias})\s+[a-z]+\s+(?:and|&)\s+{me})\s+(?P<rest>.*)$",
+        clause,
+        re.I,
+    )
+    if household:
+        return SELF, "", household.group("rest"), household.group("who")
     match = re.match(
         rf"^(?P<who>my|our{name_alias}(?=\s))\s+(?:(?:little|older|younger|big|baby|eldest|oldest|"
         r"youngest|new|little|two|three|old)\s+)*(?P<rel>(?:golden |black |grey |gray |white |"
@@ -523,6 +547,9 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
             "number",
             "mobile",
             "occupation",
+            "current",
+            "all",
+            "absolute",
         }:
             return None
         return SELF, "", clause[len(match.group("who")) :].strip(), match.group("who")
@@ -565,7 +592,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             value = number_value(raw)
         elif attribute == "residence":
             raw = re.split(r"\s+(?:with|for|because|since|to|when|where|and)\s+", raw)[0]
-            places = re.findall(rf"{_EN_NAME}(?:\s+{_EN_NAME})*", raw)
+            places = [p for p in re.findall(rf"{_EN_NAME}(?:\s+{_EN_NAME})*", raw) if p not in _NOT_NAMES]
             value = value_normalized(places[-1] if places else head_value(raw))
         elif attribute == "job":
             value = head_value(raw)
@@ -656,7 +683,7 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
 
     ``subject_hint`` (relation, name) stands in for a pronoun subject ("he's 11 now").
     """
-    clause = clause.strip().rstrip(".!;")
+    clause = en_now_dropped(clause.strip().rstrip(".!;"))
     if not clause or clause.endswith("?") or _EN_HEDGE.search(clause):
         return None
     restricted = _EN_OBJECT_FIRST.match(clause)
@@ -672,8 +699,17 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
                 rest = clause.split()[0][clause.split()[0].index("'") :] + " " + rest
             return _en_reading(subject_hint[0], subject_hint[1], rest)
         return None
-    relation, sub_name, rest, _ = subject
-    return _en_reading(relation, sub_name, rest)
+    relation, sub_name, rest, who = subject
+    rest = re.sub(r"^(?:are|is)\b", "'re", rest) if re.search(r"\s(?:and|&)\s|family$", who, re.I) else rest
+    reading = _en_reading(relation, sub_name, rest)
+    if who.casefold().endswith("family") and reading:
+        # "our family lives in …" includes the speaker; "my family lives in …" may be where the parents live,
+        # but "my family is moving to …" moves the speaker's household.
+        # ("Maya's family lives in …" is how a stored fact words "we live in …".)
+        ours = not re.match(r"^(?:my|the)\b", who, re.I) or re.search(r"\b(?:mov|relocat)", rest, re.I)
+        if reading.slot.attribute not in {"residence", "origin"} or (reading.slot.attribute == "residence" and not ours):
+            return None
+    return reading
 
 
 # ---------------------------------------------------------------- Chinese grammar
@@ -784,11 +820,15 @@ _ZH_HEDGE = re.compile(
 _ZH_TIME_LEAD = re.compile(
     r"^(?:(?:明年|今年|去年|下个?月|上个?月|这个?月|下周[一二三四五六日末天]?|上周[一二三四五六日末天]?|这周[一二三四五六日末天]?|"
     r"周[一二三四五六日末天]|星期[一二三四五六日天]|明天|后天|昨天|今天|前天|最近|现在|目前|以后|后来|上周|下周|刚才|刚刚|"
+    r"这些天|这几天|这阵子|这段时间|这些日子|这两年|这几年|近来|近期|如今|眼下|当下|"
     r"\d+月\d+[日号]?|[一二三四五六七八九十]+月[一二三四五六七八九十]+[日号]?)\s*)+"
 )
 _ZH_LEADING = re.compile(
     r"^(?:但是|但|不过|而且|其实|所以|对了|顺便说一下|顺便记一下|顺便|说实话|老实说|跟你说个事|跟你说|告诉你|嗯+|哈+|"
-    r"好吧|好的|唉|哎|诶|啊|呃|另外|还有|然后|总之|一是|二是|三是|话说|说起来|对|是的|没错|因为)+[，,、]?"
+    r"好吧|好的|唉|哎|诶|啊|呃|另外|还有|然后|总之|一是|二是|三是|话说|说起来|对|是的|没错|因为|"
+    # a lead-in announcing news (「告诉你个好消息」, 「你猜怎么着」) says nothing itself
+    r"(?:告诉你|跟你说|和你说|给你说)?(?:(?:一?个|件)(?:好|大|坏|新)?(?:消息|喜讯|事儿?)|(?:好|大|新)?(?:消息|喜讯))|"
+    r"你猜怎么着|猜猜怎么着|猜猜看)+[，,、！!：:]?"
 )
 
 
@@ -860,7 +900,9 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "favourite",
-            rf"^(?:现在|目前|一直)?最(?:喜欢|爱|喜爱)的(?P<category>{_ZH_CAT})(?:现在|目前|已经|也)?(?:是|换成|变成|改成|成了)(?:了)?\s*(?P<value>[^，,。；;！!？?]+)",
+            # 「最爱听的乐队」 names the kind with a verb; a kind not listed is its own word (「组合」)
+            rf"^(?:现在|目前|一直)?最(?:喜欢|爱|喜爱)(?:听|看|吃|喝|玩|读|用|去)?的(?P<category>{_ZH_CAT}|[\u4e00-\u9fff]{{1,4}}?)"
+            r"(?:现在|目前|已经|也|最近|如今)?(?:是|换成|变成|改成|成了)(?:了)?\s*(?P<value>[^，,。；;！!？?]+)",
         ),
         (
             "unlikes",
@@ -909,7 +951,9 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
 
 def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
     """(subject, subject name, rest) at the start of a Chinese clause, or None."""
-    selves = "我们家|咱们家|咱家|我家|我们|咱们|我" + (f"|{re.escape(name)}" if name else "")
+    # The household speaks for the person too: 「我们全家搬到成都」 is where they live.
+    own = f"|{re.escape(name)}(?:他们)?" if name else ""
+    selves = f"(?:我们|咱们|咱|我{own})?(?:全家人?|一家(?:[三四五六七]口)?人?|一家子)|我和家人|我跟家人|我们家|咱们家|咱家|我家|我们|咱们|我{own}"
     match = re.match(rf"^(?:{selves})\s*(?:的)?\s*(?P<rel>{_ZH_REL}|{_ZH_PET_WORDS})(?P<rest>.*)$", clause)
     if match:
         rel = match.group("rel")
@@ -977,7 +1021,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         elif attribute == "diet":
             attribute, value = "diet", "vegetarian"
         elif attribute == "favourite":
-            attribute, value = f"favourite:{_ZH_CATEGORIES[match.group('category')]}", value_normalized(raw)
+            category = match.group("category")
+            attribute, value = f"favourite:{_ZH_CATEGORIES.get(category, category)}", value_normalized(raw)
         elif attribute == "unlikes":
             attribute, key, value = "likes", _zh_thing(raw), "0"
         elif attribute in {"likes", "dislikes"}:

@@ -27,7 +27,8 @@ _EN_CLAUSE_SPLIT = re.compile(
 _EN_LEADING = re.compile(
     r"^(?:(?:oh|and|but|so|also|honestly|actually|btw|by the way|well|okay|ok|yeah|yes|hey|hi|hello|plus|anyway|"
     r"lol|haha|um|uh|fyi|guess what|just so you know|for the record|fun fact|not gonna lie|tbh|ngl|oh and|"
-    r"big news|quick one|news|update|heads up|funny thing|oh yeah)\b[\s!.,:]*)+",
+    r"big news|quick one|news|update|heads up|funny thing|oh yeah|(?:good|great|exciting|some|huge) news|"
+    r"you'll never guess|you won't believe it)\b[\s!.,:]*)+",
     re.I,
 )
 # A clause opening with one of these has a subject of its own that is not the speaker.
@@ -75,7 +76,7 @@ def _en_clauses(sentence: str) -> list[str]:
         sentence = sentence[lead.end() :]
     clauses = []
     for clause in _EN_CLAUSE_SPLIT.split(sentence):
-        clause = _EN_LEADING.sub("", clause.strip()).strip()
+        clause = slots.en_now_dropped(_EN_LEADING.sub("", clause.strip()).strip())
         if clause:
             clauses.append(clause[0].upper() + clause[1:] if clause[:2].casefold() == "i " else clause)
     return clauses
