@@ -332,8 +332,9 @@ class Reading:
 
 def _en_relation(word: str) -> str:
     word = word.casefold()
-    if word in _EN_RELATIONS:
-        return _EN_RELATIONS[word]
+    for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "cats", "puppies"
+        if form in _EN_RELATIONS:
+            return _EN_RELATIONS[form]
     breed = _EN_BREEDS.search(word)
     return "dog_or_cat:" + breed.group(1).casefold() if breed else ""
 
@@ -491,7 +492,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "has",
-            r"^(?:have|has|'ve got|have got|own|owns)\s+(?P<value>(?:an?|one|two|three|four|five|\d+)\s+[^,.;!?]+)",
+            r"^(?:have|has|'ve got|have got|has got|own|owns)\s+"
+            r"(?P<value>(?:an?|one|two|three|four|five|\d+)\s+[^,.;!?]+)",
         ),
         ("passed", r"^(?:passed away|died)\b(?P<value>[^,.;!?]*)"),
         (
@@ -566,6 +568,13 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
     if match and match.group("who") not in _NOT_NAMES and match.group("who") != name:
         return "", match.group("who"), match.group("rest").strip(), match.group("who")
     return None
+
+
+def en_names(text: str) -> list[str]:
+    """The names a list of names gives ("Miso and Tofu", "named Rex, Ace and Bo"); [] when it is anything else."""
+    text = re.sub(r"^(?:(?:they're|they are|both)\s+)?(?:named|called)\s+", "", text.strip(), flags=re.I)
+    parts = re.split(r"\s*,\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+", text)
+    return parts if all(re.fullmatch(_EN_NAME, p) and p not in _NOT_NAMES for p in parts) else []
 
 
 def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
@@ -650,7 +659,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
                 return None
             named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
             count = re.match(r"(an?|one|two|three|four|five|\d+)\b", what)
-            if named:
+            if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
                 return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"), "world")
             return Reading(Slot(SELF, "", f"count:{relation}", "", count.group(1) if count else "1"), "world")
         elif attribute == "passed":
@@ -700,14 +709,12 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
             return _en_reading(subject_hint[0], subject_hint[1], rest)
         return None
     relation, sub_name, rest, who = subject
-    rest = re.sub(r"^(?:are|is)\b", "'re", rest) if re.search(r"\s(?:and|&)\s|family$", who, re.I) else rest
     reading = _en_reading(relation, sub_name, rest)
-    if who.casefold().endswith("family") and reading:
-        # "our family lives in …" includes the speaker; "my family lives in …" may be where the parents live,
-        # but "my family is moving to …" moves the speaker's household.
-        # ("Maya's family lives in …" is how a stored fact words "we live in …".)
-        ours = not re.match(r"^(?:my|the)\b", who, re.I) or re.search(r"\b(?:mov|relocat)", rest, re.I)
-        if reading.slot.attribute not in {"residence", "origin"} or (reading.slot.attribute == "residence" and not ours):
+    if reading and re.match(r"^(?:my|the)\b.*family$", who, re.I):
+        # "My family lives in …" may be the parents' home, but "my family is moving to …" moves the speaker's
+        # household; "our family" and "Maya's family" (how a stored fact words "we") are the speaker's own.
+        moving = reading.slot.attribute == "residence" and re.search(r"\b(?:mov|relocat)", rest, re.I)
+        if not moving and reading.slot.attribute != "origin":
             return None
     return reading
 
@@ -832,6 +839,19 @@ _ZH_LEADING = re.compile(
 )
 
 
+def zh_names(text: str) -> list[str]:
+    """The names a list gives (「叫咪咪和豆豆」, 「分别叫大黄、小黑」, 「咪咪和豆豆」); [] when it is anything else.
+
+    Bare names need two or more, and none a relation or pet word (「猫和狗」 names nobody)."""
+    named = re.match(r"^(?:分别|都)?(?:叫做|叫|名叫|名字叫|名字是|名字分别是)", text)
+    parts = re.split(r"[和跟与、]", text[named.end() :] if named else text)
+    if not named and len(parts) < 2:
+        return []
+    words = re.compile(rf"(?:{_ZH_REL}|{_ZH_PET_WORDS})$")
+    fine = all(re.fullmatch(r"[\u4e00-\u9fff]{1,4}|[A-Za-z][a-z]+", p) and not words.match(p) for p in parts)
+    return parts if fine else []
+
+
 def _zh_thing(text: str) -> str:
     text = re.split(r"[，,；;。！!？?]|因为|所以|但是|不过|一.就", text)[0]
     text = re.sub(r"^(?:吃|喝|碰|用|玩|看|听|去|做|抽|吸)", "", text)
@@ -952,8 +972,9 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
 def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
     """(subject, subject name, rest) at the start of a Chinese clause, or None."""
     # The household speaks for the person too: 「我们全家搬到成都」 is where they live.
-    own = f"|{re.escape(name)}(?:他们)?" if name else ""
-    selves = f"(?:我们|咱们|咱|我{own})?(?:全家人?|一家(?:[三四五六七]口)?人?|一家子)|我和家人|我跟家人|我们家|咱们家|咱家|我家|我们|咱们|我{own}"
+    own = f"|{re.escape(name)}(?:他们|家)?" if name else ""
+    household = f"(?:我们|咱们|咱|我{own})?(?:全家人?|一家(?:[三四五六七]口)?人?|一家子)|我和家人|我跟家人"
+    selves = f"{household}|我们家|咱们家|咱家|我家|我们|咱们|我{own}"
     match = re.match(rf"^(?:{selves})\s*(?:的)?\s*(?P<rel>{_ZH_REL}|{_ZH_PET_WORDS})(?P<rest>.*)$", clause)
     if match:
         rel = match.group("rel")
@@ -1042,7 +1063,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             count = re.match(rf"({_ZH_NUM}|几)", raw)
             word = re.search(rf"({_ZH_REL}|{_ZH_PET_WORDS})", raw).group(1)
             relation = _ZH_RELATIONS.get(word) or ("dog_or_cat:" + word)
-            if match.group("pname"):
+            if match.group("pname") and len(zh_names(match.group("pname"))) < 2:  # 「叫咪咪和豆豆」 is a count
                 return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")), "world")
             return Reading(
                 Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"), "world"
