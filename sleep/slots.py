@@ -439,7 +439,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             "favourite",
             r"^(?:new\s+|all-time\s+|current\s+|absolute\s+)?(?:favou?rite|fave|favorite)\s+"
             r"(?P<category>[a-z]+(?: show| language)?)"
-            rf"(?:\s+{_EN_NOW})?\s+(?:is|are|'s|has to be|would be)\s+(?:now\s+)?(?P<value>[^,.;!?]+)",
+            rf"(?:\s+{_EN_NOW})?\s+(?:is|are|'s|has to be|would be|has been|has become)\s+(?:now\s+)?"
+            r"(?P<value>[^,.;!?]+)",
         ),
         (
             "likes",
@@ -687,6 +688,20 @@ _EN_OBJECT_FIRST = re.compile(
 )
 
 
+def _en_favourite_first(clause: str, *, name: str) -> str:
+    """ "Arctic Monkeys are my favourite band" said as "my favourite band is Arctic Monkeys"; "" for anything else."""
+    whose = rf"my|our|{re.escape(name)}'s" if name else "my|our"
+    match = re.match(
+        r"^(?P<value>(?!(?:it|this|that|these|those|they|he|she|which|what|who)\b)[^,;]{1,40}?)\s+"
+        r"(?:is|are|'s|'re|has become|have become|became)\s+(?:now\s+|still\s+|definitely\s+)?"
+        rf"(?:{whose})\s+(?P<favourite>(?:new\s+|current\s+|all-time\s+|absolute\s+)?(?:favou?rite|fave)\s+[a-z]+"
+        rf"(?: show| language)?)(?:\s+{_EN_NOW})?$",
+        clause,
+        re.I,
+    )
+    return f"my {match.group('favourite')} is {match.group('value')}" if match else ""
+
+
 def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None = None) -> Reading | None:
     """The fact one English clause states about the person (``name`` also stands for "I"), or None.
 
@@ -695,6 +710,9 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     clause = en_now_dropped(clause.strip().rstrip(".!;"))
     if not clause or clause.endswith("?") or _EN_HEDGE.search(clause):
         return None
+    inverted = _en_favourite_first(clause, name=name)
+    if inverted:
+        clause = inverted
     restricted = _EN_OBJECT_FIRST.match(clause)
     if restricted:
         thing = _en_thing(restricted.group("value") or restricted.group("value2"))
@@ -1096,6 +1114,16 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
         return Reading(
             Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"), "world"
         )
+    # 「五月天是我最喜欢的乐队」 says the same as 「我最喜欢的乐队是五月天」
+    whose = f"我|我们|{re.escape(name)}" if name else "我|我们"
+    inverted = re.match(
+        r"^(?P<value>(?!这|那|它|他|她|哪|谁|什么)[^，,]{1,12}?)(?:现在|如今|已经|也|一直)?(?:是|成了|成为了?|变成了?)"
+        rf"(?P<whose>{whose})(?:现在|目前|最近|如今)?(?P<favourite>最(?:喜欢|爱|喜爱)(?:听|看|吃|喝|玩|读|用|去)?的"
+        r"[\u4e00-\u9fff]{1,4})$",
+        clause,
+    )
+    if inverted:
+        clause = f"{inverted.group('whose')}{inverted.group('favourite')}是{inverted.group('value')}"
     subject = _zh_subject(clause, name=name)
     if subject is None:
         named = re.match(

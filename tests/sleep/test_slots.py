@@ -64,6 +64,8 @@ def _read(said: str) -> list[tuple[str, str, Slot]]:
         ("我最喜欢的乐队是五月天。", "这段时间我最喜欢的乐队是草东没有派对。"),
         ("我最喜欢的电影是沙丘。", "如今最喜欢的电影是奥本海默。"),
         ("我最喜欢的歌手是周杰伦。", "我最近最爱听的歌手是陈奕迅。"),
+        ("My favourite band is Radiohead.", "These days Arctic Monkeys are my favourite band."),
+        ("我最喜欢的乐队是五月天。", "最近草东是我最喜欢的乐队。"),
     ],
 )
 def test_a_favourite_said_with_a_time_word_changes_the_favourite(before, after):
@@ -109,6 +111,13 @@ def test_a_household_move_after_a_lead_in_changes_where_the_person_lives(before,
     [(_, _, old)] = _read(before)
     [(_, _, new)] = _read(after)
     assert new.attribute == "residence" and new.value == place and supersedes(new, old)
+
+
+@pytest.mark.parametrize(
+    "said", ["It's my favourite film.", "这是我最喜欢的歌。", "Pizza night is my favourite thing."]
+)
+def test_a_favourite_needs_a_kind_and_a_value(said):
+    assert _read(said) == []
 
 
 def test_where_my_family_lives_is_not_where_i_live():
