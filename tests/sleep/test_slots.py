@@ -105,6 +105,10 @@ def test_each_pet_or_relative_named_in_a_list_is_a_fact_of_its_own(said, named):
         ("We live in Leeds.", "Exciting news, my wife and I are relocating to York in June.", "york"),
         ("我住在杭州。", "告诉你个消息，我们全家下个月搬到成都。", "成都"),
         ("我们住在南京。", "跟你说个好消息我们一家三口搬去苏州了。", "苏州"),
+        ("I live in Reno.", "You'll never guess, the whole family is moving to Tulsa.", "tulsa"),
+        ("I live in Reno.", "Great news! We'll be moving to Boise in March.", "boise"),
+        ("我住在武汉。", "有个好消息，我们下个月要搬到厦门了。", "厦门"),
+        ("我住在上海。", "官宣：我们全家搬回长沙了。", "长沙"),
     ],
 )
 def test_a_household_move_after_a_lead_in_changes_where_the_person_lives(before, after, place):
