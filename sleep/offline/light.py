@@ -124,9 +124,8 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         names = slots.en_names(clause) if listing else []
         if names:
             # "We have two cats, Miso and Tofu": one named alone stands for the count ("We have a cat, Miso")
-            if len(names) == 1 and facts[-1][2] == Slot(slots.SELF, "", f"count:{listing}", "", facts[-1][2].value):
-                if facts[-1][2].value in {"a", "an", "one", "1"}:
-                    facts.pop()
+            if len(names) == 1 and facts[-1][2].attribute == f"count:{listing}" and facts[-1][2].value in {"a", "one"}:
+                facts.pop()
             facts.extend(_named(listing, names, name, chinese=False))
             continue
         listing = ""
@@ -204,6 +203,9 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             continue
         one_of = _ZH_ONE_OF.sub("", clause)
         names = slots.zh_names(one_of) if said.hint and said.hint[0] and not said.hint[1] else []
+        counted = facts[-1][2].value if facts and facts[-1][2].attribute.startswith("count:") else ""
+        if names and one_of == clause and not re.match(r"^(?:分别|都)?(?:叫|名)", clause):
+            names = names if counted == str(len(names)) else []  # bare names: as many as were just counted
         if len(names) > 1 or (names and one_of != clause):
             # 「我家有两只猫，一只叫咪咪，一只叫豆豆」, 「养了两只狗，大黄和小黑」: each one named
             facts.extend(_named(said.hint[0], names, name, chinese=True))

@@ -86,6 +86,7 @@ def test_a_favourite_said_with_a_time_word_changes_the_favourite(before, after):
         ("我养了一只狗叫旺财，还有一只猫叫咪咪。", {("dog", "旺财"), ("cat", "咪咪")}),
         ("We have two kids, both at school.", set()),
         ("我家有两只宠物，猫和狗。", set()),
+        ("我有个女儿，喜欢唱歌和跳舞。", set()),
     ],
 )
 def test_each_pet_or_relative_named_in_a_list_is_a_fact_of_its_own(said, named):
