@@ -293,6 +293,18 @@ _EN_HABIT_VERBS = (
     r"cook|bake|garden|read|write|meditate|pray|volunteer|teach|study|go|walk|train|lift|box|fish|row|sail|"
     r"collect|brew|journal|blog|stream|skateboard|golf|box|do"
 )
+# Words saying a statement holds now ("these days my favourite band is …"): they leave its slot as it is.
+_EN_NOW = (
+    r"(?:these days|nowadays|lately|recently|currently|now|right now|just now|at the moment|at present|for now|"
+    r"as of (?:now|today)|these past (?:few )?(?:days|weeks|months))"
+)
+
+
+def en_now_dropped(clause: str) -> str:
+    """``clause`` without a leading "these days" / "lately" / "now": the fact it states is the same."""
+    return re.sub(rf"^{_EN_NOW}\b,?\s*", "", clause, flags=re.I)
+
+
 _EN_SUBJECT_WORDS = r"I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|we|we're|we’re|we've|we’ve"
 _EN_NAME = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
 _NOT_NAMES = frozenset(
@@ -320,8 +332,9 @@ class Reading:
 
 def _en_relation(word: str) -> str:
     word = word.casefold()
-    if word in _EN_RELATIONS:
-        return _EN_RELATIONS[word]
+    for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "cats", "puppies"
+        if form in _EN_RELATIONS:
+            return _EN_RELATIONS[form]
     breed = _EN_BREEDS.search(word)
     return "dog_or_cat:" + breed.group(1).casefold() if breed else ""
 
@@ -378,7 +391,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "residence",
             r"^(?:just\s+|finally\s+|recently\s+)?(?:moved|relocated|'ve moved|have moved|'ve relocated|"
-            r"has moved|'s moved|am moving|'m moving)\s+(?:back\s+)?(?:to|into|over to)\s+(?P<value>[^,.;!?]+)",
+            r"has moved|'s moved|(?:am|'m|are|'re|is|'s)\s+(?:moving|relocating|going to move)|"
+            r"(?:will|'ll)\s+(?:be moving|move))\s+(?:back\s+)?(?:to|into|over to)\s+(?P<value>[^,.;!?]+)",
         ),
         ("origin", r"^(?:am|'m|is|'s|come|comes|was born)\s+(?:originally\s+)?(?:from|in)\s+(?P<value>[A-Z][^,.;!?]*)"),
         (
@@ -423,9 +437,10 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("restriction", r"^(?:avoid|avoids|stay away from|stays away from)\s+(?P<value>[^,.;!?]+)"),
         (
             "favourite",
-            r"^(?:new\s+|all-time\s+|current\s+)?(?:favou?rite|fave|favorite)\s+"
+            r"^(?:new\s+|all-time\s+|current\s+|absolute\s+)?(?:favou?rite|fave|favorite)\s+"
             r"(?P<category>[a-z]+(?: show| language)?)"
-            r"\s+(?:is|are|'s|has to be|would be)\s+(?:now\s+)?(?P<value>[^,.;!?]+)",
+            rf"(?:\s+{_EN_NOW})?\s+(?:is|are|'s|has to be|would be|has been|has become)\s+(?:now\s+)?"
+            r"(?P<value>[^,.;!?]+)",
         ),
         (
             "likes",
@@ -478,7 +493,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "has",
-            r"^(?:have|has|'ve got|have got|own|owns)\s+(?P<value>(?:an?|one|two|three|four|five|\d+)\s+[^,.;!?]+)",
+            r"^(?:have|has|'ve got|have got|has got|own|owns)\s+"
+            r"(?P<value>(?:an?|one|two|three|four|five|\d+)\s+[^,.;!?]+)",
         ),
         ("passed", r"^(?:passed away|died)\b(?P<value>[^,.;!?]*)"),
         (
@@ -493,6 +509,17 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
 def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
     """(subject, subject name, rest of the clause, subject text) at the clause start, or None."""
     name_alias = rf"|{re.escape(name)}(?:'s)?" if name else ""
+    # "My wife and I moved …" includes the speaker; "my family is moving to …" moves the speaker's household
+    # (en_read keeps only where a family lives or comes from).
+    me = rf"(?:I|{re.escape(name)})" if name else "I"
+    household = re.match(
+        rf"^(?P<who>(?:my|our|the{name_alias})\s+(?:whole\s+|entire\s+)?family(?:\s+(?:and|&)\s+{me})?|"
+        rf"(?:my|our{name_alias})\s+[a-z]+\s+(?:and|&)\s+{me})\s+(?P<rest>.*)$",
+        clause,
+        re.I,
+    )
+    if household:
+        return SELF, "", household.group("rest"), household.group("who")
     match = re.match(
         rf"^(?P<who>my|our{name_alias}(?=\s))\s+(?:(?:little|older|younger|big|baby|eldest|oldest|"
         r"youngest|new|little|two|three|old)\s+)*(?P<rel>(?:golden |black |grey |gray |white |"
@@ -523,6 +550,9 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
             "number",
             "mobile",
             "occupation",
+            "current",
+            "all",
+            "absolute",
         }:
             return None
         return SELF, "", clause[len(match.group("who")) :].strip(), match.group("who")
@@ -539,6 +569,13 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
     if match and match.group("who") not in _NOT_NAMES and match.group("who") != name:
         return "", match.group("who"), match.group("rest").strip(), match.group("who")
     return None
+
+
+def en_names(text: str) -> list[str]:
+    """The names a list of names gives ("Miso and Tofu", "named Rex, Ace and Bo"); [] when it is anything else."""
+    text = re.sub(r"^(?:(?:they're|they are|both)\s+)?(?:named|called)\s+", "", text.strip(), flags=re.I)
+    parts = re.split(r"\s*,\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+", text)
+    return parts if all(re.fullmatch(_EN_NAME, p) and p not in _NOT_NAMES for p in parts) else []
 
 
 def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
@@ -565,7 +602,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             value = number_value(raw)
         elif attribute == "residence":
             raw = re.split(r"\s+(?:with|for|because|since|to|when|where|and)\s+", raw)[0]
-            places = re.findall(rf"{_EN_NAME}(?:\s+{_EN_NAME})*", raw)
+            places = [p for p in re.findall(rf"{_EN_NAME}(?:\s+{_EN_NAME})*", raw) if p not in _NOT_NAMES]
             value = value_normalized(places[-1] if places else head_value(raw))
         elif attribute == "job":
             value = head_value(raw)
@@ -623,7 +660,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
                 return None
             named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
             count = re.match(r"(an?|one|two|three|four|five|\d+)\b", what)
-            if named:
+            if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
                 return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"), "world")
             return Reading(Slot(SELF, "", f"count:{relation}", "", count.group(1) if count else "1"), "world")
         elif attribute == "passed":
@@ -651,14 +688,31 @@ _EN_OBJECT_FIRST = re.compile(
 )
 
 
+def _en_favourite_first(clause: str, *, name: str) -> str:
+    """ "Arctic Monkeys are my favourite band" said as "my favourite band is Arctic Monkeys"; "" for anything else."""
+    whose = rf"my|our|{re.escape(name)}'s" if name else "my|our"
+    match = re.match(
+        r"^(?P<value>(?!(?:it|this|that|these|those|they|he|she|which|what|who)\b)[^,;]{1,40}?)\s+"
+        r"(?:is|are|'s|'re|has become|have become|became)\s+(?:now\s+|still\s+|definitely\s+)?"
+        rf"(?:{whose})\s+(?P<favourite>(?:new\s+|current\s+|all-time\s+|absolute\s+)?(?:favou?rite|fave)\s+[a-z]+"
+        rf"(?: show| language)?)(?:\s+{_EN_NOW})?$",
+        clause,
+        re.I,
+    )
+    return f"my {match.group('favourite')} is {match.group('value')}" if match else ""
+
+
 def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None = None) -> Reading | None:
     """The fact one English clause states about the person (``name`` also stands for "I"), or None.
 
     ``subject_hint`` (relation, name) stands in for a pronoun subject ("he's 11 now").
     """
-    clause = clause.strip().rstrip(".!;")
+    clause = en_now_dropped(clause.strip().rstrip(".!;"))
     if not clause or clause.endswith("?") or _EN_HEDGE.search(clause):
         return None
+    inverted = _en_favourite_first(clause, name=name)
+    if inverted:
+        clause = inverted
     restricted = _EN_OBJECT_FIRST.match(clause)
     if restricted:
         thing = _en_thing(restricted.group("value") or restricted.group("value2"))
@@ -672,8 +726,15 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
                 rest = clause.split()[0][clause.split()[0].index("'") :] + " " + rest
             return _en_reading(subject_hint[0], subject_hint[1], rest)
         return None
-    relation, sub_name, rest, _ = subject
-    return _en_reading(relation, sub_name, rest)
+    relation, sub_name, rest, who = subject
+    reading = _en_reading(relation, sub_name, rest)
+    if reading and re.match(r"^(?:my|the)\b.*family$", who, re.I):
+        # "My family lives in …" may be the parents' home, but "my family is moving to …" moves the speaker's
+        # household; "our family" and "Maya's family" (how a stored fact words "we") are the speaker's own.
+        moving = reading.slot.attribute == "residence" and re.search(r"\b(?:mov|relocat)", rest, re.I)
+        if not moving and reading.slot.attribute != "origin":
+            return None
+    return reading
 
 
 # ---------------------------------------------------------------- Chinese grammar
@@ -784,12 +845,29 @@ _ZH_HEDGE = re.compile(
 _ZH_TIME_LEAD = re.compile(
     r"^(?:(?:明年|今年|去年|下个?月|上个?月|这个?月|下周[一二三四五六日末天]?|上周[一二三四五六日末天]?|这周[一二三四五六日末天]?|"
     r"周[一二三四五六日末天]|星期[一二三四五六日天]|明天|后天|昨天|今天|前天|最近|现在|目前|以后|后来|上周|下周|刚才|刚刚|"
+    r"这些天|这几天|这阵子|这段时间|这些日子|这两年|这几年|近来|近期|如今|眼下|当下|"
     r"\d+月\d+[日号]?|[一二三四五六七八九十]+月[一二三四五六七八九十]+[日号]?)\s*)+"
 )
 _ZH_LEADING = re.compile(
     r"^(?:但是|但|不过|而且|其实|所以|对了|顺便说一下|顺便记一下|顺便|说实话|老实说|跟你说个事|跟你说|告诉你|嗯+|哈+|"
-    r"好吧|好的|唉|哎|诶|啊|呃|另外|还有|然后|总之|一是|二是|三是|话说|说起来|对|是的|没错|因为)+[，,、]?"
+    r"好吧|好的|唉|哎|诶|啊|呃|另外|还有|然后|总之|一是|二是|三是|话说|说起来|对|是的|没错|因为|"
+    # a lead-in announcing news (「告诉你个好消息」, 「你猜怎么着」) says nothing itself
+    r"(?:告诉你|跟你说|和你说|给你说)?(?:(?:一?个|件)(?:好|大|坏|新)?(?:消息|喜讯|事儿?)|(?:好|大|新)?(?:消息|喜讯))|"
+    r"有(?:一?个|件)(?:好|大|新)?(?:消息|喜讯|事儿?)|官宣|你猜怎么着|猜猜怎么着|猜猜看)+[，,、！!：:]?"
 )
+
+
+def zh_names(text: str) -> list[str]:
+    """The names a list gives (「叫咪咪和豆豆」, 「分别叫大黄、小黑」, 「咪咪和豆豆」); [] when it is anything else.
+
+    Bare names need two or more, and none a relation or pet word (「猫和狗」 names nobody)."""
+    named = re.match(r"^(?:分别|都)?(?:叫做|叫|名叫|名字叫|名字是|名字分别是)", text)
+    parts = re.split(r"[和跟与、]", text[named.end() :] if named else text)
+    if not named and len(parts) < 2:
+        return []
+    words = re.compile(rf"(?:{_ZH_REL}|{_ZH_PET_WORDS})$")
+    fine = all(re.fullmatch(r"[\u4e00-\u9fff]{1,4}|[A-Za-z][a-z]+", p) and not words.match(p) for p in parts)
+    return parts if fine else []
 
 
 def _zh_thing(text: str) -> str:
@@ -843,7 +921,8 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "residence",
-            r"^(?:(?:已经|刚|刚刚|上周|上个月|最近|去年|今年)*)(?:搬到|搬去|搬家到|移居|迁到|调到)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)"
+            r"^(?:已经|刚|刚刚|上周|上个月|最近|去年|今年|要|就要|快要|马上|即将|将)*"
+            r"(?:搬到|搬去|搬回到?|搬家到|搬家去|移居到?|移民到|移民去|迁到|调到)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)"
             r"(?:了|去|来|住|工作|生活|$|[，,。])",
         ),
         (
@@ -860,7 +939,9 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "favourite",
-            rf"^(?:现在|目前|一直)?最(?:喜欢|爱|喜爱)的(?P<category>{_ZH_CAT})(?:现在|目前|已经|也)?(?:是|换成|变成|改成|成了)(?:了)?\s*(?P<value>[^，,。；;！!？?]+)",
+            # 「最爱听的乐队」 names the kind with a verb; a kind not listed is its own word (「组合」)
+            rf"^(?:现在|目前|一直)?最(?:喜欢|爱|喜爱)(?:听|看|吃|喝|玩|读|用|去)?的(?P<category>{_ZH_CAT}|[\u4e00-\u9fff]{{1,4}}?)"
+            r"(?:现在|目前|已经|也|最近|如今)?(?:是|换成|变成|改成|成了)(?:了)?\s*(?P<value>[^，,。；;！!？?]+)",
         ),
         (
             "unlikes",
@@ -909,7 +990,10 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
 
 def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
     """(subject, subject name, rest) at the start of a Chinese clause, or None."""
-    selves = "我们家|咱们家|咱家|我家|我们|咱们|我" + (f"|{re.escape(name)}" if name else "")
+    # The household speaks for the person too: 「我们全家搬到成都」 is where they live.
+    own = f"|{re.escape(name)}(?:他们|家)?" if name else ""
+    household = f"(?:我们|咱们|咱|我{own})?(?:全家人?|一家(?:[三四五六七]口)?人?|一家子)|我和家人|我跟家人"
+    selves = f"{household}|我们家|咱们家|咱家|我家|我们|咱们|我{own}"
     match = re.match(rf"^(?:{selves})\s*(?:的)?\s*(?P<rel>{_ZH_REL}|{_ZH_PET_WORDS})(?P<rest>.*)$", clause)
     if match:
         rel = match.group("rel")
@@ -977,7 +1061,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         elif attribute == "diet":
             attribute, value = "diet", "vegetarian"
         elif attribute == "favourite":
-            attribute, value = f"favourite:{_ZH_CATEGORIES[match.group('category')]}", value_normalized(raw)
+            category = match.group("category")
+            attribute, value = f"favourite:{_ZH_CATEGORIES.get(category, category)}", value_normalized(raw)
         elif attribute == "unlikes":
             attribute, key, value = "likes", _zh_thing(raw), "0"
         elif attribute in {"likes", "dislikes"}:
@@ -997,7 +1082,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             count = re.match(rf"({_ZH_NUM}|几)", raw)
             word = re.search(rf"({_ZH_REL}|{_ZH_PET_WORDS})", raw).group(1)
             relation = _ZH_RELATIONS.get(word) or ("dog_or_cat:" + word)
-            if match.group("pname"):
+            if match.group("pname") and len(zh_names(match.group("pname"))) < 2:  # 「叫咪咪和豆豆」 is a count
                 return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")), "world")
             return Reading(
                 Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"), "world"
@@ -1030,6 +1115,16 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
         return Reading(
             Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"), "world"
         )
+    # 「五月天是我最喜欢的乐队」 says the same as 「我最喜欢的乐队是五月天」
+    whose = f"我|我们|{re.escape(name)}" if name else "我|我们"
+    inverted = re.match(
+        r"^(?P<value>(?!这|那|它|他|她|哪|谁|什么)[^，,]{1,12}?)(?:现在|如今|已经|也|一直)?(?:是|成了|成为了?|变成了?)"
+        rf"(?P<whose>{whose})(?:现在|目前|最近|如今)?(?P<favourite>最(?:喜欢|爱|喜爱)(?:听|看|吃|喝|玩|读|用|去)?的"
+        r"[\u4e00-\u9fff]{1,4})$",
+        clause,
+    )
+    if inverted:
+        clause = f"{inverted.group('whose')}{inverted.group('favourite')}是{inverted.group('value')}"
     subject = _zh_subject(clause, name=name)
     if subject is None:
         named = re.match(

@@ -157,8 +157,13 @@ def third_person_en(clause: str, name: str) -> str:
     text = clause.replace("’", "'")
     for first, verb in _EN_PERSONAL.items():
         text = re.sub(rf"^{re.escape(first)}\b", f"{name} {verb}", text, flags=re.I)
-    text = re.sub(r"^we're\b", f"{name}'s family is", text, flags=re.I)
-    text = re.sub(r"^we've\b", f"{name}'s family has", text, flags=re.I)
+    text = re.sub(
+        r"^we'(re|ve|ll|d)\b",
+        lambda m: f"{name}'s family {dict(re='is', ve='has', ll='will', d='would')[m.group(1).casefold()]}",
+        text,
+        flags=re.I,
+    )
+    text = re.sub(r"^the (whole |entire )?family\b", rf"{name}'s \1family", text, flags=re.I)
     words = text.split()
     if words and words[0].casefold() in {"i", "we"}:
         subject = name if words[0].casefold() == "i" else f"{name}'s family"

@@ -27,7 +27,8 @@ _EN_CLAUSE_SPLIT = re.compile(
 _EN_LEADING = re.compile(
     r"^(?:(?:oh|and|but|so|also|honestly|actually|btw|by the way|well|okay|ok|yeah|yes|hey|hi|hello|plus|anyway|"
     r"lol|haha|um|uh|fyi|guess what|just so you know|for the record|fun fact|not gonna lie|tbh|ngl|oh and|"
-    r"big news|quick one|news|update|heads up|funny thing|oh yeah)\b[\s!.,:]*)+",
+    r"big news|quick one|news|update|heads up|funny thing|oh yeah|(?:good|great|exciting|some|huge) news|"
+    r"you'll never guess|you won't believe it)\b[\s!.,:]*)+",
     re.I,
 )
 # A clause opening with one of these has a subject of its own that is not the speaker.
@@ -40,6 +41,12 @@ _ZH_CLAUSE_SPLIT = re.compile(r"[，,：:；;、]")
 _ZH_FILLER = re.compile(r"^(?:哈|呵|嗯|啊|呀|吧|嘿|哎|唉|lol|haha)+$")
 _ZH_ORDINAL = re.compile(
     r"^(?P<which>大|小|老大|老二|老三|大的|小的)的?(?:叫|名叫)(?P<name>[\u4e00-\u9fffA-Za-z]{1,6})$"
+)
+# 「一只叫咪咪」, 「另一只叫豆豆」: one of the relatives or pets just counted
+_ZH_ONE_OF = re.compile(r"^(?:另外|另|其中)?一(?:只|个|条|位|头|匹)")
+# 「一只猫叫咪咪」: a counted relative or pet
+_ZH_COUNTED = re.compile(
+    rf"^(?:{slots._ZH_NUM}|几)\s*(?:个|只|条|位|头|匹)\s*(?:{slots._ZH_REL}|{slots._ZH_PET_WORDS})"
 )
 # The relation words a fact names its subject with, by slot relation.
 _EN_RELATION_WORDS = {
@@ -68,21 +75,42 @@ def _subject_text(slot: Slot, name: str, *, chinese: bool) -> str:
     return f"{name}'s {word} {own}".strip() if word else own
 
 
+def _named(relation: str, names: list[str], name: str, *, chinese: bool) -> list[tuple[str, str, Slot]]:
+    """One fact per named relative or pet of a list ("two cats, Miso and Tofu"), in the slot naming them alone does."""
+    if chinese:
+        who = _subject_text(Slot(relation, "", "", "", ""), name, chinese=True)
+        return [("world", f"{who}叫{n}", Slot(relation, n, "name", "", n)) for n in names]
+    word = relation.split(":")[-1]
+    return [("world", f"{name} has a {word} named {n}", Slot(relation, n.casefold(), "exists", "", "+")) for n in names]
+
+
+# "I have a dog called Rex and a cat named Luna": each thing had is a clause of its own.
+_EN_HAD = re.compile(r"^(?P<head>.*?\b(?:have|has|'ve got|have got|own|owns))\s+(?P<things>.+)$", re.I)
+_EN_COUNTED = r"(?:an?|one|two|three|four|five|six|\d+)\s"
+_EN_THINGS_SPLIT = re.compile(rf"\s*,?\s+and\s+(?={_EN_COUNTED})|\s*,\s*(?={_EN_COUNTED})", re.I)
+
+
 def _en_clauses(sentence: str) -> list[str]:
     sentence = sentence.strip().rstrip(".!")
     lead = re.match(r"^([^:]{1,30}):\s+(?=\S)", sentence)
-    if lead and len(lead.group(1).split()) <= 4 and "@" not in lead.group(1):
+    # "Big news: …" heads what follows; "We've got three dogs: Rex, Ace and Bo" says something itself
+    if lead and len(lead.group(1).split()) <= 4 and not re.search(r"@|\b(?:I|we|my|our)\b", lead.group(1), re.I):
         sentence = sentence[lead.end() :]
     clauses = []
     for clause in _EN_CLAUSE_SPLIT.split(sentence):
-        clause = _EN_LEADING.sub("", clause.strip()).strip()
-        if clause:
-            clauses.append(clause[0].upper() + clause[1:] if clause[:2].casefold() == "i " else clause)
+        clause = slots.en_now_dropped(_EN_LEADING.sub("", clause.strip()).strip())
+        if not clause:
+            continue
+        clause = clause[0].upper() + clause[1:] if clause[:2].casefold() == "i " else clause
+        had = _EN_HAD.match(clause)
+        things = _EN_THINGS_SPLIT.split(had.group("things")) if had else []
+        clauses.extend([f"{had.group('head')} {thing}" for thing in things] if len(things) > 1 else [clause])
     return clauses
 
 
 def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slot]]:
     facts: list[tuple[str, str, Slot]] = []
+    listing = ""  # the relation whose members the clauses are naming
     if sentence.rstrip().endswith("?"):
         return facts
     for clause in _en_clauses(sentence):
@@ -90,8 +118,28 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         if used != clause:
             said.past_like = used  # "I used to like X" sets up a change stated next, it is not a fact itself
             continue
+        had = facts[-1][2].attribute.startswith("count:") or facts[-1][2].attribute == "exists" if facts else False
+        if had and re.match(_EN_COUNTED, clause, re.I):
+            clause = f"I have {clause}"  # "…, and a cat named Luna" goes on with the list of what they have
+        names = slots.en_names(clause) if listing else []
+        if names:
+            # "We have two cats, Miso and Tofu": one named alone stands for the count ("We have a cat, Miso")
+            if len(names) == 1 and facts[-1][2].attribute == f"count:{listing}" and facts[-1][2].value in {"a", "one"}:
+                facts.pop()
+            facts.extend(_named(listing, names, name, chinese=False))
+            continue
+        listing = ""
         reading = slots.en_read(clause, name="", subject_hint=said.hint)
         text = clause
+        listed = re.search(r"\s(?:named|called)\s+(.+)$", clause) if reading else None
+        if listed and reading.slot.attribute.startswith("count:") and slots.en_names(listed.group(1)):
+            # "I have two cats named Miso and Tofu": the count, then each one named
+            relation = reading.slot.attribute.split(":", 1)[1]
+            facts.append(("world", third_person_en(clause[: listed.start()], name), reading.slot))
+            facts.extend(_named(relation, slots.en_names(listed.group(1)), name, chinese=False))
+            said.hint, said.hint_text = (relation, ""), ""
+            listing = relation
+            continue
         if reading is None and said.hint is None and not _EN_NOT_SUBJECTLESS.match(clause):
             # A clause with no subject of its own speaks for the speaker ("Can't stand cilantro", "retired").
             for prefix in ("I ", "I'm "):
@@ -132,6 +180,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             said.hint, said.hint_text = ("", slot.name), slot.name.title()
         if slot.attribute.startswith("count:"):
             said.hint, said.hint_text = (slot.attribute.split(":", 1)[1], ""), ""
+            listing = slot.attribute.split(":", 1)[1]  # names may follow ("two cats, Miso and Tofu")
         if said.past_like and slot.attribute == "likes" and slot.value == "+":
             content = f"{content} (used to like {said.past_like})"
             said.past_like = ""
@@ -152,6 +201,18 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         if past:
             said.past_like = past.group(1)  # 「以前我喜欢 X」 sets up a change stated next
             continue
+        one_of = _ZH_ONE_OF.sub("", clause)
+        names = slots.zh_names(one_of) if said.hint and said.hint[0] and not said.hint[1] else []
+        counted = facts[-1][2].value if facts and facts[-1][2].attribute.startswith("count:") else ""
+        if names and one_of == clause and not re.match(r"^(?:分别|都)?(?:叫|名)", clause):
+            names = names if counted == str(len(names)) else []  # bare names: as many as were just counted
+        if len(names) > 1 or (names and one_of != clause):
+            # 「我家有两只猫，一只叫咪咪，一只叫豆豆」, 「养了两只狗，大黄和小黑」: each one named
+            facts.extend(_named(said.hint[0], names, name, chinese=True))
+            continue
+        had = facts and (facts[-1][2].attribute.startswith("count:") or facts[-1][2].attribute in {"name", "exists"})
+        if had and re.match(_ZH_COUNTED, clause):
+            clause = "我有" + clause  # 「…，还有一只猫叫咪咪」 goes on with the list of what they have
         ordinal = _ZH_ORDINAL.match(clause)
         if ordinal and said.hint and said.hint[0]:
             relation = said.hint[0]
@@ -162,6 +223,16 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             continue
         reading = slots.zh_read(clause, name="")
         text = clause
+        listed = re.search(r"(?:叫做|叫|名叫|名字叫|名字是)(.+)$", clause) if reading else None
+        if listed and reading.slot.attribute.startswith("count:") and slots.zh_names(listed.group(1)):
+            # 「我养了两只猫叫咪咪和豆豆」: the count, then each one named
+            relation = reading.slot.attribute.split(":", 1)[1]
+            content = third_person_zh(clause[: listed.start()], name).rstrip("，, ")
+            facts.append(("world", content, reading.slot))
+            facts.extend(_named(relation, slots.zh_names(listed.group(1)), name, chinese=True))
+            said.hint = (relation, "")
+            said.hint_text = _subject_text(Slot(relation, "", "", "", ""), name, chinese=True)
+            continue
         if reading is None and said.hint is not None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
             hinted = slots._zh_reading(said.hint[0], said.hint[1], clause)
             if hinted is not None and hinted.slot.attribute not in {"activity"}:

@@ -26,6 +26,8 @@ def test_chinese_told_about_the_person_never_says_their_name_is_their_name(said,
         ("I'm called Sam", ""),
         ("My daughter's name is Lily", "Sam's daughter's name is Lily"),
         ("I play the cello", "Sam plays the cello"),
+        ("We'll be moving to Denver", "Sam's family will be moving to Denver"),
+        ("The whole family is moving to Austin", "Sam's whole family is moving to Austin"),
     ],
 )
 def test_english_told_about_the_person_never_says_their_name_is_their_name(said, told):

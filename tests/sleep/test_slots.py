@@ -44,3 +44,86 @@ def test_numbers_and_negations_decide_a_slot():
     assert not supersedes(slot_read("Raj likes tea", name="Raj"), likes)  # likes coexist
     assert restates(slot_read("Leo 住在杭州", name="Leo"), slot_read("Leo 现在住在杭州", name="Leo"))
     assert Slot.from_body({"slot": {"attribute": "job", "value": "Nurse "}}) == Slot("self", "", "job", "", "nurse")
+
+
+def _read(said: str) -> list[tuple[str, str, Slot]]:
+    name = "小雨" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "Sam"
+    facts = facts_read(said, name=name)
+    for _, content, slot in facts:
+        assert slot_read(content, name=name) == slot  # the stored wording reads back into the slot it was written in
+    return facts
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("My favourite band is Radiohead.", "These days my favourite band is Arctic Monkeys."),
+        ("My favorite film is Alien.", "Lately my favorite film is Dune."),
+        ("My favourite food is pho.", "My favourite food these days is ramen."),
+        ("My fave drink is tea.", "Right now my current fave drink is matcha."),
+        ("我最喜欢的乐队是五月天。", "这段时间我最喜欢的乐队是草东没有派对。"),
+        ("我最喜欢的电影是沙丘。", "如今最喜欢的电影是奥本海默。"),
+        ("我最喜欢的歌手是周杰伦。", "我最近最爱听的歌手是陈奕迅。"),
+        ("My favourite band is Radiohead.", "These days Arctic Monkeys are my favourite band."),
+        ("我最喜欢的乐队是五月天。", "最近草东是我最喜欢的乐队。"),
+    ],
+)
+def test_a_favourite_said_with_a_time_word_changes_the_favourite(before, after):
+    [(_, _, old)] = _read(before)
+    [(kind, _, new)] = _read(after)
+    assert kind == "preference" and supersedes(new, old)
+
+
+@pytest.mark.parametrize(
+    ("said", "named"),
+    [
+        ("We have two cats, Miso and Tofu.", {("cat", "miso"), ("cat", "tofu")}),
+        ("I have a dog called Rex and a cat named Luna.", {("dog", "rex"), ("cat", "luna")}),
+        ("We've got three dogs: Rex, Ace and Bo.", {("dog", "rex"), ("dog", "ace"), ("dog", "bo")}),
+        ("I have two kids named Ben and Mia.", {("child", "ben"), ("child", "mia")}),
+        ("我家有两只猫，一只叫咪咪，一只叫豆豆。", {("cat", "咪咪"), ("cat", "豆豆")}),
+        ("我养了两只狗，分别叫大黄和小黑。", {("dog", "大黄"), ("dog", "小黑")}),
+        ("我养了一只狗叫旺财，还有一只猫叫咪咪。", {("dog", "旺财"), ("cat", "咪咪")}),
+        ("We have two kids, both at school.", set()),
+        ("我家有两只宠物，猫和狗。", set()),
+        ("我有个女儿，喜欢唱歌和跳舞。", set()),
+    ],
+)
+def test_each_pet_or_relative_named_in_a_list_is_a_fact_of_its_own(said, named):
+    facts = _read(said)
+    assert {(slot.subject, slot.name) for _, _, slot in facts if slot.name} == named
+    for subject, own in named:  # one fact per name, naming that one only
+        [content] = [content for _, content, slot in facts if (slot.subject, slot.name) == (subject, own)]
+        others = {other for _, other in named} - {own}
+        assert own in content.casefold() and not any(other in content.casefold() for other in others)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "place"),
+    [
+        ("I live in Boston.", "Guess what — we're moving to Denver next month.", "denver"),
+        ("I live in Portland.", "Big news: my family is moving to Austin.", "austin"),
+        ("We live in Leeds.", "Exciting news, my wife and I are relocating to York in June.", "york"),
+        ("我住在杭州。", "告诉你个消息，我们全家下个月搬到成都。", "成都"),
+        ("我们住在南京。", "跟你说个好消息我们一家三口搬去苏州了。", "苏州"),
+        ("I live in Reno.", "You'll never guess, the whole family is moving to Tulsa.", "tulsa"),
+        ("I live in Reno.", "Great news! We'll be moving to Boise in March.", "boise"),
+        ("我住在武汉。", "有个好消息，我们下个月要搬到厦门了。", "厦门"),
+        ("我住在上海。", "官宣：我们全家搬回长沙了。", "长沙"),
+    ],
+)
+def test_a_household_move_after_a_lead_in_changes_where_the_person_lives(before, after, place):
+    [(_, _, old)] = _read(before)
+    [(_, _, new)] = _read(after)
+    assert new.attribute == "residence" and new.value == place and supersedes(new, old)
+
+
+@pytest.mark.parametrize(
+    "said", ["It's my favourite film.", "这是我最喜欢的歌。", "Pizza night is my favourite thing."]
+)
+def test_a_favourite_needs_a_kind_and_a_value(said):
+    assert _read(said) == []
+
+
+def test_where_my_family_lives_is_not_where_i_live():
+    assert _read("My family lives in Ohio.") == []  # perhaps the parents' home; "we live" and a move are the person's

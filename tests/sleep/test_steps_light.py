@@ -82,6 +82,25 @@ def test_offline_light_sleep_keeps_each_conversations_language(leo, maya):
     assert not any(is_chinese(fact) for fact in maya_facts)
 
 
+def test_offline_light_sleep_remembers_each_pet_of_a_list_by_name(leo, maya):
+    _talk(leo, [(Role.USER, "我家有两只猫，一只叫咪咪，一只叫豆豆。"), (Role.ASSISTANT, "好可爱。")])
+    _talk(maya, [(Role.USER, "We have two cats, Miso and Tofu."), (Role.ASSISTANT, "Cute!")])
+
+    light_sleep(_ctx())
+
+    named = {
+        (memory.person.slug, memory.body["slot"]["name"]): memory.content
+        for memory in SemanticMemory.objects.select_related("person")
+        if memory.body.get("slot", {}).get("name")
+    }
+    assert named == {
+        ("leo", "咪咪"): "Leo的猫叫咪咪",
+        ("leo", "豆豆"): "Leo的猫叫豆豆",
+        ("maya", "miso"): "Maya has a cat named Miso",
+        ("maya", "tofu"): "Maya has a cat named Tofu",
+    }
+
+
 def test_facts_of_a_conversation_reached_through_a_mapped_account_are_the_persons(leo):
     conversation = _talk(None, [(Role.USER, "I'm a nurse and I live in Lisbon."), (Role.ASSISTANT, "Nice!")])
     conversation.chat_id = "4242"
