@@ -402,7 +402,14 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "job",
-            r"^(?:now\s+|currently\s+|still\s+)?(?:work|works|am working|'m working)\s+as\s+(?:an?\s+)?"
+            r"^(?:now\s+|currently\s+|still\s+|just\s+|recently\s+)?(?:work|works|am working|'m working|"
+            r"(?:have\s+|'ve\s+)?(?:started|began|begun) working)\s+as\s+(?:an?\s+)?(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "job",
+            # A new job told as news: "just started a new job as a pharmacist", "got a position as a nurse".
+            r"^(?:just\s+|recently\s+)?(?:have\s+|'ve\s+)?(?:started|began|begun|got|took|landed|accepted)\s+"
+            r"(?:(?:a|my)\s+(?:new\s+|first\s+)?|(?:new|first)\s+)(?:job|position|role)\s+as\s+(?:an?\s+)?"
             r"(?P<value>[^,.;!?]+)",
         ),
         (

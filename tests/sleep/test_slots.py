@@ -75,6 +75,24 @@ def test_a_favourite_said_with_a_time_word_changes_the_favourite(before, after):
 
 
 @pytest.mark.parametrize(
+    ("said", "job"),
+    [
+        ("I just started a new job as a pharmacist in Leeds.", "pharmacist"),
+        ("I've started working as a nurse.", "nurse"),
+        ("I landed my first job as a software engineer!", "software engineer"),
+        ("I recently got a role as a barista at a cafe.", "barista"),
+        ("I took the job as a favour to him.", None),  # "as a favour" is no job
+        ("I started a new job last week.", None),  # news, but no job named
+    ],
+)
+def test_a_new_job_told_as_news_is_the_persons_job(said, job):
+    slot = slot_read(said, name="Kai")
+    assert (slot.value if slot else None) == job
+    if job:
+        assert slot.attribute == "job" and supersedes(slot, slot_read("I'm a teacher.", name="Kai"))
+
+
+@pytest.mark.parametrize(
     ("said", "named"),
     [
         ("We have two cats, Miso and Tofu.", {("cat", "miso"), ("cat", "tofu")}),
