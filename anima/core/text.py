@@ -92,6 +92,9 @@ KEYWORD_STOPWORDS = FUNCTION_WORDS | frozenset(
     "today tomorrow yesterday morning night well okay thanks thank haha feel felt said says like got get gets went "
     "gone definitely completely mostly better worse probably actually little less lots kind sure good great always "
     "never ever every anything something nothing time times tonight".split()
+    # Chinese time and filler words jieba tags as nouns in running text (「等会儿」「时候」).
+    + "会儿 一会儿 等会儿 时候 东西 事情 时间 样子 地方 办法 一下 一点 有点 今天 明天 昨天 晚上 早上 上午 下午 "
+    "现在 刚才 以后 之前 感觉 真的 还是 那个 这个 什么 怎么 怎么样 为什么".split()
 )
 
 
@@ -113,7 +116,7 @@ def text_keywords(text: str, *, count: int, script: str = "") -> list[str]:
         if word.isascii():
             if len(word) < 4 or not word.isalpha() or word.casefold() in KEYWORD_STOPWORDS:
                 continue
-        elif len(word) < 2 or not _CJK_RE.search(word):
+        elif len(word) < 2 or not _CJK_RE.search(word) or word in KEYWORD_STOPWORDS:
             continue
         words.append(word)
     return words[:count]

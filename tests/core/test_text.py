@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anima.core.text import third_person_en, third_person_zh
+from anima.core.text import text_keywords, third_person_en, third_person_zh
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,9 @@ def test_english_told_about_the_person_never_says_their_name_is_their_name(said,
 @given(st.text(alphabet="我叫是的 Leo，。abc", max_size=40))
 def test_no_self_naming_survives_in_chinese(said):
     assert "Leo 叫 Leo" not in third_person_zh(said, "Leo")
+
+
+def test_chinese_time_and_filler_words_are_no_keywords():
+    words = text_keywords("等会儿我们去吃火锅，过一会儿再说。那个时候东西很多，今天的火锅店很热闹", count=4)
+
+    assert words and all("火锅" in word for word in words)
