@@ -94,12 +94,17 @@ def same_slot(a: Slot, b: Slot) -> bool:
 
 
 def restates(a: Slot, b: Slot) -> bool:
-    return same_slot(a, b) and a.value == b.value
+    return same_slot(a, b) and _same_value(a.value, b.value)
 
 
 def supersedes(newer: Slot, older: Slot) -> bool:
     """``newer`` replaces ``older``: the same slot with another value (a number, a polarity, a place…)."""
-    return same_slot(newer, older) and newer.value != older.value
+    return same_slot(newer, older) and not _same_value(newer.value, older.value)
+
+
+def _same_value(a: str, b: str) -> bool:
+    # Slots stored before numbers had one spelling may hold "two" where a new reading says "2".
+    return a == b or number_value(a) == number_value(b)
 
 
 # ---------------------------------------------------------------- numbers and values
@@ -107,11 +112,43 @@ def supersedes(newer: Slot, older: Slot) -> bool:
 _CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 
 
+_EN_UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen"
+).split()
+_EN_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+# A number spelled in English words, 0-99: "seven", "twenty-one", "forty two".
+EN_NUMBER_WORDS = rf"(?:(?:{'|'.join(_EN_TENS)})(?:[- ](?:{'|'.join(_EN_UNITS[1:10])}))?|{'|'.join(_EN_UNITS)})"
+
+
+def _en_number(text: str) -> int | None:
+    words = re.split(r"[- ]", text.casefold())
+    if len(words) == 1 and words[0] in _EN_UNITS:
+        return _EN_UNITS.index(words[0])
+    if words[0] in _EN_TENS and (len(words) == 1 or (len(words) == 2 and words[1] in _EN_UNITS[1:10])):
+        return _EN_TENS[words[0]] + (_EN_UNITS.index(words[1]) if len(words) == 2 else 0)
+    return None
+
+
 def number_value(text: str) -> str:
-    """ "8", "八", "二十八", "６" → "8" / "28" / "6"; other text unchanged."""
+    """ "8", "八", "二十八", "６", "eight", "twenty-eight" → "8" / "28" / "6" / "8" / "28"; other text unchanged.
+
+    One spelling for a number whatever the language it was said in: "two cats" and later "2 cats" restate.
+    """
     text = text.strip()
     if text.isdigit():
         return str(int(text))
+    if (spelled := _en_number(text)) is not None:
+        return str(spelled)
     if text and all(ch in _CN_DIGITS or ch in "十百" for ch in text):
         total, current = 0, 0
         for ch in text:
@@ -381,6 +418,13 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"(?P<value>\d{1,3})(?!\s*(?:%|percent|km|miles|kg|lbs|minutes|hours|times|o'clock|pm|am|:|\.\d|,\d|-year))",
         ),
         ("age", r"^(?:am|is|'m|'s)\s+(?P<value>\d{1,3})-year-old\b"),
+        (
+            "age",
+            # Spelled out, the number must end the clause ("she's seven", "he turned eight years old"): "is one
+            # of my friends" is no age.
+            rf"^(?:am|is|'m|'s|turned|just turned|will be|'ll be|is turning|'s turning|turns)\s+"
+            rf"(?P<value>{EN_NUMBER_WORDS})(?:\s+years?\s+old)?(?:\s+(?:now|already|today|this year))?\s*[.!?]*\s*$",
+        ),
         ("zodiac", r"^(?:was|were)\s+born\s+in\s+the\s+year\s+of\s+the\s+(?P<value>[a-z]+)"),
         (
             "residence",
@@ -666,10 +710,11 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             if not relation:
                 return None
             named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
-            count = re.match(r"(an?|one|two|three|four|five|\d+)\b", what)
+            count = re.match(rf"(an?|{EN_NUMBER_WORDS}|\d+)\b", what)
             if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
                 return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"), "world")
-            return Reading(Slot(SELF, "", f"count:{relation}", "", count.group(1) if count else "1"), "world")
+            counted = "1" if not count or count.group(1) in {"a", "an"} else number_value(count.group(1))
+            return Reading(Slot(SELF, "", f"count:{relation}", "", counted), "world")
         elif attribute == "passed":
             attribute, value = "alive", "no"
         elif attribute == "achieved":

@@ -124,7 +124,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         names = slots.en_names(clause) if listing else []
         if names:
             # "We have two cats, Miso and Tofu": one named alone stands for the count ("We have a cat, Miso")
-            if len(names) == 1 and facts[-1][2].attribute == f"count:{listing}" and facts[-1][2].value in {"a", "one"}:
+            if len(names) == 1 and facts[-1][2].attribute == f"count:{listing}" and facts[-1][2].value == "1":
                 facts.pop()
             facts.extend(_named(listing, names, name, chinese=False))
             continue

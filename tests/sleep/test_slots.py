@@ -145,3 +145,14 @@ def test_a_favourite_needs_a_kind_and_a_value(said):
 
 def test_where_my_family_lives_is_not_where_i_live():
     assert _read("My family lives in Ohio.") == []  # perhaps the parents' home; "we live" and a move are the person's
+
+
+def test_a_number_is_one_value_whether_spelled_or_in_digits():
+    two, digits = slot_read("I have two cats.", name="Kai"), slot_read("I have 2 cats.", name="Kai")
+    seven, eight = slot_read("My daughter is seven.", name="Kai"), slot_read("My daughter turned 8!", name="Kai")
+    two_cats = slot_read("我有两只猫。", name="凯")
+
+    assert restates(digits, two) and two.value == two_cats.value == "2"
+    assert (seven.attribute, seven.value) == ("age", "7") and supersedes(eight, seven)
+    assert slot_read("I am twenty-one now.", name="Kai").value == "21"
+    assert slot_read("My son is one of the best players.", name="Kai") is None  # no age: the number goes on
