@@ -7,16 +7,13 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
 
-from anima.core.db import read_alias, search_cancelled_as_timeout
+from anima.core.db import read_alias, search_cancelled_as_timeout, search_transaction
 from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_texts, embedding_model
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
@@ -96,7 +93,7 @@ def hybrid_search(
             pending = _query_vector_start(text=text, alias=alias)
         dense = _query_vector_wait(pending)
         if dense is not None:
-            with _recall_transaction(alias) as (cursor, restore):
+            with search_transaction(using=alias) as (cursor, restore):
                 rows += _dense_rows(cursor, dense=dense, sources=sources, pool=pool, restore=restore)
     return score_fuse(rows=rows)
 
@@ -113,17 +110,6 @@ def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, st
     return model, ""
 
 
-@contextmanager
-def _recall_transaction(alias: str) -> Iterator[tuple[Any, bool]]:
-    """A cursor in a transaction, and whether settings changed in it must be restored (search_fetch, dense_fetch).
-
-    Outside a caller's transaction the block's own ends with it, and so do its settings.
-    """
-    restore = connections[alias].in_atomic_block
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        yield cursor, restore
-
-
 def _keyword_rows(
     alias: str, *, query: SearchQuery, sources: Sequence[SourceSpec], keyword: Sequence[str], pool: int
 ) -> list[tuple]:
@@ -132,7 +118,7 @@ def _keyword_rows(
     statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
     if statement is None:
         return []
-    with _recall_transaction(alias) as (cursor, restore):
+    with search_transaction(using=alias) as (cursor, restore):
         started = time.perf_counter()
         found = search_fetch(cursor, *statement, restore=restore)
         observe_recall(branch="keyword", seconds=time.perf_counter() - started)
