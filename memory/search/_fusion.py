@@ -213,17 +213,20 @@ def score_fuse(*, rows: Sequence[tuple[str, str, int, int, float]]) -> list[Hit]
         mean = statistics.fmean(values)
         spread = statistics.pstdev(values, mu=mean)
         # All equal (often: a single candidate): each is as good a match as the branch has.
-        for hit, score in members:
-            z[(hit.source, hit.id, branch)] = (score - mean) / spread if spread else 1.0
-        lowest[(branch, group_source)] = min((score - mean) / spread if spread else 1.0 for score in values)
-    present = {branch for branch, _ in groups}
-    total = sum(BRANCH_WEIGHTS[branch] for branch in present) or 1.0
+        scaled = [(score - mean) / spread if spread else 1.0 for score in values]
+        for (hit, _), value in zip(members, scaled, strict=True):
+            z[(hit.source, hit.id, branch)] = value
+        lowest[(branch, group_source)] = min(scaled)
+    # A source the branch found nothing in: the hit is below every candidate the branch had.
+    branch_lowest: dict[str, float] = {}
+    for (branch, _), value in lowest.items():
+        branch_lowest[branch] = min(value, branch_lowest.get(branch, value))
+    total = sum(BRANCH_WEIGHTS[branch] for branch in branch_lowest) or 1.0
     for hit in hits.values():
         mixed = 0.0
-        for branch in present:
+        for branch in branch_lowest:
             group = (branch, "" if branch == "dense" else hit.source)
-            # A source the branch found nothing in: the hit is below every candidate the branch had.
-            floor = lowest.get(group, min(value for key, value in lowest.items() if key[0] == branch))
+            floor = lowest.get(group, branch_lowest[branch])
             mixed += BRANCH_WEIGHTS[branch] * z.get((hit.source, hit.id, branch), floor)
         hit.score = _normal_cdf(mixed / total)
     return sorted(hits.values(), key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.source, hit.id))
