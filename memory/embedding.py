@@ -75,13 +75,16 @@ def embed_pending_count(*, model: EmbeddingModel) -> int:
     return total
 
 
-def _pending_batch(*, kind: str, model: EmbeddingModel, size: int) -> list[tuple]:
+def _pending_batch(*, kind: str, model: EmbeddingModel, size: int, below: int | None) -> list[tuple]:
+    """The next ``size`` pending rows, newest first, with ids under ``below`` (the last batch's lowest): each
+    batch starts where the last ended instead of walking again past every row already embedded above it."""
     _, _, text_sql, person_sql, conversation_sql = _EMBEDDABLE[kind]
     select = f"t.id, left({text_sql}, {PASSAGE_CHARS}), {person_sql}, {conversation_sql}"
+    below_sql = "" if below is None else " AND t.id < %(below)s"
     with connection.cursor() as cursor:
         cursor.execute(
-            _pending_sql(kind, select) + " ORDER BY t.id DESC LIMIT %(size)s",
-            {"kind": kind, "model": model.name, "size": size},
+            _pending_sql(kind, select) + below_sql + " ORDER BY t.id DESC LIMIT %(size)s",
+            {"kind": kind, "model": model.name, "size": size, "below": below},
         )
         return cursor.fetchall()
 
@@ -138,13 +141,15 @@ def embed_backfill_run(
         model=model.name, available=True, pending=embed_pending_count(model=model) if progress else 0
     )
     for kind in _EMBEDDABLE:
+        below = None  # rows written during the run (above the first batch) wait for the next run
         while limit is None or report.embedded < limit:
             if max_seconds is not None and time.monotonic() - started >= max_seconds:
                 break
             size = batch if limit is None else min(batch, limit - report.embedded)
-            rows = _pending_batch(kind=kind, model=model, size=size)
+            rows = _pending_batch(kind=kind, model=model, size=size, below=below)
             if not rows:
                 break
+            below = rows[-1][0]
             vectors = embed_texts([row[1] for row in rows], kind="passage")
             vectors_store(
                 kind=kind,

@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from django.conf import settings
@@ -148,13 +149,22 @@ def search_cancelled_as_timeout(*, what: str) -> Iterator[None]:
 
 
 @contextmanager
+def search_transaction(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[tuple[Any, bool]]:
+    """A cursor in a transaction, and whether settings changed in it must be restored (``settings_local``).
+
+    Outside a caller's transaction the block's own ends with it, and so do its settings.
+    """
+    restore = connections[using].in_atomic_block
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        yield cursor, restore
+
+
+@contextmanager
 def search_time_limit(*, what: str, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """The block's queries in one transaction, each under ANIMA_RECALL_TIMEOUT; one past it raises SearchTimeout."""
-    restore = connections[using].in_atomic_block
     with (
         search_cancelled_as_timeout(what=what),
-        transaction.atomic(using=using),
-        connections[using].cursor() as cursor,
+        search_transaction(using=using) as (cursor, restore),
         settings_local(cursor, search_timeout_setting(), restore=restore),
     ):
         yield

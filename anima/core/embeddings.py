@@ -198,7 +198,8 @@ def embed_texts(texts: Sequence[str], *, kind: Kind = "passage") -> list[list[fl
     texts = [text or " " for text in texts]
     if kind != "query":
         return provider.embed(texts, kind=kind)
-    keys = [(_config_key(), text) for text in texts]
+    config = _config_key()
+    keys = [(config, text) for text in texts]
     with _state_lock:
         cached = [_query_vectors.get(key) for key in keys]
         for key, vector in zip(keys, cached, strict=True):
@@ -209,7 +210,7 @@ def embed_texts(texts: Sequence[str], *, kind: Kind = "passage") -> list[list[fl
         made = dict(zip(missing, provider.embed(missing, kind=kind), strict=True))
         with _state_lock:
             for text, vector in made.items():
-                _query_vectors[(_config_key(), text)] = vector
+                _query_vectors[(config, text)] = vector
             while len(_query_vectors) > QUERY_CACHE_SIZE:
                 _query_vectors.popitem(last=False)
         cached = [vector if vector is not None else made[text] for text, vector in zip(texts, cached, strict=True)]

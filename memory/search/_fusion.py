@@ -7,16 +7,13 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
 
-from anima.core.db import read_alias, search_cancelled_as_timeout
+from anima.core.db import read_alias, search_cancelled_as_timeout, search_transaction
 from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_texts, embedding_model
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
@@ -96,7 +93,7 @@ def hybrid_search(
             pending = _query_vector_start(text=text, alias=alias)
         dense = _query_vector_wait(pending)
         if dense is not None:
-            with _recall_transaction(alias) as (cursor, restore):
+            with search_transaction(using=alias) as (cursor, restore):
                 rows += _dense_rows(cursor, dense=dense, sources=sources, pool=pool, restore=restore)
     return score_fuse(rows=rows)
 
@@ -113,17 +110,6 @@ def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, st
     return model, ""
 
 
-@contextmanager
-def _recall_transaction(alias: str) -> Iterator[tuple[Any, bool]]:
-    """A cursor in a transaction, and whether settings changed in it must be restored (search_fetch, dense_fetch).
-
-    Outside a caller's transaction the block's own ends with it, and so do its settings.
-    """
-    restore = connections[alias].in_atomic_block
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        yield cursor, restore
-
-
 def _keyword_rows(
     alias: str, *, query: SearchQuery, sources: Sequence[SourceSpec], keyword: Sequence[str], pool: int
 ) -> list[tuple]:
@@ -132,7 +118,7 @@ def _keyword_rows(
     statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
     if statement is None:
         return []
-    with _recall_transaction(alias) as (cursor, restore):
+    with search_transaction(using=alias) as (cursor, restore):
         started = time.perf_counter()
         found = search_fetch(cursor, *statement, restore=restore)
         observe_recall(branch="keyword", seconds=time.perf_counter() - started)
@@ -227,17 +213,20 @@ def score_fuse(*, rows: Sequence[tuple[str, str, int, int, float]]) -> list[Hit]
         mean = statistics.fmean(values)
         spread = statistics.pstdev(values, mu=mean)
         # All equal (often: a single candidate): each is as good a match as the branch has.
-        for hit, score in members:
-            z[(hit.source, hit.id, branch)] = (score - mean) / spread if spread else 1.0
-        lowest[(branch, group_source)] = min((score - mean) / spread if spread else 1.0 for score in values)
-    present = {branch for branch, _ in groups}
-    total = sum(BRANCH_WEIGHTS[branch] for branch in present) or 1.0
+        scaled = [(score - mean) / spread if spread else 1.0 for score in values]
+        for (hit, _), value in zip(members, scaled, strict=True):
+            z[(hit.source, hit.id, branch)] = value
+        lowest[(branch, group_source)] = min(scaled)
+    # A source the branch found nothing in: the hit is below every candidate the branch had.
+    branch_lowest: dict[str, float] = {}
+    for (branch, _), value in lowest.items():
+        branch_lowest[branch] = min(value, branch_lowest.get(branch, value))
+    total = sum(BRANCH_WEIGHTS[branch] for branch in branch_lowest) or 1.0
     for hit in hits.values():
         mixed = 0.0
-        for branch in present:
+        for branch in branch_lowest:
             group = (branch, "" if branch == "dense" else hit.source)
-            # A source the branch found nothing in: the hit is below every candidate the branch had.
-            floor = lowest.get(group, min(value for key, value in lowest.items() if key[0] == branch))
+            floor = lowest.get(group, branch_lowest[branch])
             mixed += BRANCH_WEIGHTS[branch] * z.get((hit.source, hit.id, branch), floor)
         hit.score = _normal_cdf(mixed / total)
     return sorted(hits.values(), key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.source, hit.id))

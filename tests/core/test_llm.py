@@ -4,7 +4,8 @@ import json
 import threading
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -290,6 +291,21 @@ def test_the_budget_counts_the_tokens_of_earlier_calls_of_the_run(stub):
         ask(token_budget=20)
 
     assert len(stub.requests) == 2
+
+
+def test_a_run_s_audited_tokens_are_summed_for_its_first_call_only(stub):
+    AutoLlmRunFactory(run_key="sleep-run:1", total_tokens=100)
+    for _ in range(3):
+        stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
+
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(3):
+            ask(token_budget=5000)
+
+    assert sum("SUM(total_tokens)" in query["sql"] for query in queries.captured_queries) == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT spent, reserved FROM llm_token_budgets WHERE run_key = 'sleep-run:1'")
+        assert cursor.fetchone() == (145, 0)
 
 
 def test_calls_in_flight_in_other_workers_count_against_the_budget(stub):

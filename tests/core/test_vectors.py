@@ -19,7 +19,7 @@ def test_the_embedded_postgresql_has_the_vectors_table():
     assert vectors_available()
 
 
-def test_storing_twice_replaces_and_deleting_removes_every_models_vectors_of_those_rows_only():
+def test_deleting_removes_every_models_vectors_of_those_rows_only():
     vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(1, [1, 0]), VectorRow(2, [0, 1])])
     vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(1, [0.6, 0.8])])
     vectors_store(kind=ENTITY, model=MODEL_B, rows=[VectorRow(1, [1, 0, 0])])
@@ -29,3 +29,14 @@ def test_storing_twice_replaces_and_deleting_removes_every_models_vectors_of_tho
 
     assert deleted == 2
     assert _rows() == [("entity", 2, "a"), ("message", 1, "a")]
+
+
+def test_storing_a_rows_vector_again_replaces_it():
+    vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(1, [1, 0], person_id=4)])
+    vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(1, [0.6, 0.8], person_id=5)])
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT vec::text, person_id FROM vectors WHERE kind = 'entity' AND row_id = 1")
+        ((vec, person_id),) = cursor.fetchall()
+    assert [round(float(x), 2) for x in vec.strip("[]").split(",")] == [0.6, 0.8]
+    assert person_id == 5

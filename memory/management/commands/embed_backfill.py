@@ -38,11 +38,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict()))
+            if not report.available:
+                sys.stderr.write(f"{report.reason}\n")
         elif not report.available:
             self.stdout.write(f"nothing embedded: {report.reason}")
         else:
             self.stdout.write(
                 f"{report.model}: embedded {report.embedded} in {report.seconds:.1f} s; {report.pending} pending"
             )
-        if not report.available and options["json"]:
-            sys.stderr.write(f"{report.reason}\n")
