@@ -42,7 +42,6 @@ from anima.core.text import text_bounded
 from conversations.access import (
     AGENT,
     CONVERSATION_HEADER,
-    NONE,
     OPERATOR,
     PERSON_HEADER,
     Access,
@@ -184,8 +183,6 @@ def proxy_turn(*, body: Any, access: Access, person: str | None, conversation: s
     ``person`` / ``conversation`` are the X-Anima-* headers. Raises AnimaError (400 naming the
     field), AccessDenied (403 naming why), Unavailable (503) without a chat model.
     """
-    if access.scope == NONE:
-        raise AccessDenied(f"this is {access.binding}")
     access.require(OPERATOR, AGENT, to="the chat proxy")
     if settings.ANIMA_LLM_PROVIDER != "openai":
         raise Unavailable(NO_CHAT_MODEL)
