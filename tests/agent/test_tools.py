@@ -69,8 +69,14 @@ def test_arguments_are_validated_against_the_published_schema(name, arguments, f
     assert response.status_code == 400 and field in response.json()
 
 
-def test_unknown_tool_is_404():
-    assert operator_client().post("/api/tools/teleport/", {}, format="json").status_code == 404
+def test_unknown_tool_is_404_and_a_tool_error_naming_the_name():
+    response = operator_client().post("/api/tools/teleport/", {}, format="json")
+
+    assert response.status_code == 404
+    assert response.json()["detail"].startswith("unknown tool 'teleport'; one of memory_recall")
+    with pytest.raises(ToolError, match="unknown tool 'teleport'") as caught:
+        tool_call(name="teleport", arguments={})
+    assert caught.value.field == "name"
 
 
 def test_recall_and_semantic_search_tools():
