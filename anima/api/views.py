@@ -53,7 +53,9 @@ class ToolListView(ApiView):
         raw = request.query_params.get("conversation")
         if raw is None:
             return Response(tool_schemas())
-        conversation = Conversation.objects.filter(pk=int(raw)).first() if raw.isdigit() else None
+        # Only what a bigint id can be: "²" or thirty digits is no conversation, not a 500.
+        is_id = raw.isascii() and raw.isdigit() and len(raw) <= 18
+        conversation = Conversation.objects.filter(pk=int(raw)).first() if is_id else None
         if conversation is None:
             raise exceptions.NotFound(f"no conversation {raw}")
         access_of(request).conversation_check(conversation)

@@ -325,4 +325,5 @@ def test_a_turn_that_asks_to_remember_is_not_offered_the_short_term_tool():
     MessageFactory(conversation=conversation, role=Role.USER, content="Please remember this: I'm vegan.")
     assert "update_short_term_memory" not in offered()
     assert "memory_remember" in offered()
-    assert operator_client().get("/api/tools/", {"conversation": 10**9}).status_code == 404
+    for nothing in (10**9, "²", "9" * 30, "abc"):
+        assert operator_client().get("/api/tools/", {"conversation": nothing}).status_code == 404
