@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from anima.agent.tools import TOOLS, ToolError, tool_call, tools_registry
+from anima.agent.tools import TOOLS, ToolError, tool_call
 from anima.core.errors import AccessDenied, AnimaError, Unavailable
 from conversations.access import (
     CONVERSATION_HEADER,
@@ -112,8 +112,6 @@ def _tool_error(field: str, message: str) -> types.CallToolResult:
 
 def mcp_tool_result(*, name: str, arguments: dict[str, Any], access: Access) -> types.CallToolResult:
     """One tool call as an MCP result: the tool's JSON answer, or a tool error naming the field."""
-    if name not in tools_registry():
-        return _tool_error("name", f"unknown tool {name!r}; one of {', '.join(tools_registry())}")
     try:
         result = tool_call(name=name, arguments=arguments, access=access)
     except ToolError as exc:

@@ -23,6 +23,7 @@ the stream finished.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -41,7 +42,6 @@ from anima.core.text import text_bounded
 from conversations.access import (
     AGENT,
     CONVERSATION_HEADER,
-    NONE,
     OPERATOR,
     PERSON_HEADER,
     Access,
@@ -183,8 +183,6 @@ def proxy_turn(*, body: Any, access: Access, person: str | None, conversation: s
     ``person`` / ``conversation`` are the X-Anima-* headers. Raises AnimaError (400 naming the
     field), AccessDenied (403 naming why), Unavailable (503) without a chat model.
     """
-    if access.scope == NONE:
-        raise AccessDenied(f"this is {access.binding}")
     access.require(OPERATOR, AGENT, to="the chat proxy")
     if settings.ANIMA_LLM_PROVIDER != "openai":
         raise Unavailable(NO_CHAT_MODEL)
@@ -229,8 +227,14 @@ def _store(turn: ProxyTurn, reply: str) -> None:
 
 
 def _client() -> httpx2.Client:
-    headers = {"Authorization": f"Bearer {settings.ANIMA_LLM_API_KEY}"} if settings.ANIMA_LLM_API_KEY else {}
-    return httpx2.Client(headers=headers, timeout=settings.ANIMA_LLM_TIMEOUT, trust_env=False)
+    return _pooled_client(settings.ANIMA_LLM_API_KEY, settings.ANIMA_LLM_TIMEOUT)
+
+
+@functools.lru_cache(maxsize=4)
+def _pooled_client(api_key: str, timeout: float) -> httpx2.Client:
+    # One per process (thread-safe): each turn reuses a kept-alive connection instead of a new TCP/TLS handshake.
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx2.Client(headers=headers, timeout=timeout, trust_env=False)
 
 
 def _url() -> str:
@@ -262,8 +266,7 @@ def _send(client: httpx2.Client, turn: ProxyTurn, *, stream: bool) -> httpx2.Res
 
 def proxy_complete(turn: ProxyTurn) -> dict[str, Any]:
     """The upstream's chat completion (markers stripped unless kept), after storing the turn."""
-    with _client() as client:
-        response = _send(client, turn, stream=False)
+    response = _send(_client(), turn, stream=False)
     try:
         answer = response.json()
         reply = answer["choices"][0]["message"].get("content") or ""
@@ -280,16 +283,10 @@ def proxy_complete(turn: ProxyTurn) -> dict[str, Any]:
 
 def proxy_stream(turn: ProxyTurn) -> Iterator[bytes]:
     """Open the upstream stream (UpstreamError if it will not start) and return its events to pass on."""
-    client = _client()
-    try:
-        response = _send(client, turn, stream=True)
-    except UpstreamError:
-        client.close()
-        raise
-    return _events(turn, client, response)
+    return _events(turn, _send(_client(), turn, stream=True))
 
 
-def _events(turn: ProxyTurn, client: httpx2.Client, response: httpx2.Response) -> Iterator[bytes]:
+def _events(turn: ProxyTurn, response: httpx2.Response) -> Iterator[bytes]:
     keep = settings.ANIMA_PROXY_KEEP_CITATIONS
     replies: dict[int, str] = {}
     strippers: dict[int, CitationStripper] = {}
@@ -319,7 +316,6 @@ def _events(turn: ProxyTurn, client: httpx2.Client, response: httpx2.Response) -
         return
     finally:
         response.close()
-        client.close()
     if not stored:  # a server that sends no [DONE]
         _store(turn, replies.get(0, ""))
 

@@ -49,15 +49,23 @@ def long_term_intent_detect(*, text: str) -> bool:
     return bool(_LONG_TERM_INTENT.search(text or ""))
 
 
-def turn_long_term_intent(*, conversation: Conversation) -> bool:
-    """Whether the turn's user message (the latest one) asks for long-term memory (「记住…」, "remember this")."""
-    latest = message_latest_user(conversation=conversation)
-    return long_term_intent_detect(text=latest.content if latest else "")
+def _turn(conversation: Conversation, *, turn_id: str | None, long_term_intent: bool | None) -> tuple[str, bool]:
+    """The turn's id and whether it asks for long-term memory (「记住…」, "remember this").
+
+    What is not given comes from the turn's user message (the latest one), read once.
+    """
+    latest = message_latest_user(conversation=conversation) if turn_id is None or long_term_intent is None else None
+    if turn_id is None:
+        turn_id = str(latest.pk) if latest else ""
+    if long_term_intent is None:
+        long_term_intent = long_term_intent_detect(text=latest.content if latest else "")
+    return str(turn_id), long_term_intent
 
 
-def _current_turn_id(conversation: Conversation) -> str:
-    latest = message_latest_user(conversation=conversation)
-    return str(latest.pk) if latest else ""
+def _updated_in_turn(conversation: Conversation, turn: str) -> bool:
+    return (
+        ShortTermMemory.objects.filter(conversation=conversation, last_turn_id=turn).exclude(last_turn_id="").exists()
+    )
 
 
 def _latest_message(conversation: Conversation) -> Message | None:
@@ -71,16 +79,8 @@ def stm_tool_available(
 
     ``long_term_intent`` None reads it from the turn's user message.
     """
-    if long_term_intent is None:
-        long_term_intent = turn_long_term_intent(conversation=conversation)
-    if long_term_intent:
-        return False
-    turn = turn_id if turn_id is not None else _current_turn_id(conversation)
-    return (
-        not ShortTermMemory.objects.filter(conversation=conversation, last_turn_id=turn)
-        .exclude(last_turn_id="")
-        .exists()
-    )
+    turn, long_term_intent = _turn(conversation, turn_id=turn_id, long_term_intent=long_term_intent)
+    return not long_term_intent and not _updated_in_turn(conversation, turn)
 
 
 def update_short_term_memory(
@@ -98,8 +98,7 @@ def update_short_term_memory(
     message; ``long_term_intent`` None reads it from that message). ``now`` simulates the clock (tests, ``--at``).
     Returns ``{success, message}`` or ``{success: False, error}``.
     """
-    if long_term_intent is None:
-        long_term_intent = turn_long_term_intent(conversation=conversation)
+    turn, long_term_intent = _turn(conversation, turn_id=turn_id, long_term_intent=long_term_intent)
     if long_term_intent:
         return {"success": False, "error": "not available: the user asked for long-term memory; use memory_remember"}
     # PostgreSQL text cannot hold NUL; a model that emits one still gets its summary stored.
@@ -107,12 +106,11 @@ def update_short_term_memory(
     if not text:
         return {"success": False, "error": "summary must be a non-empty string"}
     now = now or timezone.now()
-    turn = str(turn_id) if turn_id is not None else _current_turn_id(conversation)
     latest = _latest_message(conversation)
     with transaction.atomic():
         # Lock the conversation so two calls in one turn cannot both pass the guard.
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
-        if not stm_tool_available(conversation=conversation, turn_id=turn, long_term_intent=False):
+        if _updated_in_turn(conversation, turn):
             return {"success": False, "error": "the short-term memory was already updated in this turn"}
         text = text[: config_get(section="stm")["max_summary_chars"]]
         _write(

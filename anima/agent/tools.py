@@ -60,6 +60,13 @@ class ToolError(AnimaError):
         super().__init__(message, field=field)
 
 
+class UnknownTool(ToolError):
+    """A call naming no tool (a 404 over REST, a tool error over MCP)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("name", f"unknown tool {name!r}; one of {', '.join(tool.name for tool in TOOLS)}")
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -411,10 +418,12 @@ def tool_call(*, name: str, arguments: Any, access: Access = OPERATOR_ACCESS) ->
     """Validate ``arguments`` against the tool's published schema and run it as ``access`` may.
 
     ``access`` is the caller's (``conversations.access``); the default, an operator, is for
-    local processes. Raises KeyError for an unknown tool, ToolError naming the argument on bad
-    input and AccessDenied (403) for a call outside the caller's reach.
+    local processes. Raises UnknownTool, ToolError naming the argument on bad input and
+    AccessDenied (403) for a call outside the caller's reach.
     """
-    tool = tools_registry()[name]
+    tool = tools_registry().get(name)
+    if tool is None:
+        raise UnknownTool(name)
     access.require(OPERATOR, AGENT, to="tool calls")
     try:
         schema_validate(value=arguments, schema=tool.parameters)

@@ -79,9 +79,11 @@ def _person_memories(person: Person, *, exclude: set[int]) -> list[SemanticMemor
 def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
     """The full system prompt as of ``now`` (no peers of today: those live on the timeline)."""
     person = conversation_person(conversation=conversation)
+    today = local_day(now)
+    # What is someone's is shown to this conversation's person only (others' narrative titles, sections).
+    viewer_ids = frozenset({person.pk}) if person else frozenset()
     sections = []
-    # Shown to this conversation's person only: others' narrative titles stay out of it.
-    self_layer = self_layer_text(viewer_ids=frozenset({person.pk}) if person else frozenset())
+    self_layer = self_layer_text(viewer_ids=viewer_ids)
     if self_layer:
         sections.append(f"# Self\n\n{self_layer}")
     resident = resident_memories(person=person, global_only=True)
@@ -92,16 +94,16 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
         if about:
             sections.append(f"## About {person.display_name or person.slug}\n{_memory_lines(about)}")
         # Only this conversation's own person, and only when their week stood out.
-        tendency = emotional_tendency_line(conversation=conversation, today=local_day(now))
+        tendency = emotional_tendency_line(conversation=conversation, today=today)
         if tendency:
             sections.append(tendency)
     config = config_get(section="memory.temporal_summary")
     if config["enabled"]:
         # The person's own sections in full; other people's as memory.temporal_summary.cross_person says.
         section = temporal_prompt_section(
-            today=local_day(now),
+            today=today,
             max_chars=config["system_prompt_chars"],
-            viewer_ids=frozenset({person.pk}) if person else frozenset(),
+            viewer_ids=viewer_ids,
         )
         if section:
             sections.append(section)

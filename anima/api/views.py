@@ -16,7 +16,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from anima.agent.tools import TOOLS, tool_call, tool_schemas, tools_registry
+from anima.agent.tools import TOOLS, UnknownTool, tool_call, tool_schemas
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.config import SCHEMA, config_get, config_update
 from conversations.access import AGENT, OPERATOR, access_of
@@ -53,7 +53,9 @@ class ToolListView(ApiView):
         raw = request.query_params.get("conversation")
         if raw is None:
             return Response(tool_schemas())
-        conversation = Conversation.objects.filter(pk=int(raw)).first() if raw.isdigit() else None
+        # Only what a bigint id can be: "²" or thirty digits is no conversation, not a 500.
+        is_id = raw.isascii() and raw.isdigit() and len(raw) <= 18
+        conversation = Conversation.objects.filter(pk=int(raw)).first() if is_id else None
         if conversation is None:
             raise exceptions.NotFound(f"no conversation {raw}")
         access_of(request).conversation_check(conversation)
@@ -71,9 +73,10 @@ class ToolCallView(ApiView):
     )
     def post(self, request: Request, name: str) -> Response:
         """Execute one tool call; the body is the call's JSON arguments, validated against the tool's schema."""
-        if name not in tools_registry():
-            raise exceptions.NotFound(f"unknown tool {name!r}; one of {', '.join(tools_registry())}")
-        return Response(tool_call(name=name, arguments=request.data, access=access_of(request)))
+        try:
+            return Response(tool_call(name=name, arguments=request.data, access=access_of(request)))
+        except UnknownTool as exc:
+            raise exceptions.NotFound(str(exc)) from None
 
 
 _SECTION_PATTERN = "|".join(section.replace(".", r"\.") for section in SCHEMA)

@@ -205,6 +205,13 @@ def test_who_asks_decides_where_the_turn_goes(bot, llm_stub, leo_cat):
         bot(leo_bot, conversation="ada-chat").chat.completions.create(model="m", messages=hi)
     with pytest.raises(openai.AuthenticationError):
         bot("not-a-token", conversation="c").chat.completions.create(model="m", messages=hi)
+    with pytest.raises(openai.PermissionDeniedError) as scopeless:
+        bot(api_token(username="bare"), conversation="c").chat.completions.create(model="m", messages=hi)
+    assert "needs operator or agent scope; this is a token without a scope" in scopeless.value.message
+    leo_app = api_token(username="leo-app", scope="person", persons=[leo_cat.person])
+    with pytest.raises(openai.PermissionDeniedError) as person_scope:
+        bot(leo_app, conversation="c").chat.completions.create(model="m", messages=hi)
+    assert "the chat proxy needs operator or agent scope; this is a person token of leo" in person_scope.value.message
     assert not Conversation.objects.filter(external_id__in=["new", "c"]).exists()  # refused: nothing created
 
     llm_stub.reply("Hello Leo.")

@@ -69,8 +69,14 @@ def test_arguments_are_validated_against_the_published_schema(name, arguments, f
     assert response.status_code == 400 and field in response.json()
 
 
-def test_unknown_tool_is_404():
-    assert operator_client().post("/api/tools/teleport/", {}, format="json").status_code == 404
+def test_unknown_tool_is_404_and_a_tool_error_naming_the_name():
+    response = operator_client().post("/api/tools/teleport/", {}, format="json")
+
+    assert response.status_code == 404
+    assert response.json()["detail"].startswith("unknown tool 'teleport'; one of memory_recall")
+    with pytest.raises(ToolError, match="unknown tool 'teleport'") as caught:
+        tool_call(name="teleport", arguments={})
+    assert caught.value.field == "name"
 
 
 def test_recall_and_semantic_search_tools():
@@ -319,4 +325,5 @@ def test_a_turn_that_asks_to_remember_is_not_offered_the_short_term_tool():
     MessageFactory(conversation=conversation, role=Role.USER, content="Please remember this: I'm vegan.")
     assert "update_short_term_memory" not in offered()
     assert "memory_remember" in offered()
-    assert operator_client().get("/api/tools/", {"conversation": 10**9}).status_code == 404
+    for nothing in (10**9, "²", "9" * 30, "abc"):
+        assert operator_client().get("/api/tools/", {"conversation": nothing}).status_code == 404
