@@ -21,21 +21,22 @@ EXCLUDED_PLATFORMS = (Platform.CRON, Platform.DEBUG)
 DIALOGUE_ROLES = (Role.USER, Role.ASSISTANT)
 
 
-def day_messages(*, day: date, conversation_id: int | None = None) -> QuerySet[Message]:
-    """That local day's user + assistant messages of user-facing conversations (tools and system stripped).
-
-    Of one conversation only when ``conversation_id`` is given.
-    """
-    start, end = day_window(day)
-    messages = (
-        Message.objects.all() if conversation_id is None else Message.objects.filter(conversation=conversation_id)
-    )
+def dialogue_messages() -> QuerySet[Message]:
+    """User + assistant messages of user-facing conversations (tools and system stripped), in dialogue order."""
     return (
-        messages.filter(created_at__gte=start, created_at__lt=end, role__in=DIALOGUE_ROLES)
+        Message.objects.filter(role__in=DIALOGUE_ROLES)
         .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
         .select_related("conversation", "conversation__person")
         .order_by("conversation_id", "created_at", "id")
     )
+
+
+def day_messages(*, day: date, conversation_id: int | None = None) -> QuerySet[Message]:
+    """That local day's dialogue messages (``dialogue_messages``); of one conversation only when ``conversation_id``
+    is given."""
+    start, end = day_window(day)
+    messages = dialogue_messages().filter(created_at__gte=start, created_at__lt=end)
+    return messages if conversation_id is None else messages.filter(conversation=conversation_id)
 
 
 def person_label(person: Person | None) -> str:
