@@ -37,6 +37,10 @@ def budget_reserve(*, run_key: str, budget: int, tokens: int, purpose: str) -> N
     """
     params = {"key": run_key, "budget": budget, "tokens": tokens}
     with connection.cursor() as cursor:
+        cursor.execute(_CLAIM, params)
+        if cursor.fetchone() is not None:
+            return
+        # The job's first call (or a refused one): only then are its audited tokens summed.
         cursor.execute(_ENSURE, params)
         cursor.execute(_CLAIM, params)
         if cursor.fetchone() is not None:
