@@ -7,6 +7,7 @@ from datetime import date, timedelta
 from functools import cached_property
 
 from django.db.models import QuerySet
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from anima.core.calendar import day_window
@@ -94,6 +95,15 @@ def day_conversations(
         used[message.conversation_id] = size
         item.messages.append(message)
     return [item for item in grouped.values() if item.messages]
+
+
+def day_conversation_ids(*, day: date, max_chars: int | None = None) -> list[int]:
+    """Ids of ``day_conversations`` (same filter, same order) without loading their messages."""
+    messages = day_messages(day=day)
+    if max_chars is not None:
+        # A conversation keeps a message when one alone fits max_chars (see day_conversations).
+        messages = messages.annotate(chars=Length("content")).filter(chars__lte=max_chars)
+    return list(messages.order_by("conversation_id").values_list("conversation_id", flat=True).distinct())
 
 
 def temporal_summaries(*, window: Window | str, start: date, end: date) -> QuerySet[TemporalSummary]:

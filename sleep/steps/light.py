@@ -38,7 +38,7 @@ from memory.services import diary_block_create, diary_entries_ensure, memory_cre
 from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.slots import SLOT_RULE, SLOT_SCHEMA, Slot, memory_slot, restates, slot_read
-from temporal.selectors import DayConversation, day_conversations, dialogue_messages
+from temporal.selectors import DayConversation, day_conversation_ids, day_conversations, dialogue_messages
 
 MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
@@ -174,8 +174,7 @@ def light_sleep(ctx: StepContext) -> dict:
 
 def light_sleep_conversations(ctx: StepContext) -> list[int]:
     """Ids of the day's conversations, in the order light sleep takes them."""
-    config = config_get(section="sleep")
-    return [item.conversation.pk for item in day_conversations(day=ctx.day, max_chars=config["dialogue_max_chars"])]
+    return day_conversation_ids(day=ctx.day, max_chars=config_get(section="sleep")["dialogue_max_chars"])
 
 
 def light_sleep_conversation(ctx: StepContext, conversation_id: int) -> dict:
