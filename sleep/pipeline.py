@@ -454,7 +454,7 @@ def pipeline_item_run(
             return ledger
 
 
-def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool = True) -> PipelineRun:
+def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun:
     """Finish the fanned-out step ``run`` waits for, once every item is done, and carry the run on.
 
     The caller holds the lock. Items not done yet (``pipeline_fanout_waiting``) leave the run
@@ -466,7 +466,7 @@ def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool 
             return run
         waiting = pipeline_fanout_waiting(run=run)
         if waiting is None:
-            return _run_continue(pipeline=pipeline, run=run, fan_out=fan_out)
+            return _run_continue(pipeline=pipeline, run=run, fan_out=True)
         row, pending = waiting
         if pending:
             return run
@@ -482,7 +482,7 @@ def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool 
             if row.status == StepStatus.FAILED:
                 failed_root[row.step] = row.step
             _execute_steps(
-                pipeline=pipeline, run=run, context=context, done=done, fan_out=fan_out, failed_root=failed_root
+                pipeline=pipeline, run=run, context=context, done=done, fan_out=True, failed_root=failed_root
             )
         return run
 

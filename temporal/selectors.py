@@ -7,6 +7,7 @@ from datetime import date, timedelta
 from functools import cached_property
 
 from django.db.models import QuerySet
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from anima.core.calendar import day_window
@@ -21,21 +22,22 @@ EXCLUDED_PLATFORMS = (Platform.CRON, Platform.DEBUG)
 DIALOGUE_ROLES = (Role.USER, Role.ASSISTANT)
 
 
-def day_messages(*, day: date, conversation_id: int | None = None) -> QuerySet[Message]:
-    """That local day's user + assistant messages of user-facing conversations (tools and system stripped).
-
-    Of one conversation only when ``conversation_id`` is given.
-    """
-    start, end = day_window(day)
-    messages = (
-        Message.objects.all() if conversation_id is None else Message.objects.filter(conversation=conversation_id)
-    )
+def dialogue_messages() -> QuerySet[Message]:
+    """User + assistant messages of user-facing conversations (tools and system stripped), in dialogue order."""
     return (
-        messages.filter(created_at__gte=start, created_at__lt=end, role__in=DIALOGUE_ROLES)
+        Message.objects.filter(role__in=DIALOGUE_ROLES)
         .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
         .select_related("conversation", "conversation__person")
         .order_by("conversation_id", "created_at", "id")
     )
+
+
+def day_messages(*, day: date, conversation_id: int | None = None) -> QuerySet[Message]:
+    """That local day's dialogue messages (``dialogue_messages``); of one conversation only when ``conversation_id``
+    is given."""
+    start, end = day_window(day)
+    messages = dialogue_messages().filter(created_at__gte=start, created_at__lt=end)
+    return messages if conversation_id is None else messages.filter(conversation=conversation_id)
 
 
 def person_label(person: Person | None) -> str:
@@ -93,6 +95,15 @@ def day_conversations(
         used[message.conversation_id] = size
         item.messages.append(message)
     return [item for item in grouped.values() if item.messages]
+
+
+def day_conversation_ids(*, day: date, max_chars: int | None = None) -> list[int]:
+    """Ids of ``day_conversations`` (same filter, same order) without loading their messages."""
+    messages = day_messages(day=day)
+    if max_chars is not None:
+        # A conversation keeps a message when one alone fits max_chars (see day_conversations).
+        messages = messages.annotate(chars=Length("content")).filter(chars__lte=max_chars)
+    return list(messages.order_by("conversation_id").values_list("conversation_id", flat=True).distinct())
 
 
 def temporal_summaries(*, window: Window | str, start: date, end: date) -> QuerySet[TemporalSummary]:

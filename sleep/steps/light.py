@@ -10,7 +10,9 @@ from dataclasses import replace
 from datetime import date, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 
+from anima.core.calendar import day_window, local_day
 from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import (
@@ -36,7 +38,7 @@ from memory.services import diary_block_create, diary_entries_ensure, memory_cre
 from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.slots import SLOT_RULE, SLOT_SCHEMA, Slot, memory_slot, restates, slot_read
-from temporal.selectors import DayConversation, day_conversations, day_messages
+from temporal.selectors import DayConversation, day_conversation_ids, day_conversations, dialogue_messages
 
 MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
@@ -172,8 +174,7 @@ def light_sleep(ctx: StepContext) -> dict:
 
 def light_sleep_conversations(ctx: StepContext) -> list[int]:
     """Ids of the day's conversations, in the order light sleep takes them."""
-    config = config_get(section="sleep")
-    return [item.conversation.pk for item in day_conversations(day=ctx.day, max_chars=config["dialogue_max_chars"])]
+    return day_conversation_ids(day=ctx.day, max_chars=config_get(section="sleep")["dialogue_max_chars"])
 
 
 def light_sleep_conversation(ctx: StepContext, conversation_id: int) -> dict:
@@ -233,16 +234,28 @@ def _consolidate(ctx: StepContext, item: DayConversation, *, late: bool, config:
 
 
 def _late_batches(day: date) -> list[tuple[date, DayConversation]]:
-    """Messages of the days before ``day`` (within LATE_LOOKBACK) stored after those days were slept."""
-    batches = []
-    marks = LightSleepWatermark.objects.filter(day__gte=day - LATE_LOOKBACK, day__lt=day).order_by("day", "id")
-    for mark in marks:
-        messages = list(
-            day_messages(day=mark.day).filter(conversation_id=mark.conversation_id, id__gt=mark.last_message_id)
+    """Messages of the days before ``day`` (within LATE_LOOKBACK) stored after those days were slept.
+
+    One query for every watermark of the window: each adds its conversation, day and message id as a condition.
+    """
+    later = Q()
+    for mark in LightSleepWatermark.objects.filter(day__gte=day - LATE_LOOKBACK, day__lt=day):
+        start, end = day_window(mark.day)
+        later |= Q(
+            conversation_id=mark.conversation_id,
+            created_at__gte=start,
+            created_at__lt=end,
+            id__gt=mark.last_message_id,
         )
-        if messages:
-            batches.append((mark.day, DayConversation(messages[0].conversation, messages)))
-    return batches
+    if not later:
+        return []
+    grouped: dict[tuple[date, int], list] = {}
+    for message in dialogue_messages().filter(later):
+        grouped.setdefault((local_day(message.created_at), message.conversation_id), []).append(message)
+    return [
+        (late_day, DayConversation(messages[0].conversation, messages))
+        for (late_day, _), messages in sorted(grouped.items())
+    ]
 
 
 def _llm(ctx: StepContext, *, purpose: str, instructions: str, payload: dict, schema: dict, **options) -> dict:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from django.utils import timezone
@@ -24,6 +25,7 @@ from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
     DiaryEntryFactory,
+    IdentityFactory,
     MessageFactory,
     PersonFactory,
     SemanticMemoryFactory,
@@ -244,3 +246,24 @@ def test_a_line_from_someone_unknown_keeps_the_dream_from_every_person(leos_day)
     assert told.person is None and told.body["person_ids"] == [leo.pk]
     leos_diary = api_client(username="leo-app", scope="person", persons=[leo]).get("/api/diary/").json()
     assert _dream_ids(leos_diary) == [] and _dream_ids(operator_client().get("/api/diary/").json()) == [told.pk]
+
+
+def test_a_person_met_through_a_channel_account_is_named_to_the_dream_as_one_to_keep_out(llm_stub):
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    IdentityFactory(channel="telegram", external_id="tg-7", person=leo)
+    chat = ConversationFactory(person=None, platform="telegram", channel="telegram", chat_id="tg-7")
+    MessageFactory(conversation=chat, role=Role.USER, content=LEO_SAID, created_at=_at(9))
+    ContentBlockFactory(
+        parent=DiaryEntryFactory(source_day=DAY),
+        tag=BlockTag.LIMBIC,
+        source_conversation=chat,
+        content="I feel nervous for the recital",
+        body={"intensity": 0.9, "valence": -0.6, "kind": "conversation_mood"},
+    )
+    llm_stub.reply({"title": "Glass stairs", "content": "I walked down glass stairs into a humming sea. " * 8})
+
+    dream(_ctx())
+
+    payload = json.loads(llm_stub.requests[0]["messages"][1]["content"])
+    assert payload["people"] == ["Leo"]
+    assert DreamBlock.objects.get().person == leo

@@ -3,6 +3,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,7 +19,7 @@ from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.offline.light import facts_read
 from sleep.steps import light_sleep
-from sleep.steps.light import NO_OUTLINE, autobiography_outline_refresh
+from sleep.steps.light import NO_OUTLINE, _late_batches, autobiography_outline_refresh
 from tests.factories import (
     AutoLlmRunFactory,
     ContentBlockFactory,
@@ -394,6 +396,26 @@ def test_messages_stored_after_their_day_was_slept_are_consolidated_by_the_next_
     assert late.source_day == DAY and late.source_conversation == conversation
     assert [batch["day"] for batch in output["late"]] == [DAY.isoformat()]
     assert "late" not in again
+
+
+def test_late_messages_of_every_slept_conversation_day_are_found_in_one_query(leo, maya):
+    earlier, yesterday = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
+    first = _talk(leo, [(Role.USER, "I live in Lisbon."), (Role.USER, "I'm allergic to peanuts.")], day=earlier)
+    quiet = _talk(maya, [(Role.USER, "Hello.")], day=yesterday)
+    busy = _talk(maya, [(Role.USER, "I run."), (Role.USER, "I swim.")], day=yesterday)
+    # Not late: a day of ``busy`` that was never slept, and a day outside the window.
+    MessageFactory(conversation=busy, role=Role.USER, content="I cook.", created_at=_at(earlier, 5))
+    MessageFactory(conversation=first, role=Role.USER, content="Today.", created_at=_at(DAY, 5))
+    for conversation, day, slept in ((first, earlier, 1), (quiet, yesterday, 1), (busy, yesterday, 1)):
+        last = conversation.messages.filter(created_at__date=day).order_by("id")[slept - 1]
+        LightSleepWatermark.objects.create(conversation=conversation, day=day, last_message_id=last.pk)
+
+    with CaptureQueriesContext(connection) as queries:
+        batches = _late_batches(DAY)
+
+    found = [(day, item.conversation, [m.content for m in item.messages]) for day, item in batches]
+    assert found == [(earlier, first, ["I'm allergic to peanuts."]), (yesterday, busy, ["I swim."])]
+    assert len(queries) == 2  # the watermarks, then every late message at once
 
 
 def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):

@@ -14,7 +14,7 @@ from memory.models import SemanticMemory
 from sleep import tasks
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineItemRun, PipelineRun, PipelineStepRun
-from sleep.pipeline import PipelineError, PipelineItemBusy, pipeline_lock
+from sleep.pipeline import PipelineError, _advisory_lock, _lock_key, pipeline_fanout_waiting, pipeline_lock
 from sleep.services import sleep_cycle_request
 from sleep.tasks import sleep_run_dispatch
 from tests.factories import MessageFactory, PipelineRunFactory, PipelineStepRunFactory
@@ -195,18 +195,22 @@ def test_a_fanned_out_run_whose_task_is_delivered_again_hands_out_only_what_is_n
     assert PipelineRun.objects.count() == 1 and run.steps.filter(step="light-sleep").count() == 1
 
 
-def test_an_item_still_busy_on_its_last_delivery_is_left_for_the_join_to_hand_out_again(monkeypatch):
-    def busy(**kwargs):
-        raise PipelineItemBusy("item 1 of light-sleep (run 1) is being carried out")
+def test_an_item_still_busy_on_its_last_delivery_is_left_for_the_join_to_hand_out_again(fan_out, monkeypatch):
+    conversation = _talk_on(DAY, "我住在杭州。")
+    monkeypatch.setattr(tasks, "chord", lambda header: lambda body: None)  # items are delivered by hand below
+    run_id = tasks.run_sleep_cycle.apply(kwargs={"day": DAY.isoformat(), "trigger": "manual"}).get()["run_id"]
+    light = PipelineStepRun.objects.get(run_id=run_id, step="light-sleep")
+    kwargs = {"step_run_id": light.pk, "item": conversation.pk}
 
-    monkeypatch.setattr(tasks, "sleep_item_run", busy)
-    kwargs = {"step_run_id": 1, "item": 1}
+    # Another worker holds the item the whole time.
+    with _advisory_lock(_lock_key(f"item:{light.pk}:{conversation.pk}")) as held:
+        assert held
+        with pytest.raises(Retry):
+            tasks.run_sleep_item.apply(kwargs=kwargs)
+        last = tasks.run_sleep_item.apply(kwargs=kwargs, retries=tasks.FANOUT_BUSY_RETRIES).get()
 
-    with pytest.raises(Retry):
-        tasks.run_sleep_item.apply(kwargs=kwargs)
-    last = tasks.run_sleep_item.apply(kwargs=kwargs, retries=tasks.FANOUT_BUSY_RETRIES).get()
-
-    assert last == {"item": 1, "status": "busy"}
+    assert last == {"item": conversation.pk, "status": "busy"}
+    assert pipeline_fanout_waiting(run=PipelineRun.objects.get(pk=run_id))[1] == [conversation.pk]
 
 
 def test_fan_out_tasks_are_acknowledged_late_and_items_keep_their_results_for_the_chord():

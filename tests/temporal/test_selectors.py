@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from conversations.models import Platform, Role
+from temporal.selectors import day_conversation_ids, day_conversations
+from tests.factories import ConversationFactory, MessageFactory
+
+DAY = dt.date(2026, 11, 26)
+
+
+def _said(conversation, *texts: str, day: dt.date = DAY) -> None:
+    for minute, text in enumerate(texts):
+        at = timezone.make_aware(dt.datetime.combine(day, dt.time(10, minute)))
+        MessageFactory(conversation=conversation, role=Role.USER, content=text, created_at=at)
+
+
+def test_the_days_conversation_ids_are_those_light_sleep_would_read_in_one_query():
+    later, earlier = ConversationFactory(), ConversationFactory()
+    _said(later, "x" * 50, "short")  # the long one is cut, the conversation kept
+    _said(earlier, "hello")
+    too_long = ConversationFactory()
+    _said(too_long, "y" * 50)  # nothing fits: no dialogue to read
+    _said(ConversationFactory(platform=Platform.CRON), "a cron job")
+    _said(ConversationFactory(), "another day", day=DAY - dt.timedelta(days=1))
+
+    with CaptureQueriesContext(connection) as queries:
+        ids = day_conversation_ids(day=DAY, max_chars=20)
+
+    assert ids == [item.conversation.pk for item in day_conversations(day=DAY, max_chars=20)]
+    assert ids == sorted([later.pk, earlier.pk]) and len(queries) == 1
+    uncut = [item.conversation.pk for item in day_conversations(day=DAY)]
+    assert day_conversation_ids(day=DAY) == uncut == sorted([later.pk, earlier.pk, too_long.pk])
