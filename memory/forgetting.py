@@ -45,6 +45,7 @@ from anima.core.redaction import Fact, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
 from memory.models import SemanticMemory
+from memory.selectors import memory_version_ids
 from memory.services import memory_restore
 from temporal.models import TemporalSummary, Window
 from temporal.services import temporal_summary_upsert
@@ -101,26 +102,8 @@ class ForgetPlan:
 # --- What a forget takes ---------------------------------------------------------------------------
 
 
-def _versions(start: Iterable[int]) -> set[int]:
-    """``start`` and, transitively, what it superseded and what was made from it (merges, split parts)."""
-    ids = set(start)
-    older = set(ids)
-    while older:  # earlier versions: memories superseded by one we take
-        older = set(SemanticMemory.objects.filter(superseded_by__in=older).values_list("pk", flat=True)) - ids
-        ids |= older
-    newer = set(ids)
-    while newer:  # what was made from them: successors, merges naming them, split parts
-        made = Q(pk__in=SemanticMemory.objects.filter(pk__in=newer).values("superseded_by"))
-        for pk in newer:
-            made |= Q(body__merged_from__contains=[pk]) | Q(body__split_from=pk)
-        made = SemanticMemory.objects.filter(made)
-        newer = set(made.values_list("pk", flat=True)) - ids
-        ids |= newer
-    return ids
-
-
 def _taken(start: Iterable[int]) -> list[SemanticMemory]:
-    return list(SemanticMemory.objects.filter(pk__in=_versions(start)).select_related("person"))
+    return list(SemanticMemory.objects.filter(pk__in=memory_version_ids(start=start)).select_related("person"))
 
 
 def _restored(ids: set[int]) -> list[SemanticMemory]:
