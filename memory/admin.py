@@ -429,7 +429,9 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
         until = timezone.localdate()
         since = until - timedelta(days=days - 1)
         points = mood_points(since=since, until=until, person=person)
-        tendencies = EmotionalTendency.objects.filter(person=person, day__gte=since, day__lte=until).order_by("day")
+        tendencies = list(
+            EmotionalTendency.objects.filter(person=person, day__gte=since, day__lte=until).order_by("day")
+        )
         week_means: list[tuple[date, float | None, float | None]] = [
             (row.day, row.week_valence, row.week_arousal) for row in tendencies
         ]
@@ -449,6 +451,6 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
                 notable=[(row.day, row.get_mood_display().lower()) for row in tendencies if row.mood],
             ),
             "points": len(points),
-            "latest": tendencies.last(),
+            "latest": tendencies[-1] if tendencies else None,
         }
         return TemplateResponse(request, "admin/memory/emotionaltendency/chart.html", context)
