@@ -44,7 +44,7 @@ from anima.core.models import (
 from anima.core.redaction import Fact, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
-from memory.models import SemanticMemory
+from memory.models import EmotionalTendency, SemanticMemory
 from memory.selectors import memory_version_ids
 from memory.services import memory_restore
 from temporal.models import TemporalSummary, Window
@@ -397,6 +397,11 @@ def person_forget(
         for pk, _ in _history(person):
             result.note("history_entries", pk, deleted=True)
         _history_rows(person).delete()
+        # Their tendencies are read off the anchors that just went (and name those anchors in ``shifts``).
+        tendencies = EmotionalTendency.objects.filter(person=person)
+        for pk in tendencies.values_list("pk", flat=True):
+            result.note("emotional_tendencies", pk, deleted=True)
+        tendencies.delete()
         _summary_sections_drop(person, result)
         if messages:
             conversations = list(_conversations(person).values_list("pk", flat=True))
