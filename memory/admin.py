@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -420,9 +420,7 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         slug = request.GET.get("person", "")
-        person = Person.objects.filter(slug=slug).first() if slug else None
-        if slug and person is None:
-            raise Http404(f"no person {slug!r}")
+        person = get_object_or_404(Person, slug=slug) if slug else None
         raw_days = request.GET.get("days", "")
         days = int(raw_days) if raw_days.isascii() and raw_days.isdigit() and len(raw_days) <= 3 else MOOD_CHART_DAYS
         days = min(max(days, 7), MOOD_CHART_MAX_DAYS)
