@@ -344,6 +344,10 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
         for pk, text in _entities_of(person).exclude(pk__in=skip).values_list("pk", "content")
     ]
     rows += [PlannedRow("history_entries", pk, text[:120], "delete") for pk, text in _history(person)]
+    rows += [
+        PlannedRow("emotional_tendencies", pk, f"{day} {mood}".strip(), "delete")
+        for pk, day, mood in _tendencies(person).values_list("pk", "day", "mood")
+    ]
     if messages:
         rows += [
             PlannedRow("conversations", pk, str(title), "delete")
@@ -357,6 +361,11 @@ def _entities_of(person: Person):
     """The person's entities, and the dreams made partly of their day (``body.person_ids``): a dream's
     echo of their words is no quotable fact, so erasure takes the whole dream."""
     return Entity.objects.filter(Q(person=person) | Q(tag=BlockTag.DREAM, body__person_ids__contains=[person.pk]))
+
+
+def _tendencies(person: Person):
+    """Their emotional tendencies: read off their anchors, which go (and naming those anchors in ``shifts``)."""
+    return EmotionalTendency.objects.filter(person=person)
 
 
 def _conversations(person: Person):
@@ -397,11 +406,9 @@ def person_forget(
         for pk, _ in _history(person):
             result.note("history_entries", pk, deleted=True)
         _history_rows(person).delete()
-        # Their tendencies are read off the anchors that just went (and name those anchors in ``shifts``).
-        tendencies = EmotionalTendency.objects.filter(person=person)
-        for pk in tendencies.values_list("pk", flat=True):
+        for pk in _tendencies(person).values_list("pk", flat=True):
             result.note("emotional_tendencies", pk, deleted=True)
-        tendencies.delete()
+        _tendencies(person).delete()
         _summary_sections_drop(person, result)
         if messages:
             conversations = list(_conversations(person).values_list("pk", flat=True))

@@ -254,7 +254,10 @@ def test_forgetting_a_person_takes_their_tendencies_with_them():
     for person in (leo, maya, None):
         EmotionalTendencyFactory(person=person, day=day, mood="low")
 
+    planned = {(row.table, row.action) for row in person_forget_plan(person=leo).rows}
     person_forget(person=leo)  # not erasure: Leo stays, what was read off his anchors goes
+
+    assert planned == {("emotional_tendencies", "delete")}
 
     assert Person.objects.filter(pk=leo.pk).exists()
     assert sorted(EmotionalTendency.objects.values_list("person", flat=True), key=str) == [maya.pk, None]
