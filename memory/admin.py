@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -420,16 +420,16 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         slug = request.GET.get("person", "")
-        person = Person.objects.filter(slug=slug).first() if slug else None
-        if slug and person is None:
-            raise Http404(f"no person {slug!r}")
+        person = get_object_or_404(Person, slug=slug) if slug else None
         raw_days = request.GET.get("days", "")
         days = int(raw_days) if raw_days.isascii() and raw_days.isdigit() and len(raw_days) <= 3 else MOOD_CHART_DAYS
         days = min(max(days, 7), MOOD_CHART_MAX_DAYS)
         until = timezone.localdate()
         since = until - timedelta(days=days - 1)
         points = mood_points(since=since, until=until, person=person)
-        tendencies = EmotionalTendency.objects.filter(person=person, day__gte=since, day__lte=until).order_by("day")
+        tendencies = list(
+            EmotionalTendency.objects.filter(person=person, day__gte=since, day__lte=until).order_by("day")
+        )
         week_means: list[tuple[date, float | None, float | None]] = [
             (row.day, row.week_valence, row.week_arousal) for row in tendencies
         ]
@@ -449,6 +449,6 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
                 notable=[(row.day, row.get_mood_display().lower()) for row in tendencies if row.mood],
             ),
             "points": len(points),
-            "latest": tendencies.last(),
+            "latest": tendencies[-1] if tendencies else None,
         }
         return TemplateResponse(request, "admin/memory/emotionaltendency/chart.html", context)

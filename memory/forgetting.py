@@ -44,7 +44,8 @@ from anima.core.models import (
 from anima.core.redaction import Fact, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
-from memory.models import SemanticMemory
+from memory.models import EmotionalTendency, SemanticMemory
+from memory.selectors import memory_version_ids
 from memory.services import memory_restore
 from temporal.models import TemporalSummary, Window
 from temporal.services import temporal_summary_upsert
@@ -101,26 +102,8 @@ class ForgetPlan:
 # --- What a forget takes ---------------------------------------------------------------------------
 
 
-def _versions(start: Iterable[int]) -> set[int]:
-    """``start`` and, transitively, what it superseded and what was made from it (merges, split parts)."""
-    ids = set(start)
-    older = set(ids)
-    while older:  # earlier versions: memories superseded by one we take
-        older = set(SemanticMemory.objects.filter(superseded_by__in=older).values_list("pk", flat=True)) - ids
-        ids |= older
-    newer = set(ids)
-    while newer:  # what was made from them: successors, merges naming them, split parts
-        made = Q(pk__in=SemanticMemory.objects.filter(pk__in=newer).values("superseded_by"))
-        for pk in newer:
-            made |= Q(body__merged_from__contains=[pk]) | Q(body__split_from=pk)
-        made = SemanticMemory.objects.filter(made)
-        newer = set(made.values_list("pk", flat=True)) - ids
-        ids |= newer
-    return ids
-
-
 def _taken(start: Iterable[int]) -> list[SemanticMemory]:
-    return list(SemanticMemory.objects.filter(pk__in=_versions(start)).select_related("person"))
+    return list(SemanticMemory.objects.filter(pk__in=memory_version_ids(start=start)).select_related("person"))
 
 
 def _restored(ids: set[int]) -> list[SemanticMemory]:
@@ -361,6 +344,10 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
         for pk, text in _entities_of(person).exclude(pk__in=skip).values_list("pk", "content")
     ]
     rows += [PlannedRow("history_entries", pk, text[:120], "delete") for pk, text in _history(person)]
+    rows += [
+        PlannedRow("emotional_tendencies", pk, f"{day} {mood}".strip(), "delete")
+        for pk, day, mood in _tendencies(person).values_list("pk", "day", "mood")
+    ]
     if messages:
         rows += [
             PlannedRow("conversations", pk, str(title), "delete")
@@ -374,6 +361,11 @@ def _entities_of(person: Person):
     """The person's entities, and the dreams made partly of their day (``body.person_ids``): a dream's
     echo of their words is no quotable fact, so erasure takes the whole dream."""
     return Entity.objects.filter(Q(person=person) | Q(tag=BlockTag.DREAM, body__person_ids__contains=[person.pk]))
+
+
+def _tendencies(person: Person):
+    """Their emotional tendencies: read off their anchors, which go (and naming those anchors in ``shifts``)."""
+    return EmotionalTendency.objects.filter(person=person)
 
 
 def _conversations(person: Person):
@@ -414,6 +406,9 @@ def person_forget(
         for pk, _ in _history(person):
             result.note("history_entries", pk, deleted=True)
         _history_rows(person).delete()
+        for pk in _tendencies(person).values_list("pk", flat=True):
+            result.note("emotional_tendencies", pk, deleted=True)
+        _tendencies(person).delete()
         _summary_sections_drop(person, result)
         if messages:
             conversations = list(_conversations(person).values_list("pk", flat=True))

@@ -43,7 +43,7 @@ def _points_attr(coordinates: Sequence[tuple[float, float]]) -> str:
     return " ".join(f"{x:.1f},{y:.1f}" for x, y in coordinates)
 
 
-def _panel(dimension: str, *, since: date, until: date) -> SafeString:
+def _panel(dimension: str) -> SafeString:
     top = _panel_top(dimension)
     grid = format_html_join(
         "",
@@ -119,8 +119,8 @@ def mood_chart_svg(
                 if since <= day <= until
             ),
         ),
-        _panel("valence", since=since, until=until),
-        _panel("arousal", since=since, until=until),
+        _panel("valence"),
+        _panel("arousal"),
     ]
     for dimension in ("valence", "arousal"):
         color = PANEL_COLOR[dimension]

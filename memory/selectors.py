@@ -77,24 +77,36 @@ def resident_memories(*, person: Person | None = None, global_only: bool = False
     return pinned + top
 
 
+def memory_version_ids(*, start: Iterable[int]) -> set[int]:
+    """``start`` and, transitively, what it superseded and what was made from it (successors, merges
+    naming it, split parts): the versions of a belief, as the timeline shows them and forgetting takes them.
+    """
+    ids = set(start)
+    older = set(ids)
+    while older:  # earlier versions: memories superseded by one we have
+        older = set(SemanticMemory.objects.filter(superseded_by__in=older).values_list("pk", flat=True)) - ids
+        ids |= older
+    newer = set(ids)
+    while newer:  # what was made from them: successors, merges naming them, split parts
+        made = Q(pk__in=SemanticMemory.objects.filter(pk__in=newer).values("superseded_by"))
+        for pk in newer:
+            made |= Q(body__merged_from__contains=[pk]) | Q(body__split_from=pk)
+        newer = set(SemanticMemory.objects.filter(made).values_list("pk", flat=True)) - ids
+        ids |= newer
+    return ids
+
+
 def memory_versions(*, memory: SemanticMemory) -> list[SemanticMemory]:
-    """Every version of a belief, old to new: what ``memory`` replaced and what replaced it, transitively.
+    """Every version of a belief, old to new (``memory_version_ids``).
 
     Merges and splits make the chain a graph: the memories merged into one version are all its
-    predecessors. Each row comes with its successor and the successor's conversation (what changed it).
+    predecessors, the parts of a split all its successors. Each row comes with its successor and the
+    successor's conversation (what changed it).
     """
-    related = SemanticMemory.objects.select_related("superseded_by__source_conversation", "source_conversation")
-    versions = {memory.pk: memory}
-    frontier = [memory.pk]
-    while frontier:  # older versions: whatever names a known version as its successor
-        older = [m for m in related.filter(superseded_by__in=frontier) if m.pk not in versions]
-        versions.update((m.pk, m) for m in older)
-        frontier = [m.pk for m in older]
-    current = memory
-    while current.superseded_by_id and current.superseded_by_id not in versions:
-        current = related.get(pk=current.superseded_by_id)
-        versions[current.pk] = current
-    return sorted(versions.values(), key=lambda m: (m.created_at, m.pk))
+    versions = SemanticMemory.objects.filter(pk__in=memory_version_ids(start=[memory.pk])).select_related(
+        "superseded_by__source_conversation", "source_conversation"
+    )
+    return list(versions.order_by("created_at", "pk"))
 
 
 SEARCH_RANK = "search_rank"

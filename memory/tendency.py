@@ -247,20 +247,20 @@ def tendency_compute(*, anchors: Iterable[Anchor], day: date) -> Tendency:
     return Tendency(**result)
 
 
-_PHRASES = {
-    Mood.STRESSED: ("more stressed than usual", "比平时压力更大"),
-    Mood.LOW: ("lower in spirits than usual", "比平时情绪低落"),
-    Mood.UPBEAT: ("in better spirits than usual", "比平时心情更好"),
-    Mood.TENSE: ("more on edge than usual", "比平时更紧绷"),
-    Mood.SUBDUED: ("quieter than usual", "比平时更沉静"),
+# The English phrase is the mood's label ("More stressed than usual"), lower-cased.
+_CHINESE_PHRASES = {
+    Mood.STRESSED: "比平时压力更大",
+    Mood.LOW: "比平时情绪低落",
+    Mood.UPBEAT: "比平时心情更好",
+    Mood.TENSE: "比平时更紧绷",
+    Mood.SUBDUED: "比平时更沉静",
 }
 
 
 def tendency_line(*, name: str, mood: str, chinese: bool) -> str:
     """The one line a prompt carries about a notable week ("Leo has seemed more stressed than usual this week.")."""
-    english, zh = _PHRASES[mood]
     if not chinese:
-        return f"{name} has seemed {english} this week."
+        return f"{name} has seemed {Mood(mood).label.lower()} this week."
     # A Latin name stands apart from the Chinese around it ("这一周 Leo 似乎…"), a Chinese one does not.
     spaced = f"{name}" if is_chinese(name) else f" {name} "
-    return f"这一周{spaced}似乎{zh}。"
+    return f"这一周{spaced}似乎{_CHINESE_PHRASES[mood]}。"

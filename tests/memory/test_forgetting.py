@@ -20,13 +20,14 @@ from anima.api.testing import api_client, operator_client
 from anima.core.models import BlockTag, Entity, ForgetTombstone, MemoryStatus
 from conversations.models import Conversation, HistoryEntry, PeerBlock, Person, Role
 from memory.forgetting import forget_hook_register, memory_forget, person_forget, person_forget_plan
-from memory.models import SemanticMemory
+from memory.models import EmotionalTendency, SemanticMemory
 from memory.selectors import memory_recall
 from memory.services import MemoryPart, memory_merge, memory_split
 from sleep.services import sleep_cycle_run
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
+    EmotionalTendencyFactory,
     HistoryEntryFactory,
     IdentityFactory,
     MessageFactory,
@@ -245,6 +246,21 @@ def test_forgetting_a_person_takes_every_dream_made_partly_of_their_day():
     assert ("entities", "delete") in planned
     assert list(Entity.objects.filter(tag=BlockTag.DREAM)) == [leos]
     assert traces("kiln") == []
+
+
+def test_forgetting_a_person_takes_their_tendencies_with_them():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    day = dt.date(2026, 11, 20)
+    for person in (leo, maya, None):
+        EmotionalTendencyFactory(person=person, day=day, mood="low")
+
+    planned = {(row.table, row.action) for row in person_forget_plan(person=leo).rows}
+    person_forget(person=leo)  # not erasure: Leo stays, what was read off his anchors goes
+
+    assert planned == {("emotional_tendencies", "delete")}
+
+    assert Person.objects.filter(pk=leo.pk).exists()
+    assert sorted(EmotionalTendency.objects.values_list("person", flat=True), key=str) == [maya.pk, None]
 
 
 def test_forget_api_surfaces_and_their_access():

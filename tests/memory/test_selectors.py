@@ -21,6 +21,7 @@ from memory.selectors import (
     resident_memories,
     resident_memory_lines,
 )
+from memory.services import MemoryPart, memory_split
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
@@ -221,6 +222,17 @@ def test_memory_versions_run_old_to_new_with_the_conversation_that_changed_them(
         versions = memory_versions(memory=memory)
         assert [v.pk for v in versions] == [old.pk, new.pk]
         assert versions[0].superseded_by.source_conversation == correction
+
+
+def test_memory_versions_of_a_split_memory_show_every_part():
+    person = PersonFactory(slug="maya")
+    whole = SemanticMemoryFactory(person=person, content="Maya swims and Maya paints")
+    parts = memory_split(
+        memory=whole, parts=[MemoryPart("world", "Maya swims", "p1"), MemoryPart("world", "Maya paints", "p2")]
+    )
+
+    for memory in (whole, parts[0]):
+        assert {v.pk for v in memory_versions(memory=memory)} == {whole.pk, *(p.pk for p in parts)}
 
 
 def test_passive_recall_skips_memories_the_system_prompt_already_shows():

@@ -95,17 +95,6 @@ def test_a_person_without_anchors_in_the_window_loses_the_days_row():
     assert list(EmotionalTendency.objects.filter(day=later).values_list("person", flat=True)) == [None]
 
 
-def test_forgetting_a_person_takes_their_tendencies_with_them():
-    leo = PersonFactory(slug="leo")
-    EmotionalTendency.objects.create(person=leo, day=DAY, mood="low")
-    EmotionalTendency.objects.create(person=None, day=DAY)
-
-    EmotionalTendency.objects.filter(person=leo).delete()  # what a person's erasure does first
-    leo.delete()
-
-    assert list(EmotionalTendency.objects.values_list("person", flat=True)) == [None]
-
-
 def test_the_nightly_cycle_runs_the_step_after_light_sleep():
     leo = PersonFactory(slug="leo")
     LimbicAnchorFactory(person=leo, day=DAY, valence=0.4)
