@@ -11,11 +11,9 @@ class MemoryConfig(AppConfig):
         from anima.core.metrics import scrape_collector_register
         from conversations.signals import messages_stored
         from memory.citations import citations_on_messages_stored
-        from memory.embedding import embed_backlog_metrics, vectors_on_forget
-        from memory.forgetting import forget_hook_register
+        from memory.embedding import embed_backlog_metrics
         from memory.selectors import identity_context
 
         messages_stored.connect(citations_on_messages_stored, dispatch_uid="memory.citations")
         identity_provider_set(identity_context)
         scrape_collector_register(name="embeddings", collect=embed_backlog_metrics)
-        forget_hook_register(vectors_on_forget)

@@ -25,10 +25,8 @@ from anima.core.vectors import (
     VectorRow,
     vector_indexes_ensure,
     vectors_clear,
-    vectors_delete,
     vectors_store,
 )
-from memory.forgetting import ForgetResult
 from memory.search import dense_status
 
 DEFAULT_BATCH = 64
@@ -178,15 +176,3 @@ def embed_backlog_metrics() -> Iterator[Metric]:
     )
     gauge.add_metric([model.name], embed_pending_count(model=model))
     yield gauge
-
-
-# Vectors are keyed by (kind, row id), outside the tables the forget sweep reads.
-_FORGET_KINDS = {"entities": ENTITY, "messages": MESSAGE}
-
-
-def vectors_on_forget(result: ForgetResult) -> None:
-    """Drop the vectors of every row a forget deleted or redacted; the backfill re-embeds what is left of the latter."""
-    for table, kind in _FORGET_KINDS.items():
-        ids = result.deleted.get(table, set()) | result.changed.get(table, set())
-        if ids:
-            vectors_delete(kind=kind, row_ids=sorted(ids))

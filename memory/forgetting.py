@@ -58,7 +58,7 @@ _DERIVED_COMPONENTS = {Component.SEMANTIC_MEMORY, Component.CONTENT_BLOCK, Compo
 
 @dataclass
 class ForgetResult:
-    """What a forget changed: table → ids, for the hooks (e.g. drop or recompute those rows' vectors)."""
+    """What a forget changed: table → ids (the tombstone's counts); their vectors go by trigger (anima.core.vectors)."""
 
     tombstone: ForgetTombstone
     deleted: dict[str, set[int]] = field(default_factory=dict)
@@ -66,20 +66,6 @@ class ForgetResult:
 
     def note(self, table: str, pk: int, *, deleted: bool) -> None:
         (self.deleted if deleted else self.changed).setdefault(table, set()).add(pk)
-
-
-ForgetHook = Callable[[ForgetResult], None]
-_hooks: list[ForgetHook] = []
-
-
-def forget_hook_register(hook: ForgetHook) -> None:
-    """Run ``hook`` inside every forget's transaction, after the sweep (idempotent per hook).
-
-    For what lives outside the tables swept here, e.g. embeddings keyed by (table, row id): a hook
-    deletes the vectors of ``result.deleted`` rows and recomputes or drops those of ``result.changed``.
-    """
-    if hook not in _hooks:
-        _hooks.append(hook)
 
 
 @dataclass(frozen=True)
@@ -274,8 +260,6 @@ def _run(
             _apply(list(swept), result)
             prefix = config_get(section="memory.temporal_summary")["redis_key_prefix"]
             cache_delete_prefix(prefix=f"{prefix}:peer_roll:")
-            for hook in _hooks:
-                hook(result)
             tombstone.counts = {
                 table: {"deleted": len(result.deleted.get(table, ())), "redacted": len(result.changed.get(table, ()))}
                 for table in sorted(set(result.deleted) | set(result.changed))

@@ -58,7 +58,45 @@ def vectors_table_create(cursor) -> bool:
     return True
 
 
+# A vector describes its row's text (and, for an entity, its owner) as they were embedded: an edit, a merge
+# rewriting a memory, a summary written again, a redaction or a delete — by any path, the ORM, a bulk
+# UPDATE or a cascade — drops it in the same transaction, and the backfill embeds the row again if it is
+# still there. Created where the vectors table exists (migration anima.0011).
+_STALE_FUNCTION = "anima_vectors_drop_stale"
+_STALE_TRIGGERS = (
+    # (table, kind, the columns a vector is made from)
+    ("entities", ENTITY, ("title", "content", "person_id")),
+    ("messages", MESSAGE, ("content",)),
+)
+
+
+def vectors_stale_triggers_create(cursor) -> None:
+    """Triggers that drop a row's vectors when the row goes or what it was embedded from changes."""
+    cursor.execute(
+        f"CREATE OR REPLACE FUNCTION {_STALE_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$"
+        f" BEGIN DELETE FROM {TABLE} WHERE kind = TG_ARGV[0] AND row_id = OLD.id; RETURN NULL; END $$"
+    )
+    for table, kind, columns in _STALE_TRIGGERS:
+        changed = " OR ".join(f"OLD.{column} IS DISTINCT FROM NEW.{column}" for column in columns)
+        cursor.execute(
+            f"CREATE OR REPLACE TRIGGER {table}_vectors_stale AFTER UPDATE OF {', '.join(columns)} ON {table}"
+            f" FOR EACH ROW WHEN ({changed}) EXECUTE FUNCTION {_STALE_FUNCTION}('{kind}')"
+        )
+        cursor.execute(
+            f"CREATE OR REPLACE TRIGGER {table}_vectors_gone AFTER DELETE ON {table}"
+            f" FOR EACH ROW EXECUTE FUNCTION {_STALE_FUNCTION}('{kind}')"
+        )
+
+
+def vectors_stale_triggers_drop(cursor) -> None:
+    for table, _, _ in _STALE_TRIGGERS:
+        cursor.execute(f"DROP TRIGGER IF EXISTS {table}_vectors_stale ON {table}")
+        cursor.execute(f"DROP TRIGGER IF EXISTS {table}_vectors_gone ON {table}")
+    cursor.execute(f"DROP FUNCTION IF EXISTS {_STALE_FUNCTION}()")
+
+
 def vectors_table_drop(cursor) -> None:
+    vectors_stale_triggers_drop(cursor)  # they name the table
     cursor.execute(f"DROP TABLE IF EXISTS {TABLE}")
 
 
@@ -159,17 +197,6 @@ def vectors_store(*, kind: str, model: EmbeddingModel, rows: Sequence[VectorRow]
                 [vector_literal(row.vector) for row in rows],
             ],
         )
-        return cursor.rowcount
-
-
-def vectors_delete(*, kind: str, row_ids: Sequence[int], using: str = DEFAULT_DB_ALIAS) -> int:
-    """Delete every model's vectors of these rows (forgetting calls it); 0 where pgvector is absent."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown vector kind {kind!r}")
-    if not row_ids or not vectors_available(using=using):
-        return 0
-    with connections[using].cursor() as cursor:
-        cursor.execute(f"DELETE FROM {TABLE} WHERE kind = %s AND row_id = ANY(%s::bigint[])", [kind, list(row_ids)])
         return cursor.rowcount
 
 

@@ -3,7 +3,10 @@ from __future__ import annotations
 from django.db import connection
 
 from anima.core.embeddings import EmbeddingModel
-from anima.core.vectors import ENTITY, MESSAGE, VectorRow, vectors_available, vectors_delete, vectors_store
+from anima.core.vectors import ENTITY, MESSAGE, VectorRow, vectors_available, vectors_store
+from memory.models import SemanticMemory
+from memory.services import memory_update
+from tests.factories import MessageFactory, PersonFactory, SemanticMemoryFactory
 
 MODEL_A = EmbeddingModel(name="a", dim=2)
 MODEL_B = EmbeddingModel(name="b", dim=3)
@@ -19,16 +22,24 @@ def test_the_embedded_postgresql_has_the_vectors_table():
     assert vectors_available()
 
 
-def test_deleting_removes_every_models_vectors_of_those_rows_only():
-    vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(1, [1, 0]), VectorRow(2, [0, 1])])
-    vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(1, [0.6, 0.8])])
-    vectors_store(kind=ENTITY, model=MODEL_B, rows=[VectorRow(1, [1, 0, 0])])
-    vectors_store(kind=MESSAGE, model=MODEL_A, rows=[VectorRow(1, [1, 0])])
+def test_a_rows_vectors_go_when_the_row_goes_or_what_it_was_embedded_from_changes():
+    person = PersonFactory()
+    edited, moved, renamed, pinned, gone = SemanticMemoryFactory.create_batch(5, person=person)
+    message = MessageFactory()
+    for row in (edited, moved, renamed, pinned, gone):
+        vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(row.pk, [1, 0])])
+    vectors_store(kind=ENTITY, model=MODEL_B, rows=[VectorRow(edited.pk, [1, 0, 0])])
+    vectors_store(kind=MESSAGE, model=MODEL_A, rows=[VectorRow(message.pk, [1, 0])])
+    vectors_store(kind=MESSAGE, model=MODEL_A, rows=[VectorRow(edited.pk, [0, 1])])
 
-    deleted = vectors_delete(kind=ENTITY, row_ids=[1])
+    memory_update(memory=edited, changes={"content": "Maya drinks coffee now"})  # a service
+    SemanticMemory.objects.filter(pk=moved.pk).update(person=PersonFactory())  # a bulk UPDATE
+    SemanticMemory.objects.filter(pk=renamed.pk).update(title="A new title")
+    SemanticMemory.objects.filter(pk=pinned.pk).update(pinned=True, reference_count=3)  # not embedded from
+    gone.delete()
 
-    assert deleted == 2
-    assert _rows() == [("entity", 2, "a"), ("message", 1, "a")]
+    # Every model's vector of a changed row goes; a message with the same id is another row.
+    assert set(_rows()) == {("entity", pinned.pk, "a"), ("message", edited.pk, "a"), ("message", message.pk, "a")}
 
 
 def test_storing_a_rows_vector_again_replaces_it():
