@@ -361,10 +361,16 @@ _EN_HEDGE = re.compile(
 
 @dataclass(frozen=True)
 class Reading:
-    """One fact read from a clause: its slot, memory type and where the subject was found."""
+    """One fact read from a clause: its slot, and the memory type its attribute makes it."""
 
     slot: Slot
-    memory_type: str
+
+    @property
+    def memory_type(self) -> str:
+        attribute = self.slot.attribute
+        if attribute in {"activity", "event"}:
+            return "experience"
+        return "preference" if attribute.startswith(("likes", "favourite")) else "world"
 
 
 def _en_relation(word: str) -> str:
@@ -643,8 +649,8 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         key = ""
         if attribute == "name":
             if subject == SELF:
-                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)), "world")
-            return Reading(Slot(subject, raw.casefold(), "name", "", raw.casefold()), "world")
+                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)))
+            return Reading(Slot(subject, raw.casefold(), "name", "", raw.casefold()))
         if attribute == "uses":
             value = _en_thing(raw)
         elif attribute in {"email", "phone", "birthday", "origin", "workplace", "zodiac"}:
@@ -712,9 +718,9 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
             count = re.match(rf"(an?|{EN_NUMBER_WORDS}|\d+)\b", what)
             if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
-                return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"), "world")
+                return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"))
             counted = "1" if not count or count.group(1) in {"a", "an"} else number_value(count.group(1))
-            return Reading(Slot(SELF, "", f"count:{relation}", "", counted), "world")
+            return Reading(Slot(SELF, "", f"count:{relation}", "", counted))
         elif attribute == "passed":
             attribute, value = "alive", "no"
         elif attribute == "achieved":
@@ -724,10 +730,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             attribute, value = "event", "done"
         else:
             value = value_normalized(raw)
-        memory_type = "preference" if attribute.startswith(("likes", "favourite")) else "world"
-        if attribute in {"activity", "event"}:
-            memory_type = "experience"
-        return Reading(Slot(subject, sub_name.casefold(), attribute, key, value), memory_type)
+        return Reading(Slot(subject, sub_name.casefold(), attribute, key, value))
     return None
 
 
@@ -768,7 +771,7 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     restricted = _EN_OBJECT_FIRST.match(clause)
     if restricted:
         thing = _en_thing(restricted.group("value") or restricted.group("value2"))
-        return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"), "world")
+        return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"))
     subject = _en_subjects(clause, name=name)
     if subject is None:
         pronoun = re.match(r"^(?:he|she|they|it)(?:'s|\s+is|\s+are|'re)?\s*(.*)$", clause, re.I)
@@ -1086,8 +1089,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         key, value = "", ""
         if attribute == "name":
             if subject == SELF:
-                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)), "world")
-            return Reading(Slot(subject, raw, "name", "", raw), "world")
+                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)))
+            return Reading(Slot(subject, raw, "name", "", raw))
         if attribute in {"email", "phone", "birthday", "origin", "workplace", "study", "uses", "zodiac"}:
             value = value_normalized(raw)
         elif attribute == "age":
@@ -1099,7 +1102,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             if not value or not (_ZH_JOB_END.search(value) or re.match(r"^(?:开|做|干|搞|当)", value) or "的" in raw):
                 if pattern.pattern.startswith("^(?:现在|目前|还|还是|一直|也)*是"):
                     if value.endswith("人"):
-                        return Reading(Slot(subject, sub_name, "origin", "", value[:-1]), "world")
+                        return Reading(Slot(subject, sub_name, "origin", "", value[:-1]))
                     continue
                 if not _ZH_JOB_END.search(value):
                     continue
@@ -1135,10 +1138,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             word = re.search(rf"({_ZH_REL}|{_ZH_PET_WORDS})", raw).group(1)
             relation = _ZH_RELATIONS.get(word) or ("dog_or_cat:" + word)
             if match.group("pname") and len(zh_names(match.group("pname"))) < 2:  # 「叫咪咪和豆豆」 is a count
-                return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")), "world")
-            return Reading(
-                Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"), "world"
-            )
+                return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")))
+            return Reading(Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"))
         elif attribute == "habit":
             if not match.group("freq") and not re.match(r"^会(?:弹|打|拉|吹|说|讲|做|画|写|游|跳|唱|下)", raw):
                 continue
@@ -1147,10 +1148,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             attribute, value = "alive", "no"
         elif attribute == "achieved":
             attribute, key, value = "event", value_normalized(raw), "done"
-        memory_type = "preference" if attribute.startswith(("likes", "favourite")) else "world"
-        if attribute in {"activity", "event"}:
-            memory_type = "experience"
-        return Reading(Slot(subject, sub_name, attribute, key, value), memory_type)
+        return Reading(Slot(subject, sub_name, attribute, key, value))
     return None
 
 
@@ -1164,9 +1162,7 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
         r"^(?:医生|大夫)(?:不让|不许|叫我别|让我别|让我少|叫我少|要我少|要我别)我?(吃|喝|碰)太?(.{1,8})$", clause
     )
     if restricted:
-        return Reading(
-            Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"), "world"
-        )
+        return Reading(Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"))
     # 「五月天是我最喜欢的乐队」 says the same as 「我最喜欢的乐队是五月天」
     whose = f"我|我们|{re.escape(name)}" if name else "我|我们"
     inverted = re.match(
