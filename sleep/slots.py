@@ -328,7 +328,7 @@ _EN_FREQUENCY = re.compile(
 _EN_HABIT_VERBS = (
     r"play|practi[cs]e|knit|sew|paint|draw|swim|run|jog|cycle|bike|ride|hike|climb|surf|ski|skate|dance|sing|"
     r"cook|bake|garden|read|write|meditate|pray|volunteer|teach|study|go|walk|train|lift|box|fish|row|sail|"
-    r"collect|brew|journal|blog|stream|skateboard|golf|box|do"
+    r"collect|brew|journal|blog|stream|skateboard|golf|do"
 )
 # Words saying a statement holds now ("these days my favourite band is …"): they leave its slot as it is.
 _EN_NOW = (
@@ -579,7 +579,7 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
         return SELF, "", household.group("rest"), household.group("who")
     match = re.match(
         rf"^(?P<who>my|our{name_alias}(?=\s))\s+(?:(?:little|older|younger|big|baby|eldest|oldest|"
-        r"youngest|new|little|two|three|old)\s+)*(?P<rel>(?:golden |black |grey |gray |white |"
+        r"youngest|new|two|three|old)\s+)*(?P<rel>(?:golden |black |grey |gray |white |"
         r"ginger |orange |tabby |rescue )?[a-z]+(?: retriever| coon| shepherd)?)\b(?P<rest>.*)$",
         clause,
         re.I,
@@ -619,8 +619,6 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
         rest = (match.group("rest") or "").strip()
         if "'" in who and not who.endswith("'s"):
             rest = who[who.index("'") :] + " " + rest
-        elif who.casefold() == (name or "").casefold() + "'s":
-            return SELF, "", rest, who
         return SELF, "", rest.strip(), who
     match = re.match(rf"^(?P<who>{_EN_NAME})(?P<rest>(?:\s|'s\s).*)$", clause)
     if match and match.group("who") not in _NOT_NAMES and match.group("who") != name:
@@ -680,9 +678,8 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             key, value = _en_thing(raw), "+"
             if not key:
                 return None
-            attribute = "diet" if attribute == "restriction" else attribute
-            if attribute == "diet":
-                key, value = f"no {key}", "+"
+            if attribute == "restriction":
+                attribute, key = "diet", f"no {key}"
         elif attribute == "favourite":
             category = _EN_CATEGORIES.get(match.group("category").casefold())
             if not category:
@@ -888,8 +885,8 @@ _ZH_CATEGORIES = {
 _ZH_CAT = "|".join(sorted(_ZH_CATEGORIES, key=len, reverse=True))
 # Occupation nouns end in these (老师, 程序员, 医生, 护士, 会计, 司机, 策划, 老板 …).
 _ZH_JOB_END = re.compile(
-    r"(?:师|员|生|家|手|工|长|经理|老板|士|司机|会计|策划|主播|博主|模特|编辑|记者|律师|总监|主管|专员|顾问|"
-    r"骑手|代购|店主|负责人|组长|学生|研究生|博士|硕士|本科生|保安|保姆|厨子|木匠|农民|警察|军人|设计|运营|产品|开发|HR|hr|助理|老师)$"
+    r"(?:师|员|生|家|手|工|长|经理|老板|士|司机|会计|策划|主播|博主|模特|编辑|记者|总监|主管|专员|顾问|"
+    r"代购|店主|负责人|保安|保姆|厨子|木匠|农民|警察|军人|设计|运营|产品|开发|HR|hr|助理)$"
 )
 _ZH_FREQUENCY = re.compile(
     r"每(?:天|周|週|晚|个?月|年|周末|个周末|天早上|天晚上|次)|平时|经常|常常|一般|通常|总是|周[一二三四五六日末天]|天天|偶尔|习惯"
