@@ -960,7 +960,11 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"^(?:现在|目前|还|还是|一直|也)*在?(?:当|做|干)(?:了)?\s*(?:一名|一个|名)?(?P<value>[^，,。；;！!？?了]{1,10})",
         ),
         ("job", r"^(?:是|是个|是一名|是一个)?(?P<value>(?:开|做|干|搞)[^，,。；;！!？?]{1,8})的$"),
-        ("job", r"^(?:现在|目前|还|还是|一直|也)*是\s*(?:一名|一个|一位|个|名)?(?P<value>[^，,。；;！!？?]{1,10})$"),
+        # 「是护士」 is a job, 「是东北人」 where the person comes from
+        (
+            "job_or_origin",
+            r"^(?:现在|目前|还|还是|一直|也)*是\s*(?:一名|一个|一位|个|名)?(?P<value>[^，,。；;！!？?]{1,10})$",
+        ),
         (
             "uses",
             r"^(?:平时|现在|一般|日常|工作中|工作上)*(?:主要|基本|一般|平时|大多|多半)(?:都|还是)?(?:用|写|使用)\s*(?P<value>[A-Za-z][\w.+#-]*|[\u4e00-\u9fff]{2,8})",
@@ -1094,16 +1098,13 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             value = number_value(raw)
         elif attribute == "residence":
             value = value_normalized(re.sub(r"(?:市|省|区)$", "", raw))[:4]
-        elif attribute == "job":
+        elif attribute in {"job", "job_or_origin"}:
             value = value_normalized(re.sub(r"^(?:一名|一个|一位|个|名)", "", raw))
             if not value or not (_ZH_JOB_END.search(value) or re.match(r"^(?:开|做|干|搞|当)", value) or "的" in raw):
-                if pattern.pattern.startswith("^(?:现在|目前|还|还是|一直|也)*是"):
-                    if value.endswith("人"):
-                        return Reading(Slot(subject, sub_name, "origin", "", value[:-1]))
-                    continue
-                if not _ZH_JOB_END.search(value):
-                    continue
-            value = re.sub(r"^(?:当|做|干)", "", value)
+                if attribute == "job_or_origin" and value.endswith("人"):
+                    return Reading(Slot(subject, sub_name, "origin", "", value[:-1]))
+                continue
+            attribute, value = "job", re.sub(r"^(?:当|做|干)", "", value)
         elif attribute in {"allergy", "restriction"}:
             key, value = _zh_thing(raw), "+"
             if not key:
