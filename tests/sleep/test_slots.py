@@ -156,3 +156,16 @@ def test_a_number_is_one_value_whether_spelled_or_in_digits():
     assert (seven.attribute, seven.value) == ("age", "7") and supersedes(eight, seven)
     assert slot_read("I am twenty-one now.", name="Kai").value == "21"
     assert slot_read("My son is one of the best players.", name="Kai") is None  # no age: the number goes on
+
+
+@pytest.mark.parametrize(
+    ("said", "attribute", "value"),
+    [
+        ("Leo 现在是四川人了", "origin", "四川"),
+        ("我一直是东北人。", "origin", "东北"),
+        ("我现在是一名护士。", "job", "护士"),
+    ],
+)
+def test_being_one_of_a_place_is_an_origin_and_being_one_of_a_trade_a_job(said, attribute, value):
+    slot = slot_read(said, name="Leo")
+    assert (slot.attribute, slot.value) == (attribute, value)
