@@ -15,6 +15,11 @@ def test_reading_a_slot_never_fails(text, name):
     assert slot is None or slot.attribute
 
 
+def _name(said: str) -> str:
+    """The speaker's name in the language of what they said."""
+    return "小雨" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "Sam"
+
+
 @pytest.mark.parametrize(
     ("said", "expected"),
     [
@@ -31,8 +36,7 @@ def test_reading_a_slot_never_fails(text, name):
     ],
 )
 def test_disclosures_name_the_person_and_resolve_or_drop_pronouns(said, expected):
-    name = "小雨" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "Sam"
-    assert [content for _, content, _ in facts_read(said, name=name)] == expected
+    assert [content for _, content, _ in facts_read(said, name=_name(said))] == expected
 
 
 def test_numbers_and_negations_decide_a_slot():
@@ -47,7 +51,7 @@ def test_numbers_and_negations_decide_a_slot():
 
 
 def _read(said: str) -> list[tuple[str, str, Slot]]:
-    name = "小雨" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "Sam"
+    name = _name(said)
     facts = facts_read(said, name=name)
     for _, content, slot in facts:
         assert slot_read(content, name=name) == slot  # the stored wording reads back into the slot it was written in
