@@ -771,11 +771,11 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
         return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"))
     subject = _en_subjects(clause, name=name)
     if subject is None:
-        pronoun = re.match(r"^(?:he|she|they|it)(?:'s|\s+is|\s+are|'re)?\s*(.*)$", clause, re.I)
-        if pronoun and subject_hint:
-            rest = clause[len(clause.split()[0]) :].strip()
-            if "'" in clause.split()[0]:
-                rest = clause.split()[0][clause.split()[0].index("'") :] + " " + rest
+        if subject_hint and re.match(r"^(?:he|she|they|it)(?:'s|\s+is|\s+are|'re)?\s*.*$", clause, re.I):
+            first = clause.split()[0]
+            rest = clause[len(first) :].strip()
+            if "'" in first:
+                rest = first[first.index("'") :] + " " + rest
             return _en_reading(subject_hint[0], subject_hint[1], rest)
         return None
     relation, sub_name, rest, who = subject
