@@ -328,7 +328,7 @@ _EN_FREQUENCY = re.compile(
 _EN_HABIT_VERBS = (
     r"play|practi[cs]e|knit|sew|paint|draw|swim|run|jog|cycle|bike|ride|hike|climb|surf|ski|skate|dance|sing|"
     r"cook|bake|garden|read|write|meditate|pray|volunteer|teach|study|go|walk|train|lift|box|fish|row|sail|"
-    r"collect|brew|journal|blog|stream|skateboard|golf|box|do"
+    r"collect|brew|journal|blog|stream|skateboard|golf|do"
 )
 # Words saying a statement holds now ("these days my favourite band is …"): they leave its slot as it is.
 _EN_NOW = (
@@ -361,10 +361,16 @@ _EN_HEDGE = re.compile(
 
 @dataclass(frozen=True)
 class Reading:
-    """One fact read from a clause: its slot, memory type and where the subject was found."""
+    """One fact read from a clause: its slot, and the memory type its attribute makes it."""
 
     slot: Slot
-    memory_type: str
+
+    @property
+    def memory_type(self) -> str:
+        attribute = self.slot.attribute
+        if attribute in {"activity", "event"}:
+            return "experience"
+        return "preference" if attribute.startswith(("likes", "favourite")) else "world"
 
 
 def _en_relation(word: str) -> str:
@@ -573,7 +579,7 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
         return SELF, "", household.group("rest"), household.group("who")
     match = re.match(
         rf"^(?P<who>my|our{name_alias}(?=\s))\s+(?:(?:little|older|younger|big|baby|eldest|oldest|"
-        r"youngest|new|little|two|three|old)\s+)*(?P<rel>(?:golden |black |grey |gray |white |"
+        r"youngest|new|two|three|old)\s+)*(?P<rel>(?:golden |black |grey |gray |white |"
         r"ginger |orange |tabby |rescue )?[a-z]+(?: retriever| coon| shepherd)?)\b(?P<rest>.*)$",
         clause,
         re.I,
@@ -613,8 +619,6 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
         rest = (match.group("rest") or "").strip()
         if "'" in who and not who.endswith("'s"):
             rest = who[who.index("'") :] + " " + rest
-        elif who.casefold() == (name or "").casefold() + "'s":
-            return SELF, "", rest, who
         return SELF, "", rest.strip(), who
     match = re.match(rf"^(?P<who>{_EN_NAME})(?P<rest>(?:\s|'s\s).*)$", clause)
     if match and match.group("who") not in _NOT_NAMES and match.group("who") != name:
@@ -643,8 +647,8 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         key = ""
         if attribute == "name":
             if subject == SELF:
-                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)), "world")
-            return Reading(Slot(subject, raw.casefold(), "name", "", raw.casefold()), "world")
+                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)))
+            return Reading(Slot(subject, raw.casefold(), "name", "", raw.casefold()))
         if attribute == "uses":
             value = _en_thing(raw)
         elif attribute in {"email", "phone", "birthday", "origin", "workplace", "zodiac"}:
@@ -674,9 +678,8 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             key, value = _en_thing(raw), "+"
             if not key:
                 return None
-            attribute = "diet" if attribute == "restriction" else attribute
-            if attribute == "diet":
-                key, value = f"no {key}", "+"
+            if attribute == "restriction":
+                attribute, key = "diet", f"no {key}"
         elif attribute == "favourite":
             category = _EN_CATEGORIES.get(match.group("category").casefold())
             if not category:
@@ -712,9 +715,9 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
             count = re.match(rf"(an?|{EN_NUMBER_WORDS}|\d+)\b", what)
             if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
-                return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"), "world")
+                return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"))
             counted = "1" if not count or count.group(1) in {"a", "an"} else number_value(count.group(1))
-            return Reading(Slot(SELF, "", f"count:{relation}", "", counted), "world")
+            return Reading(Slot(SELF, "", f"count:{relation}", "", counted))
         elif attribute == "passed":
             attribute, value = "alive", "no"
         elif attribute == "achieved":
@@ -724,10 +727,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             attribute, value = "event", "done"
         else:
             value = value_normalized(raw)
-        memory_type = "preference" if attribute.startswith(("likes", "favourite")) else "world"
-        if attribute in {"activity", "event"}:
-            memory_type = "experience"
-        return Reading(Slot(subject, sub_name.casefold(), attribute, key, value), memory_type)
+        return Reading(Slot(subject, sub_name.casefold(), attribute, key, value))
     return None
 
 
@@ -768,14 +768,14 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     restricted = _EN_OBJECT_FIRST.match(clause)
     if restricted:
         thing = _en_thing(restricted.group("value") or restricted.group("value2"))
-        return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"), "world")
+        return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"))
     subject = _en_subjects(clause, name=name)
     if subject is None:
-        pronoun = re.match(r"^(?:he|she|they|it)(?:'s|\s+is|\s+are|'re)?\s*(.*)$", clause, re.I)
-        if pronoun and subject_hint:
-            rest = clause[len(clause.split()[0]) :].strip()
-            if "'" in clause.split()[0]:
-                rest = clause.split()[0][clause.split()[0].index("'") :] + " " + rest
+        if subject_hint and re.match(r"^(?:he|she|they|it)(?:'s|\s+is|\s+are|'re)?\s*.*$", clause, re.I):
+            first = clause.split()[0]
+            rest = clause[len(first) :].strip()
+            if "'" in first:
+                rest = first[first.index("'") :] + " " + rest
             return _en_reading(subject_hint[0], subject_hint[1], rest)
         return None
     relation, sub_name, rest, who = subject
@@ -885,8 +885,8 @@ _ZH_CATEGORIES = {
 _ZH_CAT = "|".join(sorted(_ZH_CATEGORIES, key=len, reverse=True))
 # Occupation nouns end in these (老师, 程序员, 医生, 护士, 会计, 司机, 策划, 老板 …).
 _ZH_JOB_END = re.compile(
-    r"(?:师|员|生|家|手|工|长|经理|老板|士|司机|会计|策划|主播|博主|模特|编辑|记者|律师|总监|主管|专员|顾问|"
-    r"骑手|代购|店主|负责人|组长|学生|研究生|博士|硕士|本科生|保安|保姆|厨子|木匠|农民|警察|军人|设计|运营|产品|开发|HR|hr|助理|老师)$"
+    r"(?:师|员|生|家|手|工|长|经理|老板|士|司机|会计|策划|主播|博主|模特|编辑|记者|总监|主管|专员|顾问|"
+    r"代购|店主|负责人|保安|保姆|厨子|木匠|农民|警察|军人|设计|运营|产品|开发|HR|hr|助理)$"
 )
 _ZH_FREQUENCY = re.compile(
     r"每(?:天|周|週|晚|个?月|年|周末|个周末|天早上|天晚上|次)|平时|经常|常常|一般|通常|总是|周[一二三四五六日末天]|天天|偶尔|习惯"
@@ -960,7 +960,11 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"^(?:现在|目前|还|还是|一直|也)*在?(?:当|做|干)(?:了)?\s*(?:一名|一个|名)?(?P<value>[^，,。；;！!？?了]{1,10})",
         ),
         ("job", r"^(?:是|是个|是一名|是一个)?(?P<value>(?:开|做|干|搞)[^，,。；;！!？?]{1,8})的$"),
-        ("job", r"^(?:现在|目前|还|还是|一直|也)*是\s*(?:一名|一个|一位|个|名)?(?P<value>[^，,。；;！!？?]{1,10})$"),
+        # 「是护士」 is a job, 「是东北人」 where the person comes from
+        (
+            "job_or_origin",
+            r"^(?:现在|目前|还|还是|一直|也)*是\s*(?:一名|一个|一位|个|名)?(?P<value>[^，,。；;！!？?]{1,10})$",
+        ),
         (
             "uses",
             r"^(?:平时|现在|一般|日常|工作中|工作上)*(?:主要|基本|一般|平时|大多|多半)(?:都|还是)?(?:用|写|使用)\s*(?P<value>[A-Za-z][\w.+#-]*|[\u4e00-\u9fff]{2,8})",
@@ -1086,24 +1090,21 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         key, value = "", ""
         if attribute == "name":
             if subject == SELF:
-                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)), "world")
-            return Reading(Slot(subject, raw, "name", "", raw), "world")
+                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)))
+            return Reading(Slot(subject, raw, "name", "", raw))
         if attribute in {"email", "phone", "birthday", "origin", "workplace", "study", "uses", "zodiac"}:
             value = value_normalized(raw)
         elif attribute == "age":
             value = number_value(raw)
         elif attribute == "residence":
             value = value_normalized(re.sub(r"(?:市|省|区)$", "", raw))[:4]
-        elif attribute == "job":
+        elif attribute in {"job", "job_or_origin"}:
             value = value_normalized(re.sub(r"^(?:一名|一个|一位|个|名)", "", raw))
             if not value or not (_ZH_JOB_END.search(value) or re.match(r"^(?:开|做|干|搞|当)", value) or "的" in raw):
-                if pattern.pattern.startswith("^(?:现在|目前|还|还是|一直|也)*是"):
-                    if value.endswith("人"):
-                        return Reading(Slot(subject, sub_name, "origin", "", value[:-1]), "world")
-                    continue
-                if not _ZH_JOB_END.search(value):
-                    continue
-            value = re.sub(r"^(?:当|做|干)", "", value)
+                if attribute == "job_or_origin" and value.endswith("人"):
+                    return Reading(Slot(subject, sub_name, "origin", "", value[:-1]))
+                continue
+            attribute, value = "job", re.sub(r"^(?:当|做|干)", "", value)
         elif attribute in {"allergy", "restriction"}:
             key, value = _zh_thing(raw), "+"
             if not key:
@@ -1135,10 +1136,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             word = re.search(rf"({_ZH_REL}|{_ZH_PET_WORDS})", raw).group(1)
             relation = _ZH_RELATIONS.get(word) or ("dog_or_cat:" + word)
             if match.group("pname") and len(zh_names(match.group("pname"))) < 2:  # 「叫咪咪和豆豆」 is a count
-                return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")), "world")
-            return Reading(
-                Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"), "world"
-            )
+                return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")))
+            return Reading(Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"))
         elif attribute == "habit":
             if not match.group("freq") and not re.match(r"^会(?:弹|打|拉|吹|说|讲|做|画|写|游|跳|唱|下)", raw):
                 continue
@@ -1147,10 +1146,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             attribute, value = "alive", "no"
         elif attribute == "achieved":
             attribute, key, value = "event", value_normalized(raw), "done"
-        memory_type = "preference" if attribute.startswith(("likes", "favourite")) else "world"
-        if attribute in {"activity", "event"}:
-            memory_type = "experience"
-        return Reading(Slot(subject, sub_name, attribute, key, value), memory_type)
+        return Reading(Slot(subject, sub_name, attribute, key, value))
     return None
 
 
@@ -1164,9 +1160,7 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
         r"^(?:医生|大夫)(?:不让|不许|叫我别|让我别|让我少|叫我少|要我少|要我别)我?(吃|喝|碰)太?(.{1,8})$", clause
     )
     if restricted:
-        return Reading(
-            Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"), "world"
-        )
+        return Reading(Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"))
     # 「五月天是我最喜欢的乐队」 says the same as 「我最喜欢的乐队是五月天」
     whose = f"我|我们|{re.escape(name)}" if name else "我|我们"
     inverted = re.match(

@@ -106,8 +106,7 @@ def split_answer(payload: dict) -> dict:
 CANDIDATE_DICE = 0.6
 
 
-def _dice(a: str, b: str) -> float:
-    ga, gb = bigrams(a), bigrams(b)
+def _dice(ga: set[str], gb: set[str]) -> float:
     return 2 * len(ga & gb) / (len(ga) + len(gb)) if ga and gb else 0.0
 
 
@@ -126,8 +125,8 @@ def _same_numbers_and_negations(a: str, b: str) -> bool:
     )
 
 
-def _contained(a: str, b: str) -> bool:
-    short_grams, long_grams = sorted((bigrams(a), bigrams(b)), key=len)
+def _contained(ga: set[str], gb: set[str]) -> bool:
+    short_grams, long_grams = sorted((ga, gb), key=len)
     return len(short_grams) >= CONTAINED_MIN_BIGRAMS and len(short_grams & long_grams) >= CONTAINED_SHARE * len(
         short_grams
     )
@@ -142,7 +141,8 @@ def near_duplicates(a: str, b: str) -> bool:
     short, long = sorted((na, nb), key=len)
     if len(short) >= 8 and short in long:
         return True
-    return _dice(a, b) >= 0.8 or _contained(a, b)
+    ga, gb = bigrams(a), bigrams(b)
+    return _dice(ga, gb) >= 0.8 or _contained(ga, gb)
 
 
 @offline_handler("deep-sleep.merge")
@@ -170,7 +170,7 @@ def merge_answer(payload: dict) -> dict:
             for m in group
             if m is group[0]
             or (
-                _dice(m["content"], group[0]["content"]) >= CANDIDATE_DICE
+                _dice(bigrams(m["content"]), bigrams(group[0]["content"])) >= CANDIDATE_DICE
                 and _same_numbers_and_negations(m["content"], group[0]["content"])
             )
         ]

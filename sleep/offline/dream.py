@@ -182,9 +182,9 @@ def _words(payload: dict, *, chinese: bool) -> list[str]:
         words = text_keywords(" ".join(t for t in material if is_chinese(t)), count=12, script="cjk")
     else:
         # What an English fact is about ends it ("… plays the cello", "… lives in Lisbon").
-        words = [re.findall(r"[A-Za-z][\w'-]*", m)[-1] for m in memories if re.findall(r"[A-Za-z][\w'-]*", m)]
+        words = [found[-1] for m in memories if (found := re.findall(r"[A-Za-z][\w'-]*", m))]
         words = [w for w in dict.fromkeys(words) if len(w) >= 3 and w.casefold() not in KEYWORD_STOPWORDS]
-    return [w for w in words if w.casefold() not in names and not any(w.casefold() in n for n in names)]
+    return [w for w in words if not any(w.casefold() in n for n in names)]
 
 
 def _echo(payload: dict, *, chinese: bool) -> str:

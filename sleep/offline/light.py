@@ -170,8 +170,6 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             rest = text[len(first) :].strip()
             verb = "is" if "'" in first else ""
             text = f"{said.hint_text} {verb} {rest}".replace("  ", " ") if said.hint_text else text
-        elif slot.subject == "" and slot.name:
-            pass  # "Ben turned 6 today": the name is its own subject
         content = third_person_en(text, name)
         if slot.subject not in (slots.SELF, ""):
             said.hint = (slot.subject, slot.name)
@@ -235,7 +233,7 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             continue
         if reading is None and said.hint is not None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
             hinted = slots._zh_reading(said.hint[0], said.hint[1], clause)
-            if hinted is not None and hinted.slot.attribute not in {"activity"}:
+            if hinted is not None and hinted.slot.attribute != "activity":
                 if facts and facts[-1][2].attribute.startswith("count:") and hinted.slot.attribute == "name":
                     # 「我养了一只柯基，叫豆豆」: the count and the name are one fact
                     kind, content, _ = facts.pop()
@@ -279,7 +277,7 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             said.hint_text = _subject_text(Slot(relation, "", "", "", ""), name, chinese=True)
             if relation.startswith("dog_or_cat:"):
                 said.hint_text = f"{name}的{relation.split(':', 1)[1]}"
-        if said.past_like and slot.attribute in {"likes"} | {a for a in [slot.attribute] if a.startswith("favourite")}:
+        if said.past_like and (slot.attribute == "likes" or slot.attribute.startswith("favourite")):
             content = f"{content}（以前喜欢 {said.past_like}）"
             said.past_like = ""
         facts.append((reading.memory_type, clip(content, 160), slot))

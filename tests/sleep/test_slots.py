@@ -15,6 +15,11 @@ def test_reading_a_slot_never_fails(text, name):
     assert slot is None or slot.attribute
 
 
+def _name(said: str) -> str:
+    """The speaker's name in the language of what they said."""
+    return "小雨" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "Sam"
+
+
 @pytest.mark.parametrize(
     ("said", "expected"),
     [
@@ -31,8 +36,7 @@ def test_reading_a_slot_never_fails(text, name):
     ],
 )
 def test_disclosures_name_the_person_and_resolve_or_drop_pronouns(said, expected):
-    name = "小雨" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "Sam"
-    assert [content for _, content, _ in facts_read(said, name=name)] == expected
+    assert [content for _, content, _ in facts_read(said, name=_name(said))] == expected
 
 
 def test_numbers_and_negations_decide_a_slot():
@@ -47,7 +51,7 @@ def test_numbers_and_negations_decide_a_slot():
 
 
 def _read(said: str) -> list[tuple[str, str, Slot]]:
-    name = "小雨" if any("\u4e00" <= ch <= "\u9fff" for ch in said) else "Sam"
+    name = _name(said)
     facts = facts_read(said, name=name)
     for _, content, slot in facts:
         assert slot_read(content, name=name) == slot  # the stored wording reads back into the slot it was written in
@@ -156,3 +160,16 @@ def test_a_number_is_one_value_whether_spelled_or_in_digits():
     assert (seven.attribute, seven.value) == ("age", "7") and supersedes(eight, seven)
     assert slot_read("I am twenty-one now.", name="Kai").value == "21"
     assert slot_read("My son is one of the best players.", name="Kai") is None  # no age: the number goes on
+
+
+@pytest.mark.parametrize(
+    ("said", "attribute", "value"),
+    [
+        ("Leo 现在是四川人了", "origin", "四川"),
+        ("我一直是东北人。", "origin", "东北"),
+        ("我现在是一名护士。", "job", "护士"),
+    ],
+)
+def test_being_one_of_a_place_is_an_origin_and_being_one_of_a_trade_a_job(said, attribute, value):
+    slot = slot_read(said, name="Leo")
+    assert (slot.attribute, slot.value) == (attribute, value)
