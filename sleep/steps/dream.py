@@ -83,14 +83,16 @@ def _owner(owners: set[int | None]) -> Person | None:
 
 
 def _people(*, start, end) -> list[str]:
-    """Names of the people the window's conversations were with: a dream keeps them out of its imagery."""
-    conversations = (
-        Conversation.objects.filter(messages__created_at__gte=start, messages__created_at__lt=end, person__isnull=False)
+    """Names of the people the window's conversations were with (a channel account's too): a dream keeps them out
+    of its imagery."""
+    conversation_ids = (
+        Conversation.objects.filter(messages__created_at__gte=start, messages__created_at__lt=end)
         .exclude(platform__in=EXCLUDED_PLATFORMS)
-        .select_related("person")
+        .values_list("pk", flat=True)
         .distinct()
     )
-    return sorted({person_label(c.person) for c in conversations})
+    person_ids = set(conversations_persons(conversation_ids=conversation_ids).values()) - {None}
+    return sorted({person_label(person) for person in Person.objects.filter(pk__in=person_ids)})
 
 
 def dream(ctx: StepContext) -> dict:
