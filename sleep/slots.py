@@ -1080,6 +1080,16 @@ def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
     return None
 
 
+def _zh_place_like(value: str) -> bool:
+    """Whether 「是 X 人」's X can be a place: 「好人」「个好人」 say what someone is like, not where they are from."""
+    import jieba.posseg
+
+    # An adjective, a numeral or a measure word (jieba's a*, m, q tags) is no place.
+    return bool(value) and not any(
+        word.flag.startswith("a") or word.flag in {"m", "q"} for word in jieba.posseg.cut(value)
+    )
+
+
 def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
     rest = _ZH_TIME_LEAD.sub("", rest).strip()
     for attribute, pattern in _ZH_PREDICATES:
@@ -1094,6 +1104,8 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             return Reading(Slot(subject, raw, "name", "", raw))
         if attribute in {"email", "phone", "birthday", "origin", "workplace", "study", "uses", "zodiac"}:
             value = value_normalized(raw)
+            if attribute == "origin" and not _zh_place_like(value):
+                continue
         elif attribute == "age":
             value = number_value(raw)
         elif attribute == "residence":
@@ -1101,7 +1113,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         elif attribute in {"job", "job_or_origin"}:
             value = value_normalized(re.sub(r"^(?:一名|一个|一位|个|名)", "", raw))
             if not value or not (_ZH_JOB_END.search(value) or re.match(r"^(?:开|做|干|搞|当)", value) or "的" in raw):
-                if attribute == "job_or_origin" and value.endswith("人"):
+                if attribute == "job_or_origin" and value.endswith("人") and _zh_place_like(value[:-1]):
                     return Reading(Slot(subject, sub_name, "origin", "", value[:-1]))
                 continue
             attribute, value = "job", re.sub(r"^(?:当|做|干)", "", value)

@@ -173,3 +173,9 @@ def test_a_number_is_one_value_whether_spelled_or_in_digits():
 def test_being_one_of_a_place_is_an_origin_and_being_one_of_a_trade_a_job(said, attribute, value):
     slot = slot_read(said, name="Leo")
     assert (slot.attribute, slot.value) == (attribute, value)
+
+
+@pytest.mark.parametrize("said", ["我是好人。", "我是个好人", "我现在是一名好人"])
+def test_what_someone_is_like_is_no_place_they_come_from(said):
+    assert slot_read(said, name="小雨") is None
+    assert slot_read("我是大连人", name="小雨").value == "大连"  # a place jieba tags otherwise still is one
