@@ -25,6 +25,7 @@ from anima.core.vectors import (
     VectorRow,
     vector_indexes_ensure,
     vectors_clear,
+    vectors_statistics_refresh,
     vectors_store,
 )
 from memory.search import dense_status
@@ -161,6 +162,7 @@ def embed_backfill_run(
             report.pending = max(0, report.pending - len(rows))
             if progress:
                 progress(report.embedded, report.pending)
+    vectors_statistics_refresh(added=report.embedded)
     report.pending = embed_pending_count(model=model)
     report.seconds = time.monotonic() - started
     return report

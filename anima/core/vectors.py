@@ -200,6 +200,30 @@ def vectors_store(*, kind: str, model: EmbeddingModel, rows: Sequence[VectorRow]
         return cursor.rowcount
 
 
+# PostgreSQL's own autovacuum rule: analyze once more than 50 rows + 10 % of the counted ones changed.
+_ANALYZE_BASE_ROWS = 50
+_ANALYZE_SHARE = 0.1
+
+
+def vectors_statistics_refresh(*, added: int, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """ANALYZE the vectors table when ``added`` new rows outgrow its statistics; True when it did.
+
+    Dense recall's plan rests on them: statistics taken before a large backfill (after an import, or on a
+    new database) say the table is nearly empty, and the planner then computes the distance of every
+    message vector instead of walking the person's rows (14 ms instead of 2 with 3,000 of them). Autovacuum
+    catches up within a minute or so; a backfill that grew the table this much refreshes them at once.
+    """
+    if added <= _ANALYZE_BASE_ROWS:
+        return False
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [TABLE])
+        (counted,) = cursor.fetchone()  # -1: never analyzed
+        if added <= _ANALYZE_BASE_ROWS + _ANALYZE_SHARE * max(counted, 0):
+            return False
+        cursor.execute(f"ANALYZE {TABLE}")
+    return True
+
+
 def vectors_clear(*, using: str = DEFAULT_DB_ALIAS) -> int:
     """Delete every vector (``embed_backfill --rebuild``: after a model change, everything is embedded again)."""
     if not vectors_available(using=using):

@@ -3,7 +3,14 @@ from __future__ import annotations
 from django.db import connection
 
 from anima.core.embeddings import EmbeddingModel
-from anima.core.vectors import ENTITY, MESSAGE, VectorRow, vectors_available, vectors_store
+from anima.core.vectors import (
+    ENTITY,
+    MESSAGE,
+    VectorRow,
+    vectors_available,
+    vectors_statistics_refresh,
+    vectors_store,
+)
 from memory.models import SemanticMemory
 from memory.services import memory_update
 from tests.factories import MessageFactory, PersonFactory, SemanticMemoryFactory
@@ -51,3 +58,22 @@ def test_storing_a_rows_vector_again_replaces_it():
         ((vec, person_id),) = cursor.fetchall()
     assert [round(float(x), 2) for x in vec.strip("[]").split(",")] == [0.6, 0.8]
     assert person_id == 5
+
+
+def _counted() -> float:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'vectors'")
+        return cursor.fetchone()[0]
+
+
+def test_statistics_are_refreshed_only_once_new_rows_outgrow_them():
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE vectors")
+    vectors_store(kind=MESSAGE, model=MODEL_A, rows=[VectorRow(i, [1, 0]) for i in range(1, 41)])
+    assert not vectors_statistics_refresh(added=40)  # a few rows: autovacuum's business
+    assert _counted() == 0
+    vectors_store(kind=MESSAGE, model=MODEL_A, rows=[VectorRow(i, [0, 1]) for i in range(41, 301)])
+    assert vectors_statistics_refresh(added=260)
+    assert _counted() == 300
+    vectors_store(kind=ENTITY, model=MODEL_A, rows=[VectorRow(i, [1, 1]) for i in range(1, 71)])
+    assert not vectors_statistics_refresh(added=70)  # within 50 + 10 % of the 300 counted

@@ -53,6 +53,18 @@ def test_backfill_embeds_every_source_once_and_then_has_nothing_pending(concept_
     assert embed_backfill_run().embedded == 0
 
 
+def test_a_backfill_that_outgrows_the_planners_statistics_refreshes_them(concept_embeddings):
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE vectors")  # what the planner knew before: no vectors at all
+    MessageFactory.create_batch(80, conversation=ConversationFactory(), content="a trip to Rome")
+
+    embed_backfill_run(batch=40)
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'vectors'")
+        assert cursor.fetchone()[0] == 80
+
+
 def test_backfill_resumes_where_a_limit_stopped_it(concept_embeddings):
     MessageFactory.create_batch(5, content="a trip to Rome")
 
