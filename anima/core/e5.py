@@ -233,8 +233,14 @@ class E5:
 
     def token_ids(self, text: str, *, kind: Kind) -> list[int]:
         """The model's input for ``text``: prefix, pieces and the special tokens, within MAX_TOKENS[kind]."""
-        pieces = self._pieces(PREFIX[kind] + text)
         room = MAX_TOKENS[kind] - 2
+        # A piece spans at least one character, so the kept pieces lie within room × longest characters of
+        # the kept end; four times that leaves the split near the cut far from them (a pasted book costs
+        # what its first pages do).
+        span = 4 * room * self._file.longest_piece
+        if len(text) > span:
+            text = text[-span:] if kind == "query" else text[:span]
+        pieces = self._pieces(PREFIX[kind] + text)
         if len(pieces) > room:
             prefix = self._prefix_tokens[kind]
             pieces = pieces[:prefix] + pieces[len(pieces) - (room - prefix) :] if kind == "query" else pieces[:room]

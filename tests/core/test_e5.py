@@ -85,6 +85,9 @@ def test_a_long_query_keeps_its_end_and_a_long_passage_its_start(engine):
     tail = engine.token_ids(moved, kind="query")[4:-1]
     assert query[:4] == start and query[-1 - len(tail) : -1] == tail
     assert passage == engine.token_ids(opening + ordered, kind="passage")
+    book = opening * 3000  # 42,000 characters: cut before it is split, with the same result
+    assert engine.token_ids(book + moved, kind="query") == query
+    assert engine.token_ids(opening + moved + book, kind="passage") == passage
     lisbon = engine.embed(["my sister lives in Lisbon"], kind="passage")[0]
     first, second = engine.embed([opening + moved, opening + ordered], kind="query")
     assert first @ lisbon > second @ lisbon + 0.05
