@@ -139,6 +139,7 @@ _EN_ADVERBS = frozenset(
     "recently finally never rarely absolutely totally kind sort of truly honestly basically".split()
 )
 _EN_PERSONAL = {"i'm": "is", "i am": "is", "i've": "has", "i'd": "would", "i'll": "will"}
+_EN_FAMILY = {"we're": "is", "we've": "has", "we'd": "would", "we'll": "will"}
 
 
 def _en_verb(word: str) -> str:
@@ -158,14 +159,9 @@ def _en_verb(word: str) -> str:
 def third_person_en(clause: str, name: str) -> str:
     """A first-person English statement about ``name`` in the third person ("I'm from Porto" → "Ana is from Porto")."""
     text = clause.replace("’", "'")
-    for first, verb in _EN_PERSONAL.items():
-        text = re.sub(rf"^{re.escape(first)}\b", f"{name} {verb}", text, flags=re.I)
-    text = re.sub(
-        r"^we'(re|ve|ll|d)\b",
-        lambda m: f"{name}'s family {dict(re='is', ve='has', ll='will', d='would')[m.group(1).casefold()]}",
-        text,
-        flags=re.I,
-    )
+    for subjects, subject in ((_EN_PERSONAL, name), (_EN_FAMILY, f"{name}'s family")):
+        for first, verb in subjects.items():
+            text = re.sub(rf"^{re.escape(first)}\b", f"{subject} {verb}", text, flags=re.I)
     text = re.sub(r"^the (whole |entire )?family\b", rf"{name}'s \1family", text, flags=re.I)
     words = text.split()
     if words and words[0].casefold() in {"i", "we"}:
