@@ -30,6 +30,7 @@ from django.db.models import Q, QuerySet
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
+from anima.core.db import row_id_parse
 from anima.core.errors import AccessDenied, AnimaError
 from conversations.models import Conversation, Person, ScopeKind, TokenScope, person_slug_valid
 from conversations.selectors import conversation_person, conversations_of_persons
@@ -216,8 +217,8 @@ def access_of_scope(row: TokenScope) -> Access:
 def conversation_find(reference: str) -> Conversation | None:
     """A conversation by external id, else by numeric id."""
     found = Conversation.objects.select_related("person").filter(external_id=reference).first()
-    if found is None and reference.isascii() and reference.isdigit() and len(reference) <= 18:
-        found = Conversation.objects.select_related("person").filter(pk=int(reference)).first()
+    if found is None and (row_id := row_id_parse(reference)) is not None:
+        found = Conversation.objects.select_related("person").filter(pk=row_id).first()
     return found
 
 

@@ -18,6 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.core.admin import json_block
+from anima.core.db import row_id_parse
 from anima.core.forms import RangeDateField
 from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
@@ -74,10 +75,10 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
 
 
 def _retry(request: HttpRequest) -> HttpResponse:
-    raw = request.POST.get("retry", "")
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+    row_id = row_id_parse(request.POST.get("retry", ""))
+    if row_id is None:
         raise Http404("no such step run")
-    failed = get_object_or_404(PipelineStepRun.objects.select_related("run"), pk=int(raw))
+    failed = get_object_or_404(PipelineStepRun.objects.select_related("run"), pk=row_id)
     if failed.status != StepStatus.FAILED:
         messages.error(request, f"{failed.step} #{failed.attempt} did not fail; nothing to retry.")
     else:

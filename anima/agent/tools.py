@@ -399,8 +399,7 @@ TOOLS: tuple[Tool, ...] = (
 )
 
 
-def tools_registry() -> dict[str, Tool]:
-    return {tool.name: tool for tool in TOOLS}
+_TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
 def tool_schemas(*, conversation: Conversation | None = None) -> list[dict[str, Any]]:
@@ -421,7 +420,7 @@ def tool_call(*, name: str, arguments: Any, access: Access = OPERATOR_ACCESS) ->
     local processes. Raises UnknownTool, ToolError naming the argument on bad input and
     AccessDenied (403) for a call outside the caller's reach.
     """
-    tool = tools_registry().get(name)
+    tool = _TOOLS_BY_NAME.get(name)
     if tool is None:
         raise UnknownTool(name)
     access.require(OPERATOR, AGENT, to="tool calls")

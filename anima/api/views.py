@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from anima.agent.tools import TOOLS, UnknownTool, tool_call, tool_schemas
 from anima.core.api.views import ApiView, ApiViewSet
 from anima.core.config import SCHEMA, config_get, config_update
+from anima.core.db import row_id_parse
 from conversations.access import AGENT, OPERATOR, access_of
 from conversations.models import Conversation
 
@@ -53,9 +54,8 @@ class ToolListView(ApiView):
         raw = request.query_params.get("conversation")
         if raw is None:
             return Response(tool_schemas())
-        # Only what a bigint id can be: "²" or thirty digits is no conversation, not a 500.
-        is_id = raw.isascii() and raw.isdigit() and len(raw) <= 18
-        conversation = Conversation.objects.filter(pk=int(raw)).first() if is_id else None
+        row_id = row_id_parse(raw)
+        conversation = Conversation.objects.filter(pk=row_id).first() if row_id is not None else None
         if conversation is None:
             raise exceptions.NotFound(f"no conversation {raw}")
         access_of(request).conversation_check(conversation)

@@ -101,6 +101,11 @@ def database_unreachable(exc: BaseException) -> bool:
     return state.startswith("08") or state in _SHUTDOWN_STATES
 
 
+def row_id_parse(raw: str) -> int | None:
+    """``raw`` as a row id, or None when it cannot be one: "²" or thirty digits is no row, not a 500."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+
+
 # --- Searches under a time limit ---------------------------------------------------------------------
 
 
