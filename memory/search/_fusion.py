@@ -90,8 +90,11 @@ def hybrid_search(
         if wants_dense and keyword_gate:
             if not rows:
                 return []
-            pending = _query_vector_start(text=text, alias=alias)
-        dense = _query_vector_wait(pending)
+            # Nothing left to overlap with: embed here rather than hop to the embedding thread and wait.
+            model, _ = dense_status(using=alias)
+            dense = _query_vector(text=text, model=model) if model is not None else None
+        else:
+            dense = pending.result() if pending is not None else None
         if dense is not None:
             with search_transaction(using=alias) as (cursor, restore):
                 rows += _dense_rows(cursor, dense=dense, sources=sources, pool=pool, restore=restore)
@@ -152,20 +155,15 @@ def _query_vector_start(*, text: str, alias: str) -> Future | None:
     return _embedder().submit(_query_vector, text=text, model=model)
 
 
-def _query_vector(*, text: str, model: EmbeddingModel) -> _DenseQuery:
+def _query_vector(*, text: str, model: EmbeddingModel) -> _DenseQuery | None:
+    """``text`` embedded as a query, or None (logged) when the provider cannot answer: recall goes on keyword-only."""
     started = time.perf_counter()
-    (vector,) = embed_texts([text], kind="query")
-    return _DenseQuery(model=model, vector=vector, seconds=time.perf_counter() - started)
-
-
-def _query_vector_wait(pending: Future | None) -> _DenseQuery | None:
-    if pending is None:
-        return None
     try:
-        return pending.result()
+        (vector,) = embed_texts([text], kind="query")
     except EmbeddingsUnavailable as exc:
         logger.warning("dense recall skipped, keywords only: %s", exc)
         return None
+    return _DenseQuery(model=model, vector=vector, seconds=time.perf_counter() - started)
 
 
 def _dense_rows(cursor, *, dense: _DenseQuery, sources: Sequence[SourceSpec], pool: int, restore: bool) -> list[tuple]:
