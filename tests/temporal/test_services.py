@@ -163,7 +163,7 @@ def test_a_models_topic_lines_are_stored_without_contact_data_numbers_or_quotes(
     said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000"
     _talk(DAY, [(Role.USER, said), (Role.ASSISTANT, "好的，记下了。")], title="杂事")
     own_text = "Leo 留下了邮箱 leo@example.com 和电话 13800138000。"
-    leaky_topic = "Leo 的联系方式：leo@example.com / +86 138 0013 8000，他说“顺便记一下”"
+    leaky_topic = "Leo 的联系方式：leo@example.com / +86 138 0013 8000，他说“顺便记一下”，" + "聊得很开心" * 30
     llm_stub.reply({"sections": [{"conversation": 0, "topic": leaky_topic, "summary": own_text}]})
 
     temporal_summary_write_day(day=DAY)
@@ -171,12 +171,12 @@ def test_a_models_topic_lines_are_stored_without_contact_data_numbers_or_quotes(
     request = llm_stub.requests[0]
     system, user = request["messages"][0]["content"], json.loads(request["messages"][1]["content"])
     assert topic_rule(source="the material") in system and '"sections"' in system
-    assert f"at most {TOPIC_MAX_CHARS} characters" in system  # the cap asked is the cap enforced
     assert user["conversations"][0]["conversation"] == 0
     [section] = TemporalSummary.objects.get().body["sections"]
     assert section["text"] == own_text  # the person's own section keeps everything
     topic = section["topic"]
     assert "@" not in topic and "example" not in topic and not any(ch.isdigit() for ch in topic)
+    assert len(topic) <= TOPIC_MAX_CHARS  # the model's 170 characters are cut to the cap its rule names
     assert "顺便记一下" not in topic and "“" not in topic and topic.startswith("Leo 的联系方式")
 
 
