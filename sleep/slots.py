@@ -128,6 +128,9 @@ _EN_TENS = {
 }
 # A number spelled in English words, 0-99: "seven", "twenty-one", "forty two".
 EN_NUMBER_WORDS = rf"(?:(?:{'|'.join(_EN_TENS)})(?:[- ](?:{'|'.join(_EN_UNITS[1:10])}))?|{'|'.join(_EN_UNITS)})"
+# How many of a thing someone has ("a", "seven", "12"), and the verbs that say they have it.
+EN_COUNT = rf"(?:an?|{EN_NUMBER_WORDS}|\d+)"
+EN_HAVE = r"(?:have|has|'ve got|have got|has got|own|owns)"
 
 
 def _en_number(text: str) -> int | None:
@@ -550,8 +553,7 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "has",
-            r"^(?:have|has|'ve got|have got|has got|own|owns)\s+"
-            r"(?P<value>(?:an?|one|two|three|four|five|\d+)\s+[^,.;!?]+)",
+            rf"^{EN_HAVE}\s+(?P<value>{EN_COUNT}\s+[^,.;!?]+)",
         ),
         ("passed", r"^(?:passed away|died)\b(?P<value>[^,.;!?]*)"),
         (
@@ -713,7 +715,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             if not relation:
                 return None
             named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
-            count = re.match(rf"(an?|{EN_NUMBER_WORDS}|\d+)\b", what)
+            count = re.match(rf"({EN_COUNT})\b", what)
             if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
                 return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"))
             counted = "1" if not count or count.group(1) in {"a", "an"} else number_value(count.group(1))

@@ -85,8 +85,8 @@ def _named(relation: str, names: list[str], name: str, *, chinese: bool) -> list
 
 
 # "I have a dog called Rex and a cat named Luna": each thing had is a clause of its own.
-_EN_HAD = re.compile(r"^(?P<head>.*?\b(?:have|has|'ve got|have got|own|owns))\s+(?P<things>.+)$", re.I)
-_EN_COUNTED = r"(?:an?|one|two|three|four|five|six|\d+)\s"
+_EN_HAD = re.compile(rf"^(?P<head>.*?\b{slots.EN_HAVE})\s+(?P<things>.+)$", re.I)
+_EN_COUNTED = rf"{slots.EN_COUNT}\s"
 _EN_THINGS_SPLIT = re.compile(rf"\s*,?\s+and\s+(?={_EN_COUNTED})|\s*,\s*(?={_EN_COUNTED})", re.I)
 
 

@@ -97,12 +97,30 @@ def test_a_new_job_told_as_news_is_the_persons_job(said, job):
 
 
 @pytest.mark.parametrize(
+    ("said", "count"),
+    [
+        ("I have seven cats.", "7"),
+        ("I have got eleven rabbits.", "11"),
+        ("I have twenty-one cats.", "21"),
+        ("I own 3 bikes.", None),
+    ],
+)
+def test_how_many_of_a_kind_someone_has_is_read_in_words_or_digits(said, count):
+    slot = slot_read(said)
+    assert (slot.value if slot and slot.attribute.startswith("count:") else None) == count
+
+
+@pytest.mark.parametrize(
     ("said", "named"),
     [
         ("We have two cats, Miso and Tofu.", {("cat", "miso"), ("cat", "tofu")}),
         ("I have a dog called Rex and a cat named Luna.", {("dog", "rex"), ("cat", "luna")}),
         ("We've got three dogs: Rex, Ace and Bo.", {("dog", "rex"), ("dog", "ace"), ("dog", "bo")}),
         ("I have two kids named Ben and Mia.", {("child", "ben"), ("child", "mia")}),
+        (
+            "I have a dog called Rex and six cats named Miso and Tofu.",
+            {("dog", "rex"), ("cat", "miso"), ("cat", "tofu")},
+        ),
         ("我家有两只猫，一只叫咪咪，一只叫豆豆。", {("cat", "咪咪"), ("cat", "豆豆")}),
         ("我养了两只狗，分别叫大黄和小黑。", {("dog", "大黄"), ("dog", "小黑")}),
         ("我养了一只狗叫旺财，还有一只猫叫咪咪。", {("dog", "旺财"), ("cat", "咪咪")}),
