@@ -16,10 +16,10 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _load_before_fork(**kwargs) -> None:
-    """Load jieba's dictionary in the worker's parent, before its pool forks: every process starts warm.
+    """Load jieba's dictionary and tagger in the worker's parent, before its pool forks: every process starts warm.
 
     Otherwise each pool process loads it on its first Chinese write (about a second of CPU each,
     ten when four processes load at once on two cores). Plain Python data, safe to fork (unlike the
     embedding model, which each process loads itself).
     """
-    segmentation_load()
+    segmentation_load(tags=True)

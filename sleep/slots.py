@@ -19,6 +19,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from anima.core.llm.schema import schema_object, schema_string
+from anima.core.segmentation import word_tags
 from anima.core.text import is_chinese, without_addresses
 from temporal.selectors import person_label
 
@@ -1082,14 +1083,11 @@ def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
 def _zh_place_like(value: str) -> bool:
     """Whether 「是 X 人」's X can be a place: 「好人」「个好人」 say what someone is like, not where they are from."""
-    import jieba.posseg
-
     # An adjective, a numeral or a measure word (jieba's a*, m, q tags) is no place.
-    return bool(value) and not any(
-        word.flag.startswith("a") or word.flag in {"m", "q"} for word in jieba.posseg.cut(value)
-    )
+    return bool(value) and not any(flag.startswith("a") or flag in {"m", "q"} for _, flag in word_tags(value))
 
 
 def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
