@@ -59,13 +59,12 @@ def _turn(conversation: Conversation, *, turn_id: str | None, long_term_intent: 
         turn_id = str(latest.pk) if latest else ""
     if long_term_intent is None:
         long_term_intent = long_term_intent_detect(text=latest.content if latest else "")
-    return str(turn_id), long_term_intent
+    return turn_id, long_term_intent
 
 
 def _updated_in_turn(conversation: Conversation, turn: str) -> bool:
-    return (
-        ShortTermMemory.objects.filter(conversation=conversation, last_turn_id=turn).exclude(last_turn_id="").exists()
-    )
+    # No turn (no user message yet) is never one the summary was updated in.
+    return bool(turn) and ShortTermMemory.objects.filter(conversation=conversation, last_turn_id=turn).exists()
 
 
 def _latest_message(conversation: Conversation) -> Message | None:
