@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from django.core.cache import caches
@@ -98,3 +101,36 @@ def cache_delete_prefix(*, prefix: str) -> int:
     except _CACHE_ERRORS as exc:
         _cache_failed(exc, prefix)
         return 0
+
+
+class ProcessLru:
+    """A bounded map in this process, the least recently used entries dropped first; safe across threads.
+
+    For values that never change for their key (a word's lexemes, a query's vector): the next lookup of a
+    key skips the work that made it.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Iterable[Hashable]) -> dict[Hashable, Any]:
+        """The entries held for ``keys`` (each now the most recently used)."""
+        with self._lock:
+            found = {key: self._items[key] for key in keys if key in self._items}
+            for key in found:
+                self._items.move_to_end(key)
+        return found
+
+    def put_many(self, items: dict[Hashable, Any]) -> None:
+        with self._lock:
+            for key, value in items.items():
+                self._items[key] = value
+                self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()

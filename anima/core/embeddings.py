@@ -20,7 +20,6 @@ import logging
 import math
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,6 +27,7 @@ from typing import Protocol
 import openai
 from django.conf import settings
 
+from anima.core.cache import ProcessLru
 from anima.core.e5 import E5, Kind
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ _providers: dict[tuple, _Provider | None] = {}
 # much CPU on one short query as the rest of a recall request: repeated queries (a tool retrying, a person
 # asking again) are embedded once per process. Bounded: 1,000 vectors of 384 floats are a few MB.
 QUERY_CACHE_SIZE = 1000
-_query_vectors: OrderedDict[tuple, list[float]] = OrderedDict()
+_query_vectors = ProcessLru(QUERY_CACHE_SIZE)
 
 
 def _config_key() -> tuple:
@@ -174,20 +174,11 @@ def embed_texts(texts: Sequence[str], *, kind: Kind = "passage") -> list[list[fl
     if kind != "query":
         return provider.embed(texts, kind=kind)
     config = _config_key()
-    keys = [(config, text) for text in texts]
-    with _state_lock:
-        cached = [_query_vectors.get(key) for key in keys]
-        for key, vector in zip(keys, cached, strict=True):
-            if vector is not None:
-                _query_vectors.move_to_end(key)
-    missing = list(dict.fromkeys(text for text, vector in zip(texts, cached, strict=True) if vector is None))
+    vectors = {text: vector for (_, text), vector in _query_vectors.get_many((config, text) for text in texts).items()}
+    missing = list(dict.fromkeys(text for text in texts if text not in vectors))
     if missing:
         made = dict(zip(missing, provider.embed(missing, kind=kind), strict=True))
-        with _state_lock:
-            for text, vector in made.items():
-                _query_vectors[(config, text)] = vector
-            while len(_query_vectors) > QUERY_CACHE_SIZE:
-                _query_vectors.popitem(last=False)
-        cached = [vector if vector is not None else made[text] for text, vector in zip(texts, cached, strict=True)]
+        _query_vectors.put_many({(config, text): vector for text, vector in made.items()})
+        vectors.update(made)
     # Copies: a caller may change its list without changing the cache.
-    return [list(vector) for vector in cached]
+    return [list(vectors[text]) for text in texts]

@@ -7,14 +7,13 @@ statistics (cached), so that words common in a source only fill up its ranking.
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from django.db import connections
 
+from anima.core.cache import ProcessLru
 from anima.core.db import read_alias
 from anima.core.search_query import SearchQuery, tsquery_or
 from memory.search._sources import SourceSpec
@@ -89,27 +88,21 @@ def term_stats_clear() -> None:
 # A word's lexemes never change (the text search configuration is fixed): each process remembers the
 # latest LEXEME_CACHE_SIZE words it looked up, and a recall whose words are all known skips a round trip.
 LEXEME_CACHE_SIZE = 20_000
-_lexeme_cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
-_lexeme_lock = threading.Lock()
+_lexeme_cache = ProcessLru(LEXEME_CACHE_SIZE)
 
 
 def _lexemes_get(*, words: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """Each word as the database normalises it for the index (stemmed, stopwords dropped), one round trip."""
-    with _lexeme_lock:
-        found = {word: _lexeme_cache[word] for word in words if word in _lexeme_cache}
+    found = _lexeme_cache.get_many(words)
     missing = [word for word in words if word not in found]
     if missing:
         with connections[read_alias()].cursor() as cursor:
             cursor.execute(
                 "SELECT w, tsvector_to_array(to_tsvector('english', w)) FROM unnest(%s::text[]) AS w", [missing]
             )
-            found.update((word, tuple(lexemes)) for word, lexemes in cursor.fetchall())
-    with _lexeme_lock:
-        for word in words:
-            _lexeme_cache[word] = found[word]
-            _lexeme_cache.move_to_end(word)
-        while len(_lexeme_cache) > LEXEME_CACHE_SIZE:
-            _lexeme_cache.popitem(last=False)
+            looked_up = {word: tuple(lexemes) for word, lexemes in cursor.fetchall()}
+        _lexeme_cache.put_many(looked_up)
+        found.update(looked_up)
     return found
 
 

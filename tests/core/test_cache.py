@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.core.cache import cache_delete_prefix, cache_get_json, cache_set_json
+from anima.core.cache import ProcessLru, cache_delete_prefix, cache_get_json, cache_set_json
 
 
 def test_values_round_trip_through_the_in_process_default(private_cache):
@@ -58,3 +58,13 @@ def test_deleting_by_prefix_scans_redis_and_keeps_other_keys(settings):
     assert cache_delete_prefix(prefix=prefix) == 3
     assert [cache_get_json(key=f"{prefix}{n}") for n in range(3)] == [None, None, None]
     assert cache_get_json(key=f"{prefix[:-10]}other") == {"kept": True}
+
+
+def test_a_process_lru_keeps_the_most_recently_used_entries_within_its_size():
+    lru = ProcessLru(2)
+    lru.put_many({"a": 1, "b": 2})
+    assert lru.get_many(["a", "x"]) == {"a": 1}  # "a" is now the most recently used
+    lru.put_many({"c": 3})  # evicts "b", the least recently used
+    assert lru.get_many(["a", "b", "c"]) == {"a": 1, "c": 3}
+    lru.clear()
+    assert lru.get_many(["a", "c"]) == {}

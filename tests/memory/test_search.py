@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -324,7 +322,7 @@ def test_term_statistics_are_read_from_analyze_and_cached():
 
 
 def test_a_word_looked_up_once_is_not_asked_of_the_database_again(fake_stats, monkeypatch):
-    monkeypatch.setattr(_stats, "_lexeme_cache", OrderedDict())  # nothing looked up by earlier tests
+    _stats._lexeme_cache.clear()  # nothing looked up by earlier tests
     fake_stats.add("morn")
     MessageFactory(content="Miso slept late this morning")
 
