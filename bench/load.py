@@ -7,8 +7,9 @@ Run from the repository root:
 It measures each ``--recall`` setting in turn (``ANIMA_EMBEDDINGS`` for the web process; default: keyword-only
 ``off``, the baseline, then dense recall with the ``local`` model) on the same database in the same run, and
 reports each one's figures against the first's: absolute figures move with what else the machine is doing, the
-ratios much less. The seeded rows are embedded before the load starts. A throwaway database
-(``anima_bench_<pid>`` on the embedded server, dropped afterwards) gets 30 people with 60
+ratios much less. The seeded rows are embedded before the load starts; each run's writes stay in the
+database for the next (unembedded): ``--recall local,off,local`` shows whether the order moves the ratio.
+A throwaway database (``anima_bench_<pid>`` on the embedded server, dropped afterwards) gets 30 people with 60
 conversations, 3,000 bilingual messages and 1,500 semantic memories; then ``--clients`` client
 threads (keep-alive connections, each request after the previous one's answer) send for
 ``--seconds`` (after a 5 s warm-up that is not counted) this mix, every text and query drawn
@@ -291,7 +292,7 @@ def main() -> None:
             samples, seconds, writes, seen = run(mode=mode, token=token, conversations=conversations, args=args)
             result = summary(samples=samples, seconds=seconds, writes=writes, lost=lost_writes(writes), queries=seen)
             results.append((mode, result))
-            report(mode=mode, samples=samples, result=result, args=args)
+            report(mode=mode, samples=samples, result=result, seconds=seconds, clients=args.clients)
     compare(results)
 
 
@@ -335,11 +336,11 @@ def summary(*, samples, seconds: float, writes: list, lost: int, queries: list[s
     }
 
 
-def report(*, mode: str, samples, result: dict, args) -> None:
+def report(*, mode: str, samples, result: dict, seconds: float, clients: int) -> None:
     print()
     print(
-        f"gunicorn 3 workers, embedded PostgreSQL, Redis cache, ANIMA_EMBEDDINGS={mode}, {args.clients} clients,"
-        f" {args.seconds:.0f} s"
+        f"gunicorn 3 workers, embedded PostgreSQL, Redis cache, ANIMA_EMBEDDINGS={mode}, {clients} clients,"
+        f" {seconds:.0f} s measured"
     )
     print("| requests | throughput | p50 | p95 | p99 | errors | acknowledged writes | lost | repeated queries |")
     print("|---|---|---|---|---|---|---|---|---|")
