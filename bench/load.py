@@ -7,8 +7,9 @@ Run from the repository root:
 It measures each ``--recall`` setting in turn (``ANIMA_EMBEDDINGS`` for the web process; default: keyword-only
 ``off``, the baseline, then dense recall with the ``local`` model) on the same database in the same run, and
 reports each one's figures against the first's: absolute figures move with what else the machine is doing, the
-ratios much less. The seeded rows are embedded before the load starts; each run's writes stay in the
-database for the next (unembedded): ``--recall local,off,local`` shows whether the order moves the ratio.
+ratios much less. The seeded rows are embedded before the load starts, and each run gets its own copy of that
+database and an empty cache: a run's writes (7,000 rows a minute) would otherwise make the next one's
+keyword statements slower (two keyword-only runs in a row measured 7 % apart).
 A throwaway database (``anima_bench_<pid>`` on the embedded server, dropped afterwards) gets 30 people with 60
 conversations, 3,000 bilingual messages and 1,500 semantic memories; then ``--clients`` client
 threads (keep-alive connections, each request after the previous one's answer) send for
@@ -55,6 +56,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.cache import cache  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import override_settings  # noqa: E402
 from rest_framework.authtoken.models import Token  # noqa: E402
@@ -289,11 +291,32 @@ def main() -> None:
                 filled = embed_backfill_run()
             print(f"embedded {filled.embedded:,} rows in {filled.seconds:.0f} s before the load", flush=True)
         for mode in modes:
-            samples, seconds, writes, seen = run(mode=mode, token=token, conversations=conversations, args=args)
-            result = summary(samples=samples, seconds=seconds, writes=writes, lost=lost_writes(writes), queries=seen)
+            with seeded_copy():
+                samples, seconds, writes, seen = run(mode=mode, token=token, conversations=conversations, args=args)
+                lost = lost_writes(writes)
+            result = summary(samples=samples, seconds=seconds, writes=writes, lost=lost, queries=seen)
             results.append((mode, result))
             report(mode=mode, samples=samples, result=result, seconds=seconds, clients=args.clients)
     compare(results)
+
+
+@contextlib.contextmanager
+def seeded_copy() -> Iterator[None]:
+    """The block runs on a copy of the seeded database (``connection`` points at it), dropped afterwards."""
+    source = connection.settings_dict["NAME"]
+    copy = f"{source}_run"
+    connection.close()  # a template must have no other connection
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
+    connection.settings_dict["NAME"] = copy
+    cache.clear()
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict["NAME"] = source
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
 
 
 def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, list, list]:

@@ -135,6 +135,29 @@ def settings_local(cursor, wanted: dict[str, tuple[str, str]], *, restore: bool)
         cursor.execute(apply, [value for name, old in zip(names, previous, strict=True) for value in (name, old)])
 
 
+def fetch_under(*, sql: str, params: dict, wanted: dict[str, tuple[str, str]], using: str = DEFAULT_DB_ALIAS) -> list:
+    """The rows of ``sql`` run with each setting at its wanted value (as ``settings_local``) for it alone.
+
+    Outside a transaction the settings and the statement travel in one message, which the server runs as one
+    implicit transaction whose end drops the settings: one round trip where a transaction of its own takes four
+    (BEGIN, the settings, the statement, COMMIT). Inside a caller's transaction they are set and then restored.
+    """
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        if connection.in_atomic_block or not connection.get_autocommit():
+            with settings_local(cursor, wanted, restore=True):
+                cursor.execute(sql, params)
+                return cursor.fetchall()
+        values, calls = {}, []
+        for index, (name, (value, _)) in enumerate(wanted.items()):
+            values[f"setting{index}"], values[f"setting{index}_value"] = name, value
+            calls.append(f"set_config(%(setting{index})s, %(setting{index}_value)s, true)")
+        # Client-side binding (Django's psycopg cursor) sends it as a simple query, which may hold several.
+        cursor.execute(f"SELECT {', '.join(calls)}; {sql}", {**params, **values})
+        cursor.nextset()
+        return cursor.fetchall()
+
+
 def search_timeout_setting() -> dict[str, tuple[str, str]]:
     """ANIMA_RECALL_TIMEOUT as a ``settings_local`` entry: the server cancels a statement past it."""
     return {"statement_timeout": (f"{max(1, round(settings.ANIMA_RECALL_TIMEOUT * 1000))}ms", "0")}

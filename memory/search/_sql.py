@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from anima.core.db import search_timeout_setting, settings_local
+from anima.core.db import fetch_under, search_timeout_setting
 from anima.core.embeddings import EmbeddingModel
 from anima.core.models import TRIGRAM_PREFIX_CHARS
 from anima.core.search_query import SearchQuery
@@ -156,27 +156,20 @@ def search_statement(
     return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects), params
 
 
-def search_fetch(cursor, sql: str, params: dict, *, restore: bool = True) -> list[tuple]:
-    """Run the search statement under the planner settings it needs, then restore the previous ones.
-
-    ``restore`` false: nothing else runs in this transaction before it ends (see _fetch_under).
-    """
+def search_fetch(sql: str, params: dict, *, using: str) -> list[tuple]:
+    """Run the search statement under ANIMA_RECALL_TIMEOUT and the planner settings it needs (``fetch_under``)."""
     # The threshold is read by the `<%` operator and so by the trigram index. The planner prices `<%`
     # like a cheap operator and, below ~100k rows, scans every row computing word_similarity (250 ms
     # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
     # take the GIN indexes, the right path at every size.
-    return _fetch_under(
-        cursor,
-        sql,
-        params,
-        {
-            # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
-            "pg_trgm.word_similarity_threshold": (str(TRIGRAM_THRESHOLD), PG_TRGM_DEFAULT_WORD_SIMILARITY),
-            "enable_seqscan": ("off", "on"),
-            "enable_indexscan": ("off", "on"),
-        },
-        restore=restore,
-    )
+    wanted = {
+        **search_timeout_setting(),
+        # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
+        "pg_trgm.word_similarity_threshold": (str(TRIGRAM_THRESHOLD), PG_TRGM_DEFAULT_WORD_SIMILARITY),
+        "enable_seqscan": ("off", "on"),
+        "enable_indexscan": ("off", "on"),
+    }
+    return fetch_under(sql=sql, params=params, wanted=wanted, using=using)
 
 
 def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, pool: int) -> tuple[str, dict] | None:
@@ -217,28 +210,15 @@ HNSW_EF_SEARCH_MIN = 40
 HNSW_MAX_SCAN_TUPLES = 20_000
 
 
-def dense_fetch(cursor, sql: str, params: dict, *, pool: int, restore: bool = True) -> list[tuple]:
-    """Run the dense statement under iterative HNSW scans, then restore the previous settings (see _fetch_under)."""
-    return _fetch_under(
-        cursor,
-        sql,
-        params,
-        {
-            "hnsw.iterative_scan": ("relaxed_order", "off"),
-            "hnsw.ef_search": (str(min(max(pool, HNSW_EF_SEARCH_MIN), 1000)), "40"),
-            "hnsw.max_scan_tuples": (str(HNSW_MAX_SCAN_TUPLES), "20000"),
-        },
-        restore=restore,
-    )
-
-
-def _fetch_under(
-    cursor, sql: str, params: dict, wanted: dict[str, tuple[str, str]], *, restore: bool = True
-) -> list[tuple]:
-    """Fetch ``sql`` under ANIMA_RECALL_TIMEOUT with each setting at its wanted value (``settings_local``)."""
-    with settings_local(cursor, {**search_timeout_setting(), **wanted}, restore=restore):
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+def dense_fetch(sql: str, params: dict, *, pool: int, using: str) -> list[tuple]:
+    """Run the dense statement under ANIMA_RECALL_TIMEOUT and iterative HNSW scans (``fetch_under``)."""
+    wanted = {
+        **search_timeout_setting(),
+        "hnsw.iterative_scan": ("relaxed_order", "off"),
+        "hnsw.ef_search": (str(min(max(pool, HNSW_EF_SEARCH_MIN), 1000)), "40"),
+        "hnsw.max_scan_tuples": (str(HNSW_MAX_SCAN_TUPLES), "20000"),
+    }
+    return fetch_under(sql=sql, params=params, wanted=wanted, using=using)
 
 
 PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"

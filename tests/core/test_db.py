@@ -10,10 +10,19 @@ import psycopg
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import DataError, IntegrityError, OperationalError, connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from anima.agent.turn import prepare_turn
 from anima.api.testing import api_client
-from anima.core.db import REPLICA, ReplicaRouter, database_unreachable, primary_reads, read_alias, replica_reads
+from anima.core.db import (
+    REPLICA,
+    ReplicaRouter,
+    database_unreachable,
+    fetch_under,
+    primary_reads,
+    read_alias,
+    replica_reads,
+)
 from conversations.models import HistoryEntry, Message
 from memory.models import SemanticMemory
 from memory.workspace import workspace_export
@@ -120,3 +129,40 @@ def test_writes_and_migrations_stay_on_the_primary(replica):
     with replica_reads():
         assert SemanticMemory.objects.get(pk=memory.pk).content == "written inside replica_reads"
     assert connections[REPLICA].settings_dict["NAME"] == connections["default"].settings_dict["NAME"]
+
+
+WANTED = {"enable_seqscan": ("off", "on"), "statement_timeout": ("4s", "0")}
+SHOWN = "SELECT current_setting('enable_seqscan'), current_setting('statement_timeout'), %(value)s::int"
+
+
+def _settings() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('statement_timeout')")
+        return cursor.fetchone()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_statement_runs_under_its_settings_in_one_round_trip_and_leaves_none_behind():
+    with CaptureQueriesContext(connection) as sent:
+        rows = fetch_under(sql=SHOWN, params={"value": 7}, wanted=WANTED)
+
+    assert rows == [("off", "4s", 7)]
+    assert len(sent) == 1  # no BEGIN, no separate SET, no COMMIT
+    assert _settings() == ("on", "0")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_past_its_timeout_is_cancelled_and_the_session_keeps_its_own_timeout():
+    with pytest.raises(OperationalError) as cancelled:
+        fetch_under(sql="SELECT pg_sleep(2)", params={}, wanted={"statement_timeout": ("50ms", "0")})
+
+    assert isinstance(cancelled.value.__cause__, psycopg.errors.QueryCanceled)
+    assert _settings() == ("on", "0")
+    assert fetch_under(sql="SELECT 1", params={}, wanted=WANTED) == [(1,)]
+
+
+def test_inside_a_callers_transaction_its_settings_are_restored_after_the_statement():
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = '42s'")
+        assert fetch_under(sql=SHOWN, params={"value": 1}, wanted=WANTED) == [("off", "4s", 1)]
+        assert _settings() == ("on", "42s")

@@ -183,7 +183,7 @@ def test_person_isolation_holds_on_the_hnsw_index_at_50k_vectors_over_20_persons
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
-        rows = dense_fetch(cursor, sql, params, pool=pool)
+        rows = dense_fetch(sql, params, pool=pool, using=connection.alias)
         cursor.execute("SELECT id FROM messages WHERE conversation_id = %s", [conversations[3].pk])
         owned = {row[0] for row in cursor.fetchall()}
         cursor.execute(
