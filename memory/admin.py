@@ -5,7 +5,7 @@ from collections.abc import Callable
 from datetime import date, timedelta
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.main import ORDER_VAR, ChangeList
+from django.contrib.admin.views.main import ORDER_VAR
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -40,15 +40,6 @@ from memory.tendency import DayPoint
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
 CITING_MESSAGES_SHOWN = 50
-
-
-class RankedChangeList(ChangeList):
-    """Keeps hybrid-search ranking order unless the operator sorts by a column."""
-
-    def get_ordering(self, request: HttpRequest, queryset: QuerySet) -> list:
-        if SEARCH_RANK in queryset.query.annotations and ORDER_VAR not in self.params:
-            return [SEARCH_RANK, "-pk"]
-        return super().get_ordering(request, queryset)
 
 
 def _memory_action(
@@ -140,9 +131,6 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         ("Details", {"fields": ("body", "fts_segmented", "created_at", "updated_at")}),
     )
 
-    def get_changelist(self, request: HttpRequest, **kwargs) -> type[ChangeList]:
-        return RankedChangeList
-
     def get_actions(self, request: HttpRequest) -> dict:
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # a delete is a forget: the forget action lists what goes
@@ -188,7 +176,9 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
             return queryset.none(), False
         if cited := CITED_ID_RE.fullmatch(term):  # an operator pasting a cited id
             ids = [int(cited[1]), *ids]
-        return ranked_by_ids(queryset, ids=ids), False
+        ranked = ranked_by_ids(queryset, ids=ids)
+        # The changelist orders before it searches: the ranking holds unless the operator sorts by a column.
+        return (ranked if ORDER_VAR in request.GET else ranked.order_by(SEARCH_RANK, "-pk")), False
 
     @admin.display(description="content")
     def short_content(self, obj: SemanticMemory) -> str:

@@ -50,8 +50,9 @@ def test_search_box_uses_hybrid_retrieval_with_bigrams_and_ranking(admin_client)
 
 
 def test_search_keeps_ranking_order_unless_a_column_is_sorted(admin_client):
-    weak = SemanticMemoryFactory(content="Python 是一门语言")
+    # The better match is the older row: the default order (newest first) would list it second.
     strong = SemanticMemoryFactory(content="Leo 喜欢 Python 和 TypeScript 编程")
+    weak = SemanticMemoryFactory(content="Python 是一门语言")
     ranked = _listed_ids(admin_client.get(CHANGELIST, {"q": "Leo 编程 Python"}))
     assert ranked == [strong.pk, weak.pk]
     by_id = _listed_ids(admin_client.get(CHANGELIST, {"q": "Leo 编程 Python", "o": "1"}))
