@@ -83,8 +83,11 @@ def memory_version_ids(*, start: Iterable[int]) -> set[int]:
     """
     ids = set(start)
     older = set(ids)
-    while older:  # earlier versions: memories superseded by one we have
-        older = set(SemanticMemory.objects.filter(superseded_by__in=older).values_list("pk", flat=True)) - ids
+    while older:  # earlier versions: memories superseded by one we have, and the whole a part was split from
+        split_from = SemanticMemory.objects.filter(pk__in=older).values_list("body__split_from", flat=True)
+        wholes = {pk for pk in split_from if isinstance(pk, int)}
+        found = SemanticMemory.objects.filter(Q(superseded_by__in=older) | Q(pk__in=wholes))
+        older = set(found.values_list("pk", flat=True)) - ids
         ids |= older
     newer = set(ids)
     while newer:  # what was made from them: successors, merges naming them, split parts

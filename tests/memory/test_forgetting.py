@@ -204,6 +204,23 @@ def test_forgetting_takes_every_version_and_restores_what_was_merged_with_it():
     assert traces("hazelnut", "swims") == []
 
 
+def test_forgetting_a_later_part_of_a_split_takes_the_whole_it_came_from():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    whole = SemanticMemoryFactory(person=maya, content="Maya is allergic to hazelnuts. Maya swims on Sundays")
+    parts = memory_split(
+        memory=whole,
+        parts=[
+            MemoryPart("world", "Maya is allergic to hazelnuts", "p1"),
+            MemoryPart("world", "Maya swims on Sundays", "p2"),
+        ],
+    )
+
+    memory_forget(memory=parts[1])  # the whole (expired, it still says it) and the other part go with it
+
+    assert not SemanticMemory.objects.exists()
+    assert traces("hazelnut", "swims") == []
+
+
 def test_person_forget_with_messages_is_erasure():
     maya, leo = PersonFactory(slug="maya", display_name="Maya"), PersonFactory(slug="leo", display_name="Leo")
     _fact_with_derivatives(maya, "Maya collects vintage typewriters")

@@ -231,7 +231,7 @@ def test_memory_versions_of_a_split_memory_show_every_part():
         memory=whole, parts=[MemoryPart("world", "Maya swims", "p1"), MemoryPart("world", "Maya paints", "p2")]
     )
 
-    for memory in (whole, parts[0]):
+    for memory in (whole, *parts):  # from any part: the whole it came from and its sibling too
         assert {v.pk for v in memory_versions(memory=memory)} == {whole.pk, *(p.pk for p in parts)}
 
 
