@@ -5,7 +5,7 @@ Run from the repository root:
     REDIS_URL=redis://127.0.0.1:6379/9 python bench/load.py [--seconds 60] [--clients 12] [--recall off,local]
 
 It measures each ``--recall`` setting in turn (``ANIMA_EMBEDDINGS`` for the web process; default: keyword-only
-``off``, the baseline, then dense recall with the ``local`` model) on the same database in the same run, and
+``off``, the baseline, then dense recall with the ``local`` model) on the same seeded rows in the same run, and
 reports each one's figures against the first's: absolute figures move with what else the machine is doing, the
 ratios much less. The seeded rows are embedded before the load starts, and each run gets its own copy of that
 database and an empty cache: a run's writes (7,000 rows a minute) would otherwise make the next one's
@@ -303,20 +303,17 @@ def main() -> None:
 @contextlib.contextmanager
 def seeded_copy() -> Iterator[None]:
     """The block runs on a copy of the seeded database (``connection`` points at it), dropped afterwards."""
-    source = connection.settings_dict["NAME"]
-    copy = f"{source}_run"
+    creation, source = connection.creation, connection.settings_dict["NAME"]
     connection.close()  # a template must have no other connection
-    with connection._nodb_cursor() as cursor:
-        cursor.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
-    connection.settings_dict["NAME"] = copy
+    creation.clone_test_db(suffix="run", verbosity=0)  # CREATE DATABASE … TEMPLATE on PostgreSQL
+    connection.settings_dict["NAME"] = creation.get_test_db_clone_settings("run")["NAME"]
     cache.clear()
     try:
         yield
     finally:
         connection.close()
         connection.settings_dict["NAME"] = source
-        with connection._nodb_cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
+        creation.destroy_test_db(verbosity=0, suffix="run")
 
 
 def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, list, list]:

