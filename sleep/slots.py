@@ -774,7 +774,7 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
         return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"))
     subject = _en_subjects(clause, name=name)
     if subject is None:
-        if subject_hint and re.match(r"^(?:he|she|they|it)(?:'s|\s+is|\s+are|'re)?\s*.*$", clause, re.I):
+        if subject_hint and re.match(r"(?:he|she|they|it)\b", clause, re.I):
             first = clause.split()[0]
             rest = clause[len(first) :].strip()
             if "'" in first:

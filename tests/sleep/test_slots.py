@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleep.offline.light import facts_read
-from sleep.slots import Slot, restates, slot_read, supersedes
+from sleep.slots import Slot, en_read, restates, slot_read, supersedes
 
 
 @settings(max_examples=80, deadline=None)
@@ -37,6 +37,13 @@ def _name(said: str) -> str:
 )
 def test_disclosures_name_the_person_and_resolve_or_drop_pronouns(said, expected):
     assert [content for _, content, _ in facts_read(said, name=_name(said))] == expected
+
+
+def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
+    hint = ("sister", "Mia")
+    assert en_read("she is 30 years old", subject_hint=hint).slot == Slot("sister", "mia", "age", "", "30")
+    assert en_read("here is 30 years old", subject_hint=hint) is None
+    assert en_read("items are 30 years old", subject_hint=hint) is None
 
 
 def test_numbers_and_negations_decide_a_slot():
