@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from itertools import combinations
 
 from anima.core.llm.offline import offline_handler
@@ -106,7 +107,7 @@ def split_answer(payload: dict) -> dict:
 CANDIDATE_DICE = 0.6
 
 
-def _dice(ga: set[str], gb: set[str]) -> float:
+def _dice(ga: frozenset[str], gb: frozenset[str]) -> float:
     return 2 * len(ga & gb) / (len(ga) + len(gb)) if ga and gb else 0.0
 
 
@@ -118,40 +119,47 @@ _NUMBERS = re.compile(r"\d+|[零一二两三四五六七八九十百]+(?=岁|个
 _NEGATIONS = re.compile(r"不|没|别|\bnot\b|n't\b|\bnever\b|\bno longer\b", re.I)
 
 
-def _same_numbers_and_negations(a: str, b: str) -> bool:
-    """«ran 7 km» and «ran 17 km», «likes» and «doesn't like» overlap in text but are different facts."""
-    return set(_NUMBERS.findall(a)) == set(_NUMBERS.findall(b)) and len(_NEGATIONS.findall(a)) == len(
-        _NEGATIONS.findall(b)
-    )
+@dataclass(frozen=True)
+class _Text:
+    """What the duplicate tests read of a memory's text, worked out once per memory rather than once per pair."""
+
+    normalized: str
+    grams: frozenset[str]
+    # «ran 7 km» and «ran 17 km», «likes» and «doesn't like» overlap in text but are different facts.
+    marks: tuple[frozenset[str], int]
+
+    @classmethod
+    def of(cls, text: str) -> _Text:
+        marks = (frozenset(_NUMBERS.findall(text)), len(_NEGATIONS.findall(text)))
+        return cls(normalized=normalized(text), grams=frozenset(bigrams(text)), marks=marks)
 
 
-def _contained(ga: set[str], gb: set[str]) -> bool:
+def _contained(ga: frozenset[str], gb: frozenset[str]) -> bool:
     short_grams, long_grams = sorted((ga, gb), key=len)
     return len(short_grams) >= CONTAINED_MIN_BIGRAMS and len(short_grams & long_grams) >= CONTAINED_SHARE * len(
         short_grams
     )
 
 
-def near_duplicates(a: str, b: str) -> bool:
+def _near_duplicates(a: _Text, b: _Text) -> bool:
     """High character-bigram overlap (Dice ≥ 0.8), or one text (nearly) contained in the other, with the same
     numbers and negations."""
-    if not _same_numbers_and_negations(a, b):
+    if a.marks != b.marks:
         return False
-    na, nb = normalized(a), normalized(b)
-    short, long = sorted((na, nb), key=len)
+    short, long = sorted((a.normalized, b.normalized), key=len)
     if len(short) >= 8 and short in long:
         return True
-    ga, gb = bigrams(a), bigrams(b)
-    return _dice(ga, gb) >= 0.8 or _contained(ga, gb)
+    return _dice(a.grams, b.grams) >= 0.8 or _contained(a.grams, b.grams)
 
 
 @offline_handler("deep-sleep.merge")
 def merge_answer(payload: dict) -> dict:
     memories = _lines(payload["memories"])
+    texts = {m["id"]: _Text.of(m["content"]) for m in memories}
     merged_into: dict[int, list[dict]] = {}
     owner: dict[int, int] = {}
     for a, b in combinations(memories, 2):
-        if a["person"] != b["person"] or not near_duplicates(a["content"], b["content"]):
+        if a["person"] != b["person"] or not _near_duplicates(texts[a["id"]], texts[b["id"]]):
             continue
         root = owner.get(a["id"], a["id"])
         if b["id"] in owner:
@@ -163,16 +171,14 @@ def merge_answer(payload: dict) -> dict:
     by_id = {m["id"]: m for m in memories}
     for ids in payload.get("candidates", []):
         # Close embeddings alone do not make a duplicate (a small model puts unrelated facts of one person
-        # close together): the texts must also overlap, more loosely than near_duplicates asks.
+        # close together): the texts must also overlap, more loosely than _near_duplicates asks.
         group = [by_id[i] for i in ids if i in by_id and i not in owner]
+        first = texts[group[0]["id"]] if group else None
         group = [
             m
             for m in group
             if m is group[0]
-            or (
-                _dice(bigrams(m["content"]), bigrams(group[0]["content"])) >= CANDIDATE_DICE
-                and _same_numbers_and_negations(m["content"], group[0]["content"])
-            )
+            or (_dice(texts[m["id"]].grams, first.grams) >= CANDIDATE_DICE and texts[m["id"]].marks == first.marks)
         ]
         if len(group) >= 2:
             merged_into[group[0]["id"]] = group
