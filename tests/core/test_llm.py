@@ -314,12 +314,13 @@ def test_calls_in_flight_in_other_workers_count_against_the_budget(stub):
     budget_reserve(run_key="sleep-run:1", budget=5000, tokens=4990, purpose="elsewhere")  # another worker's call
 
     # Another call may go once that one returns: the caller is told to wait, not that the budget is spent.
-    with pytest.raises(
-        LlmBudgetReserved, match="has spent 15 of 5000 tokens \\(and 4990 reserved by calls in flight\\)"
-    ):
+    waiting = "has spent 15 of 5000 tokens \\(and 4990 reserved by calls in flight\\)"
+    with CaptureQueriesContext(connection) as queries, pytest.raises(LlmBudgetReserved, match=waiting):
         ask(token_budget=5000)
 
     assert len(stub.requests) == 1
+    # A refusal (retried until the calls in flight return) does not sum the run's audit rows again.
+    assert not any("SUM(total_tokens)" in query["sql"] for query in queries.captured_queries)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -40,19 +40,26 @@ def budget_reserve(*, run_key: str, budget: int, tokens: int, purpose: str) -> N
         cursor.execute(_CLAIM, params)
         if cursor.fetchone() is not None:
             return
-        # The job's first call (or a refused one): only then are its audited tokens summed.
-        cursor.execute(_ENSURE, params)
-        cursor.execute(_CLAIM, params)
-        if cursor.fetchone() is not None:
-            return
-        cursor.execute("SELECT spent, reserved FROM llm_token_budgets WHERE run_key = %s", [run_key])
-        spent, reserved = cursor.fetchone()
+        held = _held(cursor, run_key=run_key)
+        if held is None:  # the job's first call: only then are its audited tokens summed
+            cursor.execute(_ENSURE, params)
+            cursor.execute(_CLAIM, params)
+            if cursor.fetchone() is not None:
+                return
+            held = _held(cursor, run_key=run_key)
+    spent, reserved = held
     in_flight = f" (and {reserved} reserved by calls in flight)" if reserved else ""
     error = LlmBudgetReserved if spent < budget else LlmBudgetExceeded
     raise error(
         f"token budget exhausted: {run_key or 'this run'} has spent {spent} of {budget} tokens{in_flight}; "
         f"{purpose} was not sent"
     )
+
+
+def _held(cursor, *, run_key: str) -> tuple[int, int] | None:
+    """(spent, reserved) of ``run_key``'s row, None before its first call."""
+    cursor.execute("SELECT spent, reserved FROM llm_token_budgets WHERE run_key = %s", [run_key])
+    return cursor.fetchone()
 
 
 def budget_settle(*, run_key: str, reserved: int, spent: int) -> None:
