@@ -325,5 +325,8 @@ def test_a_turn_that_asks_to_remember_is_not_offered_the_short_term_tool():
     MessageFactory(conversation=conversation, role=Role.USER, content="Please remember this: I'm vegan.")
     assert "update_short_term_memory" not in offered()
     assert "memory_remember" in offered()
-    for nothing in (10**9, "²", "9" * 30, "abc"):
-        assert operator_client().get("/api/tools/", {"conversation": nothing}).status_code == 404
+
+
+@pytest.mark.parametrize("nothing", [10**9, "²", "9" * 30, "abc"])
+def test_the_tools_of_a_conversation_that_cannot_exist_are_a_404(nothing):
+    assert operator_client().get("/api/tools/", {"conversation": nothing}).status_code == 404

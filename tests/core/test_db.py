@@ -143,26 +143,29 @@ def _settings() -> tuple[str, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_outside_a_transaction_a_statement_runs_under_its_settings_in_one_round_trip_and_leaves_none_behind():
+    before = _settings()
     with CaptureQueriesContext(connection) as sent:
         rows = fetch_under(sql=SHOWN, params={"value": 7}, wanted=WANTED)
 
     assert rows == [("off", "4s", 7)]
-    assert len(sent) == 1  # no BEGIN, no separate SET, no COMMIT
-    assert _settings() == ("on", "0")
+    assert len(sent) == 1  # the settings travel with the statement
+    assert _settings() == before
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_statement_past_its_timeout_is_cancelled_and_the_session_keeps_its_own_timeout():
+    before = _settings()
     with pytest.raises(OperationalError) as cancelled:
         fetch_under(sql="SELECT pg_sleep(2)", params={}, wanted={"statement_timeout": ("50ms", "0")})
 
     assert isinstance(cancelled.value.__cause__, psycopg.errors.QueryCanceled)
-    assert _settings() == ("on", "0")
+    assert _settings() == before
     assert fetch_under(sql="SELECT 1", params={}, wanted=WANTED) == [(1,)]
 
 
 def test_inside_a_callers_transaction_its_settings_are_restored_after_the_statement():
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL statement_timeout = '42s'")
+        before = _settings()
         assert fetch_under(sql=SHOWN, params={"value": 1}, wanted=WANTED) == [("off", "4s", 1)]
-        assert _settings() == ("on", "42s")
+        assert _settings() == before

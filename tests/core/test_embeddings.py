@@ -54,7 +54,8 @@ def test_a_machine_where_the_local_engine_cannot_load_runs_keyword_only_with_one
         assert embedding_model() is None
         with pytest.raises(EmbeddingsUnavailable):
             embed_texts(["x"])
-    assert len([r for r in caplog.records if "keyword-only" in r.message]) == 1
+    (warning,) = [r for r in caplog.records if "keyword-only" in r.message]
+    assert package in warning.getMessage()  # the import that failed is named
 
 
 @pytest.fixture

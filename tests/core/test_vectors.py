@@ -42,7 +42,8 @@ def test_a_rows_vectors_go_when_the_row_goes_or_what_it_was_embedded_from_change
     memory_update(memory=edited, changes={"content": "Maya drinks coffee now"})  # a service
     SemanticMemory.objects.filter(pk=moved.pk).update(person=PersonFactory())  # a bulk UPDATE
     SemanticMemory.objects.filter(pk=renamed.pk).update(title="A new title")
-    SemanticMemory.objects.filter(pk=pinned.pk).update(pinned=True, reference_count=3)  # not embedded from
+    pinned.pinned, pinned.reference_count = True, 3
+    pinned.save()  # a full-row UPDATE names the embedded columns too, unchanged: the vector stays
     gone.delete()
 
     # Every model's vector of a changed row goes; a message with the same id is another row.

@@ -40,8 +40,9 @@ def _keyword_only_behaviour(capsys) -> None:
     assert memory_semantic_search(query="hospital", person=memory.person) == []
     assert explained["dense"].startswith("unavailable: the database has no pgvector")
     # Editing and deleting rows never reach for a vectors table that is not there.
-    SemanticMemory.objects.filter(pk=memory.pk).update(content="Her mother is well again")
+    assert SemanticMemory.objects.filter(pk=memory.pk).update(content="Her mother is well again") == 1
     memory.delete()
+    assert not SemanticMemory.objects.filter(pk=memory.pk).exists()
 
 
 def test_without_a_vectors_table_recall_and_backfill_run_keyword_only(concept_embeddings, no_vectors_table, capsys):
