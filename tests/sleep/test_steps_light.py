@@ -19,7 +19,7 @@ from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.offline.light import facts_read
 from sleep.steps import light_sleep
-from sleep.steps.light import NO_OUTLINE, _late_batches, autobiography_outline_refresh
+from sleep.steps.light import LATE_LOOKBACK, NO_OUTLINE, _late_batches, autobiography_outline_refresh
 from tests.factories import (
     AutoLlmRunFactory,
     ContentBlockFactory,
@@ -403,12 +403,14 @@ def test_late_messages_of_every_slept_conversation_day_are_found_in_one_query(le
     first = _talk(leo, [(Role.USER, "I live in Lisbon."), (Role.USER, "I'm allergic to peanuts.")], day=earlier)
     quiet = _talk(maya, [(Role.USER, "Hello.")], day=yesterday)
     busy = _talk(maya, [(Role.USER, "I run."), (Role.USER, "I swim.")], day=yesterday)
-    # Not late: a day of ``busy`` that was never slept, and a day outside the window.
+    too_old = DAY - LATE_LOOKBACK - dt.timedelta(days=1)
+    stale = _talk(leo, [(Role.USER, "I paint."), (Role.USER, "I sing.")], day=too_old)
+    # Not late: a day of ``busy`` that was never slept, today's message, and a slept day past the lookback.
     MessageFactory(conversation=busy, role=Role.USER, content="I cook.", created_at=_at(earlier, 5))
     MessageFactory(conversation=first, role=Role.USER, content="Today.", created_at=_at(DAY, 5))
-    for conversation, day, slept in ((first, earlier, 1), (quiet, yesterday, 1), (busy, yesterday, 1)):
-        last = conversation.messages.filter(created_at__date=day).order_by("id")[slept - 1]
-        LightSleepWatermark.objects.create(conversation=conversation, day=day, last_message_id=last.pk)
+    for conversation, day in ((first, earlier), (quiet, yesterday), (busy, yesterday), (stale, too_old)):
+        slept = conversation.messages.filter(created_at__date=day).order_by("id").first()
+        LightSleepWatermark.objects.create(conversation=conversation, day=day, last_message_id=slept.pk)
 
     with CaptureQueriesContext(connection) as queries:
         batches = _late_batches(DAY)

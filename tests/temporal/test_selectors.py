@@ -20,9 +20,11 @@ def _said(conversation, *texts: str, day: dt.date = DAY) -> None:
 
 
 def test_the_days_conversation_ids_are_those_light_sleep_would_read_in_one_query():
-    later, earlier = ConversationFactory(), ConversationFactory()
-    _said(later, "x" * 50, "short")  # the long one is cut, the conversation kept
-    _said(earlier, "hello")
+    cut, short = ConversationFactory(), ConversationFactory()
+    _said(cut, "x" * 50, "short")  # the long one is cut, the conversation kept
+    _said(short, "hello")
+    exact = ConversationFactory()
+    _said(exact, "z" * 20)  # exactly max_chars fits
     too_long = ConversationFactory()
     _said(too_long, "y" * 50)  # nothing fits: no dialogue to read
     _said(ConversationFactory(platform=Platform.CRON), "a cron job")
@@ -32,6 +34,6 @@ def test_the_days_conversation_ids_are_those_light_sleep_would_read_in_one_query
         ids = day_conversation_ids(day=DAY, max_chars=20)
 
     assert ids == [item.conversation.pk for item in day_conversations(day=DAY, max_chars=20)]
-    assert ids == sorted([later.pk, earlier.pk]) and len(queries) == 1
+    assert ids == sorted([cut.pk, short.pk, exact.pk]) and len(queries) == 1
     uncut = [item.conversation.pk for item in day_conversations(day=DAY)]
-    assert day_conversation_ids(day=DAY) == uncut == sorted([later.pk, earlier.pk, too_long.pk])
+    assert day_conversation_ids(day=DAY) == uncut == sorted([cut.pk, short.pk, exact.pk, too_long.pk])
