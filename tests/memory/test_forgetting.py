@@ -179,16 +179,21 @@ def test_a_forget_costs_no_more_queries_for_many_quoting_rows_than_for_one(djang
     assert HistoryEntry.objects.filter(fts_segmented__contains="sunny").count() == 13
 
 
-def test_forgetting_takes_every_version_and_restores_what_was_merged_with_it():
-    maya = PersonFactory(slug="maya", display_name="Maya")
-    allergy = SemanticMemoryFactory(person=maya, content="Maya is allergic to hazelnuts. Maya swims on Sundays")
-    parts = memory_split(
-        memory=allergy,
+def _split_allergy(maya) -> list[SemanticMemory]:
+    """Maya's allergy-and-swimming memory split in two: its parts (the whole is expired)."""
+    whole = SemanticMemoryFactory(person=maya, content="Maya is allergic to hazelnuts. Maya swims on Sundays")
+    return memory_split(
+        memory=whole,
         parts=[
             MemoryPart("world", "Maya is allergic to hazelnuts", "p1"),
             MemoryPart("world", "Maya swims on Sundays", "p2"),
         ],
     )
+
+
+def test_forgetting_takes_every_version_and_restores_what_was_merged_with_it():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    parts = _split_allergy(maya)
     tea = SemanticMemoryFactory(person=maya, content="Maya drinks oolong")
     merged = memory_merge(
         sources=[parts[0], tea],
@@ -205,15 +210,7 @@ def test_forgetting_takes_every_version_and_restores_what_was_merged_with_it():
 
 
 def test_forgetting_a_later_part_of_a_split_takes_the_whole_it_came_from():
-    maya = PersonFactory(slug="maya", display_name="Maya")
-    whole = SemanticMemoryFactory(person=maya, content="Maya is allergic to hazelnuts. Maya swims on Sundays")
-    parts = memory_split(
-        memory=whole,
-        parts=[
-            MemoryPart("world", "Maya is allergic to hazelnuts", "p1"),
-            MemoryPart("world", "Maya swims on Sundays", "p2"),
-        ],
-    )
+    parts = _split_allergy(PersonFactory(slug="maya", display_name="Maya"))
 
     memory_forget(memory=parts[1])  # the whole (expired, it still says it) and the other part go with it
 
