@@ -15,6 +15,9 @@ The command, the API, the console and the memory tool all call these two service
    that were changed or deleted);
 5. records a ``ForgetTombstone``: ids and counts, no content.
 
+Forgetting a person also deletes their emotional tendencies and computes again the overall ones whose
+30 days held one of their anchors.
+
 All of it is one transaction: the append-only triggers on limbic blocks and history entries let
 it through because it names its open tombstone, and only then.
 """
@@ -23,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from typing import Any
 
 from django.apps import apps
 from django.db import models, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from anima.core.cache import cache_delete_prefix
@@ -44,9 +48,10 @@ from anima.core.models import (
 from anima.core.redaction import Fact, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
-from memory.models import EmotionalTendency, SemanticMemory
+from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
 from memory.selectors import memory_version_ids
-from memory.services import memory_restore
+from memory.services import emotional_tendencies_refresh, memory_restore
+from memory.tendency import MONTH_DAYS
 from temporal.models import TemporalSummary, Window
 from temporal.services import temporal_summary_upsert
 
@@ -73,7 +78,7 @@ class PlannedRow:
     table: str
     pk: int
     label: str
-    action: str  # "delete" | "redact" | "restore"
+    action: str  # "delete" | "redact" | "restore" | "recompute"
 
 
 @dataclass
@@ -332,6 +337,10 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
         PlannedRow("emotional_tendencies", pk, f"{day} {mood}".strip(), "delete")
         for pk, day, mood in _tendencies(person).values_list("pk", "day", "mood")
     ]
+    rows += [
+        PlannedRow("emotional_tendencies", pk, f"{day} overall", "recompute")
+        for pk, day in _overall_tendencies_counting(person).values_list("pk", "day")
+    ]
     if messages:
         rows += [
             PlannedRow("conversations", pk, str(title), "delete")
@@ -350,6 +359,22 @@ def _entities_of(person: Person):
 def _tendencies(person: Person):
     """Their emotional tendencies: read off their anchors, which go (and naming those anchors in ``shifts``)."""
     return EmotionalTendency.objects.filter(person=person)
+
+
+def _overall_tendencies_counting(person: Person):
+    """The overall (person-less) tendencies whose 30 days hold an anchor of theirs: computed again without it."""
+    theirs = LimbicBlock.objects.filter(
+        person=person, source_day__lte=OuterRef("day"), source_day__gt=OuterRef("day") - timedelta(days=MONTH_DAYS)
+    )
+    return EmotionalTendency.objects.filter(person__isnull=True).filter(Exists(theirs))
+
+
+def _overall_tendencies_recompute(days: list[date], result: ForgetResult) -> None:
+    """Each overall tendency of ``days`` read again off the anchors left (with everyone's of those days)."""
+    for day in days:
+        emotional_tendencies_refresh(day=day)
+    for pk in EmotionalTendency.objects.filter(person__isnull=True, day__in=days).values_list("pk", flat=True):
+        result.note("emotional_tendencies", pk, deleted=False)
 
 
 def _conversations(person: Person):
@@ -384,6 +409,8 @@ def person_forget(
     memories = _person_memories(person)
 
     def erase(result: ForgetResult) -> None:
+        # Read before their anchors go: which overall days counted them.
+        overall_days = list(_overall_tendencies_counting(person).values_list("day", flat=True))
         for pk in _entities_of(person).values_list("pk", flat=True):
             result.note("entities", pk, deleted=True)
         _entities_of(person).delete()
@@ -393,6 +420,7 @@ def person_forget(
         for pk in _tendencies(person).values_list("pk", flat=True):
             result.note("emotional_tendencies", pk, deleted=True)
         _tendencies(person).delete()
+        _overall_tendencies_recompute(overall_days, result)
         _summary_sections_drop(person, result)
         if messages:
             conversations = list(_conversations(person).values_list("pk", flat=True))

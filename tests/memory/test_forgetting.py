@@ -22,7 +22,7 @@ from conversations.models import Conversation, HistoryEntry, PeerBlock, Person, 
 from memory.forgetting import memory_forget, person_forget, person_forget_plan
 from memory.models import EmotionalTendency, SemanticMemory
 from memory.selectors import memory_recall
-from memory.services import MemoryPart, memory_merge, memory_split
+from memory.services import MemoryPart, emotional_tendencies_refresh, memory_merge, memory_split
 from sleep.services import sleep_cycle_run
 from tests.factories import (
     ContentBlockFactory,
@@ -30,6 +30,7 @@ from tests.factories import (
     EmotionalTendencyFactory,
     HistoryEntryFactory,
     IdentityFactory,
+    LimbicAnchorFactory,
     MessageFactory,
     PeerBlockFactory,
     PersonFactory,
@@ -273,6 +274,36 @@ def test_forgetting_a_person_takes_their_tendencies_with_them():
 
     assert Person.objects.filter(pk=leo.pk).exists()
     assert sorted(EmotionalTendency.objects.values_list("person", flat=True), key=str) == [maya.pk, None]
+
+
+def test_forgetting_a_person_computes_the_overall_tendencies_that_counted_them_again():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    day = dt.date(2026, 11, 20)
+    LimbicAnchorFactory(person=leo, day=day - dt.timedelta(days=3), valence=-0.9, intensity=0.9)
+    LimbicAnchorFactory(person=maya, day=day - dt.timedelta(days=5), valence=0.4, intensity=0.5)
+    # Days whose 30 days hold Leo's anchor (the last of them too), the day before it and the first day past.
+    counted = [day, day - dt.timedelta(days=3) + dt.timedelta(days=29)]
+    untouched = [day - dt.timedelta(days=4), day - dt.timedelta(days=3) + dt.timedelta(days=30)]
+    for each in counted + untouched:
+        emotional_tendencies_refresh(day=each)
+    before = {row.day: row for row in EmotionalTendency.objects.filter(person=None)}
+    mayas = EmotionalTendency.objects.get(person=maya, day=day)
+    assert before[day].month_anchors == 2 and before[day].month_valence < 0
+
+    planned = [row for row in person_forget_plan(person=leo).rows if row.table == "emotional_tendencies"]
+    tombstone = person_forget(person=leo)
+
+    overall = {row.day: row for row in EmotionalTendency.objects.filter(person=None)}
+    recomputed = {row.pk for row in planned if row.action == "recompute"}
+    assert recomputed == {before[each].pk for each in counted}  # not the days whose 30 never held Leo's anchor
+    # Only Maya's anchor is left: the overall day reads exactly as hers, which forgetting Leo left alone.
+    figures = [f.name for f in EmotionalTendency._meta.fields if f.name not in ("id", "person", "day")]
+    assert [getattr(overall[day], f) for f in figures] == [getattr(mayas, f) for f in figures]
+    assert [getattr(EmotionalTendency.objects.get(pk=mayas.pk), f) for f in figures] == [
+        getattr(mayas, f) for f in figures
+    ]
+    assert overall[day].month_anchors == 1 and overall[counted[1]].month_anchors == 0
+    assert tombstone.counts["emotional_tendencies"]["redacted"] == len(counted)
 
 
 def test_forget_api_surfaces_and_their_access():
