@@ -281,9 +281,26 @@ def proxy_complete(turn: ProxyTurn) -> dict[str, Any]:
     return answer
 
 
-def proxy_stream(turn: ProxyTurn) -> Iterator[bytes]:
+class UpstreamEvents:
+    """The upstream's events to pass on. Closing it (the streaming response does, read or not) closes the
+    upstream response: a generator's own ``finally`` never runs when it was never started, so a client gone
+    before the first chunk would otherwise keep a pooled connection checked out."""
+
+    def __init__(self, turn: ProxyTurn, response: httpx2.Response) -> None:
+        self.response = response
+        self._events = _events(turn, response)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._events
+
+    def close(self) -> None:
+        self._events.close()
+        self.response.close()
+
+
+def proxy_stream(turn: ProxyTurn) -> UpstreamEvents:
     """Open the upstream stream (UpstreamError if it will not start) and return its events to pass on."""
-    return _events(turn, _send(_client(), turn, stream=True))
+    return UpstreamEvents(turn, _send(_client(), turn, stream=True))
 
 
 def _events(turn: ProxyTurn, response: httpx2.Response) -> Iterator[bytes]:

@@ -8,12 +8,14 @@ import threading
 
 import openai
 import pytest
+from django.contrib.auth import get_user_model
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anima.agent.proxy import CitationStripper, citations_stripped
+from anima.agent.proxy import CitationStripper, citations_stripped, proxy_stream, proxy_turn
 from anima.agent.tools import tool_schemas
 from anima.api.testing import api_token
+from conversations.access import access_for_user
 from conversations.models import Conversation, Message, Platform
 from memory.models import SemanticMemory
 from tests.factories import ConversationFactory, PersonFactory, SemanticMemoryFactory
@@ -151,6 +153,23 @@ def test_a_stream_passes_through_without_markers_and_stores_the_whole_reply(bot,
     assert "".join(pieces) == "Your cat is Miso. Meow [sic]."
     assert stored("web-1") == [("user", "Cat?"), ("assistant", f"Your cat is Miso [[anima:{leo_cat.pk}]]. Meow [sic].")]
     assert Conversation.objects.get(external_id="web-1").person == leo_cat.person  # the token's one person
+
+
+def test_a_stream_closed_before_its_first_chunk_closes_the_upstream_response(llm_stub, leo_cat):
+    llm_stub.stream(["Your cat ", "is Miso."], gate=threading.Event())
+    access = access_for_user(get_user_model().objects.create_user(username="root", is_staff=True))
+    turn = proxy_turn(
+        body={"messages": [{"role": "user", "content": "Cat?"}]}, access=access, person="leo", conversation="web-2"
+    )
+    events = proxy_stream(turn)
+    assert not events.response.is_closed  # the upstream is mid-answer, waiting on the gate
+
+    # Django's streaming response closes its iterable when the request ends, read or not (a client gone before
+    # the first chunk): that close is this one.
+    events.close()
+
+    assert events.response.is_closed
+    assert stored("web-2") == []  # nothing heard, nothing stored
 
 
 def test_markers_reach_the_client_when_kept(bot, llm_stub, leo_cat, settings):
