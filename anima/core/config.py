@@ -105,8 +105,8 @@ def config_defaults(*, section: str) -> dict[str, Any]:
 
 
 # Every turn reads several sections and they change rarely (an operator's edit): each process keeps the
-# stored overrides it read for this long. A change saved in this process clears them at once (the model's
-# signals, below); other processes (web and Celery workers) see it within this time.
+# stored overrides it read for this long. A change saved in this process clears them at once and at commit (the
+# model's signals, below); other processes (web and Celery workers) see it within this time.
 CONFIG_CACHE_SECONDS = 5.0
 _stored: dict[str, tuple[float, dict[str, Any]]] = {}
 _stored_lock = threading.Lock()
@@ -132,8 +132,15 @@ def config_cache_clear(**_signal) -> None:
         _stored.clear()
 
 
-post_save.connect(config_cache_clear, sender=RuntimeConfig, dispatch_uid="anima-config-cache-save")
-post_delete.connect(config_cache_clear, sender=RuntimeConfig, dispatch_uid="anima-config-cache-delete")
+def _row_changed(*, using: str, **_signal) -> None:
+    # At once, so the thread that saved reads its change; and again at commit: another thread of this process
+    # reading meanwhile saw (and kept) the row as committed before.
+    config_cache_clear()
+    transaction.on_commit(config_cache_clear, using=using)
+
+
+post_save.connect(_row_changed, sender=RuntimeConfig, dispatch_uid="anima-config-cache-save")
+post_delete.connect(_row_changed, sender=RuntimeConfig, dispatch_uid="anima-config-cache-delete")
 
 
 def config_validate(*, section: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import connection, transaction
 
 from anima.core import config
 from anima.core.config import config_defaults, config_get, config_update, config_validate
-from anima.core.models import RuntimeConfigChange
+from anima.core.models import RuntimeConfig, RuntimeConfigChange
 
 
 def test_defaults_come_from_code():
@@ -31,6 +33,23 @@ def test_a_change_in_this_process_is_read_at_once_and_another_processs_within_th
     assert config_get(section="stm")["raw_ttl_hours"] == 5
     monkeypatch.setattr(config, "CONFIG_CACHE_SECONDS", -1.0)  # the cache time has passed
     assert config_get(section="stm")["raw_ttl_hours"] == 7
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_is_read_at_once_after_commit_by_every_thread_of_this_process():
+    config_update(section="stm", values={"raw_ttl_hours": 5})
+    with transaction.atomic():  # config_update's own transaction, between its save and its commit
+        row = RuntimeConfig.objects.select_for_update().get(section="stm")
+        row.values = {"raw_ttl_hours": 9}
+        row.save()
+        # Another thread (a gthread worker's) reads before the commit: the row as committed, which it keeps.
+        seen = []
+        reader = threading.Thread(target=lambda: (seen.append(config_get(section="stm")), connection.close()))
+        reader.start()
+        reader.join()
+        assert seen[0]["raw_ttl_hours"] == 5
+
+    assert config_get(section="stm")["raw_ttl_hours"] == 9
 
 
 @pytest.mark.parametrize(
