@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from anima.core.cache import cache_get_json, cache_set_json
 from anima.core.db import read_alias
 from anima.core.embeddings import EmbeddingModel, embed_texts, embedding_model
 from anima.core.models import Component
@@ -72,6 +73,25 @@ def embed_pending_count(*, model: EmbeddingModel) -> int:
             cursor.execute(_pending_sql(kind, "count(*)"), {"kind": kind, "model": model.name})
             total += cursor.fetchone()[0]
     return total
+
+
+# The backlog count is an anti-join over every embeddable row (about a second at a million messages): a /metrics
+# scrape reads the count the last backfill run (every minute) or scrape left for this long instead of taking it.
+BACKLOG_CACHE_SECONDS = 60
+
+
+def _backlog_key(model: EmbeddingModel) -> str:
+    return f"anima:embedding:backlog:{model.name}"
+
+
+def embed_backlog_count(*, model: EmbeddingModel) -> int:
+    """Rows without a vector from ``model``, as counted at most BACKLOG_CACHE_SECONDS ago."""
+    counted = cache_get_json(key=_backlog_key(model))
+    if isinstance(counted, int):
+        return counted
+    counted = embed_pending_count(model=model)
+    cache_set_json(key=_backlog_key(model), value=counted, timeout_seconds=BACKLOG_CACHE_SECONDS)
+    return counted
 
 
 def _pending_batch(*, kind: str, model: EmbeddingModel, size: int, below: int | None) -> list[tuple]:
@@ -164,17 +184,19 @@ def embed_backfill_run(
                 progress(report.embedded, report.pending)
     vectors_statistics_refresh(added=report.embedded)
     report.pending = embed_pending_count(model=model)
+    cache_set_json(key=_backlog_key(model), value=report.pending, timeout_seconds=BACKLOG_CACHE_SECONDS)
     report.seconds = time.monotonic() - started
     return report
 
 
 def embed_backlog_metrics() -> Iterator[Metric]:
-    """Scrape-time gauge of rows waiting for a vector (nothing when recall is keyword-only here)."""
+    """Scrape-time gauge of rows waiting for a vector, at most BACKLOG_CACHE_SECONDS old (nothing when recall is
+    keyword-only here)."""
     if embed_unavailable_reason():
         return
     model = embedding_model()
     gauge = GaugeMetricFamily(
         "anima_embedding_backlog", "Rows without a vector from the current embedding model.", labels=["model"]
     )
-    gauge.add_metric([model.name], embed_pending_count(model=model))
+    gauge.add_metric([model.name], embed_backlog_count(model=model))
     yield gauge

@@ -7,6 +7,8 @@ import ipaddress
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -143,7 +145,7 @@ def test_a_failing_collector_reports_itself_down_and_the_others_still_answer(cli
     assert value(samples, "anima_llm_calls_total", purpose="dream") == 1
 
 
-def test_the_embedding_backlog_is_a_gauge_that_the_backfill_empties(client, concept_embeddings):
+def test_the_embedding_backlog_is_a_gauge_that_the_backfill_empties(client, concept_embeddings, private_cache):
     SemanticMemoryFactory.create_batch(3)
 
     before = value(scrape(client), "anima_embedding_backlog", model="concept-stub")
@@ -152,3 +154,20 @@ def test_the_embedding_backlog_is_a_gauge_that_the_backfill_empties(client, conc
 
     assert (before, value(after, "anima_embedding_backlog", model="concept-stub")) == (3, 0)
     assert value(after, "anima_scrape_collector_up", collector="embeddings") == 1
+
+
+def test_the_embedding_backlog_is_counted_once_per_cache_time_and_the_backfill_refreshes_it(
+    client, concept_embeddings, private_cache
+):
+    SemanticMemoryFactory.create_batch(2)
+    assert value(scrape(client), "anima_embedding_backlog", model="concept-stub") == 2
+    SemanticMemoryFactory()
+
+    with CaptureQueriesContext(connection) as scraped:
+        again = value(scrape(client), "anima_embedding_backlog", model="concept-stub")
+    embed_backfill_run()  # its own count of what is left feeds the gauge at once
+    after_run = value(scrape(client), "anima_embedding_backlog", model="concept-stub")
+
+    assert again == 2  # the count of the first scrape, not taken again
+    assert not [q for q in scraped.captured_queries if "NOT EXISTS" in q["sql"]]
+    assert after_run == 0
