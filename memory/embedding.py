@@ -9,15 +9,16 @@ and idempotent: a row is pending exactly while it has no vector, and storing one
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from anima.core.cache import cache_get_json, cache_set_json
 from anima.core.db import read_alias
-from anima.core.embeddings import EmbeddingModel, embed_texts, embedding_model
+from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_texts, embedding_model
 from anima.core.models import Component
 from anima.core.vectors import (
     ENTITY,
@@ -26,9 +27,11 @@ from anima.core.vectors import (
     VectorRow,
     vector_indexes_ensure,
     vectors_clear,
+    vectors_fetch,
     vectors_statistics_refresh,
     vectors_store,
 )
+from memory.models import SemanticMemory
 from memory.search import dense_status
 
 DEFAULT_BATCH = 64
@@ -62,6 +65,22 @@ def _pending_sql(kind: str, select: str) -> str:
         f"SELECT {select} FROM {from_sql} WHERE {where_sql} AND NOT EXISTS (SELECT 1 FROM {TABLE} v"
         f" WHERE v.kind = %(kind)s AND v.row_id = t.id AND v.model = %(model)s)"
     )
+
+
+def memory_vectors(*, memories: Sequence[SemanticMemory]) -> dict[int, list[float]]:
+    """Each memory's passage vector from the current model: the stored one where the backfill made it, else
+    made now from the text the backfill embeds (and left for the backfill to store with its owner).
+
+    Raises EmbeddingsUnavailable when recall is keyword-only here.
+    """
+    model = embedding_model()
+    if model is None:
+        raise EmbeddingsUnavailable(f"embeddings are {settings.ANIMA_EMBEDDINGS!r} or cannot load on this machine")
+    vectors = vectors_fetch(kind=ENTITY, model=model, row_ids=[memory.pk for memory in memories])
+    missing = [memory for memory in memories if memory.pk not in vectors]
+    texts = ["\n".join(part for part in (m.title, m.content) if part)[:PASSAGE_CHARS] for m in missing]
+    vectors.update(zip((m.pk for m in missing), embed_texts(texts, kind="passage"), strict=True))
+    return vectors
 
 
 def embed_pending_count(*, model: EmbeddingModel) -> int:

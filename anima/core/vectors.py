@@ -200,6 +200,21 @@ def vectors_store(*, kind: str, model: EmbeddingModel, rows: Sequence[VectorRow]
         return cursor.rowcount
 
 
+def vectors_fetch(
+    *, kind: str, model: EmbeddingModel, row_ids: Sequence[int], using: str = DEFAULT_DB_ALIAS
+) -> dict[int, list[float]]:
+    """The stored vectors of ``row_ids`` made by ``model`` (rows without one are left out; {} without pgvector)."""
+    if not row_ids or not vectors_available(using=using):
+        return {}
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT v.row_id, v.vec::text FROM {TABLE} v WHERE {vector_predicate_sql(kind=kind, model=model)}"
+            " AND v.row_id = ANY(%s)",
+            [list(row_ids)],
+        )
+        return {row_id: [float(x) for x in text.strip("[]").split(",")] for row_id, text in cursor.fetchall()}
+
+
 # PostgreSQL's own autovacuum rule: analyze once more than 50 rows + 10 % of the counted ones changed.
 _ANALYZE_BASE_ROWS = 50
 _ANALYZE_SHARE = 0.1

@@ -15,15 +15,17 @@ from datetime import date, datetime, timedelta
 from itertools import chain, combinations
 
 import jieba
+import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
 from anima.core.config import config_get
-from anima.core.embeddings import EmbeddingsUnavailable, embed_texts
+from anima.core.embeddings import EmbeddingsUnavailable
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_object, schema_string
 from anima.core.models import MemoryStatus, MemoryType
 from anima.core.text import FUNCTION_WORDS, content_key
+from memory.embedding import memory_vectors
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
@@ -265,20 +267,29 @@ def _slot_links(memories: list[SemanticMemory]) -> Iterator[tuple[int, int]]:
 
 
 def similar_pairs(memories: list[SemanticMemory], *, threshold: float) -> list[tuple[int, int, float]]:
-    """Pairs of one owner's memories whose embeddings' cosine is at least ``threshold``; [] without embeddings."""
-    if len(memories) < 2:
+    """Pairs of one owner's memories whose embeddings' cosine is at least ``threshold``; [] without embeddings.
+
+    The vectors are the backfill's stored ones where they exist (``memory_vectors``): a night embeds only
+    what changed since, and compares each owner's memories among themselves only.
+    """
+    by_owner: dict[str, list[SemanticMemory]] = {}
+    for memory in memories:
+        by_owner.setdefault(memory_owner(memory), []).append(memory)
+    compared = [group for group in by_owner.values() if len(group) >= 2]
+    if not compared:
         return []
     try:
-        vectors = embed_texts([m.content for m in memories])
+        vectors = memory_vectors(memories=[memory for group in compared for memory in group])
     except EmbeddingsUnavailable:
         return []
     pairs = []
-    for (a, va), (b, vb) in combinations(zip(memories, vectors, strict=True), 2):
-        if memory_owner(a) != memory_owner(b):
-            continue
-        cosine = sum(x * y for x, y in zip(va, vb, strict=True))
-        if cosine >= threshold:
-            pairs.append((a.pk, b.pk, cosine))
+    for group in compared:
+        matrix = np.array([vectors[memory.pk] for memory in group], dtype=np.float64)
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)  # stored ones are half floats
+        cosines = matrix @ matrix.T
+        for i, j in combinations(range(len(group)), 2):
+            if cosines[i, j] >= threshold:
+                pairs.append((group[i].pk, group[j].pk, float(cosines[i, j])))
     return pairs
 
 

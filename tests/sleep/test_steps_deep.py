@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from anima.core.llm.testing import scripted
 from anima.core.models import MemoryStatus, MemoryType
 from conversations.models import Role
+from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep, light_sleep
@@ -324,6 +325,28 @@ def test_offline_merge_takes_a_fact_nearly_contained_in_another_but_not_another_
     merged = SemanticMemory.objects.get(person=leo, status=MemoryStatus.ACTIVE)
     assert merged.content == long.content and {_status(short), _status(long)} == {MemoryStatus.EXPIRED}
     assert _status(seven) == _status(seventeen) == MemoryStatus.ACTIVE
+
+
+def test_a_night_compares_the_stored_vectors_and_embeds_only_what_has_none(leo, maya, concept_embeddings):
+    memories = [
+        _memory(maya, "Maya has a peanut allergy", observed="2026-10-01"),
+        _memory(maya, "Maya is allergic to peanuts", observed="2026-10-02"),
+        _memory(maya, "Maya took a flight to Lisbon", observed="2026-10-03"),
+        _memory(leo, "Leo is allergic to peanuts", observed="2026-10-04"),  # alone of his owner: never embedded
+    ]
+    fresh = similar_pairs(memories, threshold=0.9)
+    assert sum(len(r["input"]) for r in concept_embeddings.requests) == 3  # Maya's three; Leo has no pair to make
+    embed_backfill_run()
+    concept_embeddings.requests.clear()
+
+    stored = similar_pairs(memories, threshold=0.9)
+    newer = _memory(maya, "Maya's terrier is called Rex", observed="2026-10-05")
+    with_newer = similar_pairs([*memories, newer], threshold=0.9)
+
+    assert [(a, b) for a, b, _ in stored] == [(a, b) for a, b, _ in fresh] == [(memories[0].pk, memories[1].pk)]
+    assert stored[0][2] == pytest.approx(fresh[0][2], abs=1e-3)  # stored vectors are half floats
+    assert [r["input"] for r in concept_embeddings.requests] == [[newer.content]]
+    assert with_newer == stored
 
 
 @pytest.mark.local_embeddings
