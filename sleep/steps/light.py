@@ -10,9 +10,11 @@ from dataclasses import replace
 from datetime import date, timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef
+from django.db.models.functions import TruncDate
+from django.utils import timezone
 
-from anima.core.calendar import day_window, local_day
+from anima.core.calendar import day_window
 from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import (
@@ -236,22 +238,24 @@ def _consolidate(ctx: StepContext, item: DayConversation, *, late: bool, config:
 def _late_batches(day: date) -> list[tuple[date, DayConversation]]:
     """Messages of the days before ``day`` (within LATE_LOOKBACK) stored after those days were slept.
 
-    One query for every watermark of the window: each adds its conversation, day and message id as a condition.
+    A message is late when its conversation has a watermark for the message's local day (within the window)
+    that it lies past: one query, whatever the number of watermarks.
     """
-    later = Q()
-    for mark in LightSleepWatermark.objects.filter(day__gte=day - LATE_LOOKBACK, day__lt=day):
-        start, end = day_window(mark.day)
-        later |= Q(
-            conversation_id=mark.conversation_id,
-            created_at__gte=start,
-            created_at__lt=end,
-            id__gt=mark.last_message_id,
-        )
-    if not later:
-        return []
+    first = day - LATE_LOOKBACK
+    past_mark = LightSleepWatermark.objects.filter(
+        conversation_id=OuterRef("conversation_id"),
+        day=OuterRef("local_day"),
+        last_message_id__lt=OuterRef("pk"),
+    )
+    late = (
+        dialogue_messages()
+        .filter(created_at__gte=day_window(first)[0], created_at__lt=day_window(day)[0])
+        .annotate(local_day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .filter(Exists(past_mark))
+    )
     grouped: dict[tuple[date, int], list] = {}
-    for message in dialogue_messages().filter(later):
-        grouped.setdefault((local_day(message.created_at), message.conversation_id), []).append(message)
+    for message in late:
+        grouped.setdefault((message.local_day, message.conversation_id), []).append(message)
     return [
         (late_day, DayConversation(messages[0].conversation, messages))
         for (late_day, _), messages in sorted(grouped.items())
