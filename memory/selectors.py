@@ -438,9 +438,9 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         )
         return PassiveRecall(hits=[], text="")
     if config["exclude_resident"]:
-        # Whatever the system prompt already shows (resident and person memory, cited there) is not repeated.
-        shown = {memory.pk for memory in resident_memories(person=person, global_only=True)}
-        shown |= cited_ids(conversation.system_prompt or "")
+        # What the system prompt snapshot shows (resident and person memory, cited there) is not repeated; a memory
+        # pinned since is not in it, so it may come here until the next snapshot shows it.
+        shown = cited_ids(conversation.system_prompt or "")
         candidates = [hit for hit in candidates if hit["id"] not in shown]
     # Unasked, a memory needs a word of the message behind it: the dense branch ranks every memory by
     # meaning, so small talk ("lol ok") always has a nearest one, and the local model's cosines do not

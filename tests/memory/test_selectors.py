@@ -122,17 +122,22 @@ def test_malformed_query_raises_query_syntax_error():
         memory_recall(query="tea NOT")
 
 
-def test_passive_recall_cuts_by_relative_score_and_excludes_resident():
+def test_passive_recall_cuts_by_relative_score_and_leaves_out_what_the_system_prompt_shows():
     person = PersonFactory()
-    conversation = ConversationFactory(person=person)
     strong = SemanticMemoryFactory(content="Maya's cat Miso likes tuna", person=person)
     weak = SemanticMemoryFactory(content="tuna sandwiches are fine", person=person)
     SemanticMemoryFactory(content="Miso cat tuna", person=PersonFactory())
     pinned = SemanticMemoryFactory(content="Miso is a cat", person=person, pinned=True)
+    # Today's snapshot shows the pinned memory; one pinned after it was built is shown nowhere yet.
+    conversation = ConversationFactory(
+        person=person, system_prompt=f"## Resident memory\n- Miso is a cat [[anima:{pinned.pk}]]"
+    )
+    pinned_since = SemanticMemoryFactory(content="Miso the cat likes naps", person=person, pinned=True)
     recall = passive_recall(conversation=conversation, user_message="What does Miso the cat like?")
     ids = [hit["id"] for hit in recall.hits]
     assert ids[0] == strong.pk
     assert pinned.pk not in ids
+    assert pinned_since.pk in ids
     assert weak.pk not in ids  # below top × min_relative_score
     message = recall.as_message()
     assert message["name"] == "passive_memory_context"
