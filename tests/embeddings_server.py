@@ -16,16 +16,26 @@ class EmbeddingsServer:
         self.requests: list[dict] = []
         self.answers: list[tuple[int, dict]] = []
         self.embed = embed
+        self.most_at_once = 0  # the most requests it held at one moment
+        self._at_once = 0
+        self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                if server.answers:
-                    status, answer = server.answers.pop(0)
-                else:
-                    status, answer = 200, server.answer([server.embed(text) for text in body["input"]])
+                with server._lock:
+                    server._at_once += 1
+                    server.most_at_once = max(server.most_at_once, server._at_once)
+                try:
+                    if server.answers:
+                        status, answer = server.answers.pop(0)
+                    else:
+                        status, answer = 200, server.answer([server.embed(text) for text in body["input"]])
+                finally:
+                    with server._lock:
+                        server._at_once -= 1
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

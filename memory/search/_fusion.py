@@ -133,14 +133,19 @@ class _DenseQuery:
 
 
 _embedders: dict[int, ThreadPoolExecutor] = {}
+# Recalls of one process at once (a gunicorn worker's threads, Celery's) each embed their query at once: a remote
+# provider's wait must not queue one behind another. Threads are started only as calls overlap.
+QUERY_EMBEDDING_THREADS = 8
 
 
 def _embedder() -> ThreadPoolExecutor:
-    """This process's embedding thread. Keyed by pid: a forked child has the parent's pool but not its threads."""
+    """This process's embedding threads. Keyed by pid: a forked child has the parent's pool but not its threads."""
     pid = os.getpid()
     if pid not in _embedders:
         _embedders.clear()
-        _embedders[pid] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="anima-query-embedding")
+        _embedders[pid] = ThreadPoolExecutor(
+            max_workers=QUERY_EMBEDDING_THREADS, thread_name_prefix="anima-query-embedding"
+        )
     return _embedders[pid]
 
 

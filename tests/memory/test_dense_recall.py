@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -78,6 +79,30 @@ def test_a_slow_embeddings_server_never_holds_recall_idle_in_a_transaction(conce
     ranks = {result["id"]: result["ranks"] for result in results}
     assert ranks.keys() == {surgery.pk, mention.pk}
     assert "dense" in ranks[surgery.pk] and "fts" in ranks[mention.pk]
+
+
+@pytest.mark.django_db(transaction=True)  # each thread reads on its own connection
+def test_recalls_of_one_process_at_once_wait_for_a_slow_embeddings_server_together(concept_embeddings):
+    surgery = SemanticMemoryFactory(content="Her mother was operated on in May")
+    embed_backfill_run()
+    concept_embeddings.embed = lambda text: time.sleep(0.3) or concept_vector(text)
+    found: dict[int, list] = {}
+
+    def recall(number: int) -> None:
+        try:
+            found[number] = memory_semantic_search(query=f"hospital visit {number}", person=surgery.person)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=recall, args=(number,)) for number in range(4)]  # a gunicorn worker's 4
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert concept_embeddings.most_at_once == 4  # none queued behind another's wait
+    assert sorted(found) == [0, 1, 2, 3]
+    assert all(results[0]["id"] == surgery.pk for results in found.values())
 
 
 def test_rows_not_yet_embedded_are_still_found_by_keywords(concept_embeddings):
