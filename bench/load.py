@@ -22,8 +22,9 @@ fresh from a 400-word vocabulary (the share of repeated queries is reported):
 - 15 % ``POST /api/tools/memory_recall/`` and 5 % ``POST /api/tools/memory_remember/`` (a write).
 
 Reported: throughput, p50 / p95 / p99 latency overall and by kind, errors (any answer but 2xx, or
-no answer), and the lost-write check: every write acknowledged with 2xx is looked up in the
-database afterwards.
+no answer), the lost-write check (every write acknowledged with 2xx is looked up in the
+database afterwards), and the CPU the gunicorn workers and their PostgreSQL sessions spent per
+request while measured (what the throughput on two shared cores comes down to).
 """
 
 from __future__ import annotations
@@ -292,9 +293,11 @@ def main() -> None:
             print(f"embedded {filled.embedded:,} rows in {filled.seconds:.0f} s before the load", flush=True)
         for mode in modes:
             with seeded_copy():
-                samples, seconds, writes, seen = run(mode=mode, token=token, conversations=conversations, args=args)
+                samples, seconds, writes, seen, cpu = run(
+                    mode=mode, token=token, conversations=conversations, args=args
+                )
                 lost = lost_writes(writes)
-            result = summary(samples=samples, seconds=seconds, writes=writes, lost=lost, queries=seen)
+            result = summary(samples=samples, seconds=seconds, writes=writes, lost=lost, queries=seen, cpu=cpu)
             results.append((mode, result))
             report(mode=mode, samples=samples, result=result, seconds=seconds, clients=args.clients)
     compare(results)
@@ -316,8 +319,9 @@ def seeded_copy() -> Iterator[None]:
         creation.destroy_test_db(verbosity=0, suffix="run")
 
 
-def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, list, list]:
-    """One run of the mix against a fresh gunicorn with ``ANIMA_EMBEDDINGS=mode``."""
+def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, list, list, dict[str, float]]:
+    """One run of the mix against a fresh gunicorn with ``ANIMA_EMBEDDINGS=mode``; also the CPU seconds its
+    workers and their PostgreSQL sessions spent while it was measured."""
     with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
         port = free_port()
         with gunicorn(port=port, log=log, embeddings=mode):
@@ -329,18 +333,48 @@ def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, lis
             for client in clients:
                 client.start()
             time.sleep(WARM_UP_SECONDS)
+            processes = {"web": worker_pids(log), "postgres": session_pids()}
+            started = {part: cpu_seconds(pids) for part, pids in processes.items()}
             begin = time.monotonic()
             time.sleep(args.seconds)
             end = time.monotonic()
+            cpu = {part: cpu_seconds(pids) - started[part] for part, pids in processes.items()}
             stop.set()
             for client in clients:
                 client.join(timeout=60)
     samples = [s for client in clients for s in client.samples if begin <= s[0] < end]
     writes = [w for client in clients for w in client.writes]
-    return samples, end - begin, writes, seen
+    return samples, end - begin, writes, seen, cpu
 
 
-def summary(*, samples, seconds: float, writes: list, lost: int, queries: list[str]) -> dict:
+def worker_pids(log) -> list[int]:
+    return [
+        int(line.split("Worker ")[1].split()[0])
+        for line in Path(log.name).read_text().splitlines()
+        if " is ready" in line
+    ]
+
+
+def session_pids() -> list[int]:
+    """The PostgreSQL sessions of the workers (the embedded server runs here: its processes are ours to read)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of ``pids`` (every thread of each) so far; a process gone since counts nothing."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def summary(*, samples, seconds: float, writes: list, lost: int, queries: list[str], cpu: dict[str, float]) -> dict:
     latencies = [s[2] for s in samples]
     return {
         "requests": len(samples),
@@ -353,6 +387,8 @@ def summary(*, samples, seconds: float, writes: list, lost: int, queries: list[s
         "writes": len(writes),
         "lost": lost,
         "repeated_queries": round(1 - len(set(queries)) / max(1, len(queries)), 3),
+        # CPU per answered request: what the throughput on a machine's cores comes down to.
+        **{f"cpu_ms_{part}": round(1000 * seconds_ / max(1, len(samples)), 2) for part, seconds_ in cpu.items()},
     }
 
 
@@ -368,6 +404,10 @@ def report(*, mode: str, samples, result: dict, seconds: float, clients: int) ->
         f"| {result['requests']:,} | {result['throughput']:.1f} req/s | {result['p50_ms']:.0f} ms"
         f" | {result['p95_ms']:.0f} ms | {result['p99_ms']:.0f} ms | {result['errors']}"
         f" | {result['writes']:,} | {result['lost']} | {result['repeated_queries']:.1%} |"
+    )
+    print(
+        f"CPU per request: web workers {result['cpu_ms_web']:.1f} ms, their PostgreSQL sessions"
+        f" {result['cpu_ms_postgres']:.1f} ms"
     )
     print()
     print("| kind | requests | p50 | p95 | p99 | errors |")
@@ -392,8 +432,13 @@ def compare(results: list[tuple[str, dict]]) -> None:
         print(
             f"\n{mode} against {base_mode}: throughput {result['throughput'] / base['throughput']:.2f}×,"
             f" p50 {result['p50_ms'] / base['p50_ms']:.2f}×, p95 {result['p95_ms'] / base['p95_ms']:.2f}×,"
-            f" p99 {result['p99_ms'] / base['p99_ms']:.2f}×"
+            f" p99 {result['p99_ms'] / base['p99_ms']:.2f}×; CPU per request (web + PostgreSQL)"
+            f" {cpu_ms(base):.1f} → {cpu_ms(result):.1f} ms"
         )
+
+
+def cpu_ms(result: dict) -> float:
+    return result["cpu_ms_web"] + result["cpu_ms_postgres"]
 
 
 if __name__ == "__main__":
