@@ -27,9 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from pathlib import Path
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
+from django.contrib.admin.models import LogEntry
 from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -117,11 +120,20 @@ def _redactor(memories: list[SemanticMemory], *, extra: Iterable[str] = ()) -> R
 # --- The sweep -------------------------------------------------------------------------------------
 
 
+# What was said is redacted, not what names or keys a row: a short string is an identifier, a label or a setting
+# (an external id, a chat id, a channel, a model name, a run key) — emptied, it would collide with another row's or
+# point nowhere — except a title, which says what its row is about (the admin log's ``object_repr`` is one).
+_PROSE_CHAR_FIELDS = frozenset({"title", "object_repr"})
+
+
 def _text_fields(model: type[models.Model]) -> list[models.Field]:
     return [
         f
         for f in model._meta.concrete_fields
-        if isinstance(f, models.TextField | models.CharField | models.JSONField)
+        if (
+            isinstance(f, models.TextField | models.JSONField)
+            or (isinstance(f, models.CharField) and f.name in _PROSE_CHAR_FIELDS)
+        )
         and not f.primary_key
         and f.name != "fts_segmented"  # recomputed from the redacted text
         and not getattr(f, "choices", None)
@@ -131,12 +143,21 @@ def _text_fields(model: type[models.Model]) -> list[models.Field]:
 def _swept_models(*, messages: bool) -> Iterator[type[models.Model]]:
     for model in apps.get_models():
         meta = model._meta
+        # Anima's own tables and the admin log (it quotes the rows an operator changed); user accounts, sessions and
+        # schedules are the framework's, not memory.
+        if not (_in_project(meta.app_config) or model is LogEntry):
+            continue
         # Who someone is (names, accounts) is not what they said: erasure removes those rows explicitly.
         if meta.proxy or not meta.managed or model in (ForgetTombstone, Person, Identity):
             continue
         if model is Message and not messages:
             continue
         yield model
+
+
+def _in_project(app_config) -> bool:
+    # By package, not by path: a virtualenv inside the checkout holds the framework's apps too.
+    return (Path(settings.BASE_DIR) / app_config.name.split(".")[0]).is_dir()
 
 
 @dataclass(frozen=True)

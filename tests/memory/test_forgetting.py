@@ -8,17 +8,19 @@ import zoneinfo
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from anima.agent.tools import ToolError, tool_call
 from anima.agent.turn import prepare_turn, system_prompt_ensure
-from anima.api.testing import api_client, operator_client
+from anima.api.testing import api_client, api_token, operator_client
 from anima.core.models import BlockTag, Entity, ForgetTombstone, MemoryStatus
-from conversations.models import Conversation, HistoryEntry, PeerBlock, Person, Role
+from conversations.models import Conversation, HistoryEntry, Message, PeerBlock, Person, Role
 from memory.forgetting import memory_forget, person_forget, person_forget_plan
 from memory.models import EmotionalTendency, SemanticMemory
 from memory.selectors import memory_recall
@@ -238,6 +240,32 @@ def test_person_forget_with_messages_is_erasure():
     assert SemanticMemory.objects.get() == kept
     assert Entity.objects.get(tag=BlockTag.NARRATIVE).content == "Leo cooked."
     assert traces("typewriter", "maya") == []
+
+
+def test_forgetting_a_person_keeps_the_ids_and_accounts_that_name_them_and_takes_what_they_said():
+    # Integrators name rows after people: external ids, chat ids, an agent's user. They key rows, they say nothing.
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    SemanticMemoryFactory(person=leo, content="Leo plays the oboe")
+    talks = [
+        ConversationFactory(person=leo, external_id=f"web-leo-{n}", chat_id="leo-browser", title="Leo and the oboe")
+        for n in range(2)
+    ]
+    MessageFactory(conversation=talks[0], content="Leo plays the oboe. The weather is fine.", external_id="leo-1")
+    agent = get_user_model().objects.create_user(username="leo-bot", first_name="Leo")
+    tokens = api_token(username="leo-bot", scope="agent", persons=[leo])
+
+    person_forget(person=leo, messages=False)
+
+    assert sorted(Conversation.objects.values_list("external_id", "chat_id")) == [
+        ("web-leo-0", "leo-browser"),
+        ("web-leo-1", "leo-browser"),
+    ]
+    assert set(Conversation.objects.values_list("title", flat=True)) == {""}  # a title naming him is a passage
+    assert Message.objects.get(external_id="leo-1").content == "Leo plays the oboe. The weather is fine."
+    agent.refresh_from_db()
+    assert (agent.username, agent.first_name) == ("leo-bot", "Leo")
+    assert Token.objects.filter(key=tokens).exists()
+    assert not SemanticMemory.objects.exists()
 
 
 def test_forgetting_a_person_takes_every_dream_made_partly_of_their_day():
