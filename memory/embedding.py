@@ -12,13 +12,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from anima.core.cache import cache_get_json, cache_set_json
 from anima.core.db import read_alias
-from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_texts, embedding_model
+from anima.core.embeddings import EmbeddingModel, embed_texts, embedding_model
 from anima.core.models import Component
 from anima.core.vectors import (
     ENTITY,
@@ -74,11 +73,10 @@ def memory_vectors(*, memories: Sequence[SemanticMemory]) -> dict[int, list[floa
     Raises EmbeddingsUnavailable when recall is keyword-only here.
     """
     model = embedding_model()
-    if model is None:
-        raise EmbeddingsUnavailable(f"embeddings are {settings.ANIMA_EMBEDDINGS!r} or cannot load on this machine")
-    vectors = vectors_fetch(kind=ENTITY, model=model, row_ids=[memory.pk for memory in memories])
+    vectors = {} if model is None else vectors_fetch(kind=ENTITY, model=model, row_ids=[m.pk for m in memories])
     missing = [memory for memory in memories if memory.pk not in vectors]
     texts = ["\n".join(part for part in (m.title, m.content) if part)[:PASSAGE_CHARS] for m in missing]
+    # Raises EmbeddingsUnavailable without a provider, whatever is missing.
     vectors.update(zip((m.pk for m in missing), embed_texts(texts, kind="passage"), strict=True))
     return vectors
 
