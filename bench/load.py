@@ -23,8 +23,9 @@ fresh from a 400-word vocabulary (the share of repeated queries is reported):
 
 Reported: throughput, p50 / p95 / p99 latency overall and by kind, errors (any answer but 2xx, or
 no answer), the lost-write check (every write acknowledged with 2xx is looked up in the
-database afterwards), and the CPU the gunicorn workers and their PostgreSQL sessions spent per
-request while measured (what the throughput on two shared cores comes down to).
+database afterwards), and the CPU gunicorn (its workers) and PostgreSQL (every process of the
+embedded server) spent per request while measured: what the throughput on two shared cores comes
+down to.
 """
 
 from __future__ import annotations
@@ -155,8 +156,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def gunicorn(*, port: int, log, embeddings: str) -> Iterator[None]:
-    """The Procfile's web process with 3 workers on this database, returned once every worker is ready."""
+def gunicorn(*, port: int, log, embeddings: str) -> Iterator[int]:
+    """The Procfile's web process with 3 workers on this database, once every worker is ready; yields its pid."""
     env = {key: value for key, value in os.environ.items() if key not in ("DEBUG", "PROMETHEUS_MULTIPROC_DIR")}
     env.update(
         ANIMA_EMBEDDED_PG_DATABASE=connection.settings_dict["NAME"],
@@ -186,7 +187,7 @@ def gunicorn(*, port: int, log, embeddings: str) -> Iterator[None]:
         probe.request("GET", "/healthz")
         if probe.getresponse().status != 200:
             raise SystemExit("gunicorn's workers are up but /healthz does not answer")
-        yield
+        yield process.pid
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=60)
@@ -320,11 +321,11 @@ def seeded_copy() -> Iterator[None]:
 
 
 def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, list, list, dict[str, float]]:
-    """One run of the mix against a fresh gunicorn with ``ANIMA_EMBEDDINGS=mode``; also the CPU seconds its
-    workers and their PostgreSQL sessions spent while it was measured."""
+    """One run of the mix against a fresh gunicorn with ``ANIMA_EMBEDDINGS=mode``; also the CPU seconds gunicorn
+    and PostgreSQL spent while it was measured."""
     with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
         port = free_port()
-        with gunicorn(port=port, log=log, embeddings=mode):
+        with gunicorn(port=port, log=log, embeddings=mode) as web:
             stop, seen = threading.Event(), []
             clients = [
                 Client(number=n, port=port, token=token, conversations=conversations, stop=stop, seen=seen)
@@ -333,12 +334,12 @@ def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, lis
             for client in clients:
                 client.start()
             time.sleep(WARM_UP_SECONDS)
-            processes = {"web": worker_pids(log), "postgres": session_pids()}
-            started = {part: cpu_seconds(pids) for part, pids in processes.items()}
+            roots = {"web": web, "postgres": postmaster_pid()}
+            started = {part: tree_cpu_seconds(pid) for part, pid in roots.items()}
             begin = time.monotonic()
             time.sleep(args.seconds)
             end = time.monotonic()
-            cpu = {part: cpu_seconds(pids) - started[part] for part, pids in processes.items()}
+            cpu = {part: tree_cpu_seconds(pid) - started[part] for part, pid in roots.items()}
             stop.set()
             for client in clients:
                 client.join(timeout=60)
@@ -347,31 +348,31 @@ def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, lis
     return samples, end - begin, writes, seen, cpu
 
 
-def worker_pids(log) -> list[int]:
-    return [
-        int(line.split("Worker ")[1].split()[0])
-        for line in Path(log.name).read_text().splitlines()
-        if " is ready" in line
-    ]
-
-
-def session_pids() -> list[int]:
-    """The PostgreSQL sessions of the workers (the embedded server runs here: its processes are ours to read)."""
+def postmaster_pid() -> int:
+    """The embedded server's postmaster (it runs here): the parent of this process's session."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return [pid for (pid,) in cursor.fetchall()]
+        cursor.execute("SELECT pg_backend_pid()")
+        (session,) = cursor.fetchone()
+    return _stat(session)["ppid"]
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of ``pids`` (every thread of each) so far; a process gone since counts nothing."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU of ``root`` and its children so far, those that exited included (the kernel adds a reaped
+    child's CPU to its parent's): gunicorn's workers, or every PostgreSQL process, sessions a worker replaced too."""
+    ticks = _stat(root)["cpu"]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):  # gone meanwhile: its CPU is its parent's now
+                child = _stat(int(entry.name))
+                if child["ppid"] == root:
+                    ticks += child["cpu"]
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> dict[str, int]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime, stime, and cutime, cstime: the CPU of its children that exited and were waited for.
+    return {"ppid": int(fields[1]), "cpu": sum(int(value) for value in fields[11:15])}
 
 
 def summary(*, samples, seconds: float, writes: list, lost: int, queries: list[str], cpu: dict[str, float]) -> dict:
@@ -405,10 +406,7 @@ def report(*, mode: str, samples, result: dict, seconds: float, clients: int) ->
         f" | {result['p95_ms']:.0f} ms | {result['p99_ms']:.0f} ms | {result['errors']}"
         f" | {result['writes']:,} | {result['lost']} | {result['repeated_queries']:.1%} |"
     )
-    print(
-        f"CPU per request: web workers {result['cpu_ms_web']:.1f} ms, their PostgreSQL sessions"
-        f" {result['cpu_ms_postgres']:.1f} ms"
-    )
+    print(f"CPU per request: gunicorn {result['cpu_ms_web']:.1f} ms, PostgreSQL {result['cpu_ms_postgres']:.1f} ms")
     print()
     print("| kind | requests | p50 | p95 | p99 | errors |")
     print("|---|---|---|---|---|---|")
