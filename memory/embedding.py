@@ -25,6 +25,7 @@ from anima.core.vectors import (
     TABLE,
     VectorRow,
     vector_indexes_ensure,
+    vectors_available,
     vectors_clear,
     vectors_fetch,
     vectors_statistics_refresh,
@@ -67,8 +68,8 @@ def _pending_sql(kind: str, select: str) -> str:
 
 
 def memory_vectors(*, memories: Sequence[SemanticMemory]) -> dict[int, list[float]]:
-    """Each memory's passage vector from the current model: the stored one where the backfill made it, else
-    made now from the text the backfill embeds (and left for the backfill to store with its owner).
+    """Each memory's passage vector from the current model: the stored one, else made now from the text the
+    backfill embeds and stored as the backfill would store it (so it is made once).
 
     Raises EmbeddingsUnavailable when recall is keyword-only here.
     """
@@ -77,7 +78,14 @@ def memory_vectors(*, memories: Sequence[SemanticMemory]) -> dict[int, list[floa
     missing = [memory for memory in memories if memory.pk not in vectors]
     texts = ["\n".join(part for part in (m.title, m.content) if part)[:PASSAGE_CHARS] for m in missing]
     # Raises EmbeddingsUnavailable without a provider, whatever is missing.
-    vectors.update(zip((m.pk for m in missing), embed_texts(texts, kind="passage"), strict=True))
+    made = embed_texts(texts, kind="passage")
+    if missing and vectors_available():
+        rows = [
+            VectorRow(row_id=m.pk, vector=vector, person_id=m.person_id, conversation_id=m.source_conversation_id)
+            for m, vector in zip(missing, made, strict=True)
+        ]
+        vectors_store(kind=ENTITY, model=model, rows=rows)
+    vectors.update(zip((m.pk for m in missing), made, strict=True))
     return vectors
 
 

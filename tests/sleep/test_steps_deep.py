@@ -347,6 +347,10 @@ def test_a_night_compares_the_stored_vectors_and_embeds_only_what_has_none(leo, 
     assert stored[0][2] == pytest.approx(fresh[0][2], abs=1e-3)  # stored vectors are half floats
     assert [r["input"] for r in concept_embeddings.requests] == [[newer.content]]
     assert with_newer == stored
+    concept_embeddings.requests.clear()
+    similar_pairs([*memories, newer], threshold=0.9)  # the next night
+    assert concept_embeddings.requests == []  # the newer one was stored, as the backfill would have
+    assert embed_backfill_run().embedded == 0  # nor does the backfill embed it again
 
 
 @pytest.mark.local_embeddings
