@@ -14,7 +14,7 @@ from django.db.models import Exists, OuterRef
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from anima.core.calendar import day_window
+from anima.core.calendar import day_start
 from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import (
@@ -241,7 +241,6 @@ def _late_batches(day: date) -> list[tuple[date, DayConversation]]:
     A message is late when its conversation has a watermark for the message's local day (within the window)
     that it lies past: one query, whatever the number of watermarks.
     """
-    first = day - LATE_LOOKBACK
     past_mark = LightSleepWatermark.objects.filter(
         conversation_id=OuterRef("conversation_id"),
         day=OuterRef("local_day"),
@@ -249,7 +248,7 @@ def _late_batches(day: date) -> list[tuple[date, DayConversation]]:
     )
     late = (
         dialogue_messages()
-        .filter(created_at__gte=day_window(first)[0], created_at__lt=day_window(day)[0])
+        .filter(created_at__gte=day_start(day - LATE_LOOKBACK), created_at__lt=day_start(day))
         .annotate(local_day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
         .filter(Exists(past_mark))
     )
