@@ -163,13 +163,12 @@ def search_fetch(sql: str, params: dict, *, using: str) -> list[tuple]:
     # at 10k messages, measured by bench/recall_scale.py); leaving it only bitmap paths makes it
     # take the GIN indexes, the right path at every size.
     wanted = {
-        **search_timeout_setting(),
         # pg_trgm's setting exists only once the library is loaded in this session: missing means its default.
         "pg_trgm.word_similarity_threshold": (str(TRIGRAM_THRESHOLD), PG_TRGM_DEFAULT_WORD_SIMILARITY),
         "enable_seqscan": ("off", "on"),
         "enable_indexscan": ("off", "on"),
     }
-    return fetch_under(sql=sql, params=params, wanted=wanted, using=using)
+    return _fetch_timed(sql, params, wanted=wanted, using=using)
 
 
 def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, pool: int) -> tuple[str, dict] | None:
@@ -213,12 +212,16 @@ HNSW_MAX_SCAN_TUPLES = 20_000
 def dense_fetch(sql: str, params: dict, *, pool: int, using: str) -> list[tuple]:
     """Run the dense statement under ANIMA_RECALL_TIMEOUT and iterative HNSW scans (``fetch_under``)."""
     wanted = {
-        **search_timeout_setting(),
         "hnsw.iterative_scan": ("relaxed_order", "off"),
         "hnsw.ef_search": (str(min(max(pool, HNSW_EF_SEARCH_MIN), 1000)), "40"),
         "hnsw.max_scan_tuples": (str(HNSW_MAX_SCAN_TUPLES), "20000"),
     }
-    return fetch_under(sql=sql, params=params, wanted=wanted, using=using)
+    return _fetch_timed(sql, params, wanted=wanted, using=using)
+
+
+def _fetch_timed(sql: str, params: dict, *, wanted: dict[str, tuple[str, str]], using: str) -> list[tuple]:
+    """Every search statement runs under ANIMA_RECALL_TIMEOUT, with the settings it needs besides (``fetch_under``)."""
+    return fetch_under(sql=sql, params=params, wanted={**search_timeout_setting(), **wanted}, using=using)
 
 
 PG_TRGM_DEFAULT_WORD_SIMILARITY = "0.6"
