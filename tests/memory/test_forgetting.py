@@ -252,7 +252,7 @@ def test_forgetting_a_person_keeps_the_ids_and_accounts_that_name_them_and_takes
     ]
     MessageFactory(conversation=talks[0], content="Leo plays the oboe. The weather is fine.", external_id="leo-1")
     agent = get_user_model().objects.create_user(username="leo-bot", first_name="Leo")
-    tokens = api_token(username="leo-bot", scope="agent", persons=[leo])
+    key = api_token(username="leo-bot", scope="agent", persons=[leo])
 
     person_forget(person=leo, messages=False)
 
@@ -264,7 +264,7 @@ def test_forgetting_a_person_keeps_the_ids_and_accounts_that_name_them_and_takes
     assert Message.objects.get(external_id="leo-1").content == "Leo plays the oboe. The weather is fine."
     agent.refresh_from_db()
     assert (agent.username, agent.first_name) == ("leo-bot", "Leo")
-    assert Token.objects.filter(key=tokens).exists()
+    assert Token.objects.filter(key=key).exists()
     assert not SemanticMemory.objects.exists()
 
 
