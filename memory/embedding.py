@@ -68,25 +68,40 @@ def _pending_sql(kind: str, select: str) -> str:
 
 
 def memory_vectors(*, memories: Sequence[SemanticMemory]) -> dict[int, list[float]]:
-    """Each memory's passage vector from the current model: the stored one, else made now from the text the
-    backfill embeds and stored as the backfill would store it (so it is made once).
+    """Each memory's passage vector from the current model: the stored one, else made now as the backfill makes
+    it, and stored as the backfill stores it where there is a vectors table (so it is made once). A memory deleted
+    meanwhile has none.
 
     Raises EmbeddingsUnavailable when recall is keyword-only here.
     """
     model = embedding_model()
-    vectors = {} if model is None else vectors_fetch(kind=ENTITY, model=model, row_ids=[m.pk for m in memories])
-    missing = [memory for memory in memories if memory.pk not in vectors]
-    texts = ["\n".join(part for part in (m.title, m.content) if part)[:PASSAGE_CHARS] for m in missing]
+    ids = [memory.pk for memory in memories]
+    vectors = {} if model is None else vectors_fetch(kind=ENTITY, model=model, row_ids=ids)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_row_select(ENTITY)} FROM {_EMBEDDABLE[ENTITY][0]} WHERE t.id = ANY(%s)",
+            [[pk for pk in ids if pk not in vectors]],
+        )
+        rows = cursor.fetchall()
     # Raises EmbeddingsUnavailable without a provider, whatever is missing.
-    made = embed_texts(texts, kind="passage")
-    if missing and vectors_available():
-        rows = [
-            VectorRow(row_id=m.pk, vector=vector, person_id=m.person_id, conversation_id=m.source_conversation_id)
-            for m, vector in zip(missing, made, strict=True)
-        ]
-        vectors_store(kind=ENTITY, model=model, rows=rows)
-    vectors.update(zip((m.pk for m in missing), made, strict=True))
+    made = embed_texts([row[1] for row in rows], kind="passage")
+    if rows and vectors_available():
+        vectors_store(kind=ENTITY, model=model, rows=_vector_rows(rows, made))
+    vectors.update(zip((row[0] for row in rows), made, strict=True))
     return vectors
+
+
+def _row_select(kind: str) -> str:
+    """(id, the text its vector is made from, person id, conversation id) of a row of ``kind``."""
+    _, _, text_sql, person_sql, conversation_sql = _EMBEDDABLE[kind]
+    return f"t.id, left({text_sql}, {PASSAGE_CHARS}), {person_sql}, {conversation_sql}"
+
+
+def _vector_rows(rows: Sequence[tuple], vectors: Sequence[list[float]]) -> list[VectorRow]:
+    return [
+        VectorRow(row_id=row_id, vector=vector, person_id=person_id, conversation_id=conversation_id)
+        for (row_id, _, person_id, conversation_id), vector in zip(rows, vectors, strict=True)
+    ]
 
 
 def embed_pending_count(*, model: EmbeddingModel) -> int:
@@ -122,12 +137,10 @@ def embed_backlog_count(*, model: EmbeddingModel) -> int:
 def _pending_batch(*, kind: str, model: EmbeddingModel, size: int, below: int | None) -> list[tuple]:
     """The next ``size`` pending rows, newest first, with ids under ``below`` (the last batch's lowest): each
     batch starts where the last ended instead of walking again past every row already embedded above it."""
-    _, _, text_sql, person_sql, conversation_sql = _EMBEDDABLE[kind]
-    select = f"t.id, left({text_sql}, {PASSAGE_CHARS}), {person_sql}, {conversation_sql}"
     below_sql = "" if below is None else " AND t.id < %(below)s"
     with connection.cursor() as cursor:
         cursor.execute(
-            _pending_sql(kind, select) + below_sql + " ORDER BY t.id DESC LIMIT %(size)s",
+            _pending_sql(kind, _row_select(kind)) + below_sql + " ORDER BY t.id DESC LIMIT %(size)s",
             {"kind": kind, "model": model.name, "size": size, "below": below},
         )
         return cursor.fetchall()
@@ -194,14 +207,8 @@ def embed_backfill_run(
             if not rows:
                 break
             below = rows[-1][0]
-            vectors = embed_texts([row[1] for row in rows], kind="passage")
             vectors_store(
-                kind=kind,
-                model=model,
-                rows=[
-                    VectorRow(row_id=row_id, vector=vector, person_id=person_id, conversation_id=conversation_id)
-                    for (row_id, _, person_id, conversation_id), vector in zip(rows, vectors, strict=True)
-                ],
+                kind=kind, model=model, rows=_vector_rows(rows, embed_texts([row[1] for row in rows], kind="passage"))
             )
             report.embedded += len(rows)
             report.pending = max(0, report.pending - len(rows))

@@ -284,6 +284,9 @@ def similar_pairs(memories: list[SemanticMemory], *, threshold: float) -> list[t
         return []
     pairs = []
     for group in compared:
+        group = [memory for memory in group if memory.pk in vectors]  # one deleted meanwhile has none
+        if len(group) < 2:
+            continue
         matrix = np.array([vectors[memory.pk] for memory in group], dtype=np.float64)
         matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)  # stored ones are half floats
         cosines = matrix @ matrix.T
