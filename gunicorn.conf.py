@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from anima.core.env import env_choice, env_int, env_str
+from anima.core.segmentation import segmentation_load
 
 _var_dir = Path(env_str("ANIMA_VAR_DIR") or Path(__file__).resolve().parent / "var")
 # Set before prometheus_client is imported anywhere: it picks its multiprocess mode at import.
@@ -62,11 +63,19 @@ def on_starting(server) -> None:
     # Files of a previous run would add its counts to this one's.
     shutil.rmtree(_metrics_dir, ignore_errors=True)
     _metrics_dir.mkdir(parents=True)
+    # jieba's tables are plain Python data, safe to fork: loaded once here, every worker (a replaced one too)
+    # starts with them instead of loading them in its first requests.
+    segmentation_load(tags=True)
 
 
 def post_worker_init(worker) -> None:
+    from anima.core.embeddings import embedding_model
+
+    # The embedding model loads in each worker, after the fork (its runtime's threads do not survive one), and
+    # before the worker takes requests: else its first recalls wait a second or more for it, after every restart.
+    model = embedding_model()
     # "Booting worker" comes before the app loads; this line says the worker takes requests.
-    worker.log.info("Worker %s is ready", worker.pid)
+    worker.log.info("Worker %s is ready (embeddings: %s)", worker.pid, model.name if model else "off")
 
 
 def child_exit(server, worker) -> None:

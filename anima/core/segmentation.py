@@ -26,13 +26,14 @@ _initialized = False
 
 def segmentation_load(*, tags: bool = False) -> None:
     """Load jieba's dictionary now (else on the first segmentation): once per process, under a lock; with
-    ``tags`` also the part-of-speech tables of ``word_tags`` (half a second more, else on its first call).
+    ``tags`` also the part-of-speech tables of ``word_tags`` and the word frequencies of keyword extraction
+    (a second more, else on their first call, which holds every other thread's import of them meanwhile).
 
-    A pre-forking parent (a Celery worker, where sleep tags words) calls it so that every child shares them.
+    A pre-forking parent (a Celery worker, gunicorn's master) calls it so that every child shares them.
     """
     global _initialized
     if tags:
-        importlib.import_module("jieba.posseg")
+        importlib.import_module("jieba.analyse")  # imports jieba.posseg too
     if _initialized:
         return
     with _init_lock:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.served import gunicorn, run_manage, served_env
@@ -68,3 +70,18 @@ def test_gunicorn_without_its_database_is_alive_but_not_ready(tmp_path):
     assert body["status"] == "fail"
     assert body["checks"]["database"]["ok"] is False
     assert body["checks"]["database"]["detail"].startswith("OperationalError")
+
+
+@pytest.mark.local_embeddings
+def test_gunicorn_workers_load_the_embedding_model_before_they_take_requests(tmp_path):
+    with gunicorn(
+        log=tmp_path / "gunicorn.log",
+        WEB_CONCURRENCY="2",
+        ANIMA_EMBEDDINGS="local",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+    ) as app:
+        deadline = time.monotonic() + 60
+        while len(ready := [line for line in app.log_lines() if " is ready" in line]) < 2:
+            assert time.monotonic() < deadline, app.log_lines()
+            time.sleep(0.2)
+    assert all(line.endswith("is ready (embeddings: multilingual-e5-small-q4)") for line in ready), ready

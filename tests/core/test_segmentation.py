@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import jieba
 import pytest
@@ -16,6 +18,16 @@ from tests.factories import MessageFactory, SemanticMemoryFactory
 def test_chinese_is_split_into_words_and_english_passes_through():
     assert segment_text("我的邮箱是 leo@example.com").split() == ["我", "的", "邮箱", "是", "leo@example.com"]
     assert "TypeScript" in segment_text("我现在更喜欢TypeScript了").split()
+
+
+def test_loading_with_tags_leaves_nothing_for_a_first_request_to_load():
+    # A fresh interpreter: this one has loaded jieba's tables already.
+    probe = (
+        "import sys, jieba; from anima.core.segmentation import segmentation_load; segmentation_load(tags=True); "
+        "print(jieba.dt.initialized, 'jieba.posseg' in sys.modules, 'jieba.analyse' in sys.modules)"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.split() == ["True", "True", "True"]
 
 
 def test_long_words_also_index_their_parts():
