@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 
 from celery import Celery
@@ -23,3 +24,6 @@ def _load_before_fork(**kwargs) -> None:
     embedding model, which each process loads itself).
     """
     segmentation_load(tags=True)
+    # Never collected: the tables live as long as the process, and a collection in a child that walked them
+    # would cost it tens of milliseconds each time and copy every page of them it shares with the parent.
+    gc.freeze()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 
 import pytest
+from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.served import gunicorn, run_manage, served_env
@@ -85,3 +88,34 @@ def test_gunicorn_workers_load_the_embedding_model_before_they_take_requests(tmp
             assert time.monotonic() < deadline, app.log_lines()
             time.sleep(0.2)
     assert all(line.endswith("is ready (embeddings: multilingual-e5-small-q4)") for line in ready), ready
+
+
+# gunicorn's hooks run in a process of their own: the file sets PROMETHEUS_MULTIPROC_DIR as gunicorn loads it.
+_HOOKS_PROBE = """
+import gc, logging, os, runpy
+hooks = runpy.run_path("gunicorn.conf.py")
+hooks["on_starting"](None)
+master = len(gc.get_objects())
+import django; django.setup()
+loaded = len(gc.get_objects())
+worker = type("Worker", (), {"pid": os.getpid(), "log": logging.getLogger("gunicorn.error")})()
+hooks["post_worker_init"](worker)
+print(master, loaded, len(gc.get_objects()))
+"""
+
+
+def test_what_gunicorn_loads_before_taking_requests_is_left_out_of_garbage_collections(tmp_path):
+    probe = subprocess.run(
+        [sys.executable, "-c", _HOOKS_PROBE],
+        cwd=settings.BASE_DIR,
+        env=served_env(PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"), DJANGO_SETTINGS_MODULE="anima.settings"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    master, loaded, ready = map(int, probe.stdout.split())
+    # jieba's tables, frozen in the master, are not walked; Django's modules, loaded after, are until the worker's
+    # hook freezes them too.
+    assert master < 1_000
+    assert loaded > 50_000
+    assert ready < 1_000
