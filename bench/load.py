@@ -6,8 +6,9 @@ Run from the repository root:
 
 It measures each ``--recall`` setting in turn (``ANIMA_EMBEDDINGS`` for the web process; default: keyword-only
 ``off``, the baseline, then dense recall with the ``local`` model) on the same seeded rows in the same run, and
-reports each one's figures against the first's: absolute figures move with what else the machine is doing, the
-ratios much less. The seeded rows are embedded before the load starts, and each run gets its own copy of that
+reports each one's figures against the latest baseline run before it: absolute figures move with what else the
+machine is doing, the ratios much less (``--recall off,local,off,local`` measures two pairs).
+The seeded rows are embedded before the load starts, and each run gets its own copy of that
 database and an empty cache: a run's writes (7,000 rows a minute) would otherwise make the next one's
 keyword statements slower (two keyword-only runs in a row measured 7 % apart).
 A throwaway database (``anima_bench_<pid>`` on the embedded server, dropped afterwards) gets 30 people with 60
@@ -424,11 +425,16 @@ def report(*, mode: str, samples, result: dict, seconds: float, clients: int) ->
 
 
 def compare(results: list[tuple[str, dict]]) -> None:
-    """Each run against the first (the baseline) of the same run."""
-    (base_mode, base), *others = results
-    for mode, result in others:
+    """Each run against the latest run of the baseline mode (the first) before it: ``--recall off,local,off,local``
+    gives two pairs, each measured minutes apart, which shows how much of a difference is the machine's."""
+    base_mode = results[0][0]
+    for number, (mode, result) in enumerate(results, start=1):
+        if mode == base_mode:
+            base_number, base = number, result
+            continue
         print(
-            f"\n{mode} against {base_mode}: throughput {result['throughput'] / base['throughput']:.2f}×,"
+            f"\nrun {number} ({mode}) against run {base_number} ({base_mode}):"
+            f" throughput {result['throughput'] / base['throughput']:.2f}×,"
             f" p50 {result['p50_ms'] / base['p50_ms']:.2f}×, p95 {result['p95_ms'] / base['p95_ms']:.2f}×,"
             f" p99 {result['p99_ms'] / base['p99_ms']:.2f}×; CPU per request (web + PostgreSQL)"
             f" {cpu_ms(base):.1f} → {cpu_ms(result):.1f} ms"
