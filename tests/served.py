@@ -117,7 +117,9 @@ def runserver(*, log: Path, **env: str) -> contextlib.AbstractContextManager[Ser
 
 
 def gunicorn(*, log: Path, **env: str) -> contextlib.AbstractContextManager[Served]:
-    """The Procfile's web process (``gunicorn -c gunicorn.conf.py``), run by this interpreter."""
+    """The Procfile's web process (``gunicorn -c gunicorn.conf.py``), run by this interpreter; its metrics files
+    beside ``log`` unless ``PROMETHEUS_MULTIPROC_DIR`` says where (gunicorn empties that folder as it starts)."""
+    env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(log.parent / "metrics"))
     port = free_port()
     procfile = (Path(settings.BASE_DIR) / "Procfile").read_text().splitlines()
     web = next(shlex.split(line.split(":", 1)[1]) for line in procfile if line.startswith("web:"))

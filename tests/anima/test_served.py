@@ -26,7 +26,6 @@ def test_gunicorn_serves_collected_static_files_health_and_metrics_of_all_worker
         ANIMA_STATIC_ROOT=str(static_root),
         WEB_CONCURRENCY="2",
         LOG_FORMAT="json",
-        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
     ) as app:
         css = app.get("/static/admin/css/base.css", {"Accept-Encoding": "gzip"})
         assert css.status == 200
@@ -64,7 +63,6 @@ def test_gunicorn_without_its_database_is_alive_but_not_ready(tmp_path):
         log=tmp_path / "gunicorn.log",
         WEB_CONCURRENCY="1",
         DATABASE_URL="postgresql://anima@127.0.0.1:1/anima",
-        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
     ) as app:
         assert app.get("/healthz").status == 200
         ready = app.get("/readyz")
@@ -81,7 +79,6 @@ def test_gunicorn_workers_load_the_embedding_model_before_they_take_requests(tmp
         log=tmp_path / "gunicorn.log",
         WEB_CONCURRENCY="2",
         ANIMA_EMBEDDINGS="local",
-        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
     ) as app:
         deadline = time.monotonic() + 60
         while len(ready := [line for line in app.log_lines() if " is ready" in line]) < 2:
