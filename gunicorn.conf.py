@@ -67,7 +67,8 @@ def on_starting(server) -> None:
     # jieba's tables are plain Python data, safe to fork: loaded once here, every worker (a replaced one too)
     # starts with them instead of loading them in its first requests.
     segmentation_load(tags=True)
-    gc.freeze()  # see post_worker_init; here also so that the workers' collections leave these pages shared
+    # See post_worker_init; here also so that the workers' collections leave these pages shared.
+    _freeze_loaded()
 
 
 def post_worker_init(worker) -> None:
@@ -78,9 +79,16 @@ def post_worker_init(worker) -> None:
     model = embedding_model()
     # What is loaded by now lives as long as the worker. A full garbage collection walked all of it (~150 ms of
     # one thread holding the GIL: every request of the worker waits), as often as every forty recalls.
-    gc.freeze()
+    _freeze_loaded()
     # "Booting worker" comes before the app loads; this line says the worker takes requests.
     worker.log.info("Worker %s is ready (embeddings: %s)", worker.pid, model.name if model else "off")
+
+
+def _freeze_loaded() -> None:
+    """Leave every object alive now out of later collections; the garbage loading made goes first (frozen, it
+    would never be freed)."""
+    gc.collect()
+    gc.freeze()
 
 
 def child_exit(server, worker) -> None:

@@ -25,5 +25,7 @@ def _load_before_fork(**kwargs) -> None:
     """
     segmentation_load(tags=True)
     # Never collected: the tables live as long as the process, and a collection in a child that walked them
-    # would cost it tens of milliseconds each time and copy every page of them it shares with the parent.
+    # would cost it tens of milliseconds each time and copy every page of them it shares with the parent. The
+    # garbage loading made goes first (frozen, it would never be freed).
+    gc.collect()
     gc.freeze()
