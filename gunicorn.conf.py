@@ -11,16 +11,22 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import time
 from pathlib import Path
 
+from anima import settings
 from anima.core.env import env_choice, env_int, env_str
 from anima.core.segmentation import segmentation_load
 
-_var_dir = Path(env_str("ANIMA_VAR_DIR") or Path(__file__).resolve().parent / "var")
 # Set before prometheus_client is imported anywhere: it picks its multiprocess mode at import.
-_metrics_dir = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(_var_dir / "prometheus")))
+_metrics_dir = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.VAR_DIR / "prometheus")))
 
 from prometheus_client import multiprocess  # noqa: E402
+
+# Django sets the process's time zone to TIME_ZONE as each worker loads it; the master takes it now, so that every
+# line of the log is on one clock.
+os.environ["TZ"] = settings.TIME_ZONE
+time.tzset()
 
 wsgi_app = "anima.wsgi:application"
 bind = [env_str("GUNICORN_BIND") or f"0.0.0.0:{env_int('PORT', 8000, minimum=1, maximum=65535)}"]

@@ -116,3 +116,14 @@ def test_what_gunicorn_loads_before_taking_requests_is_left_out_of_garbage_colle
     assert master < 1_000
     assert loaded > 50_000
     assert ready < 1_000
+
+
+def test_every_line_of_gunicorns_log_is_on_the_companions_clock(tmp_path):
+    # India keeps one offset all year: the expected one does not depend on the day the test runs.
+    with gunicorn(log=tmp_path / "gunicorn.log", WEB_CONCURRENCY="1", ANIMA_TIME_ZONE="Asia/Kolkata") as app:
+        deadline = time.monotonic() + 60
+        while not any(" is ready" in line for line in app.log_lines()):
+            assert time.monotonic() < deadline, app.log_lines()
+            time.sleep(0.2)
+    offsets = {match.group(1) for line in app.log_lines() if (match := re.match(r"\[[-\d :]+ ([+-]\d{4})\]", line))}
+    assert offsets == {"+0530"}, app.log_lines()
