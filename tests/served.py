@@ -52,6 +52,14 @@ class Served:
     def log_lines(self) -> list[str]:
         return self.log.read_text(errors="replace").splitlines()
 
+    def workers_ready(self, count: int) -> list[str]:
+        """The log's "is ready" lines once ``count`` workers wrote theirs (``/healthz`` answers after the first)."""
+        deadline = time.monotonic() + START_SECONDS
+        while len(ready := [line for line in self.log_lines() if " is ready" in line]) < count:
+            assert time.monotonic() < deadline, self.log_lines()
+            time.sleep(0.2)
+        return ready
+
 
 def free_port() -> int:
     with socket.socket() as probe:

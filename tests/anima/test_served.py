@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 from django.conf import settings
@@ -75,15 +74,8 @@ def test_gunicorn_without_its_database_is_alive_but_not_ready(tmp_path):
 
 @pytest.mark.local_embeddings
 def test_gunicorn_workers_load_the_embedding_model_before_they_take_requests(tmp_path):
-    with gunicorn(
-        log=tmp_path / "gunicorn.log",
-        WEB_CONCURRENCY="2",
-        ANIMA_EMBEDDINGS="local",
-    ) as app:
-        deadline = time.monotonic() + 60
-        while len(ready := [line for line in app.log_lines() if " is ready" in line]) < 2:
-            assert time.monotonic() < deadline, app.log_lines()
-            time.sleep(0.2)
+    with gunicorn(log=tmp_path / "gunicorn.log", WEB_CONCURRENCY="2", ANIMA_EMBEDDINGS="local") as app:
+        ready = app.workers_ready(2)
     assert all(line.endswith("is ready (embeddings: multilingual-e5-small-q4)") for line in ready), ready
 
 
@@ -121,9 +113,6 @@ def test_what_gunicorn_loads_before_taking_requests_is_left_out_of_garbage_colle
 def test_every_line_of_gunicorns_log_is_on_the_companions_clock(tmp_path):
     # India keeps one offset all year: the expected one does not depend on the day the test runs.
     with gunicorn(log=tmp_path / "gunicorn.log", WEB_CONCURRENCY="1", ANIMA_TIME_ZONE="Asia/Kolkata") as app:
-        deadline = time.monotonic() + 60
-        while not any(" is ready" in line for line in app.log_lines()):
-            assert time.monotonic() < deadline, app.log_lines()
-            time.sleep(0.2)
+        app.workers_ready(1)
     offsets = {match.group(1) for line in app.log_lines() if (match := re.match(r"\[[-\d :]+ ([+-]\d{4})\]", line))}
     assert offsets == {"+0530"}, app.log_lines()
