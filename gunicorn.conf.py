@@ -11,22 +11,21 @@ from __future__ import annotations
 import gc
 import os
 import shutil
-import time
 from pathlib import Path
 
-from anima import settings
+from django.conf import settings
+
 from anima.core.env import env_choice, env_int, env_str
 from anima.core.segmentation import segmentation_load
 
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anima.settings")  # as anima.wsgi, which the workers load
+# Reading the settings sets this process's time zone to TIME_ZONE, as it does in each worker: every line of the
+# log is on one clock.
+_var_dir = settings.VAR_DIR
 # Set before prometheus_client is imported anywhere: it picks its multiprocess mode at import.
-_metrics_dir = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.VAR_DIR / "prometheus")))
+_metrics_dir = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(_var_dir / "prometheus")))
 
 from prometheus_client import multiprocess  # noqa: E402
-
-# Django sets the process's time zone to TIME_ZONE as each worker loads it; the master takes it now, so that every
-# line of the log is on one clock.
-os.environ["TZ"] = settings.TIME_ZONE
-time.tzset()
 
 wsgi_app = "anima.wsgi:application"
 bind = [env_str("GUNICORN_BIND") or f"0.0.0.0:{env_int('PORT', 8000, minimum=1, maximum=65535)}"]

@@ -97,7 +97,7 @@ def test_what_gunicorn_loads_before_taking_requests_is_left_out_of_garbage_colle
     probe = subprocess.run(
         [sys.executable, "-c", _HOOKS_PROBE],
         cwd=settings.BASE_DIR,
-        env=served_env(PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"), DJANGO_SETTINGS_MODULE="anima.settings"),
+        env=served_env(PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics")),
         capture_output=True,
         text=True,
         check=True,
