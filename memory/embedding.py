@@ -124,14 +124,17 @@ def _backlog_key(model: EmbeddingModel) -> str:
     return f"anima:embedding:backlog:{model.name}"
 
 
-def embed_backlog_count(*, model: EmbeddingModel) -> int:
-    """Rows without a vector from ``model``, as counted at most BACKLOG_CACHE_SECONDS ago."""
-    counted = cache_get_json(key=_backlog_key(model))
-    if isinstance(counted, int):
-        return counted
+def _backlog_counted(*, model: EmbeddingModel) -> int:
+    """Count the rows without a vector from ``model`` now, and keep the count for the gauge."""
     counted = embed_pending_count(model=model)
     cache_set_json(key=_backlog_key(model), value=counted, timeout_seconds=BACKLOG_CACHE_SECONDS)
     return counted
+
+
+def embed_backlog_count(*, model: EmbeddingModel) -> int:
+    """Rows without a vector from ``model``, as counted at most BACKLOG_CACHE_SECONDS ago."""
+    counted = cache_get_json(key=_backlog_key(model))
+    return counted if isinstance(counted, int) else _backlog_counted(model=model)
 
 
 def _pending_batch(*, kind: str, model: EmbeddingModel, size: int, below: int | None) -> list[tuple]:
@@ -215,8 +218,7 @@ def embed_backfill_run(
             if progress:
                 progress(report.embedded, report.pending)
     vectors_statistics_refresh(added=report.embedded)
-    report.pending = embed_pending_count(model=model)
-    cache_set_json(key=_backlog_key(model), value=report.pending, timeout_seconds=BACKLOG_CACHE_SECONDS)
+    report.pending = _backlog_counted(model=model)
     report.seconds = time.monotonic() - started
     return report
 
