@@ -77,12 +77,13 @@ def memory_vectors(*, memories: Sequence[SemanticMemory]) -> dict[int, list[floa
     model = embedding_model()
     ids = [memory.pk for memory in memories]
     vectors = {} if model is None else vectors_fetch(kind=ENTITY, model=model, row_ids=ids)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {_row_select(ENTITY)} FROM {_EMBEDDABLE[ENTITY][0]} WHERE t.id = ANY(%s)",
-            [[pk for pk in ids if pk not in vectors]],
-        )
-        rows = cursor.fetchall()
+    missing = [pk for pk in ids if pk not in vectors]
+    rows = []
+    if missing:  # the nights after the backfill caught up: none
+        with connection.cursor() as cursor:
+            select = f"SELECT {_row_select(ENTITY)} FROM {_EMBEDDABLE[ENTITY][0]} WHERE t.id = ANY(%s)"
+            cursor.execute(select, [missing])
+            rows = cursor.fetchall()
     # Raises EmbeddingsUnavailable without a provider, whatever is missing.
     made = embed_texts([row[1] for row in rows], kind="passage")
     if rows and vectors_available():

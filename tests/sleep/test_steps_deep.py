@@ -3,6 +3,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -348,8 +350,10 @@ def test_a_night_compares_the_stored_vectors_and_embeds_only_what_has_none(leo, 
     assert [r["input"] for r in concept_embeddings.requests] == [[newer.content]]
     assert with_newer == stored
     concept_embeddings.requests.clear()
-    similar_pairs([*memories, newer], threshold=0.9)  # the next night
+    with CaptureQueriesContext(connection) as next_night:
+        similar_pairs([*memories, newer], threshold=0.9)
     assert concept_embeddings.requests == []  # the newer one was stored, as the backfill would have
+    assert len(next_night.captured_queries) == 1  # the stored vectors; nothing left to read and embed
     assert embed_backfill_run().embedded == 0  # nor does the backfill embed it again
 
 
