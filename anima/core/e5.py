@@ -117,14 +117,11 @@ class _ModelFile:
         return np.frombuffer(self._tensors[name], _Q4).reshape(-1, inputs // _BLOCK)
 
 
-def _levels(blocks: np.ndarray) -> np.ndarray:
-    """Each block's 32 stored 4-bit levels (0..15, weight = (level - 8) × scale), in weight order."""
-    nibbles = blocks["nibbles"]
-    return np.concatenate([nibbles & 15, nibbles >> 4], axis=-1)
-
-
 def _dequantized(blocks: np.ndarray) -> np.ndarray:
-    values = _levels(blocks).astype(np.float32) - 8
+    """The float weights of 4-bit blocks: byte j holds weight j (low nibble) and j + 16 (high), each
+    (level - 8) × the block's scale."""
+    nibbles = blocks["nibbles"]
+    values = np.concatenate([nibbles & 15, nibbles >> 4], axis=-1).astype(np.float32) - 8
     return (values * blocks["scale"].astype(np.float32)[..., None]).reshape(*blocks.shape[:-1], -1)
 
 
