@@ -34,7 +34,11 @@ TRIGRAM_PREFIX_CHARS = 2000
 
 
 def trigram_index(*, name: str) -> GinIndex:
-    """The GIN trigram index of a segmented-text table: over the prefix the trigram branch compares."""
+    """The GIN trigram index of a segmented-text table: over the prefix the trigram branch compares.
+
+    Its expression keeps statistics of one value (migrations anima 0012 and conversations 0009; an index built
+    anew needs the same): planning the branch's ``<%`` otherwise computes word similarity over all of them.
+    """
     return GinIndex(OpClass(Left("fts_segmented", TRIGRAM_PREFIX_CHARS), name="gin_trgm_ops"), name=name)
 
 
