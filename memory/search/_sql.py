@@ -210,10 +210,10 @@ HNSW_MAX_SCAN_TUPLES = 20_000
 
 
 def dense_fetch(sql: str, params: dict, *, pool: int, using: str) -> list[tuple]:
-    """Run the dense statement under ANIMA_RECALL_TIMEOUT and iterative HNSW scans (``fetch_under``)."""
+    """Run the dense statement under ANIMA_RECALL_TIMEOUT, iterative HNSW scans and no hash joins (``fetch_under``)."""
     wanted = {
         # A hash join reads every vector of the kind to join them to their rows, then sorts them all: the planner
-        # took it over the index for a search over everyone's 1,500 memories (5-10 ms against ~1 ms on HNSW). A
+        # took it over the index for a search over everyone's 1,500 memories (2.8-9 ms against 1.5 on HNSW). A
         # person's own few rows still join by nested loop (their ids, then each one's vector) and are sorted.
         "enable_hashjoin": ("off", "on"),
         "hnsw.iterative_scan": ("relaxed_order", "off"),
