@@ -143,9 +143,16 @@ def vector_predicate_sql(*, kind: str, model: EmbeddingModel, alias: str = "v") 
     )
 
 
-def vector_order_sql(*, model: EmbeddingModel, param: str, alias: str = "v") -> str:
-    """Cosine distance from ``%(param)s`` in the index's own expression (an ORDER BY key the HNSW index serves)."""
-    return f"({alias}.vec::halfvec({int(model.dim)})) <=> %({param})s::halfvec({int(model.dim)})"
+def vector_query_sql(*, model: EmbeddingModel, param: str) -> str:
+    """``%(param)s`` (``vector_literal``'s text) as the type the HNSW index compares: the other side of
+    ``vector_order_sql``."""
+    return f"%({param})s::halfvec({int(model.dim)})"
+
+
+def vector_order_sql(*, model: EmbeddingModel, query: str, alias: str = "v") -> str:
+    """Cosine distance from the SQL expression ``query`` (``vector_query_sql``'s type) in the index's own expression:
+    an ORDER BY key the HNSW index serves."""
+    return f"({alias}.vec::halfvec({int(model.dim)})) <=> {query}"
 
 
 def vector_indexes_ensure(*, model: EmbeddingModel, using: str = DEFAULT_DB_ALIAS) -> None:
