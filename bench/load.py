@@ -426,18 +426,36 @@ def report(*, mode: str, samples, result: dict, seconds: float, clients: int) ->
 
 def compare(results: list[tuple[str, dict]]) -> None:
     """Each run against the latest run of the baseline mode (the first) before it: ``--recall off,local,off,local``
-    gives two pairs, each measured minutes apart, which shows how much of a difference is the machine's."""
+    gives two pairs, each measured minutes apart, which shows how much of a difference is the machine's. With more
+    than one pair, the medians over the pairs close the report: one pair says little on a machine whose speed moves
+    between runs."""
     base_mode = results[0][0]
+    ratios: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
     for number, (mode, result) in enumerate(results, start=1):
         if mode == base_mode:
             base_number, base = number, result
             continue
+        ratio = {key: result[key] / base[key] for key in ("throughput", "p50_ms", "p95_ms", "p99_ms")}
+        ratios[mode].append(ratio)
         print(
             f"\nrun {number} ({mode}) against run {base_number} ({base_mode}):"
-            f" throughput {result['throughput'] / base['throughput']:.2f}×,"
-            f" p50 {result['p50_ms'] / base['p50_ms']:.2f}×, p95 {result['p95_ms'] / base['p95_ms']:.2f}×,"
-            f" p99 {result['p99_ms'] / base['p99_ms']:.2f}×; CPU per request (web + PostgreSQL)"
+            f" throughput {ratio['throughput']:.2f}×, p50 {ratio['p50_ms']:.2f}×, p95 {ratio['p95_ms']:.2f}×,"
+            f" p99 {ratio['p99_ms']:.2f}×; CPU per request (web + PostgreSQL)"
             f" {cpu_ms(base):.1f} → {cpu_ms(result):.1f} ms"
+        )
+    for mode, pairs in ratios.items():
+        if len(pairs) < 2:
+            continue
+        runs = {name: [result for run_mode, result in results if run_mode == name] for name in (base_mode, mode)}
+        print(
+            f"\n{mode} against {base_mode}, medians over {len(pairs)} pairs: throughput"
+            f" {statistics.median(pair['throughput'] for pair in pairs):.2f}×, p95"
+            f" {statistics.median(pair['p95_ms'] for pair in pairs):.2f}×; "
+            + "; ".join(
+                f"{name} {statistics.median(run['throughput'] for run in named):.1f} req/s,"
+                f" p95 {statistics.median(run['p95_ms'] for run in named):.0f} ms"
+                for name, named in runs.items()
+            )
         )
 
 
