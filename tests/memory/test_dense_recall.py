@@ -257,3 +257,23 @@ def test_a_search_over_everyones_memories_walks_the_hnsw_index(monkeypatch):
 
     assert "vectors_hnsw_entity_" in plan
     assert len(rows) == pool
+
+
+def test_the_query_vector_travels_once_however_many_sources_search():
+    """Each source's branch reads the vector from one CTE: spelled at each use, a four-source statement carried eight
+    copies of its ~4 KB of text, each parsed by the server."""
+    model = EmbeddingModel(name="synthetic", dim=384)
+    sources = [
+        message_source(name="session", person_id=None, since=None, until=None, channel=None),
+        *(
+            entity_source(name=name, where_sql="true", person_id=None, since=None, until=None)
+            for name in ("semantic", "limbic", "autobiographical")
+        ),
+    ]
+    sql, params = dense_statement(sources=sources, model=model, pool=pool_size(limit=5))
+    params["qvec"] = "[" + ",".join(["0.05"] * model.dim) + "]"
+    with connection.cursor() as cursor:
+        sent = cursor.cursor.mogrify(sql, params)
+
+    assert sent.count(params["qvec"]) == 1
+    assert sql.count("UNION ALL") == len(sources) - 1
