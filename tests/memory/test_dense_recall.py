@@ -14,7 +14,7 @@ from django.db import connection
 from anima.core import vectors
 from anima.core.embeddings import EmbeddingModel
 from anima.core.models import Component, MemoryStatus
-from anima.core.vectors import vector_indexes_ensure, vectors_available_clear
+from anima.core.vectors import vector_indexes_ensure, vector_literal, vectors_available_clear
 from memory.embedding import embed_backfill_run
 from memory.search import entity_source, message_source
 from memory.search._fusion import pool_size
@@ -179,6 +179,16 @@ VECTORS = 50_000
 DIM = 16
 
 
+def _random_vectors_fill(cursor, *, kind: str, table: str, owner: str, dim: int) -> None:
+    """A random unit vector for every row of ``table``, made in SQL (fast); the index is built once after them."""
+    cursor.execute(
+        f"INSERT INTO vectors (kind, row_id, model, dim, {owner}, vec) SELECT %s, t.id, 'synthetic', %s, t.{owner},"
+        " (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec FROM generate_series(1, %s)"
+        f" WHERE t.id > 0) FROM {table} t",
+        [kind, dim, dim],
+    )
+
+
 def test_person_isolation_holds_on_the_hnsw_index_at_50k_vectors_over_20_persons(monkeypatch):
     """Each person owns 1/20 of the message vectors: a plain HNSW scan (ef_search candidates, then the filter)
     would return few of one person's rows; the iterative scan must fill the page with theirs only."""
@@ -192,21 +202,14 @@ def test_person_isolation_holds_on_the_hnsw_index_at_50k_vectors_over_20_persons
             " SELECT 'user', '', 'synthetic ' || g, now(), (%s::bigint[])[1 + g %% %s] FROM generate_series(1, %s) g",
             [[c.pk for c in conversations], PERSONS, VECTORS],
         )
-        # Random unit vectors, made in SQL (fast); the index is built once after them.
-        cursor.execute(
-            "INSERT INTO vectors (kind, row_id, model, dim, conversation_id, vec)"
-            " SELECT 'message', m.id, 'synthetic', %s, m.conversation_id,"
-            " (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec FROM generate_series(1, %s)"
-            " WHERE m.id > 0) FROM messages m",
-            [DIM, DIM],
-        )
+        _random_vectors_fill(cursor, kind="message", table="messages", owner="conversation_id", dim=DIM)
         vector_indexes_ensure(model=model)
         cursor.execute("ANALYZE vectors, messages, conversations")
     person = conversations[3].person
     source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
     pool = pool_size(limit=30)
     sql, params = dense_statement(sources=[source], model=model, pool=pool)
-    params["qvec"] = "[" + ",".join(["0.25"] * DIM) + "]"
+    params["qvec"] = vector_literal([0.25] * DIM)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
@@ -236,20 +239,14 @@ def test_a_search_over_everyones_memories_walks_the_hnsw_index(monkeypatch):
     model = EmbeddingModel(name="synthetic", dim=dim)
     SemanticMemoryFactory.create_batch(1500, person=factory.Iterator(PersonFactory.create_batch(30)))
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO vectors (kind, row_id, model, dim, person_id, vec)"
-            " SELECT 'entity', e.id, 'synthetic', %s, e.person_id,"
-            " (SELECT l2_normalize(array_agg(random() - 0.5)::vector)::halfvec FROM generate_series(1, %s)"
-            " WHERE e.id > 0) FROM entities e",
-            [dim, dim],
-        )
+        _random_vectors_fill(cursor, kind="entity", table="entities", owner="person_id", dim=dim)
         vector_indexes_ensure(model=model)
         cursor.execute("ANALYZE vectors, entities")
     where = f"t.primary_component = '{Component.SEMANTIC_MEMORY}' AND t.status = '{MemoryStatus.ACTIVE}'"
     source = entity_source(name="semantic", where_sql=where, person_id=None, since=None, until=None)
     pool = pool_size(limit=5)
     sql, params = dense_statement(sources=[source], model=model, pool=pool)
-    params["qvec"] = "[" + ",".join(["0.05"] * dim) + "]"
+    params["qvec"] = vector_literal([0.05] * dim)
 
     # EXPLAIN under the settings the search itself runs with.
     plan = "\n".join(row[0] for row in dense_fetch("EXPLAIN " + sql, params, pool=pool, using=connection.alias))
@@ -271,7 +268,7 @@ def test_the_query_vector_travels_once_however_many_sources_search():
         ),
     ]
     sql, params = dense_statement(sources=sources, model=model, pool=pool_size(limit=5))
-    params["qvec"] = "[" + ",".join(["0.05"] * model.dim) + "]"
+    params["qvec"] = vector_literal([0.05] * model.dim)
     with connection.cursor() as cursor:
         sent = cursor.cursor.mogrify(sql, params)
 
