@@ -216,7 +216,8 @@ HNSW_MAX_SCAN_TUPLES = 20_000
 
 
 def dense_fetch(sql: str, params: dict, *, pool: int, using: str) -> list[tuple]:
-    """Run the dense statement under ANIMA_RECALL_TIMEOUT, iterative HNSW scans and no hash joins (``fetch_under``)."""
+    """Run the dense statement under ANIMA_RECALL_TIMEOUT, with iterative HNSW scans and neither hash nor merge joins
+    (``fetch_under``)."""
     wanted = {
         # A hash or merge join reads every vector of the kind to join them to their rows (a merge join sorts them
         # by row id first), then sorts them all by distance: pgvector prices a distance like any operator, so the

@@ -233,7 +233,7 @@ def test_person_isolation_holds_on_the_hnsw_index_at_50k_vectors_over_20_persons
 def test_a_search_over_everyones_memories_walks_the_hnsw_index():
     """Without a person the filters keep nearly every row: the index gives the nearest ones. Joining every vector
     to its memory, by hash or by merge (each vector sorted by row id), and sorting them all by distance is what the
-    planner took at 1,500 memories among twice as many message vectors; it took two to five times as long."""
+    planner took at 1,500 memories among twice as many message vectors; it took two to seven times as long."""
     vectors_available_clear()
     # The local model's dimension and the index's real build options: at 16 dimensions, or with a smaller graph,
     # the planner took the index anyway.
