@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pgtrigger
 from django.conf import settings
-from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
-from anima.core.models import AppendOnly, SegmentedTextModel, search_vector_of, trigram_index
+from anima.core.models import AppendOnly, SegmentedTextModel, search_index, search_vector_of, trigram_index
 
 PERSON_SLUG_MAX_LENGTH = 64
 
@@ -126,7 +125,7 @@ class Message(SegmentedTextModel):
         db_table = "messages"
         ordering = ["created_at", "id"]
         indexes = [
-            GinIndex(fields=["content_fts"], name="messages_content_fts_gin"),
+            search_index(fields=["content_fts"], name="messages_content_fts_gin"),
             # Trigram branch of session recall, over the segmented text.
             trigram_index(name="messages_fts_segmented_trgm"),
             # Timeline of one conversation; also the temporal tick's "after the watermark" scan.
@@ -168,7 +167,7 @@ class HistoryEntry(SegmentedTextModel):
         verbose_name_plural = "history entries"
         ordering = ["id"]
         indexes = [
-            GinIndex(fields=["search_fts"], name="history_search_fts_gin"),
+            search_index(fields=["search_fts"], name="history_search_fts_gin"),
             # search_history: one person's (or the global) timeline by time.
             models.Index(fields=["person", "timestamp"], name="history_person_timestamp"),
         ]

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+from django.db import connection
+
 from tests.factories import (
     AutoLlmRunFactory,
     ContentBlockFactory,
+    ConversationFactory,
     HistoryEntryFactory,
     IdentityFactory,
     MemoryReferenceFactory,
+    MessageFactory,
     PipelineStepRunFactory,
     RuntimeConfigChangeFactory,
     RuntimeConfigFactory,
@@ -28,3 +32,31 @@ def test_every_factory_writes_a_row_with_its_searchable_text_segmented():
     assert PipelineStepRunFactory().attempt == 1
     assert RuntimeConfigFactory().section == "memory.passive_recall"
     assert RuntimeConfigChangeFactory().after == {"limit": 7}
+
+
+def test_new_rows_are_in_every_search_index_at_once_with_nothing_queued_for_searches_to_read():
+    """A GIN index's pending list is read by every search until it is merged; recall's indexes keep none."""
+    MessageFactory.create_batch(30, conversation=ConversationFactory(), content="西湖 徒步 then pasta at the harbor")
+    SemanticMemoryFactory.create_batch(30, content="Maya works as a nurse in Lisbon")
+    HistoryEntryFactory.create_batch(30, content="Leo 在杭州工作")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam"
+            " JOIN pg_class t ON t.oid = i.indrelid WHERE a.amname = 'gin'"
+            " AND t.relname IN ('messages', 'entities', 'history_entries') ORDER BY 1"
+        )
+        indexes = [row[0] for row in cursor.fetchall()]
+        # The number of pending pages merged: with PostgreSQL's default each of these inserts queued its entries.
+        queued = {}
+        for name in indexes:
+            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [name])
+            queued[name] = cursor.fetchone()[0]
+
+    assert indexes == [
+        "entities_fts_segmented_trgm",
+        "entities_search_fts_gin",
+        "history_search_fts_gin",
+        "messages_content_fts_gin",
+        "messages_fts_segmented_trgm",
+    ]
+    assert queued == dict.fromkeys(indexes, 0)
