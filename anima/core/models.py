@@ -35,15 +35,21 @@ def search_vector_of(column: str) -> SearchVector:
 TRIGRAM_PREFIX_CHARS = 2000
 
 
-def search_index(*expressions, name: str, fields: Sequence[str] = ()) -> GinIndex:
-    """A GIN index recall searches: new rows go straight into it (``fastupdate`` off).
+# kB (PostgreSQL's least): see search_index.
+SEARCH_INDEX_PENDING_LIST_KB = 64
 
-    With PostgreSQL's default, a GIN index queues new rows' entries in a pending list of up to 4 MB, and every
-    search reads the whole list until an insert past the limit or a vacuum merges it. After 3,000 messages and
-    1,500 memories (a fifth of the list's limit) a four-source recall statement took 12-17 ms to run, 3-3.8 ms
-    with the lists merged (``EXPLAIN ANALYZE``); its time swung with the next vacuum, under any write load.
+
+def search_index(*expressions, name: str, fields: Sequence[str] = ()) -> GinIndex:
+    """A GIN index recall searches, whose list of entries waiting to be merged stays short.
+
+    A GIN index queues new rows' entries in a pending list, and every search reads the whole list until an insert
+    past ``gin_pending_list_limit`` or a vacuum merges it. At PostgreSQL's default of 4 MB, after 3,000 messages and
+    1,500 memories, a four-source recall statement took 12-17 ms to run, 3-3.8 ms with the lists merged (``EXPLAIN
+    ANALYZE``). Turning the list off (``fastupdate``) halved ``import_conversations``' throughput (4,100-4,300 →
+    2,000 messages/s, ``bench/import_throughput.py``); at 64 kB, merged often and in batches, imports ran at
+    4,200-4,700 messages/s and a search reads at most 64 kB more per index.
     """
-    return GinIndex(*expressions, fields=list(fields), name=name, fastupdate=False)
+    return GinIndex(*expressions, fields=list(fields), name=name, gin_pending_list_limit=SEARCH_INDEX_PENDING_LIST_KB)
 
 
 def trigram_index(*, name: str) -> GinIndex:

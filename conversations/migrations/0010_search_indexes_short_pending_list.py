@@ -1,4 +1,4 @@
-"""Recall's GIN indexes take new rows' entries at once (``fastupdate`` off, see ``anima.core.models.search_index``).
+"""Recall's GIN indexes merge new rows' entries once 64 kB wait (see ``anima.core.models.search_index``).
 
 ALTER INDEX keeps each index and its statistics target (0009); the entries already queued are merged here.
 """
@@ -19,9 +19,9 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.RunSQL(
-                    [f"ALTER INDEX {name} SET (fastupdate = off)" for name in INDEXES]
+                    [f"ALTER INDEX {name} SET (gin_pending_list_limit = 64)" for name in INDEXES]
                     + [f"SELECT gin_clean_pending_list('{name}'::regclass)" for name in INDEXES],
-                    reverse_sql=[f"ALTER INDEX {name} RESET (fastupdate)" for name in INDEXES],
+                    reverse_sql=[f"ALTER INDEX {name} RESET (gin_pending_list_limit)" for name in INDEXES],
                 ),
             ],
             state_operations=[
@@ -31,13 +31,13 @@ class Migration(migrations.Migration):
                 migrations.AddIndex(
                     model_name="historyentry",
                     index=django.contrib.postgres.indexes.GinIndex(
-                        fastupdate=False, fields=["search_fts"], name="history_search_fts_gin"
+                        gin_pending_list_limit=64, fields=["search_fts"], name="history_search_fts_gin"
                     ),
                 ),
                 migrations.AddIndex(
                     model_name="message",
                     index=django.contrib.postgres.indexes.GinIndex(
-                        fastupdate=False, fields=["content_fts"], name="messages_content_fts_gin"
+                        gin_pending_list_limit=64, fields=["content_fts"], name="messages_content_fts_gin"
                     ),
                 ),
                 migrations.AddIndex(
@@ -46,7 +46,7 @@ class Migration(migrations.Migration):
                         django.contrib.postgres.indexes.OpClass(
                             django.db.models.functions.text.Left("fts_segmented", 2000), name="gin_trgm_ops"
                         ),
-                        fastupdate=False,
+                        gin_pending_list_limit=64,
                         name="messages_fts_segmented_trgm",
                     ),
                 ),
