@@ -8,7 +8,7 @@ import pgtrigger
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.contrib.postgres.search import SearchVector, SearchVectorField
-from django.db import models
+from django.db import migrations, models
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Left
@@ -50,6 +50,42 @@ def search_index(*expressions, name: str, fields: Sequence[str] = ()) -> GinInde
     4,200-4,700 messages/s and a search reads at most 64 kB more per index.
     """
     return GinIndex(*expressions, fields=list(fields), name=name, gin_pending_list_limit=SEARCH_INDEX_PENDING_LIST_KB)
+
+
+def search_indexes_pending_list_set(
+    *, kb: int, fts: Sequence[tuple[str, str, str]], trigram: Sequence[tuple[str, str]], prefix_chars: int
+) -> migrations.SeparateDatabaseAndState:
+    """A migration's operation giving search indexes a pending list of ``kb`` kB: ``fts`` lists (model, index,
+    column) of full-text indexes, ``trigram`` (model, index) of trigram indexes over ``prefix_chars`` characters.
+
+    ALTER INDEX keeps each index and its statistics target (a rebuild would lose them); the entries already
+    queued are merged. Values are the caller's, not this module's constants: a migration stays what it was.
+    """
+    indexes = [
+        (model, GinIndex(fields=[column], name=name, gin_pending_list_limit=kb)) for model, name, column in fts
+    ] + [
+        (
+            model,
+            GinIndex(
+                OpClass(Left("fts_segmented", prefix_chars), name="gin_trgm_ops"), name=name, gin_pending_list_limit=kb
+            ),
+        )
+        for model, name in trigram
+    ]
+    names = [index.name for _, index in indexes]
+    return migrations.SeparateDatabaseAndState(
+        database_operations=[
+            migrations.RunSQL(
+                [f"ALTER INDEX {name} SET (gin_pending_list_limit = {int(kb)})" for name in names]
+                + [f"SELECT gin_clean_pending_list('{name}'::regclass)" for name in names],
+                reverse_sql=[f"ALTER INDEX {name} RESET (gin_pending_list_limit)" for name in names],
+            ),
+        ],
+        state_operations=[
+            *(migrations.RemoveIndex(model_name=model, name=index.name) for model, index in indexes),
+            *(migrations.AddIndex(model_name=model, index=index) for model, index in indexes),
+        ],
+    )
 
 
 def trigram_index(*, name: str) -> GinIndex:
