@@ -39,7 +39,9 @@ TRIGRAM_PREFIX_CHARS = 2000
 SEARCH_INDEX_PENDING_LIST_KB = 64
 
 
-def search_index(*expressions, name: str, fields: Sequence[str] = ()) -> GinIndex:
+def search_index(
+    *expressions, name: str, fields: Sequence[str] = (), pending_list_kb: int = SEARCH_INDEX_PENDING_LIST_KB
+) -> GinIndex:
     """A GIN index recall searches, whose list of entries waiting to be merged stays short.
 
     A GIN index queues new rows' entries in a pending list, and every search reads the whole list until an insert
@@ -49,7 +51,7 @@ def search_index(*expressions, name: str, fields: Sequence[str] = ()) -> GinInde
     2,000 messages/s, ``bench/import_throughput.py``); at 64 kB, merged often and in batches, imports ran at
     4,200-4,700 messages/s and a search reads at most 64 kB more per index.
     """
-    return GinIndex(*expressions, fields=list(fields), name=name, gin_pending_list_limit=SEARCH_INDEX_PENDING_LIST_KB)
+    return GinIndex(*expressions, fields=list(fields), name=name, gin_pending_list_limit=pending_list_kb)
 
 
 def search_indexes_pending_list_set(
@@ -61,16 +63,9 @@ def search_indexes_pending_list_set(
     ALTER INDEX keeps each index and its statistics target (a rebuild would lose them); the entries already
     queued are merged. Values are the caller's, not this module's constants: a migration stays what it was.
     """
-    indexes = [
-        (model, GinIndex(fields=[column], name=name, gin_pending_list_limit=kb)) for model, name, column in fts
-    ] + [
-        (
-            model,
-            GinIndex(
-                OpClass(Left("fts_segmented", prefix_chars), name="gin_trgm_ops"), name=name, gin_pending_list_limit=kb
-            ),
-        )
-        for model, name in trigram
+    indexes = [(model, search_index(fields=[column], name=name, pending_list_kb=kb)) for model, name, column in fts]
+    indexes += [
+        (model, trigram_index(name=name, prefix_chars=prefix_chars, pending_list_kb=kb)) for model, name in trigram
     ]
     names = [index.name for _, index in indexes]
     return migrations.SeparateDatabaseAndState(
@@ -88,13 +83,17 @@ def search_indexes_pending_list_set(
     )
 
 
-def trigram_index(*, name: str) -> GinIndex:
+def trigram_index(
+    *, name: str, prefix_chars: int = TRIGRAM_PREFIX_CHARS, pending_list_kb: int = SEARCH_INDEX_PENDING_LIST_KB
+) -> GinIndex:
     """The GIN trigram index of a segmented-text table: over the prefix the trigram branch compares.
 
     Its expression keeps statistics of one value (migrations anima 0012 and conversations 0009; an index built
     anew needs the same): planning the branch's ``<%`` otherwise computes word similarity over all of them.
     """
-    return search_index(OpClass(Left("fts_segmented", TRIGRAM_PREFIX_CHARS), name="gin_trgm_ops"), name=name)
+    return search_index(
+        OpClass(Left("fts_segmented", prefix_chars), name="gin_trgm_ops"), name=name, pending_list_kb=pending_list_kb
+    )
 
 
 class SegmentedTextModel(models.Model):
