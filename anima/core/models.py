@@ -46,7 +46,7 @@ def search_index(
 
     A GIN index queues new rows' entries in a pending list, and every search reads the whole list until an insert
     past ``gin_pending_list_limit`` or a vacuum merges it. At PostgreSQL's default of 4 MB, after 3,000 messages and
-    1,500 memories, a four-source recall statement took 12-17 ms to run, 3-3.8 ms with the lists merged (``EXPLAIN
+    1,500 memories, a four-source recall statement took 9-17 ms to run, 3-3.8 ms with the lists merged (``EXPLAIN
     ANALYZE``). Turning the list off (``fastupdate``) halved ``import_conversations``' throughput (4,100-4,300 →
     2,000 messages/s, ``bench/import_throughput.py``); at 64 kB, merged often and in batches, imports ran at
     4,200-4,700 messages/s and a search reads at most 64 kB more per index.
