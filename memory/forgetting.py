@@ -364,12 +364,23 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
         PlannedRow("emotional_tendencies", pk, f"{day} overall", "recompute")
         for pk, day in _overall_tendencies_counting(person).values_list("pk", "day")
     ]
+    summaries = [
+        PlannedRow("entities", summary.pk, summary.title, "redact" if others else "delete")
+        for summary, others in _summaries_of(person)
+    ]
+    rows += summaries
     if messages:
         rows += [
             PlannedRow("conversations", pk, str(title), "delete")
             for pk, title in _conversations(person).values_list("pk", "title")
         ]
-    rows += _planned(_person_redactor(person, memories), messages=messages, memories=memories)
+    # A summary losing their sections is listed once, as that: the sweep runs after the sections are gone.
+    listed = {row.pk for row in summaries}
+    rows += [
+        row
+        for row in _planned(_person_redactor(person, memories), messages=messages, memories=memories)
+        if not (row.table == "entities" and row.pk in listed)
+    ]
     return ForgetPlan(kind=PERSON, target_id=person.pk, rows=rows)
 
 
@@ -465,10 +476,17 @@ def person_forget(
     )
 
 
+def _summaries_of(person: Person) -> list[tuple[TemporalSummary, list[dict]]]:
+    """The day/month/year summaries holding a section of theirs, each with the other people's sections."""
+    return [
+        (summary, [s for s in summary.body.get("sections", []) if s.get("person_id") != person.pk])
+        for summary in TemporalSummary.objects.filter(body__sections__contains=[{"person_id": person.pk}])
+    ]
+
+
 def _summary_sections_drop(person: Person, result: ForgetResult) -> None:
     """Day/month/year summaries keep the other people's sections; one left with none is deleted."""
-    for summary in TemporalSummary.objects.filter(body__sections__contains=[{"person_id": person.pk}]):
-        sections = [s for s in summary.body.get("sections", []) if s.get("person_id") != person.pk]
+    for summary, sections in _summaries_of(person):
         if sections:
             temporal_summary_upsert(
                 window=Window(summary.body["window"]),

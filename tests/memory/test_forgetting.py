@@ -26,6 +26,8 @@ from memory.models import EmotionalTendency, SemanticMemory
 from memory.selectors import memory_recall
 from memory.services import MemoryPart, emotional_tendencies_refresh, memory_merge, memory_split
 from sleep.services import sleep_cycle_run
+from temporal.models import TemporalSummary, Window
+from temporal.services import temporal_summary_upsert
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
@@ -287,6 +289,38 @@ def test_forgetting_a_person_takes_every_dream_made_partly_of_their_day():
     assert ("entities", "delete") in planned
     assert list(Entity.objects.filter(tag=BlockTag.DREAM)) == [leos]
     assert traces("kiln") == []
+
+
+def _section(person: Person, who: str, text: str) -> dict:
+    return {"conversation_id": None, "person_id": person.pk, "who": who, "topic": "", "text": text}
+
+
+# Her name heads her sections (the name sweep finds them too), or one she went by then (only her id does).
+@pytest.mark.parametrize("her", ["Maya", "Mei"])
+def test_forgetting_a_person_takes_their_sections_of_the_time_summaries_as_planned(her):
+    leo, maya = PersonFactory(slug="leo", display_name="Leo"), PersonFactory(slug="maya", display_name="Maya")
+    shared = temporal_summary_upsert(
+        window=Window.DAY,
+        period_start=dt.date(2026, 11, 20),
+        sections=[_section(leo, "Leo", "Took the night train to Porto."), _section(maya, her, "Fired a kiln.")],
+    )
+    hers = temporal_summary_upsert(
+        window=Window.MONTH, period_start=dt.date(2026, 11, 1), sections=[_section(maya, her, "Glazed celadon.")]
+    )
+    untouched = temporal_summary_upsert(
+        window=Window.DAY, period_start=dt.date(2026, 11, 21), sections=[_section(leo, "Leo", "Slept on the train.")]
+    )
+
+    planned = [(row.pk, row.action) for row in person_forget_plan(person=maya).rows if row.table == "entities"]
+    person_forget(person=maya)
+
+    # The confirmation page says what happens to each summary, once: Leo's part stays, hers alone goes.
+    assert sorted(planned) == sorted([(shared.pk, "redact"), (hers.pk, "delete")])
+    assert [s["person_id"] for s in TemporalSummary.objects.get(pk=shared.pk).body["sections"]] == [leo.pk]
+    assert "Porto" in TemporalSummary.objects.get(pk=shared.pk).content
+    assert not TemporalSummary.objects.filter(pk=hers.pk).exists()
+    assert TemporalSummary.objects.get(pk=untouched.pk).body == untouched.body
+    assert traces("kiln", "celadon") == []
 
 
 def test_forgetting_a_person_takes_their_tendencies_with_them():
