@@ -20,7 +20,6 @@ holds the lock meanwhile: a waiting run counts as alive while its items make pro
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -28,12 +27,12 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, connection, connections, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from anima.core.db import primary_reads
+from anima.core.db import advisory_lock, advisory_lock_key, primary_reads
 from anima.core.llm import LlmBudgetExceeded, LlmBudgetReserved
 from anima.core.logs import log_context
 from sleep.context import StepContext
@@ -131,37 +130,10 @@ class Pipeline:
         return done
 
 
-def _lock_key(name: str) -> int:
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
-
-
-@contextlib.contextmanager
-def _advisory_lock(key: int) -> Iterator[bool]:
-    """Try PostgreSQL's session advisory lock ``key``; yields whether it is held (and releases it after).
-
-    The lock lives on a dedicated connection so that closing or recycling the caller's own
-    connection (Celery does that between tasks) can never release it early; when the process
-    dies, PostgreSQL drops the connection and the lock with it.
-    """
-    connection = connections.create_connection("default")
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
-            (acquired,) = cursor.fetchone()
-        try:
-            yield acquired
-        finally:
-            if acquired:
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
-    finally:
-        connection.close()
-
-
 @contextlib.contextmanager
 def pipeline_lock(*, pipeline: Pipeline) -> Iterator[None]:
     """Hold the pipeline's advisory lock, or raise ``pipeline.busy_error`` at once."""
-    with _advisory_lock(_lock_key(f"pipeline:{pipeline.name}")) as acquired:
+    with advisory_lock(f"pipeline:{pipeline.name}") as acquired:
         if not acquired:
             active = PipelineRun.objects.filter(pipeline=pipeline.name, status__in=ACTIVE_STATUSES).first()
             raise pipeline.busy_error(
@@ -199,7 +171,7 @@ def _close_interrupted_runs(*, pipeline: Pipeline, unless_locked: bool = False) 
     items make progress. Without the lock (``unless_locked``), its absence is checked in the same
     statement, so a run that a worker is starting is never touched. Returns how many runs were closed.
     """
-    key = _lock_key(f"pipeline:{pipeline.name}")
+    key = advisory_lock_key(f"pipeline:{pipeline.name}")
     now = timezone.now()
     params = {"pipeline": pipeline.name, "error": INTERRUPTED, "now": now, "stalled": now - pipeline.fanout_stall}
     params.update(hi=(key >> 32) & 0xFFFFFFFF, lo=key & 0xFFFFFFFF)
@@ -430,7 +402,7 @@ def pipeline_item_run(
         if row is None or row.run.status != RunStatus.RUNNING or "fanout" not in row.output:
             return None
         step = pipeline.step(row.step)
-        with _advisory_lock(_lock_key(f"item:{step_run_id}:{item}")) as acquired:
+        with advisory_lock(f"item:{step_run_id}:{item}") as acquired:
             if not acquired:
                 raise PipelineItemBusy(f"item {item} of {row.step} (run {row.run_id}) is being carried out")
             ledger, created = PipelineItemRun.objects.get_or_create(step_run=row, item=item)

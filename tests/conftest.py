@@ -20,6 +20,7 @@ from anima.core.llm import providers
 from anima.core.llm.testing import StubLlmServer
 from anima.core.logs import logging_config
 from sleep.models import PipelineRun
+from tests.celery_worker import worker_queue  # noqa: F401 (a fixture of the integration tests)
 from tests.embeddings_server import CONCEPT_DIM, EmbeddingsServer, concept_vector
 
 

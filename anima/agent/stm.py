@@ -16,11 +16,14 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from anima.core.config import config_get
+from anima.core.db import advisory_lock
 from anima.core.llm import LlmError
 from conversations.models import (
     Conversation,
@@ -194,22 +197,56 @@ def _summary_row(*, conversation: Conversation) -> ShortTermMemory | None:
 
 
 def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTermView:
-    """The view turn assembly renders, consolidating first when past ``stm.consolidate_after_messages``.
+    """The view turn assembly renders, consolidated first when past ``stm.consolidate_after_messages``.
 
-    Consolidation archives all but the newest half-threshold raw messages: one global
-    HistoryEntry and, when the identity resolves, one for the person, whose digest is folded
-    into the summary, which then covers them. Messages are never deleted. An LLM failure
-    leaves everything raw (the next turn tries again).
+    With a broker a worker consolidates (``short_term_consolidate``) once the turn commits, so the turn
+    never waits for the model: this view stays raw and the next turn renders the summary. Without one
+    the turn consolidates in place.
     """
+    config, view, pending = _state(conversation=conversation, now=now)
+    if len(pending) <= config["consolidate_after_messages"]:
+        return view
+    if settings.CELERY_BROKER_URL:
+        kwargs = {"conversation_id": conversation.pk, "now": now.isoformat()}
+        transaction.on_commit(lambda: current_app.send_task(CONSOLIDATE_TASK, kwargs=kwargs))
+        return view
+    return short_term_consolidate(conversation=conversation, now=now) or view
+
+
+# anima.agent.tasks.short_term_consolidate_task, named: that module is the adapter over this one.
+CONSOLIDATE_TASK = "anima.agent.tasks.short_term_consolidate_task"
+
+
+def _state(*, conversation: Conversation, now: datetime) -> tuple[dict, ShortTermView, list[Message]]:
+    """The stm config, the view, and its raw messages no summary has covered yet."""
     config = config_get(section="stm")
     covered = _summary_row(conversation=conversation)
     view = _view(conversation=conversation, now=now, config=config, stored=covered)
-    threshold = config["consolidate_after_messages"]
+    if covered is None:
+        return config, view, view.messages
     # An expired summary no longer renders, but what it covered is archived already: never twice.
-    pending = view.messages
-    if covered is not None:
-        mark = (covered.covers_until, covered.covers_until_message_id or 0)
-        pending = [m for m in view.messages if (m.created_at, m.pk) > mark]
+    mark = (covered.covers_until, covered.covers_until_message_id or 0)
+    return config, view, [m for m in view.messages if (m.created_at, m.pk) > mark]
+
+
+def short_term_consolidate(*, conversation: Conversation, now: datetime) -> ShortTermView | None:
+    """Consolidate when past ``stm.consolidate_after_messages``; the view afterwards, or None when another turn
+    or worker is consolidating this conversation right now (one model call at a time per conversation).
+
+    Archives all but the newest half-threshold raw messages: one global HistoryEntry and, when the
+    identity resolves, one for the person, whose digest is folded into the summary, which then covers
+    them. Messages are never deleted. An LLM failure leaves everything raw (the next turn tries again).
+    Safe to repeat: what is consolidated already is not due again.
+    """
+    with advisory_lock(f"stm:{conversation.pk}") as claimed:
+        if not claimed:
+            return None
+        return _consolidate(conversation=conversation, now=now)
+
+
+def _consolidate(*, conversation: Conversation, now: datetime) -> ShortTermView:
+    config, view, pending = _state(conversation=conversation, now=now)
+    threshold = config["consolidate_after_messages"]
     if len(pending) <= threshold:
         return view
     archived = pending[: len(pending) - threshold // 2]
@@ -226,7 +263,7 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
         stored = _summary_row(conversation=conversation)
         current = _view(conversation=conversation, now=now, config=config, stored=stored)
         if not current.messages or current.messages[0].pk != view.messages[0].pk:
-            return current  # a concurrent turn consolidated first
+            return current  # consolidated meanwhile (a summary written through the tool)
         for owner in (None, person) if person else (None,):
             HistoryEntry.objects.create(
                 timestamp=last.created_at,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import logging
 import os
 from collections.abc import Iterator
@@ -160,6 +161,35 @@ def fetch_under(*, sql: str, params: dict, wanted: dict[str, tuple[str, str]], u
         cursor.execute(f"SELECT {', '.join(calls)}; {sql}", {**params, **values})
         cursor.nextset()
         return cursor.fetchall()
+
+
+def advisory_lock_key(name: str) -> int:
+    """The 64-bit key of the advisory lock called ``name``."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+@contextmanager
+def advisory_lock(name: str) -> Iterator[bool]:
+    """Try PostgreSQL's session advisory lock ``name``; yields whether it is held (and releases it after).
+
+    The lock lives on a dedicated connection so that closing or recycling the caller's own
+    connection (Celery does that between tasks) can never release it early; when the process
+    dies, PostgreSQL drops the connection and the lock with it.
+    """
+    key = advisory_lock_key(name)
+    connection = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+            (acquired,) = cursor.fetchone()
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+    finally:
+        connection.close()
 
 
 def search_timeout_setting() -> dict[str, tuple[str, str]]:

@@ -7,11 +7,17 @@ from django.db import ProgrammingError, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.agent.stm import long_term_intent_detect, stm_tool_available, update_short_term_memory
+from anima.agent.stm import (
+    long_term_intent_detect,
+    short_term_consolidate,
+    stm_tool_available,
+    update_short_term_memory,
+)
 from anima.agent.turn import SUMMARY_NAME, prepare_turn
 from anima.core.config import config_update
+from anima.core.db import advisory_lock
 from anima.core.llm.testing import scripted
-from conversations.models import HistoryEntry, Role, ShortTermMemory, StmScope
+from conversations.models import Conversation, HistoryEntry, Role, ShortTermMemory, StmScope
 from tests.factories import ConversationFactory, IdentityFactory, MessageFactory, PersonFactory, ShortTermMemoryFactory
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -153,6 +159,52 @@ def test_consolidation_archives_older_messages_as_history_and_covers_them():
     assert conversation.messages.count() == 15  # nothing deleted
     with pytest.raises(ProgrammingError), transaction.atomic():
         entries.update(content="rewritten")
+
+
+def _past_the_threshold() -> Conversation:
+    """A conversation of 14 raw messages, consolidation due after 10."""
+    config_update(section="stm", values={"consolidate_after_messages": 10})
+    conversation = ConversationFactory()
+    for i in range(14):
+        MessageFactory(
+            conversation=conversation, content=f"Hotel option {i}.", created_at=at("09:00") + timedelta(minutes=i)
+        )
+    return conversation
+
+
+DIGEST = {"temporal.chunk": [{"summary": "We compared fourteen hotel options.", "topic": "hotels"}]}
+
+
+def test_a_turn_finding_its_conversation_being_consolidated_renders_it_raw_and_calls_no_model():
+    conversation = _past_the_threshold()
+    raw = [f"Hotel option {i}." for i in range(14)]
+    with scripted(DIGEST) as provider:
+        with advisory_lock(f"stm:{conversation.pk}") as held:  # another turn, or a worker, is mid-call
+            assert held
+            during = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
+        assert provider.calls == [] and rendered(during) == raw
+        assert not HistoryEntry.objects.filter(conversation=conversation).exists()
+
+        after = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:01"), store=False)
+
+    assert len(provider.calls) == 1
+    assert after[1]["name"] == SUMMARY_NAME and after[1]["content"].endswith("We compared fourteen hotel options.")
+    assert rendered(after)[1:] == raw[9:]
+
+
+def test_with_a_broker_the_turn_hands_consolidation_to_a_worker_and_renders_raw_meanwhile(
+    settings, django_capture_on_commit_callbacks
+):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/15"  # never reached: the sending is captured, not run
+    conversation = _past_the_threshold()
+    with scripted(DIGEST) as provider, django_capture_on_commit_callbacks() as queued:
+        messages = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
+
+    assert len(queued) == 1  # the task, sent once the turn commits
+    assert provider.calls == [] and rendered(messages) == [f"Hotel option {i}." for i in range(14)]
+    # What the worker does with it (anima.agent.tasks): consolidated as of the turn.
+    assert short_term_consolidate(conversation=conversation, now=at("10:00")) is not None
+    assert HistoryEntry.objects.filter(conversation=conversation).count() == 2
 
 
 def test_a_conversation_without_a_person_renders_the_server_scope():

@@ -5,22 +5,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import signal
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
 import zoneinfo
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import quote
 
 import psutil
 import psycopg
 import pytest
-import redis
 from django.conf import settings
 from django.db import connection
 
@@ -33,63 +25,13 @@ from sleep.models import PipelineRun
 from sleep.services import sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import run_sleep_cycle
 from sleep.testing import light_sleep_responder
+from tests.celery_worker import celery_worker, worker_database_url
 from tests.factories import ConversationFactory, MessageFactory, RuntimeConfigFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 DAY = dt.date(2026, 11, 20)
 WAIT_SECONDS = 180
-
-
-def _skip_reason() -> str | None:
-    if not settings.DATABASE_URL:
-        return "needs DATABASE_URL (PostgreSQL on 127.0.0.1:5432) so that the worker can share the test database"
-    if not settings.CELERY_BROKER_URL:
-        return "needs CELERY_BROKER_URL (Redis on 127.0.0.1:6379)"
-    try:
-        redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=1).ping()
-    except redis.RedisError as exc:
-        return f"the Redis broker {settings.CELERY_BROKER_URL} does not answer: {exc}"
-    return None
-
-
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
-    return f"postgresql://{quote(db['USER'])}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@contextlib.contextmanager
-def _worker(queue: str, log, processes: int = 1, **env: str) -> Iterator[subprocess.Popen]:
-    """A Celery worker on ``queue`` against the test database, stopped (if still alive) on exit.
-
-    Solo (the task runs in the worker's own process) unless ``processes`` asks for a prefork pool.
-    """
-    env = {**os.environ, "DATABASE_URL": _test_database_url(), "DB_CONN_MAX_AGE": "0", **env}
-    pool = "--pool=solo" if processes == 1 else "--pool=prefork"
-    command = [sys.executable, "-m", "celery", "-A", "anima", "worker", pool, "-c", str(processes), "-Q", queue]
-    command += ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"]
-    worker = subprocess.Popen(command, cwd=Path(settings.BASE_DIR), env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield worker
-    finally:
-        if worker.poll() is None:
-            worker.terminate()
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
-
-
-@pytest.fixture
-def worker_queue():
-    """A queue of its own (so that no other worker takes, or steals, the task) and a log file."""
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    with tempfile.TemporaryFile("w+") as log:
-        yield f"anima-it-{uuid.uuid4().hex[:8]}", log
 
 
 def _wait_for_finished_run(log) -> PipelineRun:
@@ -116,7 +58,7 @@ def test_a_worker_runs_the_whole_cycle_end_to_end(worker_queue):
     conversation = ConversationFactory()
     _talk(conversation, "我女儿小雨属虎，今年上一年级。", "记住了：小雨属虎，上一年级。")
 
-    with _worker(queue, log, ANIMA_SLEEP_FANOUT="0"):
+    with celery_worker(queue, log, ANIMA_SLEEP_FANOUT="0"):
         run_sleep_cycle.apply_async(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, queue=queue)
         run = _wait_for_finished_run(log)
 
@@ -158,7 +100,7 @@ def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_th
     # Hold the second conversation's row: light sleep writes the first conversation's memories, then
     # waits here, mid-cycle, for as long as the test likes.
     # The whole run in one task (no fan-out): the run itself is resumed, step by step.
-    with psycopg.connect(_test_database_url()) as blocker, _worker(queue, log, ANIMA_SLEEP_FANOUT="0") as doomed:
+    with psycopg.connect(worker_database_url()) as blocker, celery_worker(queue, log, ANIMA_SLEEP_FANOUT="0") as doomed:
         blocker.execute("SELECT id FROM conversations WHERE id = %s FOR UPDATE", [second.pk])
         run_sleep_cycle.apply_async(kwargs={"run_id": run.pk}, queue=queue)
         _until("the first worker blocked mid-cycle", _blocked_on_a_lock, log)
@@ -182,7 +124,7 @@ def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_th
     carried_on = PipelineRun.objects.filter(pk=run.pk, finished_at__isnull=False).exclude(
         error__startswith="interrupted"
     )
-    with _worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1", ANIMA_SLEEP_FANOUT="0"):
+    with celery_worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1", ANIMA_SLEEP_FANOUT="0"):
         finished = _until("the run carried on by the second worker", carried_on.first, log)
 
     assert finished.pk == run.pk and finished.status == "succeeded", list(
@@ -238,7 +180,7 @@ def test_a_fanned_out_cycle_completes_its_chord_on_a_pool_of_worker_processes(wo
     queue, log = worker_queue
     conversations = _conversations(4)
 
-    with _worker(queue, log, processes=2):
+    with celery_worker(queue, log, processes=2):
         run_sleep_cycle.apply_async(kwargs={"day": DAY.isoformat(), "trigger": "manual"}, queue=queue)
         run = _wait_for_finished_run(log)
 
@@ -257,7 +199,7 @@ def test_a_worker_process_killed_mid_conversation_has_it_redone_without_duplicat
     queue, log = worker_queue
     conversations = _conversations(4)
 
-    with _stub_model() as (stub, model), _worker(queue, log, processes=2, **model) as worker:
+    with _stub_model() as (stub, model), celery_worker(queue, log, processes=2, **model) as worker:
         run_sleep_cycle.apply_async(kwargs=LIGHT_SLEEP_ONLY, queue=queue)
         # A conversation's facts are written and its next stage is in flight: kill every pool process.
         _until("a first conversation's facts", SemanticMemory.objects.exists, log)
@@ -287,7 +229,7 @@ def test_the_nights_token_budget_holds_across_worker_processes(worker_queue):
     RuntimeConfigFactory(section="sleep", values={"token_budget": budget})
 
     with _stub_model(prompt_tokens=300, completion_tokens=100) as (_, model):
-        with _worker(queue, log, processes=processes, **model):
+        with celery_worker(queue, log, processes=processes, **model):
             run_sleep_cycle.apply_async(kwargs=LIGHT_SLEEP_ONLY, queue=queue)
             run = _wait_for_finished_run(log)
 

@@ -8,13 +8,14 @@ from celery.exceptions import Retry
 from django.conf import settings as settings_module
 from django.db import OperationalError
 
+from anima.core.db import advisory_lock
 from anima.core.models import AutoLlmRun
 from conversations.models import Role
 from memory.models import SemanticMemory
 from sleep import tasks
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineItemRun, PipelineRun, PipelineStepRun
-from sleep.pipeline import PipelineError, _advisory_lock, _lock_key, pipeline_fanout_waiting, pipeline_lock
+from sleep.pipeline import PipelineError, pipeline_fanout_waiting, pipeline_lock
 from sleep.services import sleep_cycle_request
 from sleep.tasks import sleep_run_dispatch
 from tests.factories import MessageFactory, PipelineRunFactory, PipelineStepRunFactory
@@ -203,7 +204,7 @@ def test_an_item_still_busy_on_its_last_delivery_is_left_for_the_join_to_hand_ou
     kwargs = {"step_run_id": light.pk, "item": conversation.pk}
 
     # Another worker holds the item the whole time.
-    with _advisory_lock(_lock_key(f"item:{light.pk}:{conversation.pk}")) as held:
+    with advisory_lock(f"item:{light.pk}:{conversation.pk}") as held:
         assert held
         with pytest.raises(Retry):
             tasks.run_sleep_item.apply(kwargs=kwargs)
