@@ -6,7 +6,7 @@ database rows, so it survives restarts. A summary is live for ``stm.summary_ttl_
 (24 h) after its last write; raw messages lapse after ``stm.raw_ttl_hours`` (12 h) of silence.
 Past ``stm.consolidate_after_messages`` raw messages, the older ones are archived as
 HistoryEntry rows (global, and the person's when the identity resolves) and folded into the
-summary; messages are never deleted.
+summary (by a worker when a broker is configured, else by the turn); messages are never deleted.
 """
 
 from __future__ import annotations
@@ -196,6 +196,10 @@ def _summary_row(*, conversation: Conversation) -> ShortTermMemory | None:
     return ShortTermMemory.objects.filter(conversation=conversation, scope=scope).first()
 
 
+# anima.agent.tasks.short_term_consolidate_task, named: that module is the adapter over this one.
+CONSOLIDATE_TASK = "anima.agent.tasks.short_term_consolidate_task"
+
+
 def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTermView:
     """The view turn assembly renders, consolidated first when past ``stm.consolidate_after_messages``.
 
@@ -211,10 +215,6 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
         transaction.on_commit(lambda: current_app.send_task(CONSOLIDATE_TASK, kwargs=kwargs))
         return view
     return short_term_consolidate(conversation=conversation, now=now) or view
-
-
-# anima.agent.tasks.short_term_consolidate_task, named: that module is the adapter over this one.
-CONSOLIDATE_TASK = "anima.agent.tasks.short_term_consolidate_task"
 
 
 def _state(*, conversation: Conversation, now: datetime) -> tuple[dict, ShortTermView, list[Message]]:
