@@ -138,22 +138,30 @@ def _write(
     answered: dict[int, dict] = {}
     for item in answer["sections"]:
         answered.setdefault(item["conversation"], item)
-    sections = []
+    # A re-run (late messages, --force) whose answer leaves a conversation out keeps its earlier section.
+    stored = temporal_summary_get(window=window, period_start=period_start)
+    earlier = {s.get("conversation_id"): s for s in (stored.body.get("sections") or [] if stored else [])}
+    sections, written, kept = [], 0, 0
     for index, source in enumerate(sources):
         item = answered.get(index)
         # The model was told the cap; an answer over it is hard-cut. A topic line is validated whoever wrote it.
         text = summary_clean(item["summary"], max_chars=section_cap) if item else ""
         if text:
             sections.append({**source.meta(), "topic": topic_line(item["topic"], source=source.source), "text": text})
+            written += 1
+        elif source.conversation_id is not None and source.conversation_id in earlier:
+            sections.append(earlier[source.conversation_id])
+            kept += 1
     outcome = {"window": str(window), "period_start": period_start.isoformat()}
-    if not sections:
+    if not written:
         return {**outcome, "skipped_reason": "empty_summary"}
     row = temporal_summary_upsert(window=window, period_start=period_start, sections=sections)
     return {
         **outcome,
         "summary_id": row.pk,
-        "sections": len(sections),
-        "unanswered": len(sources) - len(sections),
+        "sections": written,
+        "kept": kept,
+        "unanswered": len(sources) - written,
         "chars": len(row.content),
     }
 

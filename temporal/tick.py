@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from anima.core.calendar import bucket_label, bucket_start, day_start, local_day
 from anima.core.config import config_get
-from anima.core.llm import LlmError, llm_json
+from anima.core.llm import LlmError, LlmInvalidOutput, llm_json
 from anima.core.llm.schema import schema_object, schema_string
 from conversations.models import Conversation, Message
 from conversations.selectors import conversation_person
@@ -75,7 +75,8 @@ def day_chunks(*, conversation: Conversation, day: date) -> list[dict]:
 def messages_digest(
     *, conversation: Conversation, messages: list[Message], earlier: list[str], max_chars: int
 ) -> Digest:
-    """One objective digest of ``messages`` and its topic line (LLM purpose ``temporal.chunk``); raises LlmError."""
+    """One objective digest of ``messages`` and its topic line (LLM purpose ``temporal.chunk``); raises LlmError,
+    LlmInvalidOutput for an answer with no digest in it."""
     item = DayConversation(conversation, messages)
     dialogue, used = [], 0
     for turn in reversed(item.dialogue()):
@@ -90,11 +91,13 @@ def messages_digest(
         payload={**item.meta(), "earlier_chunks": earlier, "dialogue": dialogue, "max_chars": max_chars},
         schema=CHUNK_SCHEMA,
     )
+    summary = summary_clean(answer["summary"], max_chars=max_chars)
+    if not summary:
+        # An empty digest would stand for these messages: the tick's watermark, or the short-term summary, would
+        # move past them with nothing said about them.
+        raise LlmInvalidOutput("temporal.chunk: the answer's summary is empty")
     source = "\n".join(turn["content"] for turn in dialogue)
-    return Digest(
-        summary=summary_clean(answer["summary"], max_chars=max_chars),
-        topic=topic_line(answer["topic"], source=source),
-    )
+    return Digest(summary=summary, topic=topic_line(answer["topic"], source=source))
 
 
 def temporal_tick_run(*, at: datetime | None = None) -> dict:

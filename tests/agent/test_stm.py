@@ -192,6 +192,19 @@ def test_a_turn_finding_its_conversation_being_consolidated_renders_it_raw_and_c
     assert rendered(after)[1:] == raw[9:]
 
 
+def test_an_empty_digest_archives_nothing_and_the_next_turn_tries_again():
+    conversation = _past_the_threshold()
+    raw = [f"Hotel option {i}." for i in range(14)]
+    empty = {"temporal.chunk": [{"summary": "Sure, here is the summary:", "topic": "hotels"}]}
+    with scripted(empty):
+        first = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
+    assert rendered(first) == raw and not HistoryEntry.objects.filter(conversation=conversation).exists()
+
+    with scripted(DIGEST):
+        then = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:01"), store=False)
+    assert then[1]["content"].endswith("We compared fourteen hotel options.") and rendered(then)[1:] == raw[9:]
+
+
 def test_with_a_broker_the_turn_hands_consolidation_to_a_worker_and_renders_raw_meanwhile(
     settings, django_capture_on_commit_callbacks
 ):

@@ -190,3 +190,31 @@ def test_a_section_the_model_left_out_or_invented_is_not_stored():
 
     assert (output["sections"], output["unanswered"]) == (1, 1)
     assert [section["title"] for section in TemporalSummary.objects.get().body["sections"]] == ["Cat"]
+
+
+def test_a_rerun_whose_answer_leaves_a_conversation_out_keeps_its_earlier_section():
+    _talk(DAY, [(Role.USER, "We fixed the boiler together.")], title="Home")
+    _talk(DAY, [(Role.USER, "The cat is at the vet.")], title="Cat")
+    temporal_summary_write_day(day=DAY)
+    [home, _] = TemporalSummary.objects.get().body["sections"]
+    # Late messages: the day is written again, and this time the model answers for the cat only.
+    answer = {"sections": [{"conversation": 1, "topic": "vet", "summary": "The cat came home from the vet."}]}
+    with scripted({"temporal.day": [answer]}):
+        output = temporal_summary_write_day(day=DAY)
+
+    sections = TemporalSummary.objects.get().body["sections"]
+    assert [section["title"] for section in sections] == ["Home", "Cat"]
+    assert sections[0] == home and sections[1]["text"] == "The cat came home from the vet."
+    assert (output["sections"], output["kept"], output["unanswered"]) == (1, 1, 1)
+
+
+def test_a_rerun_with_no_section_answered_leaves_the_stored_summary_as_it_was():
+    _talk(DAY, [(Role.USER, "We fixed the boiler together.")], title="Home")
+    temporal_summary_write_day(day=DAY)
+    before = TemporalSummary.objects.get()
+    with scripted({"temporal.day": [{"sections": [{"conversation": 0, "topic": "x", "summary": "好的，"}]}]}):
+        output = temporal_summary_write_day(day=DAY)
+
+    assert output["skipped_reason"] == "empty_summary"
+    after = TemporalSummary.objects.get()
+    assert (after.body, after.content) == (before.body, before.content)

@@ -171,6 +171,19 @@ def test_without_an_llm_answer_the_messages_wait_for_the_next_tick():
     assert chunk["watermark_message_id"] == str(message.pk)
 
 
+@pytest.mark.parametrize("empty", ["", "   ", "好的，", "Sure, here is the summary:"])
+def test_an_empty_digest_is_no_answer_and_the_messages_wait_for_the_next_tick(empty):
+    conversation = ConversationFactory()
+    message = MessageFactory(conversation=conversation, content="The exam moved to Friday.", created_at=at("14:05"))
+    with scripted({"temporal.chunk": [{"summary": empty, "topic": "exam"}]}):
+        assert temporal_tick_run(at=at("14:30"))["failed"] == 1
+    assert chunks_of(conversation) == []
+
+    temporal_tick_run(at=at("15:00"))
+    [chunk] = chunks_of(conversation)
+    assert chunk["summary"] and chunk["watermark_message_id"] == str(message.pk)
+
+
 def test_the_command_runs_on_a_simulated_clock():
     conversation = ConversationFactory()
     MessageFactory(conversation=conversation, content="Miso the cat went to the vet today.", created_at=at("16:10"))
