@@ -554,12 +554,14 @@ def autobiography_outline_refresh(ctx: StepContext) -> dict:
             },
             schema=OUTLINE_SCHEMA,
         )
-        sections = [
+        if not any(answer[key] for key, _ in OUTLINE_SECTIONS):
+            # There are narratives to outline: an answer without one title is no outline, the stored one stays.
+            return {"narratives": len(narratives), "skipped_reason": "empty_answer"}
+        content = "\n\n".join(
             f"## {heading}\n" + "\n".join(f"- {title.strip()}" for title in answer[key])
             for key, heading in OUTLINE_SECTIONS
             if answer[key]
-        ]
-        content = "\n\n".join(sections) or NO_OUTLINE
+        )
     else:
         content = NO_OUTLINE
     SelfLayerBlock.objects.update_or_create(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, defaults={"content": content})

@@ -360,6 +360,20 @@ def test_autobiography_outline_drops_stale_narratives_and_groups_titles():
     assert "old normal day" not in outline and "old milestone" not in outline
 
 
+def test_an_outline_answer_without_a_title_leaves_the_stored_outline():
+    _narrative(DAY - dt.timedelta(days=3), "recent walk", "normal")
+    autobiography_outline_refresh(_ctx())
+    before = SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content
+    empty = {"turning_points": [], "milestones": [], "recent_narratives": []}
+
+    with scripted({"light-sleep.outline": [empty]}):
+        output = autobiography_outline_refresh(_ctx())
+
+    assert output["skipped_reason"] == "empty_answer"
+    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == before
+    assert "- recent walk" in before
+
+
 def test_autobiography_outline_without_narratives_says_so():
     autobiography_outline_refresh(_ctx())
     assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE
