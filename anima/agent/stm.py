@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from anima.core.cache import cache_get_json, cache_set_json
 from anima.core.config import config_get
 from anima.core.db import advisory_lock
 from anima.core.llm import LlmError
@@ -208,7 +209,7 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
     the turn consolidates in place.
     """
     config, view, pending = _state(conversation=conversation, now=now)
-    if len(pending) <= config["consolidate_after_messages"]:
+    if len(pending) <= config["consolidate_after_messages"] or _postponed(conversation=conversation, now=now):
         return view
     if settings.CELERY_BROKER_URL:
         kwargs = {"conversation_id": conversation.pk, "now": now.isoformat()}
@@ -229,14 +230,27 @@ def _state(*, conversation: Conversation, now: datetime) -> tuple[dict, ShortTer
     return config, view, [m for m in view.messages if (m.created_at, m.pk) > mark]
 
 
+def _postponed_key(conversation: Conversation) -> str:
+    return f"anima:stm:postponed:{conversation.pk}"
+
+
+def _postponed(*, conversation: Conversation, now: datetime) -> bool:
+    """Whether a failed consolidation put the next attempt after ``now`` (the turn's clock, simulated or not)."""
+    until = cache_get_json(key=_postponed_key(conversation))
+    try:
+        return isinstance(until, str) and now < datetime.fromisoformat(until)
+    except ValueError:
+        return False  # not a moment we wrote: nothing is postponed
+
+
 def short_term_consolidate(*, conversation: Conversation, now: datetime) -> ShortTermView | None:
     """Consolidate when past ``stm.consolidate_after_messages``; the view afterwards, or None when another turn
     or worker is consolidating this conversation right now (one model call at a time per conversation).
 
     Archives all but the newest half-threshold raw messages: one global HistoryEntry and, when the
     identity resolves, one for the person, whose digest is folded into the summary, which then covers
-    them. Messages are never deleted. An LLM failure leaves everything raw (the next turn tries again).
-    Safe to repeat: what is consolidated already is not due again.
+    them. Messages are never deleted. An LLM failure leaves everything raw, and turns render it raw without
+    asking the model again for ``stm.retry_after_minutes``. Safe to repeat: what is consolidated is not due again.
     """
     with advisory_lock(f"stm:{conversation.pk}") as claimed:
         if not claimed:
@@ -254,7 +268,13 @@ def _consolidate(*, conversation: Conversation, now: datetime) -> ShortTermView:
     try:
         digest = messages_digest(conversation=conversation, messages=archived, earlier=[], max_chars=cap).summary
     except LlmError as exc:
-        logger.warning("short-term consolidation of conversation %s postponed: %s", conversation.pk, exc)
+        # A model that is down or answers nothing usable is not asked again by every turn (each waiting for it).
+        minutes = config["retry_after_minutes"]
+        until = now + timedelta(minutes=minutes)
+        cache_set_json(key=_postponed_key(conversation), value=until.isoformat(), timeout_seconds=minutes * 60)
+        logger.warning(
+            "short-term consolidation of conversation %s postponed for %d min: %s", conversation.pk, minutes, exc
+        )
         return view
     person = conversation_person(conversation=conversation)
     last = archived[-1]

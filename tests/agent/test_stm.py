@@ -16,6 +16,7 @@ from anima.agent.stm import (
 from anima.agent.turn import SUMMARY_NAME, prepare_turn
 from anima.core.config import config_update
 from anima.core.db import advisory_lock
+from anima.core.llm import LlmTransientError
 from anima.core.llm.testing import scripted
 from conversations.models import Conversation, HistoryEntry, Role, ShortTermMemory, StmScope
 from tests.factories import ConversationFactory, IdentityFactory, MessageFactory, PersonFactory, ShortTermMemoryFactory
@@ -192,16 +193,24 @@ def test_a_turn_finding_its_conversation_being_consolidated_renders_it_raw_and_c
     assert rendered(after)[1:] == raw[9:]
 
 
-def test_an_empty_digest_archives_nothing_and_the_next_turn_tries_again():
+@pytest.mark.parametrize(
+    "failure",
+    [{"summary": "Sure, here is the summary:", "topic": "hotels"}, LlmTransientError("model down")],
+    ids=["empty digest", "model down"],
+)
+def test_a_failed_consolidation_archives_nothing_and_is_tried_again_after_a_while(failure):
     conversation = _past_the_threshold()
     raw = [f"Hotel option {i}." for i in range(14)]
-    empty = {"temporal.chunk": [{"summary": "Sure, here is the summary:", "topic": "hotels"}]}
-    with scripted(empty):
+    with scripted({"temporal.chunk": [failure]}) as provider:
         first = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
-    assert rendered(first) == raw and not HistoryEntry.objects.filter(conversation=conversation).exists()
+        # The next turns do not ask (and wait for) the model again until stm.retry_after_minutes (10) have passed.
+        soon = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:09"), store=False)
+    assert len(provider.calls) == 1
+    assert rendered(first) == rendered(soon) == raw
+    assert not HistoryEntry.objects.filter(conversation=conversation).exists()
 
     with scripted(DIGEST):
-        then = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:01"), store=False)
+        then = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:10"), store=False)
     assert then[1]["content"].endswith("We compared fourteen hotel options.") and rendered(then)[1:] == raw[9:]
 
 
