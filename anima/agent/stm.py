@@ -213,7 +213,8 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
         return view
     if settings.CELERY_BROKER_URL:
         kwargs = {"conversation_id": conversation.pk, "now": now.isoformat()}
-        transaction.on_commit(lambda: current_app.send_task(CONSOLIDATE_TASK, kwargs=kwargs))
+        # Robust: a broker that does not answer is logged, and the turn still gets its answer (a later one sends again).
+        transaction.on_commit(lambda: current_app.send_task(CONSOLIDATE_TASK, kwargs=kwargs), robust=True)
         return view
     return short_term_consolidate(conversation=conversation, now=now) or view
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from celery import current_app
 from django.db import ProgrammingError, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -227,6 +228,21 @@ def test_with_a_broker_the_turn_hands_consolidation_to_a_worker_and_renders_raw_
     # What the worker does with it (anima.agent.tasks): consolidated as of the turn.
     assert short_term_consolidate(conversation=conversation, now=at("10:00")) is not None
     assert HistoryEntry.objects.filter(conversation=conversation).count() == 2
+
+
+def test_with_the_broker_down_the_turn_still_gets_its_answer(
+    settings, monkeypatch, django_capture_on_commit_callbacks, caplog
+):
+    closed = "redis://127.0.0.1:9/0"  # the discard port: nothing listens
+    settings.CELERY_BROKER_URL = closed
+    monkeypatch.setattr(current_app.conf, "broker_url", closed)
+    monkeypatch.setattr(current_app.conf, "task_always_eager", False)  # as with any broker configured
+    conversation = _past_the_threshold()
+    with scripted(DIGEST) as provider, django_capture_on_commit_callbacks(execute=True) as sent:
+        messages = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
+
+    assert len(sent) == 1 and "Error calling" in caplog.text  # tried, failed, logged
+    assert provider.calls == [] and rendered(messages) == [f"Hotel option {i}." for i in range(14)]
 
 
 def test_a_conversation_without_a_person_renders_the_server_scope():
