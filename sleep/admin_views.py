@@ -19,6 +19,7 @@ from django.utils.safestring import SafeString
 
 from anima.core.admin import json_block
 from anima.core.db import row_id_parse
+from anima.core.errors import Unavailable
 from anima.core.forms import RangeDateField
 from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
@@ -100,7 +101,11 @@ def _start(request: HttpRequest, *, day: dt.date, step: str | None, force: bool,
     except PipelineError as exc:
         messages.error(request, f"Not run: {exc}")
         return
-    sleep_run_dispatch(run)
+    try:
+        sleep_run_dispatch(run)
+    except Unavailable as exc:
+        messages.error(request, f"Not run: {exc}")
+        return
     where = "on the Celery worker" if settings.CELERY_BROKER_URL else "in the background"
     messages.info(request, f"Started {what} (run {run.pk}) {where}; refresh to follow it in the history.")
 

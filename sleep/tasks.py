@@ -21,7 +21,9 @@ import threading
 from celery import chord, shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connections, transaction
+from kombu.exceptions import OperationalError as KombuOperationalError
 
+from anima.core.errors import Unavailable
 from sleep.models import PipelineRun, RunTrigger
 from sleep.pipeline import PipelineBusy, PipelineItemBusy, pipeline_fanout_waiting
 from sleep.services import (
@@ -171,13 +173,23 @@ def sleep_run_dispatch(run: PipelineRun) -> None:
     """Start a requested (queued) run once the current transaction commits.
 
     On the Celery worker when a broker is configured (the message expires with the queued run),
-    else in a background thread of this process.
+    else in a background thread of this process. Raises Unavailable, the run closed as failed, when
+    the broker does not take the message: a queued run nobody will carry out would refuse every
+    other request until it expired.
     """
     if settings.CELERY_BROKER_URL:
-        expires = int(sleep_queue_expire().total_seconds())
-        transaction.on_commit(lambda: run_sleep_cycle.apply_async(kwargs={"run_id": run.pk}, expires=expires))
+        transaction.on_commit(lambda: _send_requested(run))
     else:
         transaction.on_commit(lambda: sleep_run_in_background(run_id=run.pk))
+
+
+def _send_requested(run: PipelineRun) -> None:
+    expires = int(sleep_queue_expire().total_seconds())
+    try:
+        run_sleep_cycle.apply_async(kwargs={"run_id": run.pk}, expires=expires)
+    except (KombuOperationalError, OSError) as exc:
+        sleep_run_fail(run_id=run.pk, error=f"not started: the broker did not take it ({exc})")
+        raise Unavailable(f"run {run.pk} could not be queued: the broker does not answer ({exc})") from exc
 
 
 def sleep_run_in_background(*, run_id: int) -> threading.Thread:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from celery import current_app
 from django.conf import settings as django_settings
 from django.core.cache import caches
 from django.db import connections
@@ -72,6 +73,19 @@ def redis_down(settings, monkeypatch):
     settings.CACHES = CLOSED_PORT_REDIS
     # The outage pause is process-wide: undo it so later tests see a healthy cache again.
     monkeypatch.setattr("anima.core.cache._down_until", 0.0)
+
+
+@pytest.fixture
+def broker_down(settings, monkeypatch):
+    """A broker is configured (tasks are sent, not run in-process) and it does not answer: a closed port."""
+    closed = "redis://127.0.0.1:1/0"
+    settings.CELERY_BROKER_URL = closed
+    # The Celery app read Django's settings once, under their CELERY_ names, and keeps the connection pools of the
+    # broker it first sent to: new ones are made for the closed port (the old ones come back afterwards).
+    monkeypatch.setitem(current_app.conf, "CELERY_BROKER_URL", closed)
+    monkeypatch.setitem(current_app.conf, "CELERY_TASK_ALWAYS_EAGER", False)
+    monkeypatch.setattr(current_app, "_pool", None)
+    monkeypatch.setattr(current_app.amqp, "_producer_pool", None)
 
 
 def _replica_alias(settings, **overrides) -> Iterator[None]:

@@ -160,6 +160,17 @@ def test_with_a_broker_the_run_is_queued_on_celery_not_run_here(
     assert not run.steps.exists()
 
 
+@pytest.mark.django_db(transaction=True)  # the run is sent as the request commits, inside it
+def test_with_the_broker_down_the_page_says_so_and_no_run_stays_queued(admin_client, broker_down):
+    response = admin_client.post(
+        DASHBOARD, {"day": DAY.isoformat(), "step": "conversation-cleanup", "mode": "full"}, follow=True
+    )
+
+    assert response.status_code == 200
+    assert any(m.startswith("Not run: ") and "the broker does not answer" in m for m in _messages(response))
+    assert PipelineRun.objects.get().status == "failed"
+
+
 def test_a_run_whose_process_died_is_shown_failed_on_the_sleep_page(admin_client):
     dead = PipelineRunFactory(day=DAY, status="running")
     dead.steps.create(step="light-sleep", status="running")

@@ -65,6 +65,23 @@ def test_trigger_is_queued_when_a_broker_is_configured(settings, monkeypatch, dj
     assert (run.status, run.mode, run.options["step"]) == ("queued", "incremental", None)
 
 
+@pytest.mark.django_db(transaction=True)  # the run is sent as the request commits, inside it
+def test_with_the_broker_down_a_request_is_a_503_and_leaves_no_run_queued(broker_down):
+    client = api_client(staff=True)
+
+    answers = [
+        client.post("/api/sleep-runs/", {"day": "2026-10-01", "step": "conversation-cleanup"}, format="json")
+        for _ in range(2)
+    ]
+
+    # Not a 409 the second time: the first run is closed, in the history with why.
+    assert [answer.status_code for answer in answers] == [503, 503]
+    assert "the broker does not answer" in answers[0].json()["detail"]
+    runs = list(PipelineRun.objects.order_by("pk").values_list("status", "error"))
+    assert [status for status, _ in runs] == [RunStatus.FAILED, RunStatus.FAILED]
+    assert all(error.startswith("not started: the broker did not take it") for _, error in runs)
+
+
 def test_trigger_validation_names_fields():
     client = api_client(staff=True)
 
