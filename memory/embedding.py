@@ -8,6 +8,7 @@ and idempotent: a row is pending exactly while it has no vector, and storing one
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from anima.core.cache import cache_get_json, cache_set_json
 from anima.core.db import read_alias
-from anima.core.embeddings import EmbeddingModel, embed_texts, embedding_model
+from anima.core.embeddings import EmbeddingModel, EmbeddingsUnusable, embed_texts, embedding_model
 from anima.core.models import Component
 from anima.core.vectors import (
     ENTITY,
@@ -33,6 +34,8 @@ from anima.core.vectors import (
 )
 from memory.models import SemanticMemory
 from memory.search import dense_status
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 64
 # A stored text's vector comes from its start; the provider caps by tokens, this bounds what is read.
@@ -158,6 +161,8 @@ class BackfillReport:
     pending: int = 0
     seconds: float = 0.0
     reason: str = ""
+    # Rows the provider answered without a usable vector: left pending.
+    unusable: int = 0
 
     def as_dict(self) -> dict:
         return {
@@ -165,6 +170,7 @@ class BackfillReport:
             "available": self.available,
             "embedded": self.embedded,
             "pending": self.pending,
+            "unusable": self.unusable,
             "seconds": round(self.seconds, 3),
         }
 
@@ -211,11 +217,19 @@ def embed_backfill_run(
             if not rows:
                 break
             below = rows[-1][0]
+            try:
+                vectors = dict(enumerate(embed_texts([row[1] for row in rows], kind="passage")))
+            except EmbeddingsUnusable as exc:
+                # One text the server cannot embed does not hold up the rest: it stays pending, tried next run.
+                vectors = exc.usable
+                skipped = [row[0] for index, row in enumerate(rows) if index not in vectors]
+                logger.warning("embedding backfill: %s; %s rows %s stay pending", exc, kind, skipped)
+                report.unusable += len(skipped)
             vectors_store(
-                kind=kind, model=model, rows=_vector_rows(rows, embed_texts([row[1] for row in rows], kind="passage"))
+                kind=kind, model=model, rows=_vector_rows([rows[index] for index in vectors], list(vectors.values()))
             )
-            report.embedded += len(rows)
-            report.pending = max(0, report.pending - len(rows))
+            report.embedded += len(vectors)
+            report.pending = max(0, report.pending - len(vectors))
             if progress:
                 progress(report.embedded, report.pending)
     vectors_statistics_refresh(added=report.embedded)

@@ -40,6 +40,17 @@ class EmbeddingsUnavailable(RuntimeError):
     """No vectors can be made now (provider off, not loadable, or its server failed); recall goes keyword-only."""
 
 
+class EmbeddingsUnusable(EmbeddingsUnavailable):
+    """The server answered, but not with a usable vector for every text (a value not finite, or all zeros).
+
+    ``usable`` holds the others' unit vectors by their index in the request.
+    """
+
+    def __init__(self, message: str, *, usable: dict[int, list[float]]) -> None:
+        super().__init__(message)
+        self.usable = usable
+
+
 @dataclass(frozen=True)
 class EmbeddingModel:
     """What made a vector: the provider's model name and the vector's dimension."""
@@ -93,18 +104,29 @@ class _OpenAiProvider:
         rows = sorted(response.data, key=lambda item: item.index)
         if len(rows) != len(texts):
             raise EmbeddingsUnavailable(f"embeddings server answered {len(rows)} vectors for {len(texts)} texts")
-        vectors = [_unit(list(row.embedding)) for row in rows]
+        vectors = [list(row.embedding) for row in rows]
         if any(len(vector) != self.model.dim for vector in vectors):
             raise EmbeddingsUnavailable(
                 f"embeddings server answered vectors of {len(vectors[0])} dimensions; ANIMA_EMBEDDINGS_DIM is "
                 f"{self.model.dim}"
             )
-        return vectors
+        usable = {index: unit for index, vector in enumerate(vectors) if (unit := _unit(vector)) is not None}
+        if len(usable) < len(vectors):
+            # PostgreSQL refuses NaN in a vector, and a zero vector is as near to every query as to none.
+            raise EmbeddingsUnusable(
+                f"embeddings server answered {len(vectors) - len(usable)} of {len(vectors)} vectors without a"
+                " direction (a value not finite, or all zeros)",
+                usable=usable,
+            )
+        return [usable[index] for index in range(len(vectors))]
 
 
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector] if norm else vector
+def _unit(vector: list[float]) -> list[float] | None:
+    """``vector`` scaled to length 1, or None when it has no direction."""
+    if not all(math.isfinite(x) for x in vector):
+        return None
+    norm = math.hypot(*vector)  # scaled: large values do not overflow to infinity
+    return [x / norm for x in vector] if norm else None
 
 
 _state_lock = threading.Lock()

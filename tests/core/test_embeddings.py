@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from anima.core import embeddings
-from anima.core.embeddings import EmbeddingsUnavailable, embed_texts, embedding_model
+from anima.core.embeddings import EmbeddingsUnavailable, EmbeddingsUnusable, embed_texts, embedding_model
 from tests.embeddings_server import EmbeddingsServer
 
 
@@ -84,6 +84,19 @@ def test_a_server_answering_the_wrong_dimension_is_refused_not_stored(embeddings
     embeddings_server.vectors([1.0, 0.0])
     with pytest.raises(EmbeddingsUnavailable, match="ANIMA_EMBEDDINGS_DIM is 3"):
         embed_texts(["x"])
+
+
+@pytest.mark.parametrize("broken", [[math.nan, 1.0, 0.0], [0.0, 0.0, 0.0], [math.inf, 0.0, 0.0]])
+def test_a_vector_without_a_direction_is_refused_and_the_others_are_kept(embeddings_server, broken):
+    embeddings_server.vectors([3.0, 4.0, 0.0], broken)
+    with pytest.raises(EmbeddingsUnusable, match="1 of 2 vectors without a direction") as refused:
+        embed_texts(["first", "second"], kind="passage")
+    assert refused.value.usable == {0: [0.6, 0.8, 0.0]}
+
+
+def test_huge_values_still_make_a_unit_vector(embeddings_server):
+    embeddings_server.vectors([3e200, 4e200, 0.0])
+    assert embed_texts(["x"])[0] == pytest.approx([0.6, 0.8, 0.0])
 
 
 def test_a_failing_server_makes_embeddings_unavailable_not_a_crash(embeddings_server):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from django.core.management import call_command
@@ -9,6 +10,7 @@ from django.db import connection
 from anima.core.embeddings import embedding_model
 from memory.embedding import embed_backfill_run, embed_pending_count
 from memory.forgetting import memory_forget
+from tests.embeddings_server import CONCEPT_DIM, concept_vector
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
@@ -39,6 +41,7 @@ def test_backfill_embeds_every_source_once_and_then_has_nothing_pending(concept_
         "available": True,
         "embedded": 4,
         "pending": 0,
+        "unusable": 0,
         "seconds": 0,
     }
     assert {(kind, row_id) for kind, row_id, *_ in _stored()} == {
@@ -96,7 +99,7 @@ def test_the_command_prints_json_and_exits_zero_with_nothing_pending(concept_emb
 
     first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert (first["embedded"], first["pending"], second["embedded"], second["pending"]) == (1, 0, 0, 0)
-    assert set(first) == {"model", "available", "embedded", "pending", "seconds"}
+    assert set(first) == {"model", "available", "embedded", "pending", "unusable", "seconds"}
 
 
 def test_with_embeddings_off_the_command_says_why_and_exits_zero(capsys):
@@ -110,9 +113,26 @@ def test_with_embeddings_off_the_command_says_why_and_exits_zero(capsys):
         "available": False,
         "embedded": 0,
         "pending": 0,
+        "unusable": 0,
         "seconds": 0.0,
     }
     assert "ANIMA_EMBEDDINGS=off" in captured.err
+
+
+def test_a_text_the_server_cannot_embed_stays_pending_and_holds_up_nothing(concept_embeddings, caplog):
+    good = [SemanticMemoryFactory(content=f"Maya likes hiking trail {n}") for n in range(3)]
+    bad = SemanticMemoryFactory(content="a text the server chokes on")
+    concept_embeddings.embed = lambda text: [math.nan] * CONCEPT_DIM if "chokes" in text else concept_vector(text)
+
+    report = embed_backfill_run(batch=2)
+
+    stored = {row_id for _, row_id, *_ in _stored()}
+    assert stored == {memory.pk for memory in good}  # the batch holding the bad text stored its other row
+    assert (report.embedded, report.unusable, report.pending) == (3, 1, 1)
+    assert f"entity rows [{bad.pk}] stay pending" in caplog.text
+    # Once the server answers it, the next run embeds it.
+    concept_embeddings.embed = concept_vector
+    assert (embed_backfill_run().embedded, embed_pending_count(model=embedding_model())) == (1, 0)
 
 
 def test_the_backfill_task_runs_the_same_backfill(concept_embeddings):

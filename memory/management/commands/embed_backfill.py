@@ -20,7 +20,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--batch", type=int, default=DEFAULT_BATCH, help="texts per model call")
         parser.add_argument("--limit", type=int, help="stop after embedding this many rows")
-        parser.add_argument("--json", action="store_true", help="print {model, available, embedded, pending, seconds}")
+        parser.add_argument(
+            "--json", action="store_true", help="print {model, available, embedded, pending, unusable, seconds}"
+        )
         parser.add_argument("--rebuild", action="store_true", help="delete every vector first (after a model change)")
 
     def handle(self, *args, **options) -> None:
@@ -43,6 +45,8 @@ class Command(BaseCommand):
         elif not report.available:
             self.stdout.write(f"nothing embedded: {report.reason}")
         else:
+            unusable = f" ({report.unusable} the server gave no usable vector, see the log)" if report.unusable else ""
             self.stdout.write(
                 f"{report.model}: embedded {report.embedded} in {report.seconds:.1f} s; {report.pending} pending"
+                + unusable
             )
