@@ -163,14 +163,15 @@ def test_consolidation_archives_older_messages_as_history_and_covers_them():
         entries.update(content="rewritten")
 
 
+HOTELS = [f"Hotel option {i}." for i in range(14)]
+
+
 def _past_the_threshold() -> Conversation:
-    """A conversation of 14 raw messages, consolidation due after 10."""
+    """A conversation of the 14 raw messages HOTELS, consolidation due after 10."""
     config_update(section="stm", values={"consolidate_after_messages": 10})
     conversation = ConversationFactory()
-    for i in range(14):
-        MessageFactory(
-            conversation=conversation, content=f"Hotel option {i}.", created_at=at("09:00") + timedelta(minutes=i)
-        )
+    for i, content in enumerate(HOTELS):
+        MessageFactory(conversation=conversation, content=content, created_at=at("09:00") + timedelta(minutes=i))
     return conversation
 
 
@@ -179,19 +180,18 @@ DIGEST = {"temporal.chunk": [{"summary": "We compared fourteen hotel options.", 
 
 def test_a_turn_finding_its_conversation_being_consolidated_renders_it_raw_and_calls_no_model():
     conversation = _past_the_threshold()
-    raw = [f"Hotel option {i}." for i in range(14)]
     with scripted(DIGEST) as provider:
         with advisory_lock(f"stm:{conversation.pk}") as held:  # another turn, or a worker, is mid-call
             assert held
             during = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
-        assert provider.calls == [] and rendered(during) == raw
+        assert provider.calls == [] and rendered(during) == HOTELS
         assert not HistoryEntry.objects.filter(conversation=conversation).exists()
 
         after = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:01"), store=False)
 
     assert len(provider.calls) == 1
     assert after[1]["name"] == SUMMARY_NAME and after[1]["content"].endswith("We compared fourteen hotel options.")
-    assert rendered(after)[1:] == raw[9:]
+    assert rendered(after)[1:] == HOTELS[9:]
 
 
 @pytest.mark.parametrize(
@@ -201,18 +201,17 @@ def test_a_turn_finding_its_conversation_being_consolidated_renders_it_raw_and_c
 )
 def test_a_failed_consolidation_archives_nothing_and_is_tried_again_after_a_while(failure):
     conversation = _past_the_threshold()
-    raw = [f"Hotel option {i}." for i in range(14)]
     with scripted({"temporal.chunk": [failure]}) as provider:
         first = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
         # The next turns do not ask (and wait for) the model again until stm.retry_after_minutes (10) have passed.
         soon = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:09"), store=False)
     assert len(provider.calls) == 1
-    assert rendered(first) == rendered(soon) == raw
+    assert rendered(first) == rendered(soon) == HOTELS
     assert not HistoryEntry.objects.filter(conversation=conversation).exists()
 
     with scripted(DIGEST):
         then = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:10"), store=False)
-    assert then[1]["content"].endswith("We compared fourteen hotel options.") and rendered(then)[1:] == raw[9:]
+    assert then[1]["content"].endswith("We compared fourteen hotel options.") and rendered(then)[1:] == HOTELS[9:]
 
 
 def test_with_a_broker_the_turn_hands_consolidation_to_a_worker_and_renders_raw_meanwhile(
@@ -224,7 +223,7 @@ def test_with_a_broker_the_turn_hands_consolidation_to_a_worker_and_renders_raw_
         messages = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
 
     assert len(queued) == 1  # the task, sent once the turn commits
-    assert provider.calls == [] and rendered(messages) == [f"Hotel option {i}." for i in range(14)]
+    assert provider.calls == [] and rendered(messages) == HOTELS
     # What the worker does with it (anima.agent.tasks): consolidated as of the turn.
     assert short_term_consolidate(conversation=conversation, now=at("10:00")) is not None
     assert HistoryEntry.objects.filter(conversation=conversation).count() == 2
@@ -238,7 +237,7 @@ def test_with_the_broker_down_the_turn_still_gets_its_answer(broker_down, django
     assert len(sent) == 1
     with pytest.raises(KombuOperationalError):  # what the turn was spared: the broker refused the task
         sent[0]()
-    assert provider.calls == [] and rendered(messages) == [f"Hotel option {i}." for i in range(14)]
+    assert provider.calls == [] and rendered(messages) == HOTELS
 
 
 def test_a_conversation_without_a_person_renders_the_server_scope():

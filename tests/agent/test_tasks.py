@@ -37,7 +37,8 @@ def test_a_conversation_deleted_before_its_task_runs_is_skipped():
 @pytest.mark.django_db(transaction=True)
 def test_with_a_broker_a_worker_consolidates_while_the_turn_goes_on(worker_queue, monkeypatch):
     queue, log = worker_queue
-    monkeypatch.setattr(current_app.conf, "task_default_queue", queue)  # where the turn's task goes
+    # Where the turn's task goes (the Celery app holds Django's settings under their CELERY_ names).
+    monkeypatch.setitem(current_app.conf, "CELERY_TASK_DEFAULT_QUEUE", queue)
     config_update(section="stm", values={"consolidate_after_messages": 10})
     conversation = ConversationFactory()
     start = timezone.now() - timedelta(minutes=30)

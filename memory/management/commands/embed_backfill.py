@@ -45,7 +45,9 @@ class Command(BaseCommand):
         elif not report.available:
             self.stdout.write(f"nothing embedded: {report.reason}")
         else:
-            unusable = f" ({report.unusable} the server gave no usable vector, see the log)" if report.unusable else ""
+            unusable = (
+                f" ({report.unusable} without a usable vector from the server, see the log)" if report.unusable else ""
+            )
             self.stdout.write(
                 f"{report.model}: embedded {report.embedded} in {report.seconds:.1f} s; {report.pending} pending"
                 + unusable
