@@ -96,8 +96,9 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "summary_ttl_hours": Field(int, 24, 1, 24 * 30),
         "raw_ttl_hours": Field(int, 12, 1, 24 * 30),
         "consolidate_after_messages": Field(int, 60, 10, 10000),
-        # After a failed consolidation the conversation's turns render raw this long before the model is asked again.
-        "retry_after_minutes": Field(int, 10, 1, 24 * 60),
+        "retry_after_minutes": Field(
+            int, 10, 1, 24 * 60, "after a failed consolidation, minutes before the model is asked again"
+        ),
     },
 }
 
