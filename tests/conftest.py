@@ -75,17 +75,42 @@ def redis_down(settings, monkeypatch):
     monkeypatch.setattr("anima.core.cache._down_until", 0.0)
 
 
-@pytest.fixture
-def broker_down(settings, monkeypatch):
-    """A broker is configured (tasks are sent, not run in-process) and it does not answer: a closed port."""
-    closed = "redis://127.0.0.1:1/0"
-    settings.CELERY_BROKER_URL = closed
+def _broker_at(url: str, settings, monkeypatch) -> None:
+    """A broker is configured at ``url``: tasks are sent to it, not run in-process."""
+    settings.CELERY_BROKER_URL = url
     # The Celery app read Django's settings once, under their CELERY_ names, and keeps the connection pools of the
-    # broker it first sent to: new ones are made for the closed port (the old ones come back afterwards).
-    monkeypatch.setitem(current_app.conf, "CELERY_BROKER_URL", closed)
+    # broker it first sent to: new ones are made for ``url`` (the old ones come back afterwards).
+    monkeypatch.setitem(current_app.conf, "CELERY_BROKER_URL", url)
     monkeypatch.setitem(current_app.conf, "CELERY_TASK_ALWAYS_EAGER", False)
     monkeypatch.setattr(current_app, "_pool", None)
     monkeypatch.setattr(current_app.amqp, "_producer_pool", None)
+
+
+@pytest.fixture
+def broker_down(settings, monkeypatch):
+    """A broker is configured and it does not answer: a closed port."""
+    _broker_at("redis://127.0.0.1:1/0", settings, monkeypatch)
+
+
+@pytest.fixture
+def memory_broker(settings, monkeypatch) -> Iterator[Callable[[], list[dict]]]:
+    """A broker is configured: kombu's in-process transport, emptied for the test. Yields a function that takes the
+    messages sent to the default queue so far, as ``{"task", "kwargs"}`` each."""
+    _broker_at("memory://", settings, monkeypatch)
+
+    def taken() -> list[dict]:
+        messages = []
+        with current_app.connection_for_write() as connection:
+            queue = connection.SimpleQueue(current_app.conf.task_default_queue)
+            while queue.qsize():
+                message = queue.get(block=False)
+                messages.append({"task": message.headers["task"], "kwargs": message.decode()[1]})
+                message.ack()
+            queue.close()
+        return messages
+
+    taken()
+    yield taken
 
 
 def _replica_alias(settings, **overrides) -> Iterator[None]:

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from anima.core.cache import cache_get_json, cache_set_json
+from anima.core.cache import cache_add_json, cache_delete, cache_get_json, cache_set_json
 from anima.core.config import config_get
 from anima.core.db import advisory_lock
 from anima.core.llm import LlmError
@@ -212,11 +212,36 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
     if len(pending) <= config["consolidate_after_messages"] or _postponed(conversation=conversation, now=now):
         return view
     if settings.CELERY_BROKER_URL:
-        kwargs = {"conversation_id": conversation.pk, "now": now.isoformat()}
-        # Robust: a broker that does not answer is logged, and the turn still gets its answer (a later one sends again).
-        transaction.on_commit(lambda: current_app.send_task(CONSOLIDATE_TASK, kwargs=kwargs), robust=True)
+        _consolidation_queue(conversation=conversation, now=now)
         return view
     return short_term_consolidate(conversation=conversation, now=now) or view
+
+
+# A conversation stays due until the worker is done with it, and the turns meanwhile do not each send a task: one is
+# in flight at a time. Past this, one that no worker finished (lost with a broker that keeps nothing) is sent again.
+QUEUED_SECONDS = 300
+
+
+def _queued_key(conversation: Conversation) -> str:
+    return f"anima:stm:queued:{conversation.pk}"
+
+
+def _consolidation_queue(*, conversation: Conversation, now: datetime) -> None:
+    """Send the consolidation task once the turn commits, unless one sent for this conversation is not done yet."""
+    key = _queued_key(conversation)
+    kwargs = {"conversation_id": conversation.pk, "now": now.isoformat()}
+
+    def send() -> None:
+        if not cache_add_json(key=key, value=kwargs["now"], timeout_seconds=QUEUED_SECONDS):
+            return
+        try:
+            current_app.send_task(CONSOLIDATE_TASK, kwargs=kwargs)
+        except Exception:
+            cache_delete(key=key)  # not sent: the next due turn sends it
+            raise
+
+    # Robust: a broker that does not answer is logged, and the turn still gets its answer (a later one sends again).
+    transaction.on_commit(send, robust=True)
 
 
 def _state(*, conversation: Conversation, now: datetime) -> tuple[dict, ShortTermView, list[Message]]:
@@ -256,7 +281,10 @@ def short_term_consolidate(*, conversation: Conversation, now: datetime) -> Shor
     with advisory_lock(f"stm:{conversation.pk}") as claimed:
         if not claimed:
             return None
-        return _consolidate(conversation=conversation, now=now)
+        try:
+            return _consolidate(conversation=conversation, now=now)
+        finally:
+            cache_delete(key=_queued_key(conversation))  # a later due turn may send the task again
 
 
 def _consolidate(*, conversation: Conversation, now: datetime) -> ShortTermView:

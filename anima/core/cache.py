@@ -83,6 +83,36 @@ def cache_set_json(*, key: str, value: Any, timeout_seconds: int) -> None:
         _fallback.set(key, value, timeout_seconds)
 
 
+def cache_add_json(*, key: str, value: Any, timeout_seconds: int) -> bool:
+    """Store ``value`` under ``key`` only if nothing is stored there; whether it was stored (Redis: SET NX, one step,
+    so of several processes adding at once exactly one gets True)."""
+    if _cache_down():
+        return _fallback.add(key, value, timeout_seconds)
+    try:
+        client = _redis_client()
+        if client is None:
+            return caches["default"].add(key, value, timeout_seconds)
+        return bool(client.set(key, json.dumps(value, ensure_ascii=False), ex=timeout_seconds, nx=True))
+    except _CACHE_ERRORS as exc:
+        _cache_failed(exc, key)
+        return _fallback.add(key, value, timeout_seconds)
+
+
+def cache_delete(*, key: str) -> None:
+    """Drop ``key`` (absent is fine)."""
+    _fallback.delete(key)
+    if _cache_down():
+        return
+    try:
+        client = _redis_client()
+        if client is None:
+            caches["default"].delete(key)
+            return
+        client.delete(key)
+    except _CACHE_ERRORS as exc:
+        _cache_failed(exc, key)
+
+
 def cache_delete_prefix(*, prefix: str) -> int:
     """Drop every entry whose key starts with ``prefix`` (Redis: a SCAN, never KEYS); returns how many.
 

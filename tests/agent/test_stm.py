@@ -10,10 +10,10 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from anima.agent.stm import (
     long_term_intent_detect,
-    short_term_consolidate,
     stm_tool_available,
     update_short_term_memory,
 )
+from anima.agent.tasks import short_term_consolidate_task
 from anima.agent.turn import SUMMARY_NAME, prepare_turn
 from anima.core.config import config_update
 from anima.core.db import advisory_lock
@@ -215,18 +215,35 @@ def test_a_failed_consolidation_archives_nothing_and_is_tried_again_after_a_whil
 
 
 def test_with_a_broker_the_turn_hands_consolidation_to_a_worker_and_renders_raw_meanwhile(
-    settings, django_capture_on_commit_callbacks
+    memory_broker, django_capture_on_commit_callbacks
 ):
-    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/15"  # never reached: the sending is captured, not run
     conversation = _past_the_threshold()
-    with scripted(DIGEST) as provider, django_capture_on_commit_callbacks() as queued:
-        messages = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
+    with scripted(DIGEST) as provider:
+        # Three turns before a worker gets to it: the conversation is due in each, and one task is sent.
+        for minute in ("10:00", "10:01", "10:02"):
+            with django_capture_on_commit_callbacks(execute=True):
+                messages = prepare_turn(
+                    conversation=conversation, user_message="Which one?", now=at(minute), store=False
+                )
+            assert rendered(messages) == HOTELS
+        assert provider.calls == []
+        [sent] = memory_broker()
+        assert sent == {
+            "task": "anima.agent.tasks.short_term_consolidate_task",
+            "kwargs": {"conversation_id": conversation.pk, "now": at("10:00").isoformat()},
+        }
 
-    assert len(queued) == 1  # the task, sent once the turn commits
-    assert provider.calls == [] and rendered(messages) == HOTELS
-    # What the worker does with it (anima.agent.tasks): consolidated as of the turn.
-    assert short_term_consolidate(conversation=conversation, now=at("10:00")) is not None
+        # What the worker does with it: consolidated as of the turn, once.
+        assert short_term_consolidate_task(**sent["kwargs"])["status"] == "done"
+    assert len(provider.calls) == 1
     assert HistoryEntry.objects.filter(conversation=conversation).count() == 2
+
+    # Once the worker is done, the next time the conversation is due a turn sends again.
+    for i in range(6):
+        MessageFactory(conversation=conversation, content=f"More {i}.", created_at=at("10:10") + timedelta(minutes=i))
+    with django_capture_on_commit_callbacks(execute=True):
+        prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:20"), store=False)
+    assert [message["kwargs"]["now"] for message in memory_broker()] == [at("10:20").isoformat()]
 
 
 def test_with_the_broker_down_the_turn_still_gets_its_answer(broker_down, django_capture_on_commit_callbacks):
@@ -235,7 +252,8 @@ def test_with_the_broker_down_the_turn_still_gets_its_answer(broker_down, django
         messages = prepare_turn(conversation=conversation, user_message="Which one?", now=at("10:00"), store=False)
 
     assert len(sent) == 1
-    with pytest.raises(KombuOperationalError):  # what the turn was spared: the broker refused the task
+    # What the turn was spared: the broker refused the task. Refused, it is not taken for sent: trying again tries.
+    with pytest.raises(KombuOperationalError):
         sent[0]()
     assert provider.calls == [] and rendered(messages) == HOTELS
 

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.core.cache import ProcessLru, cache_delete_prefix, cache_get_json, cache_set_json
+from anima.core.cache import (
+    ProcessLru,
+    cache_add_json,
+    cache_delete,
+    cache_delete_prefix,
+    cache_get_json,
+    cache_set_json,
+)
 
 
 def test_values_round_trip_through_the_in_process_default(private_cache):
@@ -37,6 +44,23 @@ def test_redis_down_and_nothing_cached_is_a_miss_not_an_error(redis_down):
 def test_any_json_value_survives_the_fallback(redis_down, value):
     cache_set_json(key="anima:test:any", value=value, timeout_seconds=60)
     assert cache_get_json(key="anima:test:any") == value
+
+
+def _add_twice_then_delete_and_add(key: str) -> None:
+    assert cache_add_json(key=key, value="first", timeout_seconds=60) is True
+    assert cache_add_json(key=key, value="second", timeout_seconds=60) is False
+    assert cache_get_json(key=key) == "first"
+    cache_delete(key=key)
+    assert cache_get_json(key=key) is None
+    assert cache_add_json(key=key, value="third", timeout_seconds=60) is True
+
+
+def test_adding_stores_only_where_nothing_is_stored(private_cache):
+    _add_twice_then_delete_and_add("anima:test:add")
+
+
+def test_adding_with_redis_down_does_the_same_in_process(redis_down):
+    _add_twice_then_delete_and_add("anima:test:add-down")
 
 
 def test_deleting_by_prefix_drops_the_in_process_entries(private_cache):
@@ -68,3 +92,12 @@ def test_a_process_lru_keeps_the_most_recently_used_entries_within_its_size():
     assert lru.get_many(["a", "b", "c"]) == {"a": 1, "c": 3}
     lru.clear()
     assert lru.get_many(["a", "c"]) == {}
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL")
+def test_adding_on_redis_is_one_step(settings):
+    settings.CACHES = {
+        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": os.environ["REDIS_URL"]},
+    }
+    _add_twice_then_delete_and_add(f"anima:test:{uuid.uuid4().hex}:add")
