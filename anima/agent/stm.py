@@ -218,7 +218,8 @@ def short_term_prepare(*, conversation: Conversation, now: datetime) -> ShortTer
 
 
 # A conversation stays due until the worker is done with it, and the turns meanwhile do not each send a task: one is
-# in flight at a time. Past this, one that no worker finished (lost with a broker that keeps nothing) is sent again.
+# in flight at a time (per web process on the in-process cache, in all with REDIS_URL). Past this, one that no worker
+# finished (lost with a broker that keeps nothing) is sent again.
 QUEUED_SECONDS = 300
 
 
