@@ -35,6 +35,9 @@ def test_a_conversation_deleted_before_its_task_runs_is_skipped():
 
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
+# The turn's cache is this test's own: the database's ids restart every run, and a marker that an aborted earlier run
+# left on a shared Redis for the same conversation id would keep the turn from sending.
+@pytest.mark.usefixtures("private_cache")
 def test_with_a_broker_a_worker_consolidates_while_the_turn_goes_on(worker_queue, monkeypatch):
     queue, log = worker_queue
     # Where the turn's task goes (the Celery app holds Django's settings under their CELERY_ names).
