@@ -62,6 +62,9 @@ VERBATIM_CHARS = 20
 VERBATIM_CJK_CHARS = 8
 # A one-character name would match everywhere; a name without letters (a numeric slug) would match counts.
 NAME_MIN_CHARS = 2
+# A date says when, not who or what. The model is given the day and may write it; a narrative that starts with
+# it shares its eight digits, a whole run in Chinese, with every block that names the day.
+_DATE = re.compile(r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}\s*日?")
 
 
 def companion_language() -> str:
@@ -103,9 +106,10 @@ def _names_pattern() -> re.Pattern | None:
 
 
 def _copies(text: str, source: str) -> bool:
-    """True when ``text`` repeats ``source`` whole or a run of it (VERBATIM_CHARS; VERBATIM_CJK_CHARS in CJK)."""
+    """True when ``text`` repeats ``source`` whole or a run of it (VERBATIM_CHARS; VERBATIM_CJK_CHARS in CJK), dates
+    aside."""
     run = VERBATIM_CJK_CHARS if is_chinese(source) else VERBATIM_CHARS
-    text, source = normalized(text), normalized(source)
+    text, source = (normalized(_DATE.sub(" ", part)) for part in (text, source))
     if len(source) <= run:
         return len(source) * 2 >= run and source in text
     return any(source[i : i + run] in text for i in range(len(source) - run + 1))

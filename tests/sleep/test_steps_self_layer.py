@@ -203,3 +203,37 @@ def test_a_block_sharing_only_everyday_words_with_the_day_is_kept():
         output = self_layer_refresh(_ctx())
 
     assert output["refused_personal"] == [] and SelfLayerBlock.objects.get(key=SelfBlock.METACOGNITION).content == text
+
+
+def _chinese_day_told_by_its_date() -> str:
+    """A Chinese narrative that starts with the day's date, as the offline light sleep writes them; returns it."""
+    leo = PersonFactory(slug="leo", display_name="李明")
+    story = f"{DAY.isoformat()}，李明跟我讲了不少自己的事。我感到担心，也很牵挂。"
+    ContentBlockFactory(
+        parent=DiaryEntryFactory(source_day=DAY), person=leo, tag=BlockTag.NARRATIVE, title="一次长谈", content=story
+    )
+    return story
+
+
+def test_a_chinese_block_giving_the_days_date_is_no_copy_of_a_narrative_that_starts_with_it(settings):
+    settings.ANIMA_COMPANION_LANGUAGE = "zh"
+    _chinese_day_told_by_its_date()
+    dated = f"{DAY.isoformat()} 的睡眠之后，我把事实和感受分开保存。"
+    copied = "我记得：他跟我讲了不少自己的事。"  # eight characters of the narrative in a row
+
+    with scripted({"self-layer": [{"metacognition": dated, "direction": copied}]}):
+        output = self_layer_refresh(_ctx())
+
+    assert output["refused_personal"] == ["direction"]
+    assert SelfLayerBlock.objects.get(key=SelfBlock.METACOGNITION).content == dated
+
+
+def test_the_offline_answer_for_such_a_day_is_kept_whole(settings):
+    settings.ANIMA_COMPANION_LANGUAGE = "zh"
+    story = _chinese_day_told_by_its_date()
+
+    output = self_layer_refresh(_ctx())
+
+    assert output["refused_personal"] == [] and "metacognition" in output["changed"]
+    blocks = "\n".join(SelfLayerBlock.objects.values_list("content", flat=True))
+    assert DAY.isoformat() in blocks and "李明" not in blocks and story[11:24] not in blocks
