@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import date
 
 from django.conf import settings
 from django.db import transaction
@@ -62,9 +63,7 @@ VERBATIM_CHARS = 20
 VERBATIM_CJK_CHARS = 8
 # A one-character name would match everywhere; a name without letters (a numeric slug) would match counts.
 NAME_MIN_CHARS = 2
-# A date says when, not who or what. The model is given the day and may write it; a narrative that starts with
-# it shares its eight digits, a whole run in Chinese, with every block that names the day.
-_DATE = re.compile(r"\d{4}\s*[-/.年]\s*\d{1,2}\s*[-/.月]\s*\d{1,2}\s*日?")
+_DATE = re.compile(r"(\d{4})\s*[-/.年]\s*(\d{1,2})\s*[-/.月]\s*(\d{1,2})\s*日?")
 
 
 def companion_language() -> str:
@@ -105,21 +104,32 @@ def _names_pattern() -> re.Pattern | None:
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(map(re.escape, names)) + r")(?![a-z0-9])")
 
 
+def _without_day(text: str, *, day: date) -> str:
+    """``text`` without the day's own date. The model is given it and may write it: it says when, not who or what, and
+    a narrative that starts with it shares its eight digits, a whole run in Chinese, with every block naming the day.
+    Any other date may be someone's (a birthday, an appointment) and stays."""
+
+    def blank(match: re.Match) -> str:
+        return " " if tuple(map(int, match.groups())) == (day.year, day.month, day.day) else match.group(0)
+
+    return _DATE.sub(blank, text)
+
+
 def _copies(text: str, source: str) -> bool:
-    """True when ``text`` repeats ``source`` whole or a run of it (VERBATIM_CHARS; VERBATIM_CJK_CHARS in CJK), dates
-    aside."""
+    """True when ``text`` repeats ``source`` whole or a run of it (VERBATIM_CHARS; VERBATIM_CJK_CHARS in CJK)."""
     run = VERBATIM_CJK_CHARS if is_chinese(source) else VERBATIM_CHARS
-    text, source = (normalized(_DATE.sub(" ", part)) for part in (text, source))
+    text, source = normalized(text), normalized(source)
     if len(source) <= run:
         return len(source) * 2 >= run and source in text
     return any(source[i : i + run] in text for i in range(len(source) - run + 1))
 
 
-def _personal(text: str, *, names: re.Pattern | None, sources: list[str]) -> bool:
+def _personal(text: str, *, names: re.Pattern | None, sources: list[str], day: date) -> bool:
     """The self layer is read by everyone: a block naming a person or copying their day is someone's, not the self's."""
     if names is not None and names.search(text.casefold()):
         return True
-    return any(_copies(text, source) for source in sources)
+    text = _without_day(text, day=day)
+    return any(_copies(text, _without_day(source, day=day)) for source in sources)
 
 
 def self_layer_refresh(ctx: StepContext) -> dict:
@@ -162,7 +172,7 @@ def self_layer_refresh(ctx: StepContext) -> dict:
             if block.locked and not ctx.force:
                 refused.append(key)
                 continue
-            if _personal(text, names=names, sources=sources):
+            if _personal(text, names=names, sources=sources, day=ctx.day):
                 # Even with force: no operator switch makes one person's day readable by everyone.
                 logger.warning("self layer: the new %s names a person or copies the day's material; kept the old", key)
                 personal.append(key)

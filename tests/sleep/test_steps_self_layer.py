@@ -212,6 +212,8 @@ def _chinese_day_told_by_its_date() -> str:
     ContentBlockFactory(
         parent=DiaryEntryFactory(source_day=DAY), person=leo, tag=BlockTag.NARRATIVE, title="一次长谈", content=story
     )
+    birthday = "李明的生日是1990年5月12日"
+    SemanticMemoryFactory(person=leo, content=birthday, source_day=DAY, external_id=f"ls:{DAY}:leo:semantic")
     return story
 
 
@@ -220,11 +222,13 @@ def test_a_chinese_block_giving_the_days_date_is_no_copy_of_a_narrative_that_sta
     _chinese_day_told_by_its_date()
     dated = f"{DAY.isoformat()} 的睡眠之后，我把事实和感受分开保存。"
     copied = "我记得：他跟我讲了不少自己的事。"  # eight characters of the narrative in a row
+    birthday = "我会记得1990年5月12日这一天。"  # someone's date, not the day's
 
-    with scripted({"self-layer": [{"metacognition": dated, "direction": copied}]}):
+    answer = {"metacognition": dated, "direction": copied, "personality_baseline": birthday}
+    with scripted({"self-layer": [answer]}):
         output = self_layer_refresh(_ctx())
 
-    assert output["refused_personal"] == ["direction"]
+    assert sorted(output["refused_personal"]) == ["direction", "personality_baseline"]
     assert SelfLayerBlock.objects.get(key=SelfBlock.METACOGNITION).content == dated
 
 
