@@ -206,7 +206,8 @@ def test_a_block_sharing_only_everyday_words_with_the_day_is_kept():
 
 
 def _chinese_day_told_by_its_date() -> str:
-    """A Chinese narrative that starts with the day's date, as the offline light sleep writes them; returns it."""
+    """A Chinese narrative that starts with the day's date, as the offline light sleep writes them, and a fact holding
+    another date (a birthday); returns the narrative."""
     leo = PersonFactory(slug="leo", display_name="李明")
     story = f"{DAY.isoformat()}，李明跟我讲了不少自己的事。我感到担心，也很牵挂。"
     ContentBlockFactory(
