@@ -16,10 +16,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from django.core.cache import caches
+from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.locmem import LocMemCache
 from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
@@ -49,68 +50,57 @@ def _redis_client():
     return client.get_client(write=True) if client is not None and hasattr(client, "get_client") else None
 
 
-def cache_get_json(*, key: str) -> Any | None:
-    """The value stored under ``key``, or None when absent (or the cache is unreachable and the fallback lacks it)."""
+def _cached(key: str, *, plain: Callable[[BaseCache], Any], redis: Callable[[Any], Any]) -> Any:
+    """``redis`` on django-redis' raw client, else ``plain`` on the default cache; ``plain`` on the in-process
+    fallback while Redis is down (a failure here starts that)."""
     if _cache_down():
-        return _fallback.get(key)
+        return plain(_fallback)
     try:
         client = _redis_client()
-        if client is None:
-            return caches["default"].get(key)
-        raw = client.get(key)
+        return plain(caches["default"]) if client is None else redis(client)
+    except _CACHE_ERRORS as exc:
+        _cache_failed(exc, key)
+        return plain(_fallback)
+
+
+def _json_loaded(raw: bytes | None, *, key: str) -> Any | None:
+    try:
         return None if raw is None else json.loads(raw)
     except ValueError:
         logger.warning("cache value under %s is not JSON; treating it as a miss", key)
         return None
-    except _CACHE_ERRORS as exc:
-        _cache_failed(exc, key)
-        return _fallback.get(key)
+
+
+def cache_get_json(*, key: str) -> Any | None:
+    """The value stored under ``key``, or None when absent (or the cache is unreachable and the fallback lacks it)."""
+    return _cached(key, plain=lambda cache: cache.get(key), redis=lambda client: _json_loaded(client.get(key), key=key))
 
 
 def cache_set_json(*, key: str, value: Any, timeout_seconds: int) -> None:
     """Store a JSON-serialisable ``value`` under ``key`` for ``timeout_seconds``."""
-    if _cache_down():
-        _fallback.set(key, value, timeout_seconds)
-        return
-    try:
-        client = _redis_client()
-        if client is None:
-            caches["default"].set(key, value, timeout_seconds)
-            return
-        client.set(key, json.dumps(value, ensure_ascii=False), ex=timeout_seconds)
-    except _CACHE_ERRORS as exc:
-        _cache_failed(exc, key)
-        _fallback.set(key, value, timeout_seconds)
+    _cached(
+        key,
+        plain=lambda cache: cache.set(key, value, timeout_seconds),
+        redis=lambda client: client.set(key, json.dumps(value, ensure_ascii=False), ex=timeout_seconds),
+    )
 
 
 def cache_add_json(*, key: str, value: Any, timeout_seconds: int) -> bool:
     """Store ``value`` under ``key`` only if nothing is stored there; whether it was stored (Redis: SET NX, one step,
     so of several processes adding at once exactly one gets True)."""
-    if _cache_down():
-        return _fallback.add(key, value, timeout_seconds)
-    try:
-        client = _redis_client()
-        if client is None:
-            return caches["default"].add(key, value, timeout_seconds)
-        return bool(client.set(key, json.dumps(value, ensure_ascii=False), ex=timeout_seconds, nx=True))
-    except _CACHE_ERRORS as exc:
-        _cache_failed(exc, key)
-        return _fallback.add(key, value, timeout_seconds)
+    return bool(
+        _cached(
+            key,
+            plain=lambda cache: cache.add(key, value, timeout_seconds),
+            redis=lambda client: client.set(key, json.dumps(value, ensure_ascii=False), ex=timeout_seconds, nx=True),
+        )
+    )
 
 
 def cache_delete(*, key: str) -> None:
-    """Drop ``key`` (absent is fine)."""
+    """Drop ``key`` (absent is fine), from the in-process fallback too."""
     _fallback.delete(key)
-    if _cache_down():
-        return
-    try:
-        client = _redis_client()
-        if client is None:
-            caches["default"].delete(key)
-            return
-        client.delete(key)
-    except _CACHE_ERRORS as exc:
-        _cache_failed(exc, key)
+    _cached(key, plain=lambda cache: cache.delete(key), redis=lambda client: client.delete(key))
 
 
 def cache_delete_prefix(*, prefix: str) -> int:

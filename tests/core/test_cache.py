@@ -5,6 +5,7 @@ import os
 import uuid
 
 import pytest
+from django.core.cache import caches
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +102,17 @@ def test_adding_on_redis_is_one_step(settings):
         "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": os.environ["REDIS_URL"]},
     }
     _add_twice_then_delete_and_add(f"anima:test:{uuid.uuid4().hex}:add")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL")
+def test_a_value_on_redis_that_is_not_json_is_a_miss(settings, caplog):
+    settings.CACHES = {
+        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": os.environ["REDIS_URL"]},
+    }
+    key = f"anima:test:{uuid.uuid4().hex}:raw"
+    caches["default"].client.get_client(write=True).set(key, b"\xff not json", ex=60)
+
+    with caplog.at_level(logging.WARNING, logger="anima.core.cache"):
+        assert cache_get_json(key=key) is None
+    assert any("is not JSON" in record.message for record in caplog.records)
