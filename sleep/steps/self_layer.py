@@ -125,11 +125,14 @@ def _copies(text: str, source: str) -> bool:
 
 
 def _personal(text: str, *, names: re.Pattern | None, sources: list[str], day: date) -> bool:
-    """The self layer is read by everyone: a block naming a person or copying their day is someone's, not the self's."""
+    """The self layer is read by everyone: a block naming a person or copying their day is someone's, not the self's.
+
+    ``sources`` are the day's facts and narratives, already without the day's date (``_without_day``).
+    """
     if names is not None and names.search(text.casefold()):
         return True
     text = _without_day(text, day=day)
-    return any(_copies(text, _without_day(source, day=day)) for source in sources)
+    return any(_copies(text, source) for source in sources)
 
 
 def self_layer_refresh(ctx: StepContext) -> dict:
@@ -165,6 +168,7 @@ def self_layer_refresh(ctx: StepContext) -> dict:
     )
     names = _names_pattern()
     sources = [f.content for f in facts] + [text for n in narratives for text in (n.title, n.content)]
+    sources = [_without_day(source, day=ctx.day) for source in sources]
     changed, refused, personal = [], [], []
     with transaction.atomic():
         for key, text in answer.items():

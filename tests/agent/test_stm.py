@@ -8,11 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from anima.agent.stm import (
-    long_term_intent_detect,
-    stm_tool_available,
-    update_short_term_memory,
-)
+from anima.agent.stm import long_term_intent_detect, stm_tool_available, update_short_term_memory
 from anima.agent.tasks import short_term_consolidate_task
 from anima.agent.turn import SUMMARY_NAME, prepare_turn
 from anima.core.config import config_update
