@@ -24,9 +24,9 @@ fresh from a 400-word vocabulary (the share of repeated queries is reported):
 
 Reported: throughput, p50 / p95 / p99 latency overall and by kind, errors (any answer but 2xx, or
 no answer), the lost-write check (every write acknowledged with 2xx is looked up in the
-database afterwards), and the CPU gunicorn (its workers) and PostgreSQL (every process of the
-embedded server) spent per request while measured: what the throughput on two shared cores comes
-down to.
+database afterwards), and the CPU gunicorn (its workers), PostgreSQL (every process of the
+embedded server) and the client threads (this process) spent per request while measured: what the
+throughput on two shared cores comes down to.
 """
 
 from __future__ import annotations
@@ -322,8 +322,8 @@ def seeded_copy() -> Iterator[None]:
 
 
 def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, list, list, dict[str, float]]:
-    """One run of the mix against a fresh gunicorn with ``ANIMA_EMBEDDINGS=mode``; also the CPU seconds gunicorn
-    and PostgreSQL spent while it was measured."""
+    """One run of the mix against a fresh gunicorn with ``ANIMA_EMBEDDINGS=mode``; also the CPU seconds gunicorn,
+    PostgreSQL and the clients (this process) spent while it was measured."""
     with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
         port = free_port()
         with gunicorn(port=port, log=log, embeddings=mode) as web:
@@ -337,10 +337,12 @@ def run(*, mode: str, token: str, conversations, args) -> tuple[list, float, lis
             time.sleep(WARM_UP_SECONDS)
             roots = {"web": web, "postgres": postmaster_pid()}
             started = {part: tree_cpu_seconds(pid) for part, pid in roots.items()}
+            started["client"] = time.process_time()  # this process: the client threads, on the same cores
             begin = time.monotonic()
             time.sleep(args.seconds)
             end = time.monotonic()
             cpu = {part: tree_cpu_seconds(pid) - started[part] for part, pid in roots.items()}
+            cpu["client"] = time.process_time() - started["client"]
             stop.set()
             for client in clients:
                 client.join(timeout=60)
@@ -407,7 +409,10 @@ def report(*, mode: str, samples, result: dict, seconds: float, clients: int) ->
         f" | {result['p95_ms']:.0f} ms | {result['p99_ms']:.0f} ms | {result['errors']}"
         f" | {result['writes']:,} | {result['lost']} | {result['repeated_queries']:.1%} |"
     )
-    print(f"CPU per request: gunicorn {result['cpu_ms_web']:.1f} ms, PostgreSQL {result['cpu_ms_postgres']:.1f} ms")
+    print(
+        f"CPU per request: gunicorn {result['cpu_ms_web']:.1f} ms, PostgreSQL {result['cpu_ms_postgres']:.1f} ms,"
+        f" the load's clients {result['cpu_ms_client']:.1f} ms"
+    )
     print()
     print("| kind | requests | p50 | p95 | p99 | errors |")
     print("|---|---|---|---|---|---|")
