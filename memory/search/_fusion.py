@@ -6,7 +6,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -94,9 +94,24 @@ def hybrid_search(
             dense = _query_vector(text=text, model=model) if model is not None else None
         else:
             dense = pending.result() if pending is not None else None
+        unseen: set[tuple[str, int]] = set()
         if dense is not None:
-            rows += _dense_rows(dense=dense, sources=sources, pool=pool, using=alias)
-    return score_fuse(rows=rows)
+            dense_rows, unseen = _dense_rows(
+                dense=dense, sources=sources, pool=pool, using=alias, waiting=_waiting(rows, limit=limit)
+            )
+            rows += dense_rows
+    return score_fuse(rows=rows, unseen=unseen)
+
+
+def _waiting(rows: Sequence[tuple], *, limit: int) -> dict[str, list[int]]:
+    """Per source, the rows among the first ``limit`` of a keyword branch: those the dense statement checks for a
+    vector (each a key probe; every candidate of the pools would be hundreds a search for rows that rarely make the
+    list on their words alone)."""
+    waiting: dict[str, dict[int, None]] = {}
+    for source, _, row_id, rank, _ in rows:
+        if rank <= clamp_limit(limit):
+            waiting.setdefault(source, {})[row_id] = None
+    return {source: list(ids) for source, ids in waiting.items()}
 
 
 def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, str]:
@@ -168,19 +183,25 @@ def _query_vector(*, text: str, model: EmbeddingModel) -> _DenseQuery | None:
     return _DenseQuery(model=model, vector=vector, seconds=time.perf_counter() - started)
 
 
-def _dense_rows(*, dense: _DenseQuery, sources: Sequence[SourceSpec], pool: int, using: str) -> list[tuple]:
-    statement = dense_statement(sources=sources, model=dense.model, pool=pool)
+def _dense_rows(
+    *, dense: _DenseQuery, sources: Sequence[SourceSpec], pool: int, using: str, waiting: dict[str, list[int]]
+) -> tuple[list[tuple], set[tuple[str, int]]]:
+    """The dense branch's rows, and the (source, id) of the ``waiting`` rows without a vector from the model."""
+    statement = dense_statement(sources=sources, model=dense.model, pool=pool, waiting=waiting)
     if statement is None:
-        return []
+        return [], set()
     sql, params = statement
     started = time.perf_counter()
     found = dense_fetch(sql, {**params, "qvec": vector_literal(dense.vector)}, pool=pool, using=using)
     observe_recall(branch="dense", seconds=dense.seconds + time.perf_counter() - started)
+    unseen = {(source, row_id) for source, row_id, similarity in found if similarity is None}
     rows, ranks = [], {}
-    for source, row_id, similarity in sorted(found, key=lambda row: (-row[2], row[1])):
+    for source, row_id, similarity in sorted(
+        (row for row in found if row[2] is not None), key=lambda row: (-row[2], row[1])
+    ):
         ranks[source] = ranks.get(source, 0) + 1
         rows.append((source, "dense", row_id, ranks[source], similarity))
-    return rows
+    return rows, unseen
 
 
 # Fusion weights, chosen on MADial-Bench among a few general methods (README, Benchmarks): z-scores beat
@@ -189,7 +210,9 @@ def _dense_rows(*, dense: _DenseQuery, sources: Sequence[SourceSpec], pool: int,
 BRANCH_WEIGHTS = {"dense": 0.7, "fts": 0.3, "trigram": 0.1}
 
 
-def score_fuse(*, rows: Sequence[tuple[str, str, int, int, float]]) -> list[Hit]:
+def score_fuse(
+    *, rows: Sequence[tuple[str, str, int, int, float]], unseen: Collection[tuple[str, int]] = ()
+) -> list[Hit]:
     """Fuse (source, branch, id, rank, score) rows into one list ordered by comparable relevance.
 
     Each branch's scores become z-scores: keyword scores within their source (BM25's scale depends on
@@ -197,7 +220,9 @@ def score_fuse(*, rows: Sequence[tuple[str, str, int, int, float]]) -> list[Hit]
     fact that matches better than a diary block mentioning it stays above it). A hit's score is the
     weighted mean of its z-scores over the branches that found anything, a branch that did not find
     it counting its lowest z-score (the hit ranks below that branch's pool), mapped into 0..1 by the
-    normal CDF.
+    normal CDF. The dense branch could not find an ``unseen`` (source, id), a row without a vector yet
+    (written since the last backfill, or edited): its mean leaves that branch out rather than rank it
+    below every vector.
     """
     hits: dict[tuple[str, int], Hit] = {}
     groups: dict[tuple[str, str], list[tuple[Hit, float]]] = {}
@@ -213,23 +238,26 @@ def score_fuse(*, rows: Sequence[tuple[str, str, int, int, float]]) -> list[Hit]
         # Float arithmetic: statistics.pstdev sums exactly in fractions, most of fusion's time.
         mean = math.fsum(values) / len(values)
         spread = math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values))
-        # All equal (often: a single candidate): each is as good a match as the branch has.
+        # All equal (often: a single candidate): each is as good a match as the branch has, and a hit the branch
+        # did not find counts as far below them as the worse of two candidates would (z ±1), not level with them.
         scaled = [(score - mean) / spread if spread else 1.0 for score in values]
         for (hit, _), value in zip(members, scaled, strict=True):
             z[(hit.source, hit.id, branch)] = value
-        lowest[(branch, group_source)] = min(scaled)
+        lowest[(branch, group_source)] = min(scaled) if spread else -1.0
     # A source the branch found nothing in: the hit is below every candidate the branch had.
     branch_lowest: dict[str, float] = {}
     for (branch, _), value in lowest.items():
         branch_lowest[branch] = min(value, branch_lowest.get(branch, value))
-    total = sum(BRANCH_WEIGHTS[branch] for branch in branch_lowest) or 1.0
     for hit in hits.values():
-        mixed = 0.0
+        mixed = total = 0.0
         for branch in branch_lowest:
+            if branch == "dense" and (hit.source, hit.id) in unseen:
+                continue
             group = (branch, "" if branch == "dense" else hit.source)
             floor = lowest.get(group, branch_lowest[branch])
             mixed += BRANCH_WEIGHTS[branch] * z.get((hit.source, hit.id, branch), floor)
-        hit.score = _normal_cdf(mixed / total)
+            total += BRANCH_WEIGHTS[branch]
+        hit.score = _normal_cdf(mixed / (total or 1.0))
     return sorted(hits.values(), key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.source, hit.id))
 
 

@@ -171,8 +171,11 @@ def search_fetch(sql: str, params: dict, *, using: str) -> list[tuple]:
     return _fetch_timed(sql, params, wanted=wanted, using=using)
 
 
-def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, pool: int) -> tuple[str, dict] | None:
-    """Each source's nearest rows to ``%(qvec)s`` by cosine, as rows of (source, id, similarity).
+def dense_statement(
+    *, sources: Sequence[SourceSpec], model: EmbeddingModel, pool: int, waiting: dict[str, list[int]] | None = None
+) -> tuple[str, dict] | None:
+    """Each source's nearest rows to ``%(qvec)s`` by cosine, as rows of (source, id, similarity); and, as rows of
+    (source, id, NULL), those of its ``waiting`` ids (rows a keyword branch found) without a vector from ``model``.
 
     The ORDER BY is the HNSW index's own expression and the WHERE repeats its predicate, so the index
     serves it; the source's filters are tested on each candidate as the index scan goes (iterative
@@ -200,6 +203,14 @@ def dense_statement(*, sources: Sequence[SourceSpec], model: EmbeddingModel, poo
             f"(SELECT %(src{index})s, t.id, 1 - ({order}) FROM {TABLE} v, {source.from_sql}"
             f" WHERE {' AND '.join(where)} ORDER BY {order} LIMIT %(pool)s)"
         )
+        if waiting and waiting.get(source.name):
+            # Probes of the vectors' primary key, one per id: in the same round trip.
+            selects.append(
+                f"(SELECT %(src{index})s, w.id, NULL::float8 FROM unnest(%(waiting{index})s::bigint[]) AS w(id)"
+                f" WHERE NOT EXISTS (SELECT 1 FROM {TABLE} v"
+                f" WHERE {vector_predicate_sql(kind=source.vector_kind, model=model)} AND v.row_id = w.id))"
+            )
+            params[f"waiting{index}"] = waiting[source.name]
         params.update(source.params)
         params[f"src{index}"] = source.name
     if not selects:

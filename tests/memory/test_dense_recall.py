@@ -113,6 +113,28 @@ def test_rows_not_yet_embedded_are_still_found_by_keywords(concept_embeddings):
     assert _ids(memory_semantic_search(query="peanuts", person=memory.person)) == [memory.pk]
 
 
+def test_a_memory_remembered_since_the_last_backfill_is_found_first_by_its_name(concept_embeddings):
+    person = PersonFactory()
+    for content in (
+        "Her mother was operated on in May",
+        "She adopted a terrier",
+        "She is allergic to peanuts",
+        "Her flight home is on Friday",
+    ):
+        SemanticMemoryFactory(person=person, content=content)
+    embed_backfill_run()
+    cat = SemanticMemoryFactory(person=person, content="Her cat is called Pixel")  # no vector yet
+
+    first = memory_semantic_search(query="Pixel", person=person, limit=2)[0]
+
+    # The dense branch ranks every embedded memory for any query; the one the name matches, waiting for its
+    # vector, is judged on its words instead of below all of them.
+    assert (first["id"], first["ranks"]) == (cat.pk, {"fts": 1, "trigram": 1})
+    embed_backfill_run()
+    first = memory_semantic_search(query="Pixel", person=person, limit=2)[0]
+    assert first["id"] == cat.pk and "dense" in first["ranks"]
+
+
 def test_with_embeddings_off_recall_is_keyword_only(concept_embeddings, settings):
     memory = SemanticMemoryFactory(content="Her mother was operated on in May")
     embed_backfill_run()

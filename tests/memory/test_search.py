@@ -109,6 +109,35 @@ def test_dense_similarities_are_compared_across_sources_keyword_scores_within_ea
     assert [hit.id for hit in hits] == [1, 2, 3, 4]
 
 
+def test_a_branch_that_found_a_single_candidate_ranks_it_above_the_hits_it_did_not_find():
+    rows = [
+        ("semantic", "dense", 1, 1, 0.9),
+        ("semantic", "dense", 2, 2, 0.6),
+        ("semantic", "dense", 3, 3, 0.5),
+        ("semantic", "fts", 3, 1, 0.4),  # the one row a word of the query matched
+    ]
+
+    hits = score_fuse(rows=rows)
+
+    # The word lifts its row above a row only the dense branch ranks higher; the best meaning stays first.
+    assert [hit.id for hit in hits] == [1, 3, 2]
+
+
+def test_a_row_the_dense_branch_could_not_see_is_ranked_on_the_branches_that_could():
+    rows = [
+        ("semantic", "dense", 1, 1, 0.9),
+        ("semantic", "dense", 2, 2, 0.8),
+        ("semantic", "dense", 3, 3, 0.6),
+        ("semantic", "fts", 9, 1, 2.0),
+        ("semantic", "fts", 3, 2, 1.0),
+    ]
+
+    # Row 9 has no vector yet: missing from the dense pool says nothing about its meaning.
+    assert [hit.id for hit in score_fuse(rows=rows, unseen={("semantic", 9)})] == [9, 1, 2, 3]
+    # Had it a vector, missing from the pool would count as the pool's worst meaning.
+    assert [hit.id for hit in score_fuse(rows=rows)] == [1, 2, 9, 3]
+
+
 def test_branch_pool_is_three_times_the_limit_at_least_a_hundred_and_clamped():
     assert pool_size(limit=1) == 100
     assert pool_size(limit=50) == 150
