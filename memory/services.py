@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -10,7 +12,7 @@ from typing import Any, TypedDict
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Func, Q, TextField, Value
 from django.utils import timezone
 
 from anima.core.calendar import MomentError, day_start, local_day, moment_parse
@@ -260,9 +262,28 @@ _REMEMBER_LOCK = 7301
 _DERIVED_BODY_KEYS = {"observed_at", "occurred_at", "source_conversations", "tags"}
 
 
+# Scripts written without spaces between words (kana, CJK ideographs, hangul syllables): "Leo的猫" and "Leo 的猫"
+# are one text.
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_SPACE_BY_UNSPACED = re.compile(rf"\s+(?=[{_UNSPACED}])|(?<=[{_UNSPACED}])\s+")
+# Runs of one script's letters or digits: a word, or a stretch of unspaced text.
+_RUNS = re.compile(rf"[{_UNSPACED}]+|[^\W{_UNSPACED}]+")
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+# What ends a statement without changing it (NFKC has made the full-width forms ASCII); a question mark stays.
+_CLOSING = ".!;,~\u3002\u3001 "
+
+
 def memory_content_normalize(content: str) -> str:
-    """What counts as "the same fact": case-folded, whitespace collapsed."""
-    return " ".join(content.split()).casefold()
+    """What counts as "the same fact": NFKC (full-width forms), case-folded, curly quotes straight, whitespace
+    collapsed and none beside unspaced script, without closing punctuation."""
+    text = unicodedata.normalize("NFKC", content).translate(_QUOTES).casefold()
+    text = _SPACE_BY_UNSPACED.sub("", " ".join(text.split()))
+    return text.rstrip(_CLOSING) or text  # punctuation alone is its own text
+
+
+def _longest_run(text: str) -> str:
+    """The longest word or unspaced stretch of ``text``, else its longest whitespace-separated part."""
+    return max(_RUNS.findall(text) or text.split(), key=len)
 
 
 def _body_moment(value: Any) -> datetime | None:
@@ -361,9 +382,17 @@ def memory_remember(
             # Two int4 keys; folding large ids only makes unrelated persons share a lock now and then.
             key = (person.pk if person else 0) % 2**31
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_REMEMBER_LOCK, key])
-        # Any equal fact contains its longest word; Python then compares the normalized texts.
-        longest = max(content.split(), key=len)
-        candidates = active_semantic_memories().filter(person=person, content__icontains=longest)
+        # An equal fact, its whitespace left out, contains the longest word or unspaced stretch of this one as written
+        # or normalized (full-width letters); Python then compares the normalized texts.
+        squeezed = Func(
+            F("content"), Value(r"\s+"), Value(""), Value("g"), function="regexp_replace", output_field=TextField()
+        )
+        candidates = (
+            active_semantic_memories()
+            .filter(person=person)
+            .alias(squeezed=squeezed)
+            .filter(Q(squeezed__icontains=_longest_run(content)) | Q(squeezed__icontains=_longest_run(normalized)))
+        )
         for existing in candidates.order_by("id"):
             if memory_content_normalize(existing.content) == normalized:
                 return existing, False

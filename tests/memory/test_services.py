@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection
 from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, Entity, MemoryStatus
 from conversations.models import Person
@@ -23,6 +25,7 @@ from memory.services import (
     memory_deprecate,
     memory_expire,
     memory_merge,
+    memory_remember,
     memory_restore,
     memory_split,
     memory_update,
@@ -253,3 +256,63 @@ def test_a_supersede_ends_the_old_belief_when_the_new_one_began():
     backdated = memory_create(content="Leo's sign is Virgo", memory_type="world", body={"occurred_at": "2016-09-01"})
     memory_expire(memory=older, reason="corrected", superseded_by=backdated)
     assert older.valid_to == older.valid_from
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ("Maya's cat is called Pixel", "Maya’s cat is called Pixel."),
+        ("Leo 的猫叫豆豆", "Leo的猫叫豆豆。"),
+        ("Leo 喜欢 Python", "Ｌｅｏ喜欢 Ｐｙｔｈｏｎ！"),
+        ("田中さんは 東京に住んでいる", "田中さんは東京に住んでいる。"),
+    ],
+)
+def test_remember_finds_the_fact_written_with_other_quotes_spacing_width_or_a_full_stop(first, again):
+    person = PersonFactory()
+
+    stored, created = memory_remember(content=first, person=person)
+    found, created_again = memory_remember(content=again, person=person)
+
+    assert (found.pk, found.content, created, created_again) == (stored.pk, first, True, False)
+
+
+@pytest.mark.parametrize(
+    ("first", "other"),
+    [
+        ("Leo 的猫叫豆豆", "Leo 的狗叫豆豆"),
+        ("Maya is moving to Porto", "Maya is moving to Porto?"),  # a question is not the statement
+        ("...", "!!!"),
+        ("Leo likes tea", "Leo likes tea, not coffee"),
+    ],
+)
+def test_remember_keeps_facts_that_differ_apart(first, other):
+    person = PersonFactory()
+
+    assert memory_remember(content=first, person=person)[0].pk != memory_remember(content=other, person=person)[0].pk
+
+
+_WORDS = st.lists(
+    st.one_of(
+        st.text(st.characters(min_codepoint=ord("a"), max_codepoint=ord("z")), min_size=1, max_size=8),
+        st.text(st.characters(min_codepoint=0x4E00, max_codepoint=0x4E80), min_size=1, max_size=4),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=_WORDS, closing=st.sampled_from(["", ".", "。", "!", "！", " "]), upper=st.booleans())
+def test_a_fact_is_one_memory_however_it_is_spaced_cased_or_closed(words, closing, upper):
+    person = PersonFactory()
+    spaced = " ".join(words)
+    # Latin words keep a space between them; unspaced script may or may not have one beside it.
+    tight = "".join(
+        word if index == 0 or not (word.isascii() and words[index - 1].isascii()) else f" {word}"
+        for index, word in enumerate(words)
+    )
+
+    first, _ = memory_remember(content=spaced, person=person)
+    again, created = memory_remember(content=(tight.upper() if upper else tight) + closing, person=person)
+
+    assert (again.pk, created) == (first.pk, False)
