@@ -291,6 +291,19 @@ def test_remember_keeps_facts_that_differ_apart(first, other):
     assert memory_remember(content=first, person=person)[0].pk != memory_remember(content=other, person=person)[0].pk
 
 
+def test_remember_tells_long_facts_apart_by_their_ends_and_finds_each_again():
+    person = PersonFactory()
+    # One unspaced stretch each, the same for their first 5,000 characters: what a search key reads.
+    first, other = "哈" * 5000 + "嘿", "哈" * 5000 + "呵"
+
+    stored = memory_remember(content=first, person=person)[0]
+    apart = memory_remember(content=other, person=person)[0]
+
+    assert stored.pk != apart.pk
+    assert memory_remember(content=f" {other}。", person=person) == (apart, False)
+    assert memory_remember(content=first, person=person) == (stored, False)
+
+
 _WORDS = st.lists(
     st.one_of(
         st.text(st.characters(min_codepoint=ord("a"), max_codepoint=ord("z")), min_size=1, max_size=8),
