@@ -28,7 +28,7 @@ from anima.core.jsonl import (
 )
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus, MemoryType
 from anima.core.segmentation import segment_text
-from anima.core.text import text_bounded
+from anima.core.text import normalized, text_bounded
 from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
 from memory.models import ContentBlock, DiaryEntry, EmotionalTendency, SemanticMemory
@@ -262,33 +262,22 @@ _REMEMBER_LOCK = 7301
 _DERIVED_BODY_KEYS = {"observed_at", "occurred_at", "source_conversations", "tags"}
 
 
-# Scripts written without spaces between words (kana, CJK ideographs, hangul syllables): "Leo的猫" and "Leo 的猫"
-# are one text.
-_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_SPACE_BY_UNSPACED = re.compile(rf"\s+(?=[{_UNSPACED}])|(?<=[{_UNSPACED}])\s+")
-# Runs of one script's letters or digits: a word, or a stretch of unspaced text.
-_RUNS = re.compile(rf"[{_UNSPACED}]+|[^\W{_UNSPACED}]+")
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-# What ends a statement without changing it (NFKC has made the full-width forms ASCII); a question mark stays.
-_CLOSING = ".!;,~\u3002\u3001 "
+def _same_content_key(content: str) -> str:
+    """What counts as "the same fact": the project's dedupe form (``normalized``: NFKC, case-folded, letters and
+    digits only, as the nightly dedupe compares), or, for a text without letters or digits, the text itself."""
+    return normalized(content) or " ".join(content.split()).casefold()
 
 
-def memory_content_normalize(content: str) -> str:
-    """What counts as "the same fact": NFKC (full-width forms), case-folded, curly quotes straight, whitespace
-    collapsed and none beside unspaced script, without closing punctuation."""
-    text = unicodedata.normalize("NFKC", content).translate(_QUOTES).casefold()
-    text = _SPACE_BY_UNSPACED.sub("", " ".join(text.split()))
-    return text.rstrip(_CLOSING) or text  # punctuation alone is its own text
-
-
-# A longer key finds no fewer candidates, and PostgreSQL's LIKE compares it at every position of every row: a
-# remember of 30,000 repeated characters against one such memory took 2.3 s with the whole stretch as the key.
+# Letters and digits between punctuation and whitespace.
+_RUNS = re.compile(r"[^\W_]+")
+# A longer key finds no more candidates, and PostgreSQL's LIKE tries it at every position of every row: remembering
+# 99,000 repeated characters beside a memory differing only at its end took 24.9 s with the whole stretch as the key.
 _KEY_CHARS = 32
 
 
-def _longest_run(text: str) -> str:
-    """The start of the longest word or unspaced stretch of ``text``, else of its longest whitespace-separated
-    part: what an equal fact contains."""
+def _search_key(text: str) -> str:
+    """The start of the longest run of letters and digits of ``text``: an equal fact, its whitespace left out,
+    contains it, however either was spaced (Chinese and Japanese often are not)."""
     return max(_RUNS.findall(text) or text.split(), key=len)[:_KEY_CHARS]
 
 
@@ -381,26 +370,27 @@ def memory_remember(
     """
     content = _content_valid(content)
     _memory_type_valid(memory_type)
-    normalized = memory_content_normalize(content)
+    same = _same_content_key(content)
     with transaction.atomic():
         # Serialise remembers for one person so two identical concurrent calls cannot both insert.
         with connection.cursor() as cursor:
             # Two int4 keys; folding large ids only makes unrelated persons share a lock now and then.
             key = (person.pk if person else 0) % 2**31
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_REMEMBER_LOCK, key])
-        # An equal fact, its whitespace left out, contains the longest word or unspaced stretch of this one as written
-        # or normalized (full-width letters); Python then compares the normalized texts.
+        # Candidates: the key of this text as written or in NFKC (full-width letters), in their whitespace-free
+        # content; Python then compares the dedupe forms.
         squeezed = Func(
             F("content"), Value(r"\s+"), Value(""), Value("g"), function="regexp_replace", output_field=TextField()
         )
+        as_written, nfkc = _search_key(content), _search_key(unicodedata.normalize("NFKC", content))
         candidates = (
             active_semantic_memories()
             .filter(person=person)
             .alias(squeezed=squeezed)
-            .filter(Q(squeezed__icontains=_longest_run(content)) | Q(squeezed__icontains=_longest_run(normalized)))
+            .filter(Q(squeezed__icontains=as_written) | Q(squeezed__icontains=nfkc))
         )
         for existing in candidates.order_by("id"):
-            if memory_content_normalize(existing.content) == normalized:
+            if _same_content_key(existing.content) == same:
                 return existing, False
         now = timezone.now()
         body: dict[str, Any] = {"observed_at": now.isoformat()}
