@@ -98,9 +98,13 @@ def cache_add_json(*, key: str, value: Any, timeout_seconds: int) -> bool:
 
 
 def cache_delete(*, key: str) -> None:
-    """Drop ``key`` (absent is fine), from the in-process fallback too."""
-    _fallback.delete(key)
-    _cached(key, plain=lambda cache: cache.delete(key), redis=lambda client: client.delete(key))
+    """Drop ``key`` (absent is fine); from Redis, and from the in-process fallback too (set while Redis was down)."""
+
+    def from_redis(client) -> None:
+        _fallback.delete(key)
+        client.delete(key)
+
+    _cached(key, plain=lambda cache: cache.delete(key), redis=from_redis)
 
 
 def cache_delete_prefix(*, prefix: str) -> int:

@@ -108,8 +108,9 @@ def _waiting(rows: Sequence[tuple], *, limit: int) -> dict[str, list[int]]:
     vector (each a key probe; every candidate of the pools would be hundreds a search for rows that rarely make the
     list on their words alone)."""
     waiting: dict[str, dict[int, None]] = {}
+    limit = clamp_limit(limit)
     for source, _, row_id, rank, _ in rows:
-        if rank <= clamp_limit(limit):
+        if rank <= limit:
             waiting.setdefault(source, {})[row_id] = None
     return {source: list(ids) for source, ids in waiting.items()}
 
