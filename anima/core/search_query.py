@@ -91,6 +91,15 @@ def _bigrams(text: str) -> list[str]:
     return grams
 
 
+def _reduplicated(words: Sequence[str]) -> list[str]:
+    """The character of every doubled Chinese word (狗狗, 猫猫, 妈妈): the same thing as the character alone."""
+    return [
+        word[0]
+        for word in words
+        if len(word) == 2 and word[0] == word[1] and _CJK_RUN_RE.fullmatch(word) and word[0] not in FUNCTION_WORDS
+    ]
+
+
 def tsquery_or(lexemes: Sequence[str]) -> str:
     """A tsquery operand matching any of ``lexemes`` (quoted, deduplicated); "" for none."""
     unique = list(dict.fromkeys(lexemes))
@@ -129,10 +138,11 @@ def search_query_build(*, text: str) -> SearchQuery:
 
     Words are OR-ed; ``AND`` / ``OR`` / ``NOT`` (upper case, as separate words) are
     operators; ``"quoted phrases"`` keep adjacency; a CJK run longer than two
-    characters also adds its character bigrams. A query using operators or quotes
-    is searched by FTS alone (similarity cannot honour them). Text without operators
-    and longer than LONG_QUERY_WORDS content words is a passage (e.g. a dialogue):
-    it becomes its weighted keywords, see ``_keywords``.
+    characters also adds its character bigrams, a doubled character (狗狗) the
+    character. A query using operators or quotes is searched by FTS alone
+    (similarity cannot honour them). Text without operators and longer than
+    LONG_QUERY_WORDS content words is a passage (e.g. a dialogue): it becomes
+    its weighted keywords, see ``_keywords``.
     Raises QuerySyntaxError when an operator has no operand (e.g. the query ends in one).
     """
     text = _clean(text or "")
@@ -178,7 +188,7 @@ def search_query_build(*, text: str) -> SearchQuery:
                 drop_operand()
             continue
         words = _content_words(word)
-        lexemes = words + _bigrams(word)
+        lexemes = words + _reduplicated(words) + _bigrams(word)
         if word.isascii() and len(words) > 1:
             # The index's parser keeps e-mails, URLs, versions whole ("leo@example.com"); so does to_tsquery.
             lexemes.insert(0, word)

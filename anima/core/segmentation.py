@@ -15,12 +15,15 @@ import threading
 
 import jieba
 
+from anima.core.text import FUNCTION_WORDS
+
 logger = logging.getLogger(__name__)
 
 jieba.setLogLevel(logging.WARNING)
 _init_lock = threading.Lock()
 # Runs of non-ASCII text go through jieba; ASCII words (emails, URLs, versions, code) stay whole.
 _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
+_CJK_CHARACTER = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _initialized = False
 
 
@@ -47,6 +50,23 @@ def word_tags(text: str) -> list[tuple[str, str]]:
     return [(pair.word, pair.flag) for pair in importlib.import_module("jieba.posseg").cut(text)]
 
 
+def _characters(tokens: list[str]) -> list[str]:
+    """The Chinese characters inside ``tokens``' words that are not words of their own there, once each.
+
+    A one-character word of a message (猫, 车, 狗) names what a memory calls 橘猫, 新车 or 小狗; jieba keeps
+    those whole, so only the characters, indexed after the words (phrases keep their adjacency), let the
+    word find them. Function characters (的, 了, 是) stay out: every query drops them anyway.
+    """
+    standalone = set(tokens)
+    characters: dict[str, None] = {}
+    for token in tokens:
+        if len(token) > 1:
+            for character in _CJK_CHARACTER.findall(token):
+                if character not in standalone and character not in FUNCTION_WORDS:
+                    characters.setdefault(character, None)
+    return list(characters)
+
+
 def segment_text(text: str | None) -> str | None:
     """Return ``text`` as space-separated search tokens, or None if segmentation fails.
 
@@ -63,7 +83,29 @@ def segment_text(text: str | None) -> str | None:
             else:
                 segmentation_load()
                 tokens.extend(token for token in (t.strip() for t in jieba.cut_for_search(run)) if token)
-        return " ".join(tokens)
+        return " ".join(tokens + _characters(tokens))
     except Exception:
         logger.warning("segmentation failed; storing NULL fts_segmented", exc_info=True)
         return None
+
+
+def segmented_rows_refresh(queryset, *, text_of, batch_size: int = 500) -> int:
+    """Re-segment the rows of ``queryset`` whose text holds a Chinese character; how many changed.
+
+    For data migrations after the segmentation changed (they pass their historical model's queryset and
+    how its searchable text is made): rows are read in id order, a batch at a time, and only rows whose
+    stored segmentation differs are written.
+    """
+    changed, last = 0, 0
+    rows = queryset.filter(content__regex=_CJK_CHARACTER.pattern).order_by("pk")
+    while batch := list(rows.filter(pk__gt=last)[:batch_size]):
+        last = batch[-1].pk
+        stale = []
+        for row in batch:
+            segmented = segment_text(text_of(row))
+            if segmented is not None and segmented != row.fts_segmented:
+                row.fts_segmented = segmented
+                stale.append(row)
+        queryset.model.objects.bulk_update(stale, ["fts_segmented"])
+        changed += len(stale)
+    return changed

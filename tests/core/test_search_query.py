@@ -43,3 +43,13 @@ def test_operators_or_quotes_make_a_query_explicit_and_fts_only(text, explicit):
     query = search_query_build(text=text)
     assert query.explicit is explicit
     assert bool(query.trigram_text) is not explicit
+
+
+@pytest.mark.parametrize(("text", "character"), [("狗狗生病了", "狗"), ("我想猫猫了", "猫")])
+def test_a_doubled_chinese_word_also_searches_its_character(text, character):
+    assert f"'{character}'" in search_query_build(text=text).tsquery
+
+
+def test_a_doubled_function_character_adds_nothing():
+    # 我我 is a stutter, not a word: 我 is a function word every query drops.
+    assert "'我'" not in search_query_build(text="我我 想你").tsquery

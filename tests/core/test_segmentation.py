@@ -10,13 +10,56 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core import segmentation
-from anima.core.segmentation import segment_text
+from anima.core.models import BlockTag, Entity
+from anima.core.segmentation import segment_text, segmented_rows_refresh
+from anima.core.text import FUNCTION_WORDS
 from conversations.models import Message
-from tests.factories import MessageFactory, SemanticMemoryFactory
+from memory.selectors import memory_semantic_search
+from tests.factories import ContentBlockFactory, MessageFactory, SemanticMemoryFactory
 
 
 def test_chinese_is_split_into_words_and_english_passes_through():
-    assert segment_text("我的邮箱是 leo@example.com").split() == ["我", "的", "邮箱", "是", "leo@example.com"]
+    assert segment_text("我的邮箱是 leo@example.com").split()[:5] == ["我", "的", "邮箱", "是", "leo@example.com"]
+    assert segment_text("I moved to Lisbon in 2019") == "I moved to Lisbon in 2019"
+
+
+def test_the_characters_inside_chinese_words_follow_the_words_once_each():
+    text = "我们养了一只橘猫，猫粮是进口的"
+    words = [token.strip() for token in jieba.cut_for_search(text) if token.strip()]
+    tokens = segment_text(text).split()
+    # After every word, so that a quoted phrase still finds its words next to each other.
+    assert tokens[: len(words)] == words
+    characters = tokens[len(words) :]
+    assert len(characters) == len(set(characters))
+    # Not a word of the text again, nor a function character (们 of 我们): every query drops those.
+    inside = {character for word in words if len(word) > 1 for character in word if character.isalpha()}
+    assert set(characters) == inside - set(words) - FUNCTION_WORDS
+    assert {"橘", "进", "口"} <= set(characters)
+
+
+def test_a_one_character_word_finds_the_memory_whose_word_holds_it():
+    cat = SemanticMemoryFactory(content="我养了一只橘猫，叫年糕")
+    SemanticMemoryFactory(content="我开的是一辆新车", person=cat.person)
+    assert [hit["id"] for hit in memory_semantic_search(query="猫", person=cat.person)] == [cat.pk]
+
+
+def test_rows_segmented_before_are_re_segmented_once_and_append_only_ones_are_left():
+    memory = SemanticMemoryFactory(content="我养了一只橘猫")
+    english = SemanticMemoryFactory(content="Leo adopted a cat")
+    limbic = ContentBlockFactory(tag=BlockTag.LIMBIC, content="想念橘猫")
+    words_only = " ".join(jieba.cut_for_search("我养了一只橘猫"))
+    Entity.objects.filter(pk=memory.pk).update(fts_segmented=words_only)
+    entities = Entity.objects.exclude(primary_component="content_block", tag="limbic")
+
+    assert segmented_rows_refresh(entities, text_of=lambda entity: entity.content, batch_size=1) == 1
+    memory.refresh_from_db()
+    assert memory.fts_segmented == segment_text("我养了一只橘猫")
+    assert [hit["id"] for hit in memory_semantic_search(query="猫", person=memory.person)] == [memory.pk]
+    assert segmented_rows_refresh(entities, text_of=lambda entity: entity.content) == 0  # already done
+    english.refresh_from_db()
+    assert english.fts_segmented == "Leo adopted a cat"
+    limbic.refresh_from_db()
+    assert limbic.fts_segmented == segment_text("想念橘猫")
     assert "TypeScript" in segment_text("我现在更喜欢TypeScript了").split()
 
 

@@ -253,3 +253,17 @@ def test_passive_recall_skips_memories_the_system_prompt_already_shows():
     ]
 
     assert shown.pk not in ids and unseen.pk in ids
+
+
+def test_passive_recall_offers_a_memory_whose_word_holds_the_messages_one_character_word():
+    person = PersonFactory()
+    cat = SemanticMemoryFactory(person=person, content="我养了一只橘猫，叫年糕")
+    dog = SemanticMemoryFactory(person=person, content="她的狗叫豆豆")
+    SemanticMemoryFactory(person=person, content="我开的是一辆白色的新款轿车")
+    conversation = ConversationFactory(person=person)
+
+    def offered(message: str) -> list[int]:
+        return [hit["id"] for hit in passive_recall(conversation=conversation, user_message=message).hits]
+
+    assert offered("我的猫最近不爱吃饭") == [cat.pk]
+    assert offered("狗狗今天生病了") == [dog.pk]

@@ -1,0 +1,23 @@
+"""Chinese rows index the characters inside their words too (``anima.core.segmentation``): re-segment them.
+
+Limbic blocks are append-only (their trigger refuses the update) and stay as they were segmented.
+"""
+
+from django.db import migrations
+
+from anima.core.segmentation import segmented_rows_refresh
+
+
+def resegment(apps, schema_editor):
+    entities = apps.get_model("anima", "Entity").objects.exclude(primary_component="content_block", tag="limbic")
+    segmented_rows_refresh(
+        entities, text_of=lambda entity: "\n".join(part for part in (entity.title, entity.content) if part)
+    )
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("anima", "0013_search_indexes_short_pending_list"),
+    ]
+
+    operations = [migrations.RunPython(resegment, migrations.RunPython.noop)]

@@ -1,0 +1,20 @@
+"""Chinese messages index the characters inside their words too (``anima.core.segmentation``): re-segment them.
+
+History entries are append-only (their trigger refuses the update) and stay as they were segmented.
+"""
+
+from django.db import migrations
+
+from anima.core.segmentation import segmented_rows_refresh
+
+
+def resegment(apps, schema_editor):
+    segmented_rows_refresh(apps.get_model("conversations", "Message").objects.all(), text_of=lambda row: row.content)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("conversations", "0010_search_indexes_short_pending_list"),
+    ]
+
+    operations = [migrations.RunPython(resegment, migrations.RunPython.noop)]
