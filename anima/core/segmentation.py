@@ -12,8 +12,11 @@ import importlib
 import logging
 import re
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import jieba
+from django.db.models import QuerySet
 
 from anima.core.text import FUNCTION_WORDS
 
@@ -89,7 +92,7 @@ def segment_text(text: str | None) -> str | None:
         return None
 
 
-def segmented_rows_refresh(queryset, *, text_of, batch_size: int = 500) -> int:
+def segmented_rows_refresh(*, queryset: QuerySet, text_of: Callable[[Any], str], batch_size: int = 500) -> int:
     """Re-segment the rows of ``queryset`` whose text holds a Chinese character; how many changed.
 
     For data migrations after the segmentation changed (they pass their historical model's queryset and

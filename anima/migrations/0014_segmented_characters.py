@@ -11,7 +11,7 @@ from anima.core.segmentation import segmented_rows_refresh
 def resegment(apps, schema_editor):
     entities = apps.get_model("anima", "Entity").objects.exclude(primary_component="content_block", tag="limbic")
     segmented_rows_refresh(
-        entities, text_of=lambda entity: "\n".join(part for part in (entity.title, entity.content) if part)
+        queryset=entities, text_of=lambda entity: "\n".join(part for part in (entity.title, entity.content) if part)
     )
 
 

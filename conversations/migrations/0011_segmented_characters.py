@@ -9,7 +9,9 @@ from anima.core.segmentation import segmented_rows_refresh
 
 
 def resegment(apps, schema_editor):
-    segmented_rows_refresh(apps.get_model("conversations", "Message").objects.all(), text_of=lambda row: row.content)
+    segmented_rows_refresh(
+        queryset=apps.get_model("conversations", "Message").objects.all(), text_of=lambda row: row.content
+    )
 
 
 class Migration(migrations.Migration):

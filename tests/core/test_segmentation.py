@@ -51,11 +51,11 @@ def test_rows_segmented_before_are_re_segmented_once_and_append_only_ones_are_le
     Entity.objects.filter(pk=memory.pk).update(fts_segmented=words_only)
     entities = Entity.objects.exclude(primary_component="content_block", tag="limbic")
 
-    assert segmented_rows_refresh(entities, text_of=lambda entity: entity.content, batch_size=1) == 1
+    assert segmented_rows_refresh(queryset=entities, text_of=lambda entity: entity.content, batch_size=1) == 1
     memory.refresh_from_db()
     assert memory.fts_segmented == segment_text("我养了一只橘猫")
     assert [hit["id"] for hit in memory_semantic_search(query="猫", person=memory.person)] == [memory.pk]
-    assert segmented_rows_refresh(entities, text_of=lambda entity: entity.content) == 0  # already done
+    assert segmented_rows_refresh(queryset=entities, text_of=lambda entity: entity.content) == 0  # already done
     english.refresh_from_db()
     assert english.fts_segmented == "Leo adopted a cat"
     limbic.refresh_from_db()
