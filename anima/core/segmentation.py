@@ -92,14 +92,20 @@ def segment_text(text: str | None) -> str | None:
         return None
 
 
-def segmented_rows_refresh(*, queryset: QuerySet, text_of: Callable[[Any], str], batch_size: int = 500) -> int:
+def segmented_rows_refresh(
+    *,
+    queryset: QuerySet,
+    text_of: Callable[[Any], str],
+    batch_size: int = 500,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
     """Re-segment the rows of ``queryset`` whose text holds a Chinese character; how many changed.
 
     For data migrations after the segmentation changed (they pass their historical model's queryset and
     how its searchable text is made): rows are read in id order, a batch at a time, and only rows whose
-    stored segmentation differs are written.
+    stored segmentation differs are written. ``progress(read, changed)`` is called after every batch.
     """
-    changed, last = 0, 0
+    read = changed = last = 0
     rows = queryset.filter(content__regex=_CJK_CHARACTER.pattern).order_by("pk")
     while batch := list(rows.filter(pk__gt=last)[:batch_size]):
         last = batch[-1].pk
@@ -110,5 +116,22 @@ def segmented_rows_refresh(*, queryset: QuerySet, text_of: Callable[[Any], str],
                 row.fts_segmented = segmented
                 stale.append(row)
         queryset.model.objects.bulk_update(stale, ["fts_segmented"])
+        read += len(batch)
         changed += len(stale)
+        if progress is not None:
+            progress(read, changed)
     return changed
+
+
+def segmented_rows_progress(what: str, *, every: int = 10_000) -> Callable[[int, int], None]:
+    """A ``segmented_rows_refresh`` progress callback printing a line every ``every`` rows read (a migration's
+    output: re-segmenting takes about 40 s per 100,000 Chinese messages on two cores)."""
+    shown = 0
+
+    def show(read: int, changed: int) -> None:
+        nonlocal shown
+        if read - shown >= every:
+            shown = read
+            print(f"\n    {what}: {read:,} rows with Chinese read, {changed:,} re-segmented", end="", flush=True)
+
+    return show

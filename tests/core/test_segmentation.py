@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from anima.core import segmentation
 from anima.core.models import BlockTag, Entity
-from anima.core.segmentation import segment_text, segmented_rows_refresh
+from anima.core.segmentation import segment_text, segmented_rows_progress, segmented_rows_refresh
 from anima.core.text import FUNCTION_WORDS
 from conversations.models import Message
 from memory.selectors import memory_semantic_search
@@ -60,6 +60,21 @@ def test_rows_segmented_before_are_re_segmented_once_and_append_only_ones_are_le
     assert english.fts_segmented == "Leo adopted a cat"
     limbic.refresh_from_db()
     assert limbic.fts_segmented == segment_text("想念橘猫")
+
+
+def test_re_segmenting_reports_its_progress_every_so_many_rows(capsys):
+    for text in ("橘猫", "新车", "小狗", "徒步", "火锅"):
+        SemanticMemoryFactory(content=text)
+    Entity.objects.update(fts_segmented="")
+    progress = segmented_rows_progress("entities", every=2)
+    segmented_rows_refresh(
+        queryset=Entity.objects.all(), text_of=lambda row: row.content, batch_size=1, progress=progress
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.strip() for line in lines] == [
+        "entities: 2 rows with Chinese read, 2 re-segmented",
+        "entities: 4 rows with Chinese read, 4 re-segmented",
+    ]
     assert "TypeScript" in segment_text("我现在更喜欢TypeScript了").split()
 
 
