@@ -100,7 +100,10 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     list_filter = ("memory_type", "status", "pinned", "person", ("source_day", admin.DateFieldListFilter))
     date_hierarchy = "source_day"
     search_fields = ("content",)  # the box is answered by hybrid retrieval, see get_search_results
-    search_help_text = "Hybrid search (full text + trigram, Chinese or English); AND / OR / NOT and quotes work."
+    search_help_text = (
+        "Hybrid search, Chinese or English: every memory a word finds, and the 10 nearest in meaning;"
+        " AND / OR / NOT and quotes work."
+    )
     list_select_related = ("person",)
     readonly_fields = (
         "reference_count",

@@ -18,13 +18,12 @@ from conversations.access import OPERATOR, PERSON, SCOPED, access_of
 from conversations.models import Person
 from memory.forgetting import memory_forget, person_forget
 from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
-from memory.search import MAX_LIMIT
 from memory.selectors import (
     SEARCH_RANK,
     diary_blocks_visible,
     memory_recall,
-    memory_semantic_search,
     ranked_by_ids,
+    semantic_memory_filter_ids,
 )
 from memory.serializers import (
     DeprecateSerializer,
@@ -68,11 +67,10 @@ class MemoryFilter(django_filters.FilterSet):
 
     def search(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         """Hybrid-search hits first-ranked first (retrieval only covers active memories)."""
-        access = access_of(self.request)
-        hits = memory_semantic_search(
-            query=value, limit=MAX_LIMIT, person=self._person(), global_only=access.global_only
+        ids = semantic_memory_filter_ids(
+            query=value, person=self._person(), global_only=access_of(self.request).global_only
         )
-        return ranked_by_ids(queryset, ids=[hit["id"] for hit in hits]).order_by(SEARCH_RANK)
+        return ranked_by_ids(queryset, ids=ids).order_by(SEARCH_RANK)
 
 
 class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ApiViewSet):

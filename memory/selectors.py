@@ -114,19 +114,41 @@ def memory_versions(*, memory: SemanticMemory) -> list[SemanticMemory]:
 
 
 SEARCH_RANK = "search_rank"
+# How many hits recall returns unless asked for more (the API's default ``limit``, the tools').
+RECALL_LIMIT = 10
 # Every semantic memory, whatever its status: operators search deprecated and expired ones too.
 _ALL_SEMANTIC = f"t.primary_component = '{Component.SEMANTIC_MEMORY}'"
 
 
 def semantic_memory_search_ids(*, text: str) -> list[int]:
-    """Ids of semantic memories of any status matching ``text``, best first (the console's search).
+    """Ids of semantic memories of any status matching ``text``, best first (the console's search, see ``_listed``).
 
     Raises QuerySyntaxError for a malformed query.
     """
     source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
     with replica_reads():
         hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT, text=text)
-    return [hit.id for hit in hits]
+    return _listed((hit.id, hit.scores) for hit in hits)
+
+
+def semantic_memory_filter_ids(*, query: str, person: Person | None, global_only: bool) -> list[int]:
+    """Ids of the active semantic memories matching ``query`` that ``person`` may see, best first (the API's
+    ``?q=`` filter, see ``_listed``).
+
+    Raises QuerySyntaxError for a malformed query.
+    """
+    hits = memory_semantic_search(query=query, limit=MAX_LIMIT, person=person, global_only=global_only)
+    return _listed((hit["id"], hit["scores"]) for hit in hits)
+
+
+def _listed(hits: Iterable[tuple[int, Iterable[str]]]) -> list[int]:
+    """The ids of a search used as a filter: every hit a word of the query found, and a hit meaning alone found
+    only among the first RECALL_LIMIT (what recall returns unasked). The dense branch ranks every memory: a word
+    no memory holds would otherwise list them all, nearest first."""
+    keyword = set(KEYWORD_BRANCHES)
+    return [
+        hit_id for position, (hit_id, branches) in enumerate(hits) if position < RECALL_LIMIT or keyword & set(branches)
+    ]
 
 
 def ranked_by_ids(queryset: QuerySet, *, ids: list[int]) -> QuerySet:
@@ -243,7 +265,7 @@ def memory_recall(
     *,
     query: str,
     memory_types: Iterable[str] | None = None,
-    limit: int = 10,
+    limit: int = RECALL_LIMIT,
     person: Person | None = None,
     since: date | datetime | None = None,
     until: date | datetime | None = None,
@@ -314,7 +336,7 @@ def memory_recall(
 def memory_semantic_search(
     *,
     query: str,
-    limit: int = 10,
+    limit: int = RECALL_LIMIT,
     person: Person | None = None,
     since=None,
     until=None,

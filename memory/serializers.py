@@ -11,7 +11,7 @@ from conversations.models import Conversation
 from conversations.serializers import PersonSlugField
 from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
-from memory.selectors import MEMORY_TYPES
+from memory.selectors import MEMORY_TYPES, RECALL_LIMIT
 
 
 class SemanticMemorySerializer(serializers.ModelSerializer):
@@ -99,7 +99,7 @@ class RecallQuerySerializer(serializers.Serializer):
         help_text="Recall what was held then: a date (the end of that local day) or an ISO datetime.",
     )
     channel = serializers.CharField(max_length=64, required=False, default=None)
-    limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=10)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=RECALL_LIMIT)
 
     def validate_types(self, value: str | None) -> list[str] | None:
         if value is None:

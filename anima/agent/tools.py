@@ -38,7 +38,13 @@ from conversations.services import identity_map
 from memory.forgetting import memory_forget
 from memory.models import SemanticMemory
 from memory.search import MAX_LIMIT
-from memory.selectors import MEMORY_TYPES, memory_recall, memory_semantic_search, semantic_memories_held
+from memory.selectors import (
+    MEMORY_TYPES,
+    RECALL_LIMIT,
+    memory_recall,
+    memory_semantic_search,
+    semantic_memories_held,
+)
 from memory.services import memory_remember
 
 CITATION_RULE = (
@@ -84,7 +90,7 @@ class Tool:
 # --- Argument schemas and readers -----------------------------------------------------------------
 
 _SLUG = schema_string(min_length=1, max_length=64, description="Person slug, e.g. leo.")
-_LIMIT = schema_integer(minimum=1, maximum=MAX_LIMIT, description="Maximum results (default 10).")
+_LIMIT = schema_integer(minimum=1, maximum=MAX_LIMIT, description=f"Maximum results (default {RECALL_LIMIT}).")
 _SINCE = schema_string(description="Only after this date or datetime (ISO 8601, inclusive).")
 _UNTIL = schema_string(description="Only before this date or datetime (ISO 8601, inclusive).")
 _AS_OF = schema_string(
@@ -160,7 +166,7 @@ def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
     results = memory_recall(
         query=args["query"],
         memory_types=args.get("memory_types"),
-        limit=int(args.get("limit", 10)),
+        limit=int(args.get("limit", RECALL_LIMIT)),
         person=_person(args, access),
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
@@ -174,7 +180,7 @@ def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
 def _semantic_search(args: dict[str, Any], access: Access) -> dict[str, Any]:
     results = memory_semantic_search(
         query=args["query"],
-        limit=int(args.get("limit", 10)),
+        limit=int(args.get("limit", RECALL_LIMIT)),
         person=_person(args, access),
         since=moment_parse(args.get("since"), field="since"),
         until=moment_parse(args.get("until"), field="until"),
@@ -233,7 +239,7 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
             global_only=person is None,
             # An agent speaks to someone: another person's digests stay out, whoever holds the token.
             private=True,
-            limit=int(args.get("limit", 10)),
+            limit=int(args.get("limit", RECALL_LIMIT)),
         )
         with search_time_limit(what="history search"):
             entries = list(entries)

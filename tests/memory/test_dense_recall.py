@@ -10,7 +10,9 @@ import factory
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.urls import reverse
 
+from anima.api.testing import operator_client
 from anima.core import vectors
 from anima.core.embeddings import EmbeddingModel
 from anima.core.models import Component, MemoryStatus
@@ -19,7 +21,7 @@ from memory.embedding import embed_backfill_run
 from memory.search import entity_source, message_source
 from memory.search._fusion import pool_size
 from memory.search._sql import dense_fetch, dense_statement
-from memory.selectors import memory_recall, memory_semantic_search, passive_recall
+from memory.selectors import RECALL_LIMIT, memory_recall, memory_semantic_search, passive_recall
 from tests.embeddings_server import concept_vector
 from tests.factories import (
     ContentBlockFactory,
@@ -302,3 +304,27 @@ def test_the_query_vector_travels_once_however_many_sources_search():
 
     assert sent.count(params["qvec"]) == 1
     assert sql.count("UNION ALL") == len(sources) - 1
+
+
+def test_a_search_used_as_a_filter_lists_what_its_words_found_and_only_the_nearest_of_what_meaning_alone_found(
+    concept_embeddings, admin_client
+):
+    person = PersonFactory(slug="leo")
+    walks = {SemanticMemoryFactory(person=person, content=f"Walked the terrier along canal {n}").pk for n in range(12)}
+    bread = {SemanticMemoryFactory(person=person, content=f"Bought rye bread at stall {n}").pk for n in range(15)}
+    embed_backfill_run()
+
+    def console(text: str) -> list[int]:
+        response = admin_client.get(reverse("admin:memory_semanticmemory_changelist"), {"q": text})
+        return [memory.pk for memory in response.context["cl"].result_list]
+
+    def api(text: str) -> list[int]:
+        return [memory["id"] for memory in operator_client().get("/api/memories/", {"q": text}).json()["results"]]
+
+    for search in (console, api):
+        # No memory holds "puppy": meaning ranks all 27; the filter lists what recall would return, the walks first.
+        assert len(search("puppy")) == RECALL_LIMIT
+        assert set(search("puppy")) <= walks
+        # Twelve memories hold "terrier": every one is listed, past the first ten, and no bread.
+        assert set(search("terrier")) == walks
+        assert set(search("rye")) == bread
