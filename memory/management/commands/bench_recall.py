@@ -12,6 +12,10 @@ BM25 (rank_bm25) ranks jieba search tokens (lower-cased words) of the whole pre-
 ``anima_keyword`` its FTS and trigram branches only; ``dense`` its dense branch only, absent when no
 vectors could be made (``ANIMA_EMBEDDINGS=off``, no pgvector). Memories are embedded by the same
 backfill production uses before the queries run.
+
+``passive``: passive recall (what a turn is offered unasked) for the user's last message before the test
+turn alone, in a conversation of the dialogue's user: in how many dialogues it offered anything, in how
+many a relevant memory, and what share of all it offered was relevant.
 """
 
 from __future__ import annotations
@@ -29,16 +33,18 @@ from rank_bm25 import BM25Okapi
 from anima.core.db import throwaway_database
 from anima.core.models import Component, MemoryStatus, MemoryType
 from anima.core.segmentation import segment_text
-from conversations.models import Person
+from conversations.models import Conversation, Person
 from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
 from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
-from memory.selectors import memory_semantic_search
+from memory.selectors import memory_semantic_search, passive_recall
 
 KS = (1, 3, 5, 10, 20)
-SYSTEMS = ("anima", "anima_keyword", "dense", "bm25")
+SYSTEMS = ("anima", "anima_keyword", "dense", "bm25", "passive")
 BRANCHES = {"anima": ALL_BRANCHES, "anima_keyword": KEYWORD_BRANCHES, "dense": ("dense",)}
 _WORD_RE = re.compile(r"\w")
+# A dialogue line starts with its speaker: <Bart>:"…"
+_SPEAKER_RE = re.compile(r"^<[^>]*>:")
 
 
 class Command(BaseCommand):
@@ -103,6 +109,8 @@ def _bench_language(data: Path, lang: str) -> dict[str, Any]:
         corpus[str(memory.get("user-id", "all"))].append((key, _tokens(memory["event"])))
     bm25 = {user: BM25Okapi([tokens for _, tokens in docs]) for user, docs in corpus.items()}
     hits = {system: dict.fromkeys(KS, 0.0) for system in [*systems, "bm25"]}
+    conversations = {user: Conversation.objects.create(person=person) for user, person in persons.items()}
+    passive = {"offered": 0, "relevant": 0, "memories": 0, "relevant_memories": 0}
     for dialogue in dialogues:
         user = str(dialogue["user-id"]) if scoped else "all"
         query = "\n".join(line.strip() for line in dialogue["dialogue"][1 : dialogue["test-turn"][0]])
@@ -119,5 +127,25 @@ def _bench_language(data: Path, lang: str) -> dict[str, Any]:
         for system, found in hits.items():
             for k in KS:
                 found[k] += len(relevant.intersection(ranked[system][:k])) / len(relevant)
+        message = _SPEAKER_RE.sub("", dialogue["dialogue"][dialogue["test-turn"][0] - 1].strip()).strip('"')
+        offered = {
+            hit["external_id"].removeprefix(f"bench-{lang}-")
+            for hit in passive_recall(conversation=conversations[user], user_message=message).hits
+        }
+        passive["offered"] += bool(offered)
+        passive["relevant"] += bool(offered & relevant)
+        passive["memories"] += len(offered)
+        passive["relevant_memories"] += len(offered & relevant)
     n = len(dialogues)
-    return {"n": n} | {system: {f"R@{k}": round(100 * found[k] / n, 1) for k in KS} for system, found in hits.items()}
+    return (
+        {"n": n}
+        | {system: {f"R@{k}": round(100 * found[k] / n, 1) for k in KS} for system, found in hits.items()}
+        | {
+            "passive": {
+                "offered %": round(100 * passive["offered"] / n, 1),
+                "relevant %": round(100 * passive["relevant"] / n, 1),
+                "precision %": round(100 * passive["relevant_memories"] / max(passive["memories"], 1), 1),
+                "mean offered": round(passive["memories"] / n, 2),
+            }
+        }
+    )
