@@ -34,6 +34,7 @@ from memory.search import (
     hybrid_search,
     message_source,
     search_query_build,
+    search_text_plain,
 )
 from memory.tendency import WEEK_DAYS, Anchor, DayPoint, day_points, tendency_line
 
@@ -457,7 +458,7 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         # Only what a keyword branch found is offered (below): small talk no word of which matches costs no
         # model call.
         candidates = memory_semantic_search(
-            query=user_message, limit=pool, person=person, global_only=True, keyword_gate=True
+            query=search_text_plain(user_message), limit=pool, person=person, global_only=True, keyword_gate=True
         )
     except ValueError:
         # A chat message is not a search query: operator slips must not break the turn.

@@ -32,6 +32,7 @@ TRIGRAM_WORDS = 8
 
 OPERATORS = {"AND": "&", "OR": "|", "NOT": "!"}
 _TOKEN_RE = re.compile(r'"([^"]*)"?|(\S+)')
+_OPERATOR_WORD_RE = re.compile(r"(?<!\S)(?:AND|OR|NOT)(?!\S)")
 _CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORDLIKE_RE = re.compile(r"\w", re.UNICODE)
 
@@ -60,6 +61,12 @@ class SearchQuery:
     @property
     def is_empty(self) -> bool:
         return not self.tsquery and not self.trigram_text
+
+
+def search_text_plain(text: str) -> str:
+    """``text`` as plain words: a chat message is not a query, so its double quotes and upper-case
+    AND / OR / NOT (「他说 "明天见"」, "I do NOT eat fish") stay words instead of phrase or operator syntax."""
+    return _OPERATOR_WORD_RE.sub(lambda match: match[0].lower(), text.replace('"', " "))
 
 
 def _quote_lexeme(text: str) -> str:

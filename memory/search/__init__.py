@@ -15,7 +15,7 @@ statistics and each source's plan), ``_sql`` (the statement and its planner sett
 """
 
 from anima.core.db import SearchTimeout
-from anima.core.search_query import QuerySyntaxError, search_query_build
+from anima.core.search_query import QuerySyntaxError, search_query_build, search_text_plain
 from memory.search._fusion import (
     ALL_BRANCHES,
     KEYWORD_BRANCHES,
@@ -42,5 +42,6 @@ __all__ = [
     "message_source",
     "score_fuse",
     "search_query_build",
+    "search_text_plain",
     "term_stats_clear",
 ]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anima.core.errors import AnimaError
-from anima.core.search_query import QuerySyntaxError, search_query_build
+from anima.core.search_query import QuerySyntaxError, search_query_build, search_text_plain
 
 
 @pytest.mark.parametrize("text", ["cat AND", "cat OR", "NOT", "cat AND NOT", "AND cat", "cat AND OR dog"])
@@ -53,3 +55,9 @@ def test_a_doubled_chinese_word_also_searches_its_character(text, character):
 def test_a_doubled_function_character_adds_nothing():
     # 我我 is a stutter, not a word: 我 is a function word every query drops.
     assert "'我'" not in search_query_build(text="我我 想你").tsquery
+
+
+@given(st.text(max_size=200))
+def test_plain_text_never_has_query_syntax(text):
+    # No quotes, no operators: never a phrase or a NOT, and never refused as a malformed query.
+    assert not search_query_build(text=search_text_plain(text + " AND")).explicit

@@ -267,3 +267,16 @@ def test_passive_recall_offers_a_memory_whose_word_holds_the_messages_one_charac
 
     assert offered("我的猫最近不爱吃饭") == [cat.pk]
     assert offered("狗狗今天生病了") == [dog.pk]
+
+
+@pytest.mark.parametrize(
+    "message",
+    ['Maya said "Miso hates tuna" this morning', "Miso is NOT eating", "Miso OR", 'is "Miso okay'],
+)
+def test_passive_recall_reads_the_message_as_words_not_as_query_syntax(message):
+    person = PersonFactory()
+    miso = SemanticMemoryFactory(person=person, content="Miso the cat likes tuna")
+    SemanticMemoryFactory(person=person, content="Leo bought a new bike")
+    conversation = ConversationFactory(person=person)
+    # Quotes and AND / OR / NOT in a chat message are prose: no phrase search, no "everything without eating".
+    assert [hit["id"] for hit in passive_recall(conversation=conversation, user_message=message).hits] == [miso.pk]

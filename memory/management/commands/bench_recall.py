@@ -127,7 +127,7 @@ def _bench_language(data: Path, lang: str) -> dict[str, Any]:
         for system, found in hits.items():
             for k in KS:
                 found[k] += len(relevant.intersection(ranked[system][:k])) / len(relevant)
-        message = _SPEAKER_RE.sub("", dialogue["dialogue"][dialogue["test-turn"][0] - 1].strip()).strip('"')
+        message = _SPEAKER_RE.sub("", dialogue["dialogue"][dialogue["test-turn"][0] - 1]).strip().strip('"')
         offered = {
             hit["external_id"].removeprefix(f"bench-{lang}-")
             for hit in passive_recall(conversation=conversations[user], user_message=message).hits
