@@ -34,7 +34,14 @@ from memory.models import (
 )
 from memory.mood_chart import mood_chart_svg
 from memory.search import QuerySyntaxError, SearchTimeout
-from memory.selectors import SEARCH_RANK, memory_versions, mood_points, ranked_by_ids, semantic_memory_search_ids
+from memory.selectors import (
+    RECALL_LIMIT,
+    SEARCH_RANK,
+    memory_versions,
+    mood_points,
+    ranked_by_ids,
+    semantic_memory_search_ids,
+)
 from memory.tendency import DayPoint
 
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
@@ -101,7 +108,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     date_hierarchy = "source_day"
     search_fields = ("content",)  # the box is answered by hybrid retrieval, see get_search_results
     search_help_text = (
-        "Hybrid search, Chinese or English: every memory a word finds, and the 10 nearest in meaning;"
+        f"Hybrid search, Chinese or English: every memory a word finds, and the {RECALL_LIMIT} nearest in meaning;"
         " AND / OR / NOT and quotes work."
     )
     list_select_related = ("person",)

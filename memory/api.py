@@ -19,6 +19,7 @@ from conversations.models import Person
 from memory.forgetting import memory_forget, person_forget
 from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.selectors import (
+    RECALL_LIMIT,
     SEARCH_RANK,
     diary_blocks_visible,
     memory_recall,
@@ -50,7 +51,11 @@ class MemoryFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=MemoryStatus.choices)
     person = django_filters.CharFilter(field_name="person__slug")
     pinned = django_filters.BooleanFilter()
-    q = django_filters.CharFilter(method="search", max_length=10_000, label="Hybrid search (active memories)")
+    q = django_filters.CharFilter(
+        method="search",
+        max_length=10_000,
+        label=f"Hybrid search of active memories: every one a word finds, and the {RECALL_LIMIT} nearest in meaning",
+    )
 
     class Meta:
         model = SemanticMemory
