@@ -21,7 +21,7 @@ from functools import cache
 import jieba
 
 from anima.core.errors import AnimaError
-from anima.core.text import FUNCTION_WORDS
+from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS
 
 # A 10 KB query must stay a reasonable tsquery: beyond this many lexemes the tail is dropped.
 MAX_LEXEMES = 160
@@ -32,8 +32,8 @@ TRIGRAM_WORDS = 8
 
 OPERATORS = {"AND": "&", "OR": "|", "NOT": "!"}
 _TOKEN_RE = re.compile(r'"([^"]*)"?|(\S+)')
-_OPERATOR_WORD_RE = re.compile(r"(?<!\S)(?:AND|OR|NOT)(?!\S)")
-_CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_OPERATOR_WORD_RE = re.compile(r"(?<!\S)(?:" + "|".join(OPERATORS) + r")(?!\S)")
+_CJK_RUN_RE = re.compile(CJK_IDEOGRAPH + "+")
 _WORDLIKE_RE = re.compile(r"\w", re.UNICODE)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import jieba
 from django.db.models import QuerySet
 
-from anima.core.text import FUNCTION_WORDS
+from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ jieba.setLogLevel(logging.WARNING)
 _init_lock = threading.Lock()
 # Runs of non-ASCII text go through jieba; ASCII words (emails, URLs, versions, code) stay whole.
 _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
-_CJK_CHARACTER = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
 _initialized = False
 
 
@@ -99,7 +99,7 @@ def segmented_rows_refresh(
     batch_size: int = 500,
     progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Re-segment the rows of ``queryset`` whose text holds a Chinese character; how many changed.
+    """Re-segment the rows of ``queryset`` whose content holds a Chinese character; how many changed.
 
     For data migrations after the segmentation changed (they pass their historical model's queryset and
     how its searchable text is made): rows are read in id order, a batch at a time, and only rows whose

@@ -23,6 +23,8 @@ def text_bounded(value: str, *, field: str, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 _CJK_RE = re.compile(r"[\u3400-\u9fff]")
+# The CJK ideographs jieba segments and search indexes: the unified blocks and the compatibility ideographs.
+CJK_IDEOGRAPH = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
 _LATIN_RE = re.compile(r"[A-Za-z]")
 
 
