@@ -198,6 +198,7 @@ class RecallView(ApiView):
             channel=query["channel"],
             global_only=access.global_only,
             as_of=query["as_of"],
+            min_score=query["min_score"],
         )
         return Response({"results": results})
 

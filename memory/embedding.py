@@ -41,6 +41,23 @@ DEFAULT_BATCH = 64
 # A stored text's vector comes from its start; the provider caps by tokens, this bounds what is read.
 PASSAGE_CHARS = 4000
 
+# A chat line alone ("yes, last week!") often means nothing: a message's vector is made from the turn it
+# answers (the conversation's previous user or assistant message, its first MESSAGE_CONTEXT_CHARS) and its
+# own text, each after its speaker's name. Measured by bench_recall on LoCoMo (evidence turns, R@10,
+# categories 1-4): dense-only 25.8 -> 57.2, fused 38.6 -> 65.5 (MADial holds no messages). The vectors'
+# stale triggers (anima.core.vectors) drop the next turn's vector too when a message changes or goes.
+MESSAGE_CONTEXT_CHARS = 300
+# Its name, else the conversation's person for a user turn, else the role.
+_SPEAKER_SQL = (
+    "coalesce(nullif({m}.name, ''), CASE WHEN {m}.role = 'user' THEN (SELECT coalesce(nullif(p.display_name, ''),"
+    " p.slug) FROM persons p WHERE p.id = c.person_id) END, {m}.role)"
+)
+_PREVIOUS_SQL = (
+    f"(SELECT {_SPEAKER_SQL.format(m='m')} || ': ' || left(m.content, {MESSAGE_CONTEXT_CHARS}) FROM messages m"
+    " WHERE m.conversation_id = t.conversation_id AND m.role IN ('user', 'assistant') AND m.content <> ''"
+    " AND (m.created_at, m.id) < (t.created_at, t.id) ORDER BY m.created_at DESC, m.id DESC LIMIT 1)"
+)
+
 # Fixed SQL, no user input. Which rows recall can find by meaning: semantic memories (every status, the
 # console searches them all), diary blocks, temporal summaries, and the turns of non-cron conversations.
 _EMBEDDABLE = {
@@ -55,7 +72,7 @@ _EMBEDDABLE = {
     MESSAGE: (
         "messages t JOIN conversations c ON c.id = t.conversation_id",
         "t.role IN ('user', 'assistant') AND t.content <> '' AND c.platform <> 'cron'",
-        "t.content",
+        f"concat_ws(E'\\n', {_PREVIOUS_SQL}, {_SPEAKER_SQL.format(m='t')} || ': ' || t.content)",
         "c.person_id",
         "t.conversation_id",
     ),

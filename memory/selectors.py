@@ -275,6 +275,7 @@ def memory_recall(
     as_of: date | datetime | None = None,
     branches: Sequence[str] = ALL_BRANCHES,
     keyword_gate: bool = False,
+    min_score: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
@@ -289,10 +290,13 @@ def memory_recall(
     memories valid at that moment (a date means the end of that local day), other rows created by it.
     ``branches`` narrows the branches searched (benchmarks compare keyword-only and dense-only
     recall with the default); ``keyword_gate`` embeds the query only when a keyword branch found
-    something (``memory.search.hybrid_search``).
+    something (``memory.search.hybrid_search``). ``min_score`` leaves out hits whose calibrated score
+    (``memory.search.score_fuse``: the estimated chance that the hit is relevant) is below it.
     Raises memory.search.QuerySyntaxError for a malformed query.
     """
     types = _memory_types(memory_types)
+    if not 0.0 <= min_score <= 1.0:
+        raise ValueError(f"min_score must be between 0 and 1, not {min_score}")
     limit = clamp_limit(limit)
     start, end = moment_bound(since), moment_bound(until, end_of_day=True)
     moment = as_of_moment(as_of)
@@ -330,8 +334,10 @@ def memory_recall(
             text=query,
             branches=branches,
             keyword_gate=keyword_gate,
-        )[:limit]
-        return _results(hits)
+        )
+        # A fact a little further down may rise above the lines it was made from (``_facts_first``).
+        results = _results(hits[: limit + RECALL_LIMIT])
+        return [result for result in results if result["score"] >= min_score][:limit]
 
 
 def memory_semantic_search(
@@ -345,6 +351,7 @@ def memory_semantic_search(
     as_of: date | datetime | None = None,
     branches: Sequence[str] = ALL_BRANCHES,
     keyword_gate: bool = False,
+    min_score: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Semantic memories only (the memory_semantic_search tool, passive recall)."""
     return memory_recall(
@@ -358,6 +365,7 @@ def memory_semantic_search(
         as_of=as_of,
         branches=branches,
         keyword_gate=keyword_gate,
+        min_score=min_score,
     )
 
 
@@ -371,15 +379,57 @@ def _memory_types(memory_types: Iterable[str] | None) -> list[str]:
     return types
 
 
+# The conversations a memory or diary block was made in: its source conversation and those its body lists.
+_MADE_IN_SQL = (
+    "array_remove(ARRAY[e.source_conversation_id] || ARRAY(SELECT x::bigint FROM jsonb_array_elements_text("
+    "CASE WHEN jsonb_typeof(e.body -> 'source_conversations') = 'array' THEN e.body -> 'source_conversations'"
+    " END) AS x WHERE x ~ '^[0-9]{1,18}$'), NULL)"
+)
 # The rows of recall's hits, memories and messages in one statement: the two ORM queries it replaced cost four
 # times the CPU on every recall (1.3 against 0.3 ms, the same results, over 60 searches of the load benchmark's data).
 _HIT_ROWS_SQL = (
-    "SELECT false, e.id, e.external_id, e.content, e.created_at, e.valid_from, e.valid_to, NULL, NULL"
-    " FROM entities e WHERE e.id = ANY(%(entities)s)"
-    " UNION ALL SELECT true, m.id, m.external_id, m.content, m.created_at, NULL, NULL, m.role, c.external_id"
+    "SELECT false, e.id, e.external_id, e.content, e.created_at, e.valid_from, e.valid_to, NULL, NULL,"
+    f" {_MADE_IN_SQL} FROM entities e WHERE e.id = ANY(%(entities)s)"
+    " UNION ALL SELECT true, m.id, m.external_id, m.content, m.created_at, NULL, NULL, m.role, c.external_id,"
+    " ARRAY[m.conversation_id]"
     " FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE m.id = ANY(%(messages)s)"
 )
-_HIT_ROW_FIELDS = ("id", "external_id", "content", "created_at", "valid_from", "valid_to", "role", "conversation")
+_HIT_ROW_FIELDS = (
+    "id",
+    "external_id",
+    "content",
+    "created_at",
+    "valid_from",
+    "valid_to",
+    "role",
+    "conversation",
+    "made_in",
+)
+# Facts first: a semantic memory made in a conversation ranks at least as high as that conversation's lines and
+# diary blocks the query found, when it answers the query at least this share as well as the best of them.
+FACT_SHARE = 0.5
+
+
+def _facts_first(results: list[dict[str, Any]], *, sources: dict[int, set[int]]) -> list[dict[str, Any]]:
+    """``results`` with each semantic memory raised to the score of the best hit from the conversation it was made
+    in (``sources``: result index -> that conversation), when it scores at least FACT_SHARE of it; at equal scores
+    facts come first. The fact is what was learnt from those lines: "Maya is allergic to peanuts" above "with a
+    peanut allergy it's never worth the risk"."""
+    best: dict[int, float] = {}
+    for index, result in enumerate(results):
+        if result["memory_type"] != SEMANTIC:
+            for conversation in sources.get(index, ()):
+                best[conversation] = max(best.get(conversation, 0.0), result["score"])
+    for index, result in enumerate(results):
+        if result["memory_type"] != SEMANTIC:
+            continue
+        found = max(
+            (best[conversation] for conversation in sources.get(index, ()) if conversation in best), default=None
+        )
+        if found is not None and result["score"] >= FACT_SHARE * found:
+            result["score"] = max(result["score"], found)
+    order = sorted(range(len(results)), key=lambda i: (-results[i]["score"], results[i]["memory_type"] != SEMANTIC, i))
+    return [results[i] for i in order]
 
 
 def _results(hits) -> list[dict[str, Any]]:
@@ -394,11 +444,12 @@ def _results(hits) -> list[dict[str, Any]]:
             cursor.execute(_HIT_ROWS_SQL, ids)
             for is_message, *values in cursor.fetchall():
                 rows[(is_message, values[0])] = dict(zip(_HIT_ROW_FIELDS, values, strict=True))
-    results = []
+    results, sources = [], {}
     for hit in hits:
         row = rows.get((hit.source == SESSION, hit.id))
         if row is None:  # deleted since the search
             continue
+        sources[len(results)] = set(row["made_in"])
         result = {
             "memory_type": hit.source,
             "id": hit.id,
@@ -420,7 +471,7 @@ def _results(hits) -> list[dict[str, Any]]:
         if hit.source == SESSION:
             result["role"] = row["role"]
         results.append(result)
-    return results
+    return _facts_first(results, sources=sources)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -447,7 +498,9 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
 
     ``person`` is the human behind the conversation (default: ``conversation.person``); with
     none, only global memories are candidates. Only memories a keyword branch found are offered
-    unasked; cut-off = max(min_score, top score * min_relative_score); skipped for cron conversations.
+    unasked, and only those whose calibrated score (the chance that it is relevant) is at least min_score;
+    without vectors (keyword-only recall, whose scores are not that telling), those within min_relative_score
+    of the best. Skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron or not (user_message or "").strip():
@@ -475,12 +528,17 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         shown = cited_ids(conversation.system_prompt or "")
         candidates = [hit for hit in candidates if hit["id"] not in shown]
     # Unasked, a memory needs a word of the message behind it: the dense branch ranks every memory by
-    # meaning, so small talk ("lol ok") always has a nearest one, and the local model's cosines do not
-    # separate small talk from real questions (both ≈ 0.8). Meaning still orders what words found.
+    # meaning, so small talk ("lol ok") always has a nearest one.
     candidates = [hit for hit in candidates if set(hit["scores"]) & set(KEYWORD_BRANCHES)]
     if not candidates:
         return PassiveRecall(hits=[], text="")
-    cutoff = max(config["min_score"], candidates[0]["score"] * config["min_relative_score"])
+    if any("dense" in hit["scores"] for hit in candidates):
+        # Scores are calibrated (memory.search.score_fuse): a memory is offered when it is likely enough relevant.
+        cutoff = config["min_score"]
+    else:
+        # Keyword-only recall (no vectors here) cannot tell a relevant memory from one sharing a word with the
+        # message (on the dev sets none of its scores means better than 1 in 3): it offers the best keyword hits.
+        cutoff = candidates[0]["score"] * config["min_relative_score"]
     hits, lines, used = [], [], 0
     for hit in candidates:
         if hit["score"] < cutoff or len(hits) >= config["limit"]:

@@ -100,6 +100,12 @@ class RecallQuerySerializer(serializers.Serializer):
     )
     channel = serializers.CharField(max_length=64, required=False, default=None)
     limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=RECALL_LIMIT)
+    min_score = serializers.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        default=0.0,
+        help_text="Leave out hits whose score (the estimated chance that the hit is relevant, 0..1) is below this.",
+    )
 
     def validate_types(self, value: str | None) -> list[str] | None:
         if value is None:

@@ -25,6 +25,7 @@ from anima.core.llm.schema import (
     schema_boolean,
     schema_enum,
     schema_integer,
+    schema_number,
     schema_object,
     schema_string,
     schema_validate,
@@ -91,6 +92,11 @@ class Tool:
 
 _SLUG = schema_string(min_length=1, max_length=64, description="Person slug, e.g. leo.")
 _LIMIT = schema_integer(minimum=1, maximum=MAX_LIMIT, description=f"Maximum results (default {RECALL_LIMIT}).")
+_MIN_SCORE = schema_number(
+    minimum=0.0,
+    maximum=1.0,
+    description="Only hits at least this likely to be relevant (each hit's score, 0..1; default 0: every hit).",
+)
 _SINCE = schema_string(description="Only after this date or datetime (ISO 8601, inclusive).")
 _UNTIL = schema_string(description="Only before this date or datetime (ISO 8601, inclusive).")
 _AS_OF = schema_string(
@@ -173,6 +179,7 @@ def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
         channel=args.get("channel"),
         global_only=True,
         as_of=moment_parse(args.get("as_of"), field="as_of"),
+        min_score=float(args.get("min_score", 0.0)),
     )
     return {"results": results}
 
@@ -186,6 +193,7 @@ def _semantic_search(args: dict[str, Any], access: Access) -> dict[str, Any]:
         until=moment_parse(args.get("until"), field="until"),
         global_only=True,
         as_of=moment_parse(args.get("as_of"), field="as_of"),
+        min_score=float(args.get("min_score", 0.0)),
     )
     return {"results": results}
 
@@ -308,6 +316,7 @@ TOOLS: tuple[Tool, ...] = (
                     schema_enum(MEMORY_TYPES), description="Restrict to these sources (default all)."
                 ),
                 "limit": _LIMIT,
+                "min_score": _MIN_SCORE,
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
@@ -325,6 +334,7 @@ TOOLS: tuple[Tool, ...] = (
             {
                 "query": _text("What to look for."),
                 "limit": _LIMIT,
+                "min_score": _MIN_SCORE,
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,

@@ -74,8 +74,16 @@ SCHEMA: dict[str, dict[str, Field]] = {
     "memory.passive_recall": {
         "enabled": Field(bool, True),
         "limit": Field(int, 5, 1, 20),
-        "min_score": Field(float, 0.016, 0.0, 1.0),
-        "min_relative_score": Field(float, 0.55, 0.0, 1.0),
+        "min_score": Field(
+            float,
+            0.4,
+            0.0,
+            1.0,
+            "offer a memory at least this likely to be relevant (recall's calibrated score, with vectors)",
+        ),
+        "min_relative_score": Field(
+            float, 0.55, 0.0, 1.0, "keyword-only recall (no vectors): offer memories within this share of the best"
+        ),
         "max_chars": Field(int, 2000, 100, 20000),
         "exclude_resident": Field(bool, True),
     },

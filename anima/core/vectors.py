@@ -61,12 +61,15 @@ def vectors_table_create(cursor) -> bool:
 # A vector describes its row's text (and, for an entity, its owner) as they were embedded: an edit, a merge
 # rewriting a memory, a summary written again, a redaction or a delete — by any path, the ORM, a bulk
 # UPDATE or a cascade — drops it in the same transaction, and the backfill embeds the row again if it is
-# still there. Created where the vectors table exists (migration anima.0011).
+# still there. A message's vector is also made from the turn before it (memory.embedding): a change to a
+# message drops the next turn's vector too, so a forgotten text leaves no vector behind. Created where the
+# vectors table exists (migrations anima.0011, anima.0015).
 _STALE_FUNCTION = "anima_vectors_drop_stale"
+_STALE_MESSAGE_FUNCTION = "anima_vectors_drop_stale_message"
 _STALE_TRIGGERS = (
-    # (table, kind, the columns a vector is made from)
-    ("entities", ENTITY, ("title", "content", "person_id")),
-    ("messages", MESSAGE, ("content",)),
+    # (table, kind, the columns a vector is made from, the function that drops what they made)
+    ("entities", ENTITY, ("title", "content", "person_id"), _STALE_FUNCTION),
+    ("messages", MESSAGE, ("content", "name"), _STALE_MESSAGE_FUNCTION),
 )
 
 
@@ -76,23 +79,33 @@ def vectors_stale_triggers_create(cursor) -> None:
         f"CREATE OR REPLACE FUNCTION {_STALE_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$"
         f" BEGIN DELETE FROM {TABLE} WHERE kind = TG_ARGV[0] AND row_id = OLD.id; RETURN NULL; END $$"
     )
-    for table, kind, columns in _STALE_TRIGGERS:
+    cursor.execute(
+        f"CREATE OR REPLACE FUNCTION {_STALE_MESSAGE_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$"
+        f" BEGIN DELETE FROM {TABLE} WHERE kind = TG_ARGV[0] AND row_id IN (OLD.id, (SELECT m.id FROM messages m"
+        " WHERE m.conversation_id = OLD.conversation_id AND m.role IN ('user', 'assistant')"
+        " AND (m.created_at, m.id) > (OLD.created_at, OLD.id) ORDER BY m.created_at, m.id LIMIT 1));"
+        " RETURN NULL; END $$"
+    )
+    for table, kind, columns, function in _STALE_TRIGGERS:
         changed = " OR ".join(f"OLD.{column} IS DISTINCT FROM NEW.{column}" for column in columns)
+        # Recreated (not replaced) so that a database migrated before a column was watched gets its new list.
+        cursor.execute(f"DROP TRIGGER IF EXISTS {table}_vectors_stale ON {table}")
         cursor.execute(
-            f"CREATE OR REPLACE TRIGGER {table}_vectors_stale AFTER UPDATE OF {', '.join(columns)} ON {table}"
-            f" FOR EACH ROW WHEN ({changed}) EXECUTE FUNCTION {_STALE_FUNCTION}('{kind}')"
+            f"CREATE TRIGGER {table}_vectors_stale AFTER UPDATE OF {', '.join(columns)} ON {table}"
+            f" FOR EACH ROW WHEN ({changed}) EXECUTE FUNCTION {function}('{kind}')"
         )
         cursor.execute(
             f"CREATE OR REPLACE TRIGGER {table}_vectors_gone AFTER DELETE ON {table}"
-            f" FOR EACH ROW EXECUTE FUNCTION {_STALE_FUNCTION}('{kind}')"
+            f" FOR EACH ROW EXECUTE FUNCTION {function}('{kind}')"
         )
 
 
 def vectors_stale_triggers_drop(cursor) -> None:
-    for table, _, _ in _STALE_TRIGGERS:
+    for table, *_ in _STALE_TRIGGERS:
         cursor.execute(f"DROP TRIGGER IF EXISTS {table}_vectors_stale ON {table}")
         cursor.execute(f"DROP TRIGGER IF EXISTS {table}_vectors_gone ON {table}")
     cursor.execute(f"DROP FUNCTION IF EXISTS {_STALE_FUNCTION}()")
+    cursor.execute(f"DROP FUNCTION IF EXISTS {_STALE_MESSAGE_FUNCTION}()")
 
 
 def vectors_table_drop(cursor) -> None:

@@ -34,7 +34,11 @@ MIN_POOL = 100
 class Hit:
     source: str
     id: int
-    score: float = 0.0
+    score: float = 0.0  # the chance that it is relevant (calibrated, see score_fuse)
+    z: float = 0.0  # its branches' z-scores, mixed
+    # What the calibration read: the best keyword branch's z-score and the dense one (None: no vector).
+    keyword_z: float = 0.0
+    dense_z: float | None = None
     ranks: dict[str, int] = field(default_factory=dict)
     # Each branch's own score: BM25 or ts_rank_cd (fts), word similarity (trigram), cosine similarity (dense).
     scores: dict[str, float] = field(default_factory=dict)
@@ -205,10 +209,20 @@ def _dense_rows(
     return rows, unseen
 
 
-# Fusion weights, chosen on MADial-Bench among a few general methods (README, Benchmarks): z-scores beat
-# min-max, RRF and z-scores squashed before mixing there, and meaning outweighs keywords (0.7 / 0.3 beat
-# 0.5 / 0.5 and 0.8 / 0.2). Trigram is for typos and partial words, a small correction on top of FTS.
-BRANCH_WEIGHTS = {"dense": 0.7, "fts": 0.3, "trigram": 0.1}
+# Fusion weights, chosen on both dev sets (MADial zh and en, LoCoMo) among general methods (README, Recall):
+# z-scores beat min-max, RRF and CombMNZ there, and an even mix of meaning and keywords is the one setting that
+# holds on every set (0.7 / 0.3, chosen on MADial alone before, lost 2.5-4 points R@10 on LoCoMo and MADial en;
+# 0.4 / 0.6 lost on MADial zh). Trigram is for typos and partial words, a small correction on top of FTS.
+BRANCH_WEIGHTS = {"dense": 0.5, "fts": 0.5, "trigram": 0.1}
+# A hit's score is calibrated: the chance that it is relevant, logistic in its best keyword branch's z and its
+# dense z (slopes, intercept), fitted by bench/recall/calibrate.py on both dev sets and both languages pooled,
+# each set weighing the same (MADial dialogues and last messages, LoCoMo questions over turns and over facts, the
+# small-talk lines); keyword-only recall has a fit of its own, whose z says much less. Comparable across queries
+# and sources, it orders the hits (the fused z breaks ties) and gates them (``min_score``; passive recall's
+# ``memory.passive_recall.min_score``). On the dev sets, of the hits scored 0.5-0.6, 47 % were relevant; 0.6 and
+# over, 62 %.
+CALIBRATION = {"dense": (0.597, 0.79, -5.0), "keyword": (0.558, -4.313)}
+Z_CAP = 4.0
 
 
 def score_fuse(
@@ -216,14 +230,15 @@ def score_fuse(
 ) -> list[Hit]:
     """Fuse (source, branch, id, rank, score) rows into one list ordered by comparable relevance.
 
-    Each branch's scores become z-scores: keyword scores within their source (BM25's scale depends on
-    the source's statistics), dense similarities over all sources together (one model, one scale: a
-    fact that matches better than a diary block mentioning it stays above it). A hit's score is the
-    weighted mean of its z-scores over the branches that found anything, a branch that did not find
-    it counting its lowest z-score (the hit ranks below that branch's pool), mapped into 0..1 by the
-    normal CDF. The dense branch could not find an ``unseen`` (source, id), a row without a vector yet
-    (written since the last backfill, or edited): its mean leaves that branch out rather than rank it
-    below every vector.
+    Each branch's scores become z-scores over a pool of at least MIN_POOL: keyword scores within their
+    source (BM25's scale depends on the source's statistics), dense similarities over all sources together
+    (one model, one scale: a fact that matches better than a diary block mentioning it stays above it). A
+    hit's ``z`` is the weighted mean of its z-scores over the branches that found anything, a branch that
+    did not find it counting its lowest z-score (the hit ranks below that branch's pool). Its ``score`` is
+    calibrated from the best keyword z-score and the dense one (CALIBRATION): the chance that it is
+    relevant, comparable across queries and sources; the list is in score order, ``z`` breaking ties. The
+    dense branch could not find an ``unseen`` (source, id), a row without a vector yet (written since the
+    last backfill, or edited): its mean leaves that branch out rather than rank it below every vector.
     """
     hits: dict[tuple[str, int], Hit] = {}
     groups: dict[tuple[str, str], list[tuple[Hit, float]]] = {}
@@ -236,15 +251,29 @@ def score_fuse(
     lowest: dict[tuple[str, str], float] = {}
     for (branch, group_source), members in groups.items():
         values = [score for _, score in members]
+        # A keyword pool shorter than MIN_POOL is filled up to it with what its missing candidates score: nothing
+        # (rows without the words). A z-score then means the same in a source of 30 rows as of 30,000, which the
+        # calibration needs, and a hit that only a few rows match stands out as it does among many. The dense
+        # branch ranks every row: a short pool is a small source, with no rows missing.
+        missing = 0 if branch == "dense" else max(MIN_POOL - len(values), 0)
+        filler = 0.0
+        count = len(values) + missing
         # Float arithmetic: statistics.pstdev sums exactly in fractions, most of fusion's time.
-        mean = math.fsum(values) / len(values)
-        spread = math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values))
+        mean = (math.fsum(values) + missing * filler) / count
+        spread = math.sqrt(
+            (math.fsum((value - mean) ** 2 for value in values) + missing * (filler - mean) ** 2) / count
+        )
         # All equal (often: a single candidate): each is as good a match as the branch has, and a hit the branch
         # did not find counts as far below them as the worse of two candidates would (z ±1), not level with them.
         scaled = [(score - mean) / spread if spread else 1.0 for score in values]
         for (hit, _), value in zip(members, scaled, strict=True):
             z[(hit.source, hit.id, branch)] = value
-        lowest[(branch, group_source)] = min(scaled) if spread else -1.0
+        lowest[(branch, group_source)] = ((filler if missing else min(values)) - mean) / spread if spread else -1.0
+    # The dense pool of a small source is all its rows, whose best z-scores are bounded by their number: for the
+    # calibration they are stretched by how much further the best of MIN_POOL normal draws lies than the best of
+    # that many (extreme values grow as sqrt(2 ln n)), so the nearest of 12 memories counts as the nearest of 100.
+    dense_pool = len(groups.get(("dense", ""), ()))
+    dense_scale = _extreme(MIN_POOL) / _extreme(dense_pool) if 1 < dense_pool < MIN_POOL else 1.0
     # A source the branch found nothing in: the hit is below every candidate the branch had.
     branch_lowest: dict[str, float] = {}
     for (branch, _), value in lowest.items():
@@ -258,9 +287,40 @@ def score_fuse(
             floor = lowest.get(group, branch_lowest[branch])
             mixed += BRANCH_WEIGHTS[branch] * z.get((hit.source, hit.id, branch), floor)
             total += BRANCH_WEIGHTS[branch]
-        hit.score = _normal_cdf(mixed / (total or 1.0))
-    return sorted(hits.values(), key=lambda hit: (-hit.score, min(hit.ranks.values()), hit.source, hit.id))
+        hit.z = mixed / (total or 1.0)
+        # The calibration reads the best keyword branch's z and the dense z, each at most Z_CAP (a word only one
+        # row holds is strong evidence, not endless evidence).
+        keyword_z = (
+            max(
+                z.get((hit.source, hit.id, branch), lowest.get((branch, hit.source), branch_lowest[branch]))
+                for branch in branch_lowest
+                if branch != "dense"
+            )
+            if set(branch_lowest) - {"dense"}
+            else branch_lowest.get("fts", -1.0)
+        )
+        dense_z = None
+        if "dense" in branch_lowest and (hit.source, hit.id) not in unseen:
+            dense_z = z.get((hit.source, hit.id, "dense"), lowest.get(("dense", ""), branch_lowest["dense"]))
+        if dense_z is not None:
+            dense_z *= dense_scale
+        hit.keyword_z, hit.dense_z = keyword_z, dense_z
+        hit.score = _calibrated(keyword_z=keyword_z, dense_z=dense_z, dense="dense" in branch_lowest)
+    return sorted(hits.values(), key=lambda hit: (-hit.score, -hit.z, min(hit.ranks.values()), hit.source, hit.id))
 
 
-def _normal_cdf(z: float) -> float:
-    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+def _extreme(n: int) -> float:
+    return math.sqrt(2.0 * math.log(n))
+
+
+def _calibrated(*, keyword_z: float, dense_z: float | None, dense: bool) -> float:
+    """The chance that a hit is relevant (CALIBRATION), from its branches' z-scores."""
+    if dense:
+        slope_keyword, slope_dense, intercept = CALIBRATION["dense"]
+        # A row without a vector yet is judged by its words: its meaning counts as matching as well as they do.
+        dense_z = keyword_z if dense_z is None else dense_z
+        logit = slope_keyword * min(keyword_z, Z_CAP) + slope_dense * min(dense_z, Z_CAP) + intercept
+    else:
+        slope_keyword, intercept = CALIBRATION["keyword"]
+        logit = slope_keyword * min(keyword_z, Z_CAP) + intercept
+    return 1.0 / (1.0 + math.exp(-logit))

@@ -25,13 +25,20 @@ BATCH_FIELDS = (
 class Command(BaseCommand):
     help = (
         "Hybrid recall over semantic, session, limbic and autobiographical memory. "
-        "With --batch FILE.jsonl, one JSON line per query line {id, query, types?, person?, limit?, as_of?}."
+        "With --batch FILE.jsonl, one JSON line per query line "
+        "{id, query, types?, person?, limit?, as_of?, min_score?}."
     )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("query", nargs="?", help='search text; AND / OR / NOT and "phrases" are honoured')
         parser.add_argument("--types", help=f"comma-separated subset of {','.join(MEMORY_TYPES)}")
         parser.add_argument("--limit", type=int, default=10)
+        parser.add_argument(
+            "--min-score",
+            type=float,
+            default=0.0,
+            help="leave out hits less likely than this to be relevant (each hit's score, 0..1)",
+        )
         parser.add_argument("--person", help="person slug: their memories and conversations plus global memories")
         parser.add_argument("--since", type=date_arg, help="YYYY-MM-DD, inclusive")
         parser.add_argument("--until", type=date_arg, help="YYYY-MM-DD, inclusive")
@@ -45,6 +52,8 @@ class Command(BaseCommand):
         parser.add_argument("--batch", help="JSONL file of queries; one JSON result line per query")
 
     def handle(self, *args, **options) -> None:
+        if not 0.0 <= options["min_score"] <= 1.0:
+            raise CommandError(f"--min-score must be between 0 and 1, not {options['min_score']}")
         if options["batch"]:
             self._batch(options)
             return
@@ -60,6 +69,7 @@ class Command(BaseCommand):
                 until=options["until"],
                 channel=options["channel"],
                 as_of=moment_parse(options["as_of"], field="--as-of"),
+                min_score=options["min_score"],
             )
         except (ValueError, SearchTimeout) as exc:
             raise CommandError(str(exc)) from exc
@@ -109,6 +119,7 @@ class Command(BaseCommand):
                 limit=int(item.get("limit") or 10),
                 person=persons.get(slug) if slug else None,
                 as_of=moment_parse(item.get("as_of"), field="as_of"),
+                min_score=float(item.get("min_score") or 0.0),
             )
         except (QuerySyntaxError, ValueError, CommandError, SearchTimeout) as exc:
             return {"id": item.get("id"), "error": str(exc)}

@@ -1,0 +1,107 @@
+"""What every benchmark set measures: evidence recall at k, BM25 beside Anima, passive recall, small talk."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jieba
+from django.conf import settings
+from rank_bm25 import BM25Okapi
+
+from conversations.models import Conversation
+from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
+from memory.selectors import passive_recall
+
+KS = (1, 3, 5, 10, 20)
+# Anima's default (every branch fused), its keyword branches alone and its dense branch alone.
+BRANCHES = {"anima": ALL_BRANCHES, "anima_keyword": KEYWORD_BRANCHES, "dense": ("dense",)}
+SMALLTALK = Path(settings.BASE_DIR) / "bench" / "recall" / "smalltalk.jsonl"
+_WORD_RE = re.compile(r"\w")
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """jieba's search tokens, lower-cased, punctuation left out: BM25's words (zh and en alike)."""
+    return [token.lower() for token in jieba.cut_for_search(text) if _WORD_RE.search(token)]
+
+
+class Bm25:
+    """rank_bm25's Okapi BM25 over ``documents`` (key, text)."""
+
+    def __init__(self, documents: Sequence[tuple[str, str]]) -> None:
+        self.keys = [key for key, _ in documents]
+        self._index = BM25Okapi([bm25_tokens(text) for _, text in documents])
+
+    def ranked(self, query: str) -> list[str]:
+        scores = self._index.get_scores(bm25_tokens(query))
+        return [self.keys[i] for i in sorted(range(len(self.keys)), key=lambda i: -scores[i])]
+
+
+@dataclass
+class RecallTally:
+    """R@k: the share of a query's relevant keys among its first k results, averaged over queries."""
+
+    found: dict[int, float] = field(default_factory=lambda: dict.fromkeys(KS, 0.0))
+    queries: int = 0
+
+    def add(self, *, ranked: Sequence[str], relevant: set[str]) -> None:
+        self.queries += 1
+        for k in KS:
+            self.found[k] += len(relevant.intersection(ranked[:k])) / len(relevant)
+
+    def figures(self) -> dict[str, float]:
+        return {f"R@{k}": round(100 * self.found[k] / max(self.queries, 1), 1) for k in KS}
+
+
+@dataclass
+class PassiveTally:
+    """What passive recall offered unasked: in how many turns anything, in how many a relevant memory, and the
+    relevant share of all it offered."""
+
+    turns: int = 0
+    offered: int = 0
+    relevant: int = 0
+    memories: int = 0
+    relevant_memories: int = 0
+
+    def add(self, *, offered: set[str], relevant: set[str]) -> None:
+        self.turns += 1
+        self.offered += bool(offered)
+        self.relevant += bool(offered & relevant)
+        self.memories += len(offered)
+        self.relevant_memories += len(offered & relevant)
+
+    def figures(self) -> dict[str, float]:
+        turns = max(self.turns, 1)
+        return {
+            "offered %": round(100 * self.offered / turns, 1),
+            "relevant %": round(100 * self.relevant / turns, 1),
+            "precision %": round(100 * self.relevant_memories / max(self.memories, 1), 1),
+            "mean offered": round(self.memories / turns, 2),
+        }
+
+
+def passive_offered(*, conversation: Conversation, message: str, key_of: dict[int, str]) -> set[str]:
+    """The keys (``key_of`` by memory id) of what passive recall offers for ``message`` in ``conversation``."""
+    hits = passive_recall(conversation=conversation, user_message=message).hits
+    return {key_of.get(hit["id"], str(hit["id"])) for hit in hits}
+
+
+def smalltalk_lines(*, lang: str) -> list[str]:
+    """The small-talk lines of ``lang`` (greetings, thanks, acknowledgements): passive recall should offer nothing."""
+    with SMALLTALK.open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return [row["text"] for row in rows if row["lang"] == lang]
+
+
+def smalltalk_figures(*, conversations: Iterable[Conversation], lang: str) -> dict[str, float]:
+    """Over every small-talk line of ``lang`` in each of ``conversations``: the share offered anything, and how much."""
+    tally = PassiveTally()
+    for conversation in conversations:
+        for line in smalltalk_lines(lang=lang):
+            tally.add(offered=passive_offered(conversation=conversation, message=line, key_of={}), relevant=set())
+    figures = tally.figures()
+    return {"lines": tally.turns, "offered %": figures["offered %"], "mean offered": figures["mean offered"]}

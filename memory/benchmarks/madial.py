@@ -1,0 +1,93 @@
+"""MADial-Bench (zh and en): memories recalled for a dialogue, R@k beside BM25, and passive recall.
+
+Each language's memories become semantic memories, one person per ``user-id`` (zh; en has none: one person).
+Each dialogue is queried with its turns before the test turn (``dialogue[1:test_turn]``, as written); R@k is
+the share of its relevant memories found in the first k, averaged over dialogues (this reproduces the published
+BM25 figures). BM25 ranks the same user's memories by jieba search tokens. ``passive``: what passive recall
+offers for the user's last message before the test turn alone, in a conversation of the dialogue's user.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from anima.core.models import Component, MemoryStatus, MemoryType
+from anima.core.segmentation import segment_text
+from conversations.models import Conversation, Person
+from memory.benchmarks._common import BRANCHES, Bm25, PassiveTally, RecallTally, passive_offered, smalltalk_figures
+from memory.models import SemanticMemory
+from memory.selectors import memory_semantic_search
+
+LANGUAGES = ("zh", "en")
+# A dialogue line starts with its speaker: <Bart>:"…"
+_SPEAKER_RE = re.compile(r"^<[^>]*>:")
+
+
+def madial_found(data: Path) -> bool:
+    return (data / "MADial-Bench-en-memory.json").is_file()
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def madial_load(*, data: Path, lang: str) -> tuple[list[tuple[str, dict]], dict[str, Person], dict[int, str]]:
+    """Store ``lang``'s memories: (key, memory) pairs, the person of each user, and each stored memory's key."""
+    memories = [next(iter(item.items())) for item in _read_jsonl(data / f"MADial-Bench-{lang}-memory.json")]
+    persons = {
+        user: Person.objects.create(slug=f"bench-madial-{lang}-{user}")
+        for user in sorted({str(memory.get("user-id", "all")) for _, memory in memories})
+    }
+    rows = SemanticMemory.objects.bulk_create(
+        SemanticMemory(
+            primary_component=Component.SEMANTIC_MEMORY,
+            memory_type=MemoryType.EXPERIENCE,
+            status=MemoryStatus.ACTIVE,
+            external_id=f"bench-madial-{lang}-{key}",
+            content=memory["event"],
+            fts_segmented=segment_text(memory["event"]),
+            person=persons[str(memory.get("user-id", "all"))],
+        )
+        for key, memory in memories
+    )
+    return memories, persons, {row.pk: str(key) for row, (key, _) in zip(rows, memories, strict=True)}
+
+
+def madial_run(
+    *, data: Path, lang: str, loaded: tuple[list[tuple[str, dict]], dict[str, Person], dict[int, str]], dense: bool
+) -> dict[str, Any]:
+    """Figures of every system for ``lang`` (``loaded`` by ``madial_load``, embedded when ``dense``)."""
+    memories, persons, key_of = loaded
+    dialogues = _read_jsonl(data / f"MADial-Bench-{lang}-dialogue.json")
+    systems = [system for system in BRANCHES if system != "dense" or dense]
+    corpus: dict[str, list[tuple[str, str]]] = {user: [] for user in persons}
+    for key, memory in memories:
+        corpus[str(memory.get("user-id", "all"))].append((str(key), memory["event"]))
+    bm25 = {user: Bm25(documents) for user, documents in corpus.items()}
+    tallies = {system: RecallTally() for system in [*systems, "bm25"]}
+    conversations = {user: Conversation.objects.create(person=person) for user, person in persons.items()}
+    passive = PassiveTally()
+    for dialogue in dialogues:
+        user = str(dialogue.get("user-id", "all")) if len(persons) > 1 else next(iter(persons))
+        turn = dialogue["test-turn"][0]
+        query = "\n".join(line.strip() for line in dialogue["dialogue"][1:turn])
+        relevant = {str(key) for key in dialogue["relevant-id"]}
+        for system in systems:
+            results = memory_semantic_search(query=query, limit=20, person=persons[user], branches=BRANCHES[system])
+            tallies[system].add(ranked=[key_of.get(hit["id"], "") for hit in results], relevant=relevant)
+        tallies["bm25"].add(ranked=bm25[user].ranked(query), relevant=relevant)
+        message = _SPEAKER_RE.sub("", dialogue["dialogue"][turn - 1]).strip().strip('"')
+        passive.add(
+            offered=passive_offered(conversation=conversations[user], message=message, key_of=key_of),
+            relevant=relevant,
+        )
+    return (
+        {"n": len(dialogues)}
+        | {system: tally.figures() for system, tally in tallies.items()}
+        | {"passive": passive.figures()}
+        | {"smalltalk": smalltalk_figures(conversations=list(conversations.values())[:5], lang=lang)}
+    )
