@@ -344,7 +344,10 @@ def _relay(event: dict, replies: dict[int, str], strippers: dict[int, CitationSt
         if not isinstance(choice, dict):
             continue
         index = choice.get("index", 0)
-        delta = choice.get("delta") or {}
+        # The chunk's own delta, even an empty one: a held-back end flushed into it must reach the client.
+        delta = choice.get("delta")
+        if delta is None:
+            delta = choice["delta"] = {}
         piece = delta.get("content") if isinstance(delta, dict) else None
         if isinstance(piece, str):
             replies[index] = replies.get(index, "") + piece

@@ -155,6 +155,16 @@ def test_a_stream_passes_through_without_markers_and_stores_the_whole_reply(bot,
     assert Conversation.objects.get(external_id="web-1").person == leo_cat.person  # the token's one person
 
 
+def test_a_streamed_reply_keeps_its_held_back_end_when_the_finish_chunk_carries_no_text(bot, llm_stub, leo_cat):
+    # The stub's finish chunk has an empty delta, as OpenAI's has: what was held back as a possible marker goes there.
+    llm_stub.stream(["Miso is asleep. ", "See ["])
+    client = bot(api_token(username="root", staff=True), conversation="web-3", person="leo")
+
+    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Cat?"}], stream=True)
+
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == "Miso is asleep. See ["
+
+
 def test_a_stream_closed_before_its_first_chunk_closes_the_upstream_response(llm_stub, leo_cat):
     llm_stub.stream(["Your cat ", "is Miso."], gate=threading.Event())
     access = access_for_user(get_user_model().objects.create_user(username="root", is_staff=True))
