@@ -92,6 +92,52 @@ def test_import_is_idempotent(tmp_path):
     assert (SemanticMemory.objects.count(), HistoryEntry.objects.count(), Identity.objects.count()) == counts
 
 
+def test_an_export_imported_into_the_database_it_came_from_writes_nothing(tmp_path):
+    leo = PersonFactory(slug="leo")
+    # What the nightly extraction writes: facts carrying the channel they were said on (telegram, web), which
+    # a workspace file does not record; a global one too; a pinned one; the same fact twice.
+    for content, person, channel, pinned in [
+        ("Leo 住在杭州", leo, "telegram", False),
+        ("Leo is allergic to peanuts", leo, "web", True),
+        ("Leo likes tea", leo, "cli", False),
+        ("Leo likes tea", leo, "", False),
+        ("I prefer concise answers", None, "web", False),
+    ]:
+        memory_create(
+            content=content, memory_type=MemoryType.WORLD, person=person, source_channel=channel, pinned=pinned
+        )
+    memory_remember(content="在 Telegram 上用语音", person=leo, source_channel="wechat", source_id="42")
+    before = set(SemanticMemory.objects.values_list("id", "content", "pinned", "source_channel"))
+
+    workspace_export(root=tmp_path / "ws")
+    result = workspace_import(root=tmp_path / "ws")
+
+    assert result.counts["memories"] == 0
+    assert set(SemanticMemory.objects.values_list("id", "content", "pinned", "source_channel")) == before
+
+
+def test_a_fact_the_person_holds_is_not_imported_again_however_it_is_cased_spaced_or_typed(tmp_path):
+    leo = PersonFactory(slug="leo")
+    held = memory_create(content="Leo lives in Hangzhou", memory_type=MemoryType.WORLD, person=leo)
+    memory_create(content="Maya lives in Lisbon", memory_type=MemoryType.WORLD, person=PersonFactory(slug="maya"))
+    person_dir = tmp_path / "ws" / "memory" / "persons" / "leo"
+    person_dir.mkdir(parents=True)
+    (person_dir / "MEMORY.md").write_text(
+        "## experience\n\n- [pinned] leo lives in  HANGZHOU.\n- Maya lives in Lisbon\n", encoding="utf-8"
+    )
+
+    result = workspace_import(root=tmp_path / "ws")
+
+    # Leo holds the first (now pinned, as the file says); Maya's fact is not Leo's, so it is his new memory.
+    assert result.counts["memories"] == 1
+    held.refresh_from_db()
+    assert held.pinned and held.memory_type == MemoryType.WORLD
+    assert sorted(SemanticMemory.objects.filter(person=leo).values_list("content", flat=True)) == [
+        "Leo lives in Hangzhou",
+        "Maya lives in Lisbon",
+    ]
+
+
 def test_hand_written_workspace_imports_people_memories_history_and_soul():
     workspace_import(root=FIXTURE)
 
