@@ -37,8 +37,8 @@ whatever its type or channel, or a history entry already there, as many times as
 it, is not written again: an export imported into the database it came from writes nothing) and
 all-or-nothing: every file is checked first, and any problem is reported as
 ``file:line: message`` before anything is written. What Anima does not understand but can skip (an
-unknown history field, a heading that is not a memory type, prose between list items) is a warning
-with its line, never a failed import.
+unknown history field, a heading that is not a memory type, prose between list items, a link leading
+out of the workspace, never followed) is a warning with its line, never a failed import.
 """
 
 from __future__ import annotations
@@ -380,9 +380,23 @@ def _move_into_place(staging: Path, root: Path) -> None:
 # --- Parsing --------------------------------------------------------------------------------------
 
 
+def _outside(root: Path, relative: str, findings: _Findings) -> bool:
+    """True, with a warning naming it, when ``relative`` is (or lies under) a link leading out of the workspace.
+
+    A workspace is a directory someone handed over: a link in it to ``~/.ssh`` or another person's
+    notes must not become memories. Links within the workspace are followed. (Callers ask only about a
+    file or directory that exists, so a loop of links never gets here.)
+    """
+    target = (root / relative).resolve()
+    if target.is_relative_to(root.resolve()):
+        return False
+    findings.warn(relative, 1, f"a link to {target}, outside the workspace; not imported")
+    return True
+
+
 def _read(root: Path, relative: str, findings: _Findings) -> str | None:
     path = root / relative
-    if not path.is_file():
+    if not path.is_file() or _outside(root, relative, findings):
         return None
     try:
         return path.read_bytes().decode("utf-8")
@@ -696,7 +710,8 @@ def _workspace_parse(root: Path, findings: _Findings, tz: tzinfo) -> _Workspace:
     if (text := _read(root, IDENTITY_MAP, findings)) is not None:
         workspace.persons = _parse_identity_map(text, IDENTITY_MAP, findings)
     persons_dir = root / PERSONS
-    for directory in sorted(persons_dir.iterdir()) if persons_dir.is_dir() else []:
+    persons_here = persons_dir.is_dir() and not _outside(root, PERSONS, findings)
+    for directory in sorted(persons_dir.iterdir()) if persons_here else []:
         if not directory.is_dir():
             continue
         slug = directory.name
@@ -704,13 +719,16 @@ def _workspace_parse(root: Path, findings: _Findings, tz: tzinfo) -> _Workspace:
         if not person_slug_valid(slug):
             findings.error(base, 1, f"person directory {slug!r} must be a slug (lowercase letters, digits, - or _)")
             continue
+        if _outside(root, base, findings):
+            continue
         person = workspace.persons.setdefault(slug, _PersonFiles())
         if (text := _read(root, f"{base}/MEMORY.md", findings)) is not None:
             person.memories = _parse_memories(text, f"{base}/MEMORY.md", findings, default_type=MemoryType.WORLD)
         if (text := _read(root, f"{base}/history.jsonl", findings)) is not None:
             person.history = _parse_history(text, f"{base}/history.jsonl", findings, tz)
         sources_dir = directory / "sources"
-        for path in sorted(sources_dir.glob("*.md")) if sources_dir.is_dir() else []:
+        sources_here = sources_dir.is_dir() and not _outside(root, f"{base}/sources", findings)
+        for path in sorted(sources_dir.glob("*.md")) if sources_here else []:
             relative = f"{base}/sources/{path.name}"
             if (text := _read(root, relative, findings)) is None:
                 continue

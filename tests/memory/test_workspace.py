@@ -544,6 +544,39 @@ def test_what_anima_does_not_understand_is_a_warning_with_its_line_and_the_rest_
     assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == "I listen."
 
 
+def test_links_leading_out_of_the_workspace_are_refused_with_a_warning_naming_them(tmp_path):
+    outside = tmp_path / "elsewhere"
+    (outside / "maya").mkdir(parents=True)
+    (outside / "secret.md").write_text("- the neighbour's door code is 4711\n", encoding="utf-8")
+    (outside / "maya" / "MEMORY.md").write_text("- Maya's locker code is 2046\n", encoding="utf-8")
+    root = tmp_path / "ws"
+    leo = root / "memory" / "persons" / "leo"
+    (leo / "sources").mkdir(parents=True)
+    (root / "notes").mkdir()
+    (root / "notes" / "user.md").write_text("- Short answers please\n", encoding="utf-8")
+    (root / "USER.md").symlink_to(Path("notes") / "user.md")  # a link within the workspace is followed
+    (leo / "MEMORY.md").symlink_to(outside / "secret.md")
+    (leo / "sources" / "telegram_1.md").symlink_to(Path("../../../../../elsewhere/secret.md"))
+    (leo / "history.jsonl").write_text(
+        '{"cursor": 1, "timestamp": "2026-10-01 10:00", "content": "Leo moved to Berlin"}\n', encoding="utf-8"
+    )
+    (root / "memory" / "persons" / "maya").symlink_to(outside / "maya", target_is_directory=True)
+    err = io.StringIO()
+
+    call_command("import_workspace", str(root), stdout=io.StringIO(), stderr=err)  # exit status 0
+
+    secret, maya = (outside / "secret.md").resolve(), (outside / "maya").resolve()
+    assert err.getvalue().splitlines() == [
+        f"warning: memory/persons/leo/MEMORY.md:1: a link to {secret}, outside the workspace; not imported",
+        f"warning: memory/persons/leo/sources/telegram_1.md:1: a link to {secret}, outside the workspace; not imported",
+        f"warning: memory/persons/maya:1: a link to {maya}, outside the workspace; not imported",
+    ]
+    # The rest imported: the linked-in file from within, Leo's own history.
+    assert list(SemanticMemory.objects.values_list("content", "person")) == [("Short answers please", None)]
+    assert list(HistoryEntry.objects.values_list("content", "person__slug")) == [("Leo moved to Berlin", "leo")]
+    assert not Person.objects.filter(slug="maya").exists()
+
+
 # --- nanobot: workspaces its MemoryStore wrote import; exports are ones it reads ---------------------
 
 NANOBOT_CLOCK = dt.datetime(2026, 3, 1, 9, 30)  # nanobot writes naive local time
