@@ -262,7 +262,7 @@ _REMEMBER_LOCK = 7301
 _DERIVED_BODY_KEYS = {"observed_at", "occurred_at", "source_conversations", "tags"}
 
 
-def _same_content_key(content: str) -> str:
+def same_content_key(content: str) -> str:
     """What counts as "the same fact": the project's dedupe form (``normalized``: NFKC, case-folded, letters and
     digits only, as the nightly dedupe compares), or, for a text without letters or digits, the text itself."""
     return normalized(content) or " ".join(content.split()).casefold()
@@ -370,7 +370,7 @@ def memory_remember(
     """
     content = _content_valid(content)
     _memory_type_valid(memory_type)
-    same = _same_content_key(content)
+    same = same_content_key(content)
     with transaction.atomic():
         # Serialise remembers for one person so two identical concurrent calls cannot both insert.
         with connection.cursor() as cursor:
@@ -390,7 +390,7 @@ def memory_remember(
             .filter(Q(squeezed__icontains=as_written) | Q(squeezed__icontains=nfkc))
         )
         for existing in candidates.order_by("id"):
-            if _same_content_key(existing.content) == same:
+            if same_content_key(existing.content) == same:
                 return existing, False
         now = timezone.now()
         body: dict[str, Any] = {"observed_at": now.isoformat()}

@@ -32,11 +32,13 @@ account.
 Only active memories are exported; ids and creation times stay out, so exporting, importing into an
 empty database and exporting again gives byte-identical files. Export writes every file into a
 staging directory first and then moves them into place, so a failure leaves the target as it was.
-Import is idempotent (a fact or history entry already there as many times as the files hold it is
-not written again) and all-or-nothing: every file is checked first, and any problem is reported as
+Import is idempotent (a fact the person already holds, compared as ``memory_remember`` compares,
+whatever its type or channel, or a history entry already there, as many times as the files hold
+it, is not written again: an export imported into the database it came from writes nothing) and
+all-or-nothing: every file is checked first, and any problem is reported as
 ``file:line: message`` before anything is written. What Anima does not understand but can skip (an
-unknown history field, a heading that is not a memory type, prose between list items) is a warning
-with its line, never a failed import.
+unknown history field, a heading that is not a memory type, prose between list items, a link leading
+out of the workspace, never followed) is a warning with its line, never a failed import.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ from anima.core.models import MemoryType
 from anima.core.text import MAX_TEXT_CHARS
 from conversations.models import HistoryEntry, Identity, Person, person_slug_valid
 from conversations.services import history_append, identity_map, person_ensure
-from memory.models import SelfBlock, SelfLayerBlock
+from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.selectors import active_semantic_memories
-from memory.services import memory_create, memory_pin
+from memory.services import memory_create, memory_pin, same_content_key
 
 SOUL = "SOUL.md"
 USER = "USER.md"
@@ -378,9 +380,23 @@ def _move_into_place(staging: Path, root: Path) -> None:
 # --- Parsing --------------------------------------------------------------------------------------
 
 
+def _outside(root: Path, relative: str, findings: _Findings) -> bool:
+    """True, with a warning naming it, when ``relative`` is (or lies under) a link leading out of the workspace.
+
+    A workspace is a directory someone handed over: a link in it to ``~/.ssh`` or another person's
+    notes must not become memories. Links within the workspace are followed. (Callers ask only about a
+    file or directory that exists, so a loop of links never gets here.)
+    """
+    target = (root / relative).resolve()
+    if target.is_relative_to(root.resolve()):
+        return False
+    findings.warn(relative, 1, f"a link to {target}, outside the workspace; not imported")
+    return True
+
+
 def _read(root: Path, relative: str, findings: _Findings) -> str | None:
     path = root / relative
-    if not path.is_file():
+    if not path.is_file() or _outside(root, relative, findings):
         return None
     try:
         return path.read_bytes().decode("utf-8")
@@ -694,7 +710,8 @@ def _workspace_parse(root: Path, findings: _Findings, tz: tzinfo) -> _Workspace:
     if (text := _read(root, IDENTITY_MAP, findings)) is not None:
         workspace.persons = _parse_identity_map(text, IDENTITY_MAP, findings)
     persons_dir = root / PERSONS
-    for directory in sorted(persons_dir.iterdir()) if persons_dir.is_dir() else []:
+    persons_here = persons_dir.is_dir() and not _outside(root, PERSONS, findings)
+    for directory in sorted(persons_dir.iterdir()) if persons_here else []:
         if not directory.is_dir():
             continue
         slug = directory.name
@@ -702,13 +719,16 @@ def _workspace_parse(root: Path, findings: _Findings, tz: tzinfo) -> _Workspace:
         if not person_slug_valid(slug):
             findings.error(base, 1, f"person directory {slug!r} must be a slug (lowercase letters, digits, - or _)")
             continue
+        if _outside(root, base, findings):
+            continue
         person = workspace.persons.setdefault(slug, _PersonFiles())
         if (text := _read(root, f"{base}/MEMORY.md", findings)) is not None:
             person.memories = _parse_memories(text, f"{base}/MEMORY.md", findings, default_type=MemoryType.WORLD)
         if (text := _read(root, f"{base}/history.jsonl", findings)) is not None:
             person.history = _parse_history(text, f"{base}/history.jsonl", findings, tz)
         sources_dir = directory / "sources"
-        for path in sorted(sources_dir.glob("*.md")) if sources_dir.is_dir() else []:
+        sources_here = sources_dir.is_dir() and not _outside(root, f"{base}/sources", findings)
+        for path in sorted(sources_dir.glob("*.md")) if sources_here else []:
             relative = f"{base}/sources/{path.name}"
             if (text := _read(root, relative, findings)) is None:
                 continue
@@ -777,7 +797,7 @@ def workspace_import(*, root: Path, force: bool = False, tz: tzinfo | None = Non
     counts = result.counts
     with transaction.atomic():
         _import_soul(workspace.soul, counts, force=force)
-        _import_memories(workspace.memories, person=None, counts=counts)
+        _import_memories(workspace.memories, person=None, counts=counts, held=_memories_held(person=None))
         _import_history(workspace.history, person=None, counts=counts)
         for slug, files in workspace.persons.items():
             person = person_ensure(slug=slug, display_name=files.display_name)
@@ -785,9 +805,10 @@ def workspace_import(*, root: Path, force: bool = False, tz: tzinfo | None = Non
                 if not Identity.objects.filter(channel=channel, external_id=external_id, person=person).exists():
                     identity_map(channel=channel, external_id=external_id, person_slug=slug)
                     counts["identities"] += 1
-            _import_memories(files.memories, person=person, counts=counts)
+            held = _memories_held(person=person)
+            _import_memories(files.memories, person=person, counts=counts, held=held)
             for source, items in files.sources.items():
-                _import_memories(items, person=person, counts=counts, source=source)
+                _import_memories(items, person=person, counts=counts, held=held, source=source)
             _import_history(files.history, person=person, counts=counts)
     return result
 
@@ -805,29 +826,41 @@ def _import_soul(blocks: dict[str, str], counts: Counter, *, force: bool) -> Non
         counts["self_blocks"] += 1
 
 
-def _import_memories(
-    items: list[_MemoryItem], *, person: Person | None, counts: Counter, source: tuple[str, str] | None = None
-) -> None:
-    """Write the memories the database does not hold yet, as many times as the file holds each.
+def _memories_held(*, person: Person | None) -> dict[str, list[SemanticMemory]]:
+    """``person``'s active memories (the global ones for None) by what counts as the same fact, oldest first."""
+    held: dict[str, list[SemanticMemory]] = {}
+    for memory in active_semantic_memories().filter(person=person).only("id", "content", "pinned").order_by("id"):
+        held.setdefault(same_content_key(memory.content), []).append(memory)
+    return held
 
-    Only an identical text counts as already there: "LEO LIKES  TEA" beside "Leo likes tea" is a
-    memory of its own (the round trip keeps both).
+
+def _import_memories(
+    items: list[_MemoryItem],
+    *,
+    person: Person | None,
+    counts: Counter,
+    held: dict[str, list[SemanticMemory]],
+    source: tuple[str, str] | None = None,
+) -> None:
+    """Write the memories ``person`` does not hold yet, as many times as the files hold each.
+
+    A memory is already there when the person holds the same fact (``same_content_key``, as
+    ``memory_remember`` compares: "Leo likes tea." is "leo likes tea"), whatever its type, channel
+    or source note: an export records no channel for a fact sleep extracted, so re-importing it
+    must still find it. Each memory held answers one item of the files (``held`` is shared by all
+    of a person's files and used up), so "LEO LIKES  TEA" beside "Leo likes tea" in the files are
+    two memories, as exported from two.
     """
     channel, source_id = source or ("", "")
-    existing = Counter(
-        (memory.content, memory.memory_type)
-        for memory in active_semantic_memories().filter(
-            person=person, content__in={item.content for item in items}, source_channel=channel
-        )
-        if str(memory.body.get("source_id", "")) == source_id
-    )
     now = timezone.now()
     for item in items:
-        key = (item.content, item.memory_type)
-        if existing[key] > 0:
-            existing[key] -= 1
-            if item.pinned:
-                _pin_one(person=person, item=item, channel=channel, source_id=source_id)
+        same = held.get(same_content_key(item.content))
+        if same:
+            # A pinned item takes a pinned copy (or pins one); an unpinned item leaves pinned copies to pinned items.
+            memory = next((m for m in same if m.pinned == item.pinned), same[0])
+            same.remove(memory)
+            if item.pinned and not memory.pinned:
+                memory_pin(memory=memory)
             continue
         body: dict[str, Any] = {"observed_at": now.isoformat()}
         if source_id:
@@ -843,16 +876,6 @@ def _import_memories(
             created_at=now,
         )
         counts["memories"] += 1
-
-
-def _pin_one(*, person: Person | None, item: _MemoryItem, channel: str, source_id: str) -> None:
-    """A pinned item that is already there: pin one unpinned copy of it, if none is pinned."""
-    same = active_semantic_memories().filter(
-        person=person, content=item.content, memory_type=item.memory_type, source_channel=channel
-    )
-    same = [memory for memory in same.order_by("id") if str(memory.body.get("source_id", "")) == source_id]
-    if same and not any(memory.pinned for memory in same):
-        memory_pin(memory=same[0])
 
 
 def _minute(moment: datetime) -> datetime:

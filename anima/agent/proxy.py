@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ from django.utils import timezone
 
 from anima.agent.turn import prepare_turn
 from anima.core.errors import AccessDenied, AnimaError, Unavailable
-from anima.core.text import text_bounded
+from anima.core.jsonvalue import storable
+from anima.core.text import MAX_TEXT_CHARS, clip, text_bounded
 from conversations.access import (
     AGENT,
     CONVERSATION_HEADER,
@@ -51,9 +53,13 @@ from conversations.models import Conversation, Platform, Role
 from conversations.selectors import message_latest_user
 from conversations.services import message_create
 
+logger = logging.getLogger(__name__)
+
 NO_CHAT_MODEL = (
     "no chat model configured: set ANIMA_LLM_BASE_URL and ANIMA_LLM_MODEL (the offline provider does not chat)"
 )
+# Ends a reply stored cut to MAX_TEXT_CHARS.
+CUT_MARK = " …"
 # Roles whose messages before the user message are the client's instructions, not its history.
 CLIENT_INSTRUCTION_ROLES = ("system", "developer")
 
@@ -212,6 +218,25 @@ def proxy_turn(*, body: Any, access: Access, person: str | None, conversation: s
     return ProxyTurn(conversation=found, user_message=None if stored else text, upstream_body=upstream_body, at=at)
 
 
+def _storable_reply(turn: ProxyTurn, reply: str) -> str:
+    """The reply as stored: what PostgreSQL cannot hold replaced, cut (at a sentence end, marked) when longer
+    than a message may be.
+
+    The model wrote it, not the client: the client gets it whole, and what Anima keeps stays
+    within the length every stored text is held to (search indexes each message whole).
+    """
+    reply = storable(reply)  # a NUL or lone surrogate the model wrote becomes U+FFFD
+    if len(reply) <= MAX_TEXT_CHARS:
+        return reply
+    logger.warning(
+        "the reply in conversation %s has %d characters; stored are the first %d",
+        turn.conversation.pk,
+        len(reply),
+        MAX_TEXT_CHARS,
+    )
+    return clip(reply, MAX_TEXT_CHARS - len(CUT_MARK)) + CUT_MARK
+
+
 def _store(turn: ProxyTurn, reply: str) -> None:
     """The user message and the reply, together or not at all."""
     with transaction.atomic():
@@ -220,7 +245,7 @@ def _store(turn: ProxyTurn, reply: str) -> None:
                 conversation=turn.conversation, role=Role.USER, content=turn.user_message, created_at=turn.at
             )
         if reply:
-            message_create(conversation=turn.conversation, role=Role.ASSISTANT, content=reply)
+            message_create(conversation=turn.conversation, role=Role.ASSISTANT, content=_storable_reply(turn, reply))
 
 
 # --- Upstream ---------------------------------------------------------------------------------------
@@ -327,14 +352,21 @@ def _events(turn: ProxyTurn, response: httpx2.Response) -> Iterator[bytes]:
             yield f"{line}\n".encode()
         if not finished:
             raise httpx2.RemoteProtocolError("the stream ended before the reply finished")
+        if not stored:  # a server that sends no [DONE]
+            _store(turn, replies.get(0, ""))
     except httpx2.HTTPError as exc:
-        message = f"the LLM server's stream broke off ({exc}); nothing was stored"
-        yield f"data: {json.dumps({'error': {'message': message, 'type': 'upstream_error'}})}\n\n".encode()
-        return
+        yield _error_event(f"the LLM server's stream broke off ({exc}); nothing was stored")
+    except Exception:
+        # The 200 and part of the reply are sent: a failure can only end the stream, with an event saying so.
+        logger.exception("the proxy stream in conversation %s failed", turn.conversation.pk)
+        outcome = "the reply was stored" if stored else "nothing was stored"
+        yield _error_event(f"Anima could not pass on this reply (see the server log); {outcome}", kind="server_error")
     finally:
         response.close()
-    if not stored:  # a server that sends no [DONE]
-        _store(turn, replies.get(0, ""))
+
+
+def _error_event(message: str, *, kind: str = "upstream_error") -> bytes:
+    return f"data: {json.dumps({'error': {'message': message, 'type': kind}})}\n\n".encode()
 
 
 def _relay(event: dict, replies: dict[int, str], strippers: dict[int, CitationStripper], *, keep: bool) -> bool:
@@ -344,7 +376,10 @@ def _relay(event: dict, replies: dict[int, str], strippers: dict[int, CitationSt
         if not isinstance(choice, dict):
             continue
         index = choice.get("index", 0)
-        delta = choice.get("delta") or {}
+        # The chunk's own delta, even an empty one: a held-back end flushed into it must reach the client.
+        delta = choice.get("delta")
+        if delta is None:
+            delta = choice["delta"] = {}
         piece = delta.get("content") if isinstance(delta, dict) else None
         if isinstance(piece, str):
             replies[index] = replies.get(index, "") + piece

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from anima.agent.proxy import CitationStripper, citations_stripped, proxy_stream, proxy_turn
 from anima.agent.tools import tool_schemas
 from anima.api.testing import api_token
+from anima.core.text import MAX_TEXT_CHARS
 from conversations.access import access_for_user
 from conversations.models import Conversation, Message, Platform
 from memory.models import SemanticMemory
@@ -155,6 +156,16 @@ def test_a_stream_passes_through_without_markers_and_stores_the_whole_reply(bot,
     assert Conversation.objects.get(external_id="web-1").person == leo_cat.person  # the token's one person
 
 
+def test_a_streamed_reply_keeps_its_held_back_end_when_the_finish_chunk_carries_no_text(bot, llm_stub, leo_cat):
+    # The stub's finish chunk has an empty delta, as OpenAI's has: what was held back as a possible marker goes there.
+    llm_stub.stream(["Miso is asleep. ", "See ["])
+    client = bot(api_token(username="root", staff=True), conversation="web-3", person="leo")
+
+    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Cat?"}], stream=True)
+
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == "Miso is asleep. See ["
+
+
 def test_a_stream_closed_before_its_first_chunk_closes_the_upstream_response(llm_stub, leo_cat):
     llm_stub.stream(["Your cat ", "is Miso."], gate=threading.Event())
     access = access_for_user(get_user_model().objects.create_user(username="root", is_staff=True))
@@ -198,6 +209,54 @@ def test_an_upstream_failure_returns_its_status_and_stores_nothing(bot, llm_stub
     assert "nothing was stored" in broken.value.message
 
     assert stored("c") == []
+
+
+SENTENCE = "Miso sleeps on the warm laptop again. "
+LONG_REPLY = SENTENCE * (MAX_TEXT_CHARS // len(SENTENCE) + 100)  # 103,800 characters
+
+
+def _stored_cut(content: str) -> bool:
+    """Cut at the last sentence end within a message's length, and marked as cut."""
+    return len(content) <= MAX_TEXT_CHARS and content.endswith("again. …") and LONG_REPLY.startswith(content[:-2])
+
+
+def test_a_reply_longer_than_a_message_may_be_reaches_the_client_whole_and_is_stored_cut(bot, llm_stub, leo_cat):
+    llm_stub.reply(LONG_REPLY)
+    client = bot(api_token(username="root", staff=True), conversation="long", person="leo")
+
+    completion = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Tell me all"}])
+
+    assert completion.choices[0].message.content == LONG_REPLY
+    (asked, replied) = stored("long")
+    assert asked == ("user", "Tell me all") and replied[0] == "assistant" and _stored_cut(replied[1])
+
+
+def test_a_streamed_reply_longer_than_a_message_may_be_streams_whole_and_is_stored_cut(bot, llm_stub, leo_cat):
+    llm_stub.stream([LONG_REPLY[:60_000], LONG_REPLY[60_000:]])
+    client = bot(api_token(username="root", staff=True), conversation="long", person="leo")
+
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Tell me all"}], stream=True
+    )
+
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == LONG_REPLY
+    (asked, replied) = stored("long")
+    assert asked == ("user", "Tell me all") and replied[0] == "assistant" and _stored_cut(replied[1])
+
+
+def test_a_reply_anima_cannot_pass_on_or_store_as_written_never_breaks_the_connection(bot, llm_stub, leo_cat):
+    llm_stub.reply("Miso\u0000 naps.")
+    llm_stub.stream(["Miso ", "\ud800 naps."])  # a lone surrogate: no UTF-8 to send it in
+    client = bot(api_token(username="root", staff=True), conversation="odd", person="leo")
+
+    completion = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Cat?"}])
+    assert completion.choices[0].message.content == "Miso\u0000 naps."
+    assert stored("odd") == [("user", "Cat?"), ("assistant", "Miso\ufffd naps.")]
+
+    with pytest.raises(openai.APIError) as broken:
+        list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Cat?"}], stream=True))
+    assert "Anima could not pass on this reply (see the server log); nothing was stored" in broken.value.message
+    assert len(stored("odd")) == 2
 
 
 def test_who_asks_decides_where_the_turn_goes(bot, llm_stub, leo_cat):

@@ -33,6 +33,7 @@ from anima.core.llm.schema import (
     schema_validate,
 )
 from anima.core.llm.testing import StubLlmServer, StubReply, scripted
+from anima.core.llm.usage import estimate_tokens
 from anima.core.models import AutoLlmRun
 from memory.models import SelfBlock
 from tests.factories import AutoLlmRunFactory, SelfLayerBlockFactory, SemanticMemoryFactory
@@ -56,6 +57,9 @@ FACTS_SCHEMA = {
     },
 }
 ANSWER = {"facts": [{"content": "女儿属虎", "importance": 0.8}]}
+# The usage the stub reports where a test counts tokens: above what ask()'s prompt and answer must cost
+# (~40 and ~16 tokens by the local estimate), so the server's figures are the ones counted.
+USAGE = {"prompt_tokens": 100, "completion_tokens": 20}
 
 
 @offline_handler("test.echo")
@@ -181,14 +185,14 @@ def test_an_unreachable_server_is_a_transient_error(settings, monkeypatch):
     ],
 )
 def test_unusable_answers_raise_invalid_output_and_are_audited(stub, content, finish_reason, message):
-    stub.reply(content, finish_reason=finish_reason)
+    stub.reply(content, finish_reason=finish_reason, **USAGE)
 
     with pytest.raises(LlmInvalidOutput, match=message):
         ask()
 
     assert len(stub.requests) == 1
     run = AutoLlmRun.objects.get()
-    assert "LlmInvalidOutput" in run.error and run.response and run.total_tokens == 15
+    assert "LlmInvalidOutput" in run.error and run.response and run.total_tokens == 120
 
 
 def _chat_completion(content: str) -> str:
@@ -282,13 +286,13 @@ def test_a_spent_budget_stops_the_call_before_anything_is_sent(stub):
 
 
 def test_the_budget_counts_the_tokens_of_earlier_calls_of_the_run(stub):
-    stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
-    stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
+    stub.reply(ANSWER, **USAGE)
+    stub.reply(ANSWER, **USAGE)
 
-    ask(token_budget=20)
-    ask(token_budget=20)  # 15 of 20 spent: still allowed to start
+    ask(token_budget=240)
+    ask(token_budget=240)  # 120 of 240 spent: still allowed to start
     with pytest.raises(LlmBudgetExceeded):
-        ask(token_budget=20)
+        ask(token_budget=240)
 
     assert len(stub.requests) == 2
 
@@ -296,7 +300,7 @@ def test_the_budget_counts_the_tokens_of_earlier_calls_of_the_run(stub):
 def test_a_run_s_audited_tokens_are_summed_for_its_first_call_only(stub):
     AutoLlmRunFactory(run_key="sleep-run:1", total_tokens=100)
     for _ in range(3):
-        stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
+        stub.reply(ANSWER, **USAGE)
 
     with CaptureQueriesContext(connection) as queries:
         for _ in range(3):
@@ -305,22 +309,81 @@ def test_a_run_s_audited_tokens_are_summed_for_its_first_call_only(stub):
     assert sum("SUM(total_tokens)" in query["sql"] for query in queries.captured_queries) == 1
     with connection.cursor() as cursor:
         cursor.execute("SELECT spent, reserved FROM llm_token_budgets WHERE run_key = 'sleep-run:1'")
-        assert cursor.fetchone() == (145, 0)
+        assert cursor.fetchone() == (460, 0)
 
 
 def test_calls_in_flight_in_other_workers_count_against_the_budget(stub):
-    stub.reply(ANSWER, prompt_tokens=10, completion_tokens=5)
-    ask(token_budget=5000)  # 15 spent
-    budget_reserve(run_key="sleep-run:1", budget=5000, tokens=4990, purpose="elsewhere")  # another worker's call
+    stub.reply(ANSWER, **USAGE)
+    ask(token_budget=5000)  # 120 spent
+    budget_reserve(run_key="sleep-run:1", budget=5000, tokens=4880, purpose="elsewhere")  # another worker's call
 
     # Another call may go once that one returns: the caller is told to wait, not that the budget is spent.
-    waiting = "has spent 15 of 5000 tokens \\(and 4990 reserved by calls in flight\\)"
+    waiting = "has spent 120 of 5000 tokens \\(and 4880 reserved by calls in flight\\)"
     with CaptureQueriesContext(connection) as queries, pytest.raises(LlmBudgetReserved, match=waiting):
         ask(token_budget=5000)
 
     assert len(stub.requests) == 1
     # A refusal (retried until the calls in flight return) does not sum the run's audit rows again.
     assert not any("SUM(total_tokens)" in query["sql"] for query in queries.captured_queries)
+
+
+def _usage_reply(usage: dict | None) -> StubReply:
+    """A chat completion of ANSWER carrying ``usage`` as sent (None: no usage at all)."""
+    body = json.loads(_chat_completion(json.dumps(ANSWER, ensure_ascii=False)))
+    if usage is not None:
+        body["usage"] = usage
+    return StubReply(raw=json.dumps(body).encode())
+
+
+# About 1,000 tokens a prompt: an English half (4 characters a token) and a Chinese half (1 a character).
+LONG_DIALOGUE = "user: we walked the dog by the lake again " * 50 + "用户：我们又去湖边遛狗了。" * 40
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        None,
+        {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        {"prompt_tokens": -100_000, "completion_tokens": -5, "total_tokens": -100_005},
+        {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},  # far below what the prompt must cost
+        {"prompt_tokens": 10**15, "completion_tokens": "many", "total_tokens": None},  # no count of these texts
+    ],
+    ids=["missing", "zero", "negative", "too-low", "impossible"],
+)
+def test_an_upstream_s_missing_or_implausible_usage_cannot_get_past_the_budget(stub, usage):
+    stub.responder = lambda body: _usage_reply(usage)
+    budget = 8000
+
+    with pytest.raises(LlmBudgetExceeded):
+        for _ in range(40):
+            ask(payload={"dialogue": LONG_DIALOGUE}, token_budget=budget, max_tokens=500)
+
+    runs = list(AutoLlmRun.objects.filter(run_key="sleep-run:1"))
+    # Each call counts what its texts cost (~1,000 prompt tokens with the identity context); 8,000 stop the ninth.
+    assert all(1000 <= run.prompt_tokens <= 1300 and run.completion_tokens >= 10 for run in runs)
+    assert len(stub.requests) == len(runs) <= 9
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT spent, reserved FROM llm_token_budgets WHERE run_key = 'sleep-run:1'")
+        spent, reserved = cursor.fetchone()
+    assert budget <= spent == sum(run.total_tokens for run in runs) <= budget + 1300 + 500
+    assert reserved == 0
+
+
+def test_usage_reported_above_the_estimate_is_counted_as_reported(stub):
+    stub.reply(ANSWER, prompt_tokens=900, completion_tokens=40)
+
+    ask(payload={"dialogue": "用户: 我女儿属虎"})
+
+    run = AutoLlmRun.objects.get()
+    assert (run.prompt_tokens, run.completion_tokens) == (900, 40)
+
+
+def test_the_local_estimate_counts_a_cjk_character_as_a_token_and_four_other_characters_as_one():
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("我女儿属虎") == 5
+    assert estimate_tokens("わたしは한국어") == 7
+    assert estimate_tokens("a" * 400) == 100
+    assert estimate_tokens("我 likes tea") == 1 + 3
 
 
 @pytest.mark.django_db(transaction=True)

@@ -92,6 +92,52 @@ def test_import_is_idempotent(tmp_path):
     assert (SemanticMemory.objects.count(), HistoryEntry.objects.count(), Identity.objects.count()) == counts
 
 
+def test_an_export_imported_into_the_database_it_came_from_writes_nothing(tmp_path):
+    leo = PersonFactory(slug="leo")
+    # What the nightly extraction writes: facts carrying the channel they were said on (telegram, web), which
+    # a workspace file does not record; a global one too; a pinned one; the same fact twice.
+    for content, person, channel, pinned in [
+        ("Leo 住在杭州", leo, "telegram", False),
+        ("Leo is allergic to peanuts", leo, "web", True),
+        ("Leo likes tea", leo, "cli", False),
+        ("Leo likes tea", leo, "", False),
+        ("I prefer concise answers", None, "web", False),
+    ]:
+        memory_create(
+            content=content, memory_type=MemoryType.WORLD, person=person, source_channel=channel, pinned=pinned
+        )
+    memory_remember(content="在 Telegram 上用语音", person=leo, source_channel="wechat", source_id="42")
+    before = set(SemanticMemory.objects.values_list("id", "content", "pinned", "source_channel"))
+
+    workspace_export(root=tmp_path / "ws")
+    result = workspace_import(root=tmp_path / "ws")
+
+    assert result.counts["memories"] == 0
+    assert set(SemanticMemory.objects.values_list("id", "content", "pinned", "source_channel")) == before
+
+
+def test_a_fact_the_person_holds_is_not_imported_again_however_it_is_cased_spaced_or_typed(tmp_path):
+    leo = PersonFactory(slug="leo")
+    held = memory_create(content="Leo lives in Hangzhou", memory_type=MemoryType.WORLD, person=leo)
+    memory_create(content="Maya lives in Lisbon", memory_type=MemoryType.WORLD, person=PersonFactory(slug="maya"))
+    person_dir = tmp_path / "ws" / "memory" / "persons" / "leo"
+    person_dir.mkdir(parents=True)
+    (person_dir / "MEMORY.md").write_text(
+        "## experience\n\n- [pinned] leo lives in  HANGZHOU.\n- Maya lives in Lisbon\n", encoding="utf-8"
+    )
+
+    result = workspace_import(root=tmp_path / "ws")
+
+    # Leo holds the first (now pinned, as the file says); Maya's fact is not Leo's, so it is his new memory.
+    assert result.counts["memories"] == 1
+    held.refresh_from_db()
+    assert held.pinned and held.memory_type == MemoryType.WORLD
+    assert sorted(SemanticMemory.objects.filter(person=leo).values_list("content", flat=True)) == [
+        "Leo lives in Hangzhou",
+        "Maya lives in Lisbon",
+    ]
+
+
 def test_hand_written_workspace_imports_people_memories_history_and_soul():
     workspace_import(root=FIXTURE)
 
@@ -496,6 +542,39 @@ def test_what_anima_does_not_understand_is_a_warning_with_its_line_and_the_rest_
     }
     assert list(HistoryEntry.objects.values_list("content", flat=True)) == ["moved"]
     assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == "I listen."
+
+
+def test_links_leading_out_of_the_workspace_are_refused_with_a_warning_naming_them(tmp_path):
+    outside = tmp_path / "elsewhere"
+    (outside / "maya").mkdir(parents=True)
+    (outside / "secret.md").write_text("- the neighbour's door code is 4711\n", encoding="utf-8")
+    (outside / "maya" / "MEMORY.md").write_text("- Maya's locker code is 2046\n", encoding="utf-8")
+    root = tmp_path / "ws"
+    leo = root / "memory" / "persons" / "leo"
+    (leo / "sources").mkdir(parents=True)
+    (root / "notes").mkdir()
+    (root / "notes" / "user.md").write_text("- Short answers please\n", encoding="utf-8")
+    (root / "USER.md").symlink_to(Path("notes") / "user.md")  # a link within the workspace is followed
+    (leo / "MEMORY.md").symlink_to(outside / "secret.md")
+    (leo / "sources" / "telegram_1.md").symlink_to(Path("../../../../../elsewhere/secret.md"))
+    (leo / "history.jsonl").write_text(
+        '{"cursor": 1, "timestamp": "2026-10-01 10:00", "content": "Leo moved to Berlin"}\n', encoding="utf-8"
+    )
+    (root / "memory" / "persons" / "maya").symlink_to(outside / "maya", target_is_directory=True)
+    err = io.StringIO()
+
+    call_command("import_workspace", str(root), stdout=io.StringIO(), stderr=err)  # exit status 0
+
+    secret, maya = (outside / "secret.md").resolve(), (outside / "maya").resolve()
+    assert err.getvalue().splitlines() == [
+        f"warning: memory/persons/leo/MEMORY.md:1: a link to {secret}, outside the workspace; not imported",
+        f"warning: memory/persons/leo/sources/telegram_1.md:1: a link to {secret}, outside the workspace; not imported",
+        f"warning: memory/persons/maya:1: a link to {maya}, outside the workspace; not imported",
+    ]
+    # The rest imported: the linked-in file from within, Leo's own history.
+    assert list(SemanticMemory.objects.values_list("content", "person")) == [("Short answers please", None)]
+    assert list(HistoryEntry.objects.values_list("content", "person__slug")) == [("Leo moved to Berlin", "leo")]
+    assert not Person.objects.filter(slug="maya").exists()
 
 
 # --- nanobot: workspaces its MemoryStore wrote import; exports are ones it reads ---------------------

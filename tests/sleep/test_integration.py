@@ -225,10 +225,11 @@ def test_a_worker_process_killed_mid_conversation_has_it_redone_without_duplicat
 def test_the_nights_token_budget_holds_across_worker_processes(worker_queue):
     queue, log = worker_queue
     _conversations(6)
-    budget, call, processes = 2000, 400, 2
+    budget, call, processes = 2000, 700, 2
     RuntimeConfigFactory(section="sleep", values={"token_budget": budget})
 
-    with _stub_model(prompt_tokens=300, completion_tokens=100) as (_, model):
+    # Above the local estimate of every light-sleep prompt (~480 tokens), so each call counts exactly 700.
+    with _stub_model(prompt_tokens=600, completion_tokens=100) as (_, model):
         with celery_worker(queue, log, processes=processes, **model):
             run_sleep_cycle.apply_async(kwargs=LIGHT_SLEEP_ONLY, queue=queue)
             run = _wait_for_finished_run(log)
@@ -236,5 +237,5 @@ def test_the_nights_token_budget_holds_across_worker_processes(worker_queue):
     spent = sum(AutoLlmRun.objects.filter(run_key=f"sleep-run:{run.pk}").values_list("total_tokens", flat=True))
     assert run.status == "failed" and run.error.startswith("token budget exhausted"), run.error
     assert run.steps.get().error.startswith("token budget exhausted")
-    # 6 conversations x 3 calls x 400 tokens would be 7,200.
+    # 6 conversations x 3 calls x 700 tokens would be 12,600.
     assert budget <= spent <= budget + processes * call

@@ -18,6 +18,7 @@ from anima.core.llm.budget import budget_reserve, budget_settle
 from anima.core.llm.errors import LlmBudgetExceeded, LlmBudgetReserved, LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.providers import Completion, LlmRequest, provider_get
 from anima.core.llm.schema import SchemaError, schema_validate
+from anima.core.llm.usage import tokens_counted
 from anima.core.logs import log_context
 from anima.core.models import AutoLlmRun
 
@@ -59,7 +60,7 @@ def llm_json(
     with log_context(run_key=run_key, llm_purpose=purpose):
         try:
             completion = provider.complete(request=request)
-            _audit_completion(audit, completion)
+            _audit_completion(audit, completion, prompt=system + user)
             return _parse(completion=completion, schema=schema, purpose=purpose)
         except Exception as exc:
             audit.error = f"{type(exc).__name__}: {exc}"
@@ -117,12 +118,13 @@ def json_extract(text: str) -> Any:
     raise LlmInvalidOutput(f"answer is not JSON: {text[:200]!r}")
 
 
-def _audit_completion(audit: Any, completion: Completion) -> None:
+def _audit_completion(audit: Any, completion: Completion, *, prompt: str) -> None:
     audit.model = completion.model
     audit.response = storable(completion.text)
-    audit.prompt_tokens = completion.prompt_tokens
-    audit.completion_tokens = completion.completion_tokens
-    audit.total_tokens = completion.prompt_tokens + completion.completion_tokens
+    # What the budget counts: the server's usage, or the local estimate where that is missing, lower or impossible.
+    audit.prompt_tokens = tokens_counted(reported=completion.prompt_tokens, text=prompt)
+    audit.completion_tokens = tokens_counted(reported=completion.completion_tokens, text=completion.text)
+    audit.total_tokens = audit.prompt_tokens + audit.completion_tokens
 
 
 def stripped(value: Any) -> Any:

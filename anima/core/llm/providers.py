@@ -10,7 +10,6 @@ import contextlib
 import functools
 import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from django.conf import settings
 from anima.core.jsonvalue import unstorable
 from anima.core.llm.errors import LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.offline import offline_handler_get
+from anima.core.llm.usage import estimate_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,9 @@ class Completion:
     text: str
     model: str
     finish_reason: str = "stop"
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    # The usage the server reported, None when it reported none (``llm_json`` decides what is counted).
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 class Provider(Protocol):
@@ -55,11 +56,6 @@ class Provider(Protocol):
     def complete(self, *, request: LlmRequest) -> Completion: ...
 
 
-def estimate_tokens(text: str) -> int:
-    """Rough token count (about four characters a token) for providers that report none."""
-    return math.ceil(len(text) / 4)
-
-
 class OfflineProvider:
     name = "offline"
     model = "offline-extractive"
@@ -67,12 +63,9 @@ class OfflineProvider:
     def complete(self, *, request: LlmRequest) -> Completion:
         handler = offline_handler_get(purpose=request.purpose)
         text = json.dumps(handler(request.payload), ensure_ascii=False)
-        prompt_chars = sum(len(message["content"]) for message in request.messages)
+        prompt = "".join(message["content"] for message in request.messages)
         return Completion(
-            text=text,
-            model=self.model,
-            prompt_tokens=math.ceil(prompt_chars / 4),
-            completion_tokens=estimate_tokens(text),
+            text=text, model=self.model, prompt_tokens=estimate_tokens(prompt), completion_tokens=estimate_tokens(text)
         )
 
 
@@ -136,9 +129,14 @@ def _completion_of(response: object, *, model: str) -> Completion:
         text=text or "",
         model=getattr(response, "model", None) or model,
         finish_reason=finish_reason or "stop",
-        prompt_tokens=(getattr(usage, "prompt_tokens", None) or 0) if usage else 0,
-        completion_tokens=(getattr(usage, "completion_tokens", None) or 0) if usage else 0,
+        prompt_tokens=_reported(getattr(usage, "prompt_tokens", None)),
+        completion_tokens=_reported(getattr(usage, "completion_tokens", None)),
     )
+
+
+def _reported(value: object) -> int | None:
+    """A usage figure as the server sent it when it is an integer (sign and size are judged when counting)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @functools.lru_cache(maxsize=4)

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from anima.core.llm.errors import LlmError
-from anima.core.llm.providers import Completion, LlmRequest, estimate_tokens, provider_override
+from anima.core.llm.providers import Completion, LlmRequest, provider_override
+from anima.core.llm.usage import estimate_tokens
 
 
 class ScriptedProvider:
