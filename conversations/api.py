@@ -71,6 +71,8 @@ class ConversationViewSet(
         with transaction.atomic():
             conversation = serializer.save()
             access_of(self.request).conversation_write_check(conversation)
+        # A new person drops the snapshot in the database (a trigger): answer with that, not the old one.
+        conversation.refresh_from_db(fields=["system_prompt", "system_prompt_built_at"])
 
     @extend_schema(request=MessageCreateSerializer, responses={200: MessageSerializer, 201: MessageSerializer})
     @action(detail=True, methods=["get", "post"], serializer_class=MessageSerializer, filterset_class=None)
