@@ -148,11 +148,10 @@ class IdentityViewSet(mixins.ListModelMixin, ApiViewSet):
         """map_identity: map ``channel:external_id`` to a person (created on first sight)."""
         data = IdentityMapSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        account = {key: data.validated_data[key] for key in ("channel", "external_id")}
+        access_of(request).identity_map_check(**account, person_slug=data.validated_data["person"])
         identity = identity_map(
-            channel=data.validated_data["channel"],
-            external_id=data.validated_data["external_id"],
-            person_slug=data.validated_data["person"],
-            display_name=data.validated_data["display_name"],
+            **account, person_slug=data.validated_data["person"], display_name=data.validated_data["display_name"]
         )
         return Response(IdentitySerializer(identity).data, status=status.HTTP_201_CREATED)
 

@@ -255,11 +255,11 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
                 for entry in entries
             ]
         }
-    # map_identity decides whose memories an account reaches.
-    access.require(OPERATOR, to="map_identity")
     _require(args, "channel", "chat_id", "person")
     if not person_slug_valid(args["person"]):
         raise ToolError("person", "person must be a slug (lowercase letters, digits, - or _)")
+    # map_identity decides whose memories an account reaches: operators, within their narrowing.
+    access.identity_map_check(channel=args["channel"], external_id=args["chat_id"], person_slug=args["person"])
     identity = identity_map(
         channel=args["channel"],
         external_id=args["chat_id"],
