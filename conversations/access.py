@@ -12,7 +12,8 @@ server and the OpenAI-compatible proxy reuse the same pieces:
   ``access_narrow_by_name`` does the same from a slug / conversation reference.
 - ``Access.require`` gates an operation by scope; ``person_for`` / ``write_check`` /
   ``conversation_check`` / ``identity_map_check`` check one row; ``owned`` / ``conversations`` filter
-  querysets.
+  querysets. A conversation looked up by id goes through ``conversations``, so one the caller cannot
+  see is answered like one that does not exist and never named.
 - ``access_for_headers(user=..., person=..., conversation=...)`` is a user's access narrowed by the
   ``X-Anima-Person`` / ``X-Anima-Conversation`` headers (a user without a scope is refused): the
   rule of every token-authenticated surface. ``access_of(request)`` applies it to a DRF request
@@ -133,8 +134,12 @@ class Access:
     def conversations(self, queryset: QuerySet[Conversation]) -> QuerySet[Conversation]:
         return queryset.filter(self.conversation_q)
 
+    def sees(self, conversation: Conversation) -> bool:
+        return Conversation.objects.filter(pk=conversation.pk).filter(self.conversation_q).exists()
+
     def conversation_check(self, conversation: Conversation) -> None:
-        if not Conversation.objects.filter(pk=conversation.pk).filter(self.conversation_q).exists():
+        """Within reach: for one the caller named by external id or wrote (look ids up through ``conversations``)."""
+        if not self.sees(conversation):
             raise AccessDenied(f"conversation {conversation_label(conversation)} is outside {self.binding}")
 
     def conversation_write_check(self, conversation: Conversation) -> None:
@@ -252,7 +257,8 @@ def access_narrow_by_name(
     found_conversation = None
     if conversation:
         found_conversation = conversation_find(conversation)
-        if found_conversation is None:
+        # One the caller cannot see is answered like one that does not exist: nothing of it is named.
+        if found_conversation is None or not access.sees(found_conversation):
             raise AnimaError(f"no conversation {conversation!r}", field=conversation_field)
     found_person = None
     if person:

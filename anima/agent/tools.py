@@ -283,10 +283,10 @@ def _forget(args: dict[str, Any], access: Access) -> dict[str, Any]:
 
 
 def _short_term_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
-    conversation = Conversation.objects.filter(pk=args["conversation_id"]).first()
+    # One the caller cannot see is answered like one that does not exist.
+    conversation = access.conversations(Conversation.objects.filter(pk=args["conversation_id"])).first()
     if conversation is None:
         raise ToolError("conversation_id", f"no conversation {args['conversation_id']}")
-    access.conversation_check(conversation)
     return update_short_term_memory(
         conversation=conversation, summary=args["summary"], turn_id=args.get("turn_id") or None
     )
