@@ -53,7 +53,7 @@ def test_conversation_validation_names_fields():
 
 def test_posting_a_message_records_its_citations():
     conversation = ConversationFactory()
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=conversation.person)
 
     response = api_client(scope="agent", conversations=[conversation]).post(
         f"/api/conversations/{conversation.pk}/messages/",
