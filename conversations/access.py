@@ -11,7 +11,9 @@ server and the OpenAI-compatible proxy reuse the same pieces:
   flag, an argument): it only ever narrows; outside the binding it raises ``AccessDenied``.
   ``access_narrow_by_name`` does the same from a slug / conversation reference.
 - ``Access.require`` gates an operation by scope; ``person_for`` / ``write_check`` /
-  ``conversation_check`` check one row; ``owned`` / ``conversations`` filter querysets.
+  ``conversation_check`` / ``identity_map_check`` check one row; ``owned`` / ``conversations`` filter
+  querysets. A conversation looked up by id goes through ``conversations``, so one the caller cannot
+  see is answered like one that does not exist and never named.
 - ``access_for_headers(user=..., person=..., conversation=...)`` is a user's access narrowed by the
   ``X-Anima-Person`` / ``X-Anima-Conversation`` headers (a user without a scope is refused): the
   rule of every token-authenticated surface. ``access_of(request)`` applies it to a DRF request
@@ -33,7 +35,7 @@ from rest_framework import authentication, exceptions, permissions
 from anima.core.db import row_id_parse
 from anima.core.errors import AccessDenied, AnimaError
 from conversations.models import Conversation, Person, ScopeKind, TokenScope, person_slug_valid
-from conversations.selectors import conversation_person, conversations_of_persons
+from conversations.selectors import conversation_person, conversations_of_persons, identity_resolve
 
 OPERATOR = "operator"
 AGENT = ScopeKind.AGENT.value
@@ -132,8 +134,12 @@ class Access:
     def conversations(self, queryset: QuerySet[Conversation]) -> QuerySet[Conversation]:
         return queryset.filter(self.conversation_q)
 
+    def sees(self, conversation: Conversation) -> bool:
+        return Conversation.objects.filter(pk=conversation.pk).filter(self.conversation_q).exists()
+
     def conversation_check(self, conversation: Conversation) -> None:
-        if not Conversation.objects.filter(pk=conversation.pk).filter(self.conversation_q).exists():
+        """Within reach: for one the caller named by external id or wrote (look ids up through ``conversations``)."""
+        if not self.sees(conversation):
             raise AccessDenied(f"conversation {conversation_label(conversation)} is outside {self.binding}")
 
     def conversation_write_check(self, conversation: Conversation) -> None:
@@ -144,6 +150,23 @@ class Access:
             raise AccessDenied(
                 f"conversation {conversation_label(conversation)} would belong to {owner.slug}, outside {self.binding}"
             )
+
+    def identity_map_check(self, *, channel: str, external_id: str, person_slug: str) -> None:
+        """map_identity: operator scope, and a narrowed operator maps only accounts of persons it reaches.
+
+        Narrowing narrows writes too: ``mcp --person leo`` (or ``X-Anima-Person: leo``) may not take
+        over an account of someone else, nor give an account to someone else.
+        """
+        self.require(OPERATOR, to="map_identity")
+        if self.person_ids is None:
+            return
+        target = Person.objects.filter(slug=person_slug).first()
+        if target is None or not self.reaches(target.pk):
+            raise AccessDenied(f"map_identity to person {person_slug} is outside {self.binding}")
+        owner = identity_resolve(channel=channel, external_id=external_id)
+        if owner is not None and not self.reaches(owner.pk):
+            # Whose it is stays unsaid: only that it is not this caller's to move.
+            raise AccessDenied(f"{channel}:{external_id} is mapped to another person, outside {self.binding}")
 
     def narrow(self, *, person: Person | None = None, conversation: Conversation | None = None) -> Access:
         """This access limited to ``conversation`` (its resolved person becomes the person) and/or ``person``."""
@@ -234,7 +257,8 @@ def access_narrow_by_name(
     found_conversation = None
     if conversation:
         found_conversation = conversation_find(conversation)
-        if found_conversation is None:
+        # One the caller cannot see is answered like one that does not exist: nothing of it is named.
+        if found_conversation is None or not access.sees(found_conversation):
             raise AnimaError(f"no conversation {conversation!r}", field=conversation_field)
     found_person = None
     if person:

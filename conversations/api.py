@@ -71,6 +71,8 @@ class ConversationViewSet(
         with transaction.atomic():
             conversation = serializer.save()
             access_of(self.request).conversation_write_check(conversation)
+        # A new person drops the snapshot in the database (a trigger): answer with that, not the old one.
+        conversation.refresh_from_db(fields=["system_prompt", "system_prompt_built_at"])
 
     @extend_schema(request=MessageCreateSerializer, responses={200: MessageSerializer, 201: MessageSerializer})
     @action(detail=True, methods=["get", "post"], serializer_class=MessageSerializer, filterset_class=None)
@@ -146,11 +148,10 @@ class IdentityViewSet(mixins.ListModelMixin, ApiViewSet):
         """map_identity: map ``channel:external_id`` to a person (created on first sight)."""
         data = IdentityMapSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        account = {key: data.validated_data[key] for key in ("channel", "external_id")}
+        access_of(request).identity_map_check(**account, person_slug=data.validated_data["person"])
         identity = identity_map(
-            channel=data.validated_data["channel"],
-            external_id=data.validated_data["external_id"],
-            person_slug=data.validated_data["person"],
-            display_name=data.validated_data["display_name"],
+            **account, person_slug=data.validated_data["person"], display_name=data.validated_data["display_name"]
         )
         return Response(IdentitySerializer(identity).data, status=status.HTTP_201_CREATED)
 
@@ -206,12 +207,10 @@ class HistoryView(ApiGenericView):
 
         Without ``person`` a token acting for one person appends it to that person's timeline.
         """
-        data = HistoryAppendSerializer(data=request.data)
+        data = HistoryAppendSerializer(data=request.data, context={"request": request})
         data.is_valid(raise_exception=True)
         access = access_of(request)
         fields = {**data.validated_data, "person": access.person_for(data.validated_data["person"])}
         access.write_check(fields["person"], what="a history entry")
-        if fields["conversation"] is not None:
-            access.conversation_check(fields["conversation"])
         entry = history_append(**fields)
         return Response(HistoryEntrySerializer(entry).data, status=status.HTTP_201_CREATED)

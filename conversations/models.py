@@ -35,6 +35,29 @@ class Person(models.Model):
         return self.display_name or self.slug
 
 
+# A conversation's prompt snapshot and frozen peer blocks are rendered for its person: when the person
+# changes they are dropped in the same statement (every path, console and cascades included), so the
+# next turn is built for the new person and nobody reads the old one's memories from the snapshot.
+#
+# An identity's trigger: the conversations without a person of their own whose channel account is OLD's or NEW's (OLD is
+# NULL on INSERT, NEW on DELETE): their person is the identity's (conversations.selectors).
+_IDENTITY_CHANGED = """
+IF TG_OP = 'UPDATE' AND (OLD.channel, OLD.external_id, OLD.person_id)
+        IS NOT DISTINCT FROM (NEW.channel, NEW.external_id, NEW.person_id) THEN
+    RETURN NULL;
+END IF;
+WITH dropped AS (
+    UPDATE conversations c SET system_prompt = '', system_prompt_built_at = NULL
+    WHERE c.person_id IS NULL
+      AND ((c.chat_id = OLD.external_id AND COALESCE(NULLIF(c.channel, ''), c.platform) = OLD.channel)
+        OR (c.chat_id = NEW.external_id AND COALESCE(NULLIF(c.channel, ''), c.platform) = NEW.channel))
+    RETURNING c.id
+)
+DELETE FROM conversation_peer_blocks WHERE conversation_id IN (SELECT id FROM dropped);
+RETURN NULL;
+"""
+
+
 class Identity(models.Model):
     """A channel account (``channel:external_id``) resolved to one person."""
 
@@ -48,6 +71,14 @@ class Identity(models.Model):
         verbose_name_plural = "identities"
         constraints = [
             models.UniqueConstraint(fields=["channel", "external_id"], name="identities_channel_external_id_unique"),
+        ]
+        triggers = [
+            pgtrigger.Trigger(
+                name="identities_drop_prompts_of_their_conversations",
+                when=pgtrigger.After,
+                operation=pgtrigger.Insert | pgtrigger.Update | pgtrigger.Delete,
+                func=_IDENTITY_CHANGED,
+            ),
         ]
 
     def __str__(self) -> str:
@@ -63,6 +94,10 @@ class Platform(models.TextChoices):
     DISCORD = "discord", "Discord"
     WECHAT = "wechat", "WeChat"
     DEBUG = "debug", "Debug"
+
+
+# What decides a conversation's person (``conversations.selectors.conversation_person``).
+_PERSON_COLUMNS = ("person_id", "channel", "platform", "chat_id")
 
 
 class Conversation(models.Model):
@@ -86,6 +121,21 @@ class Conversation(models.Model):
         indexes = [
             # Light sleep and the temporal tick select user-facing conversations by platform.
             models.Index(fields=["platform", "updated_at"], name="conversations_platform_updated"),
+            # The identities trigger finds the conversations an account's person decides.
+            models.Index(fields=["chat_id"], condition=Q(person__isnull=True), name="conversations_by_account"),
+        ]
+        triggers = [
+            pgtrigger.Trigger(
+                name="conversations_drop_prompt_on_person_change",
+                when=pgtrigger.Before,
+                operation=pgtrigger.UpdateOf(*_PERSON_COLUMNS),
+                condition=pgtrigger.AnyChange("person", "channel", "platform", "chat_id"),
+                func="""
+                    NEW.system_prompt := ''; NEW.system_prompt_built_at := NULL;
+                    DELETE FROM conversation_peer_blocks WHERE conversation_id = NEW.id;
+                    RETURN NEW;
+                """,
+            ),
         ]
 
     def __str__(self) -> str:

@@ -122,6 +122,16 @@ def conversations_of_persons(*, person_ids: Iterable[int]) -> Q:
     return Q(person_id__in=ids) | (Q(person__isnull=True) & Exists(mapped))
 
 
+def conversations_resolving_to(*, person: Person | None) -> Q:
+    """Conversations whose person (as ``conversation_person`` resolves it) is ``person``; None: nobody known."""
+    if person is not None:
+        return conversations_of_persons(person_ids=[person.pk])
+    mapped = Identity.objects.filter(
+        channel=Coalesce(NullIf(OuterRef("channel"), Value("")), OuterRef("platform")), external_id=OuterRef("chat_id")
+    )
+    return Q(person__isnull=True) & (Q(chat_id="") | ~Exists(mapped))
+
+
 def conversations_persons(*, conversation_ids: Iterable[int]) -> dict[int, int | None]:
     """Person id (as ``conversation_person`` resolves it) of each conversation, None when unknown."""
     rows = Conversation.objects.filter(pk__in=list(conversation_ids)).values_list(

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from anima.core.api.serializers import BoundedDateTimeField, MomentField, StrictModelSerializer, StrictSerializer
 from anima.core.text import MAX_TEXT_CHARS
+from conversations.access import access_of
 from conversations.models import (
     PERSON_SLUG_MAX_LENGTH,
     Conversation,
@@ -35,6 +36,18 @@ class PersonSlugField(serializers.SlugRelatedField):
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("queryset", Person.objects.all())
         super().__init__(slug_field="slug", **kwargs)
+
+
+class ReachableConversationField(serializers.PrimaryKeyRelatedField):
+    """A conversation id among those the request's caller can see: one it cannot is answered like a missing one."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("queryset", Conversation.objects.all())
+        super().__init__(**kwargs)
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return access_of(request).conversations(super().get_queryset()) if request else Conversation.objects.none()
 
 
 class ConversationSerializer(StrictModelSerializer):
@@ -137,9 +150,7 @@ class HistoryAppendSerializer(StrictSerializer):
     timestamp = BoundedDateTimeField(required=False, default=None, allow_null=True)
     channel = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
     person = PersonSlugField(required=False, allow_null=True, default=None)
-    conversation = serializers.PrimaryKeyRelatedField(
-        queryset=Conversation.objects.all(), required=False, allow_null=True, default=None
-    )
+    conversation = ReachableConversationField(required=False, allow_null=True, default=None)
 
     def validate_timestamp(self, value):
         return value or timezone.now()

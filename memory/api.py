@@ -98,13 +98,11 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
 
         Without ``person`` a token acting for one person remembers it about that person.
         """
-        data = RememberSerializer(data=request.data)
+        data = RememberSerializer(data=request.data, context={"request": request})
         data.is_valid(raise_exception=True)
         access = access_of(request)
         fields = {**data.validated_data, "person": access.person_for(data.validated_data["person"])}
         access.write_check(fields["person"], what="a memory")
-        if fields["source_conversation"] is not None:
-            access.conversation_check(fields["source_conversation"])
         memory, created = memory_remember(**fields)
         return Response(
             SemanticMemorySerializer(memory).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK

@@ -3,6 +3,9 @@
 Only user and assistant bodies count; tool results, bare numbers and ids of
 entities that do not exist never do. Limbic blocks are append-only (a database
 trigger refuses any update), so they are not citable and carry no count. A
+message counts only citations of what its conversation's person could see — their own entities
+and global (person-less) ones — so a reply in Leo's conversation citing Maya's ids raises nothing
+of hers (nor does one in a conversation whose human is unknown, except for global ones). A
 message citing the same id twice counts once. The weight matches memory-ref-sync's rule (2 for a message under 30 days
 old, else 1) so a nightly recalibration changes nothing when nothing drifted.
 """
@@ -18,6 +21,7 @@ from django.utils import timezone
 
 from anima.core.models import BlockTag, Component, Entity
 from conversations.models import Conversation, Message, Platform, Role
+from conversations.selectors import conversations_persons
 from memory.models import MemoryReference
 
 CITATION_RE = re.compile(r"\[\[anima:(\d{1,18})\]\]")
@@ -44,18 +48,18 @@ def citations_record(*, messages: Iterable[Message], now: datetime | None = None
     ]
     if not wanted:
         return
+    conversation_ids = {message.conversation_id for message, _ in wanted}
     # Cron conversations are background jobs, not dialogue: as in memory_ref_sync, they never count.
     cron = set(
-        Conversation.objects.filter(
-            pk__in={message.conversation_id for message, _ in wanted}, platform=Platform.CRON
-        ).values_list("pk", flat=True)
+        Conversation.objects.filter(pk__in=conversation_ids, platform=Platform.CRON).values_list("pk", flat=True)
     )
     wanted = [(message, entity_id) for message, entity_id in wanted if message.conversation_id not in cron]
-    existing = set(
+    owners = dict(
         Entity.objects.filter(pk__in={entity_id for _, entity_id in wanted})
         .exclude(primary_component=Component.CONTENT_BLOCK, tag=BlockTag.LIMBIC)
-        .values_list("pk", flat=True)
+        .values_list("pk", "person_id")
     )
+    persons = conversations_persons(conversation_ids=conversation_ids)
     rows = [
         MemoryReference(
             entity_id=entity_id,
@@ -64,7 +68,8 @@ def citations_record(*, messages: Iterable[Message], now: datetime | None = None
             created_at=now,
         )
         for message, entity_id in wanted
-        if entity_id in existing
+        # Their own or a global one (owner None); a conversation of nobody known sees global ones only.
+        if entity_id in owners and owners[entity_id] in (None, persons.get(message.conversation_id))
     ]
     # ON CONFLICT DO NOTHING: re-recording a message (re-import) never counts twice.
     MemoryReference.objects.bulk_create(rows, ignore_conflicts=True)
@@ -78,35 +83,44 @@ def citations_on_messages_stored(*, messages: Iterable[Message], **_signal) -> N
 
 
 # Every (message, entity) a user/assistant message of a non-cron conversation cites, with its weight
-# today. The LIKE prefilter keeps the regex off messages that cannot contain a marker.
+# today, when the entity is the conversation's person's (``viewer_id``, resolved as
+# conversations.selectors.conversation_person does) or global. The LIKE prefilter keeps the regex
+# off messages that cannot contain a marker.
 _WANTED_SQL = """
 CREATE TEMP TABLE ref_sync_wanted ON COMMIT DROP AS
 SELECT DISTINCT m.id AS message_id, e.id AS entity_id,
-       CASE WHEN %(now)s - m.created_at < %(window)s THEN 2 ELSE 1 END AS weight
+       CASE WHEN %(now)s - m.created_at < %(window)s THEN 2 ELSE 1 END AS weight,
+       COALESCE(c.person_id, i.person_id) AS viewer_id
 FROM messages m
 JOIN conversations c ON c.id = m.conversation_id
+LEFT JOIN identities i ON c.person_id IS NULL AND c.chat_id <> ''
+    AND i.channel = COALESCE(NULLIF(c.channel, ''), c.platform) AND i.external_id = c.chat_id
 CROSS JOIN LATERAL regexp_matches(m.content, '\\[\\[anima:(\\d{1,18})\\]\\]', 'g') AS marker
 JOIN entities e ON e.id = marker[1]::bigint AND NOT (e.primary_component = 'content_block' AND e.tag = 'limbic')
+    AND (e.person_id IS NULL OR e.person_id = COALESCE(c.person_id, i.person_id))
 WHERE m.role IN ('user', 'assistant') AND c.platform <> 'cron' AND m.content LIKE '%%[[anima:%%'
 """
 
 # A citation of a memory that was merged or split also counts for what carries its content now (following
 # chains of merges), so consolidation never costs a fact its weight; a memory retired because the fact
-# changed keeps its citations to itself.
+# changed keeps its citations to itself. What carries it counts only when the citing conversation's
+# person could see it too.
 _CARRY_SQL = """
-INSERT INTO ref_sync_wanted (message_id, entity_id, weight)
-WITH RECURSIVE carried(message_id, entity_id, weight, depth) AS (
-    SELECT w.message_id, e.superseded_by_id, w.weight, 1
+INSERT INTO ref_sync_wanted (message_id, entity_id, weight, viewer_id)
+WITH RECURSIVE carried(message_id, entity_id, weight, viewer_id, depth) AS (
+    SELECT w.message_id, e.superseded_by_id, w.weight, w.viewer_id, 1
     FROM ref_sync_wanted w JOIN entities e ON e.id = w.entity_id
     WHERE e.superseded_by_id IS NOT NULL
       AND (e.expired_reason LIKE 'merged into %%' OR e.expired_reason LIKE 'split into %%')
     UNION
-    SELECT c.message_id, e.superseded_by_id, c.weight, c.depth + 1
+    SELECT c.message_id, e.superseded_by_id, c.weight, c.viewer_id, c.depth + 1
     FROM carried c JOIN entities e ON e.id = c.entity_id
     WHERE e.superseded_by_id IS NOT NULL AND c.depth < 32
       AND (e.expired_reason LIKE 'merged into %%' OR e.expired_reason LIKE 'split into %%')
 )
-SELECT DISTINCT c.message_id, c.entity_id, c.weight FROM carried c
+SELECT DISTINCT c.message_id, c.entity_id, c.weight, c.viewer_id FROM carried c
+JOIN entities successor ON successor.id = c.entity_id
+    AND (successor.person_id IS NULL OR successor.person_id = c.viewer_id)
 WHERE NOT EXISTS (SELECT 1 FROM ref_sync_wanted w WHERE w.message_id = c.message_id AND w.entity_id = c.entity_id)
 """
 

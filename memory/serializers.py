@@ -7,8 +7,7 @@ from rest_framework import serializers
 
 from anima.core.api.serializers import MomentField, StrictSerializer
 from anima.core.models import Entity, ForgetReason, ForgetTombstone, MemoryType
-from conversations.models import Conversation
-from conversations.serializers import PersonSlugField
+from conversations.serializers import PersonSlugField, ReachableConversationField
 from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.search import MAX_LIMIT
 from memory.selectors import MEMORY_TYPES, RECALL_LIMIT
@@ -52,9 +51,7 @@ class RememberSerializer(StrictSerializer):
     memory_type = serializers.ChoiceField(choices=MemoryType.choices, default=MemoryType.WORLD)
     person = PersonSlugField(required=False, allow_null=True, default=None)
     pinned = serializers.BooleanField(default=False)
-    source_conversation = serializers.PrimaryKeyRelatedField(
-        queryset=Conversation.objects.all(), required=False, allow_null=True, default=None
-    )
+    source_conversation = ReachableConversationField(required=False, allow_null=True, default=None)
     source_channel = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 

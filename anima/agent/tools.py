@@ -263,11 +263,11 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
                 for entry in entries
             ]
         }
-    # map_identity decides whose memories an account reaches.
-    access.require(OPERATOR, to="map_identity")
     _require(args, "channel", "chat_id", "person")
     if not person_slug_valid(args["person"]):
         raise ToolError("person", "person must be a slug (lowercase letters, digits, - or _)")
+    # map_identity decides whose memories an account reaches: operators, within their narrowing.
+    access.identity_map_check(channel=args["channel"], external_id=args["chat_id"], person_slug=args["person"])
     identity = identity_map(
         channel=args["channel"],
         external_id=args["chat_id"],
@@ -291,10 +291,10 @@ def _forget(args: dict[str, Any], access: Access) -> dict[str, Any]:
 
 
 def _short_term_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
-    conversation = Conversation.objects.filter(pk=args["conversation_id"]).first()
+    # One the caller cannot see is answered like one that does not exist.
+    conversation = access.conversations(Conversation.objects.filter(pk=args["conversation_id"])).first()
     if conversation is None:
         raise ToolError("conversation_id", f"no conversation {args['conversation_id']}")
-    access.conversation_check(conversation)
     return update_short_term_memory(
         conversation=conversation, summary=args["summary"], turn_id=args.get("turn_id") or None
     )

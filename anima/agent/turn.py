@@ -24,7 +24,7 @@ from anima.agent.stm import ShortTermView, short_term_prepare
 from anima.core.calendar import BUCKET, closed_buckets, local_day
 from anima.core.config import config_get
 from conversations.models import Conversation, PeerBlock, Person, Role
-from conversations.selectors import conversation_person, conversations_persons
+from conversations.selectors import conversation_person, conversations_persons, conversations_resolving_to
 from conversations.services import message_create
 from memory.models import SemanticMemory
 from memory.selectors import (
@@ -43,6 +43,9 @@ PEERS_NAME = "temporal_summary_peers"
 SUMMARY_NAME = "short_term_memory"
 REBUILD_HOUR = 2
 PERSON_MEMORY_LIMIT = 30
+ENSURE_ATTEMPTS = 3
+# What decides a conversation's person (conversation_person), re-read when a snapshot write is refused.
+PERSON_FIELDS = ("person", "channel", "platform", "chat_id")
 
 CITATION_RULE = (
     "## Memory citations\n"
@@ -112,20 +115,27 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
 
 
 def system_prompt_ensure(*, conversation: Conversation, now: datetime) -> str:
-    """The stored snapshot, rebuilt when it predates the latest 02:00 boundary."""
-    built_at = conversation.system_prompt_built_at
-    if conversation.system_prompt and built_at is not None and built_at >= rebuild_boundary(now=now):
-        return conversation.system_prompt
-    prompt = system_prompt_build(conversation=conversation, now=now)
-    # Conditional write: of two turns racing over the boundary, the first snapshot wins.
-    updated = Conversation.objects.filter(pk=conversation.pk, system_prompt_built_at=built_at).update(
-        system_prompt=prompt, system_prompt_built_at=now
-    )
-    if updated:
-        conversation.system_prompt, conversation.system_prompt_built_at = prompt, now
-    else:
-        conversation.refresh_from_db(fields=["system_prompt", "system_prompt_built_at"])
-    return conversation.system_prompt
+    """The stored snapshot, rebuilt when it predates the latest 02:00 boundary or was dropped (new person, forget)."""
+    prompt = ""
+    for _ in range(ENSURE_ATTEMPTS):
+        built_at = conversation.system_prompt_built_at
+        if conversation.system_prompt and built_at is not None and built_at >= rebuild_boundary(now=now):
+            return conversation.system_prompt
+        person = conversation_person(conversation=conversation)
+        prompt = system_prompt_build(conversation=conversation, now=now)
+        # Conditional write: of two turns racing over the boundary the first snapshot wins, and one built
+        # for a person the conversation no longer resolves to (changed meanwhile) is never stored.
+        updated = (
+            Conversation.objects.filter(pk=conversation.pk, system_prompt_built_at=built_at)
+            .filter(conversations_resolving_to(person=person))
+            .update(system_prompt=prompt, system_prompt_built_at=now)
+        )
+        if updated:
+            conversation.system_prompt, conversation.system_prompt_built_at = prompt, now
+            return prompt
+        conversation.refresh_from_db(fields=["system_prompt", "system_prompt_built_at", *PERSON_FIELDS])
+    # The person kept changing under every attempt: this turn's prompt, stored by the next one.
+    return prompt
 
 
 def _peer_text(*, bucket: datetime, rollups: dict[str, str]) -> str:

@@ -55,10 +55,11 @@ class ToolListView(ApiView):
         if raw is None:
             return Response(tool_schemas())
         row_id = row_id_parse(raw)
-        conversation = Conversation.objects.filter(pk=row_id).first() if row_id is not None else None
+        # One the caller cannot see is answered like one that does not exist.
+        visible = access_of(request).conversations(Conversation.objects.filter(pk=row_id))
+        conversation = visible.first() if row_id is not None else None
         if conversation is None:
             raise exceptions.NotFound(f"no conversation {raw}")
-        access_of(request).conversation_check(conversation)
         return Response(tool_schemas(conversation=conversation))
 
 

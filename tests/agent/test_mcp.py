@@ -19,8 +19,15 @@ from mcp.shared.exceptions import MCPError
 
 from anima.agent.tools import tool_schemas
 from anima.api.testing import api_token
+from conversations.models import Identity
 from memory.models import SemanticMemory
-from tests.factories import ConversationFactory, PersonFactory, SelfLayerBlockFactory, SemanticMemoryFactory
+from tests.factories import (
+    ConversationFactory,
+    IdentityFactory,
+    PersonFactory,
+    SelfLayerBlockFactory,
+    SemanticMemoryFactory,
+)
 from tests.served import free_port, run_manage, served, served_env
 
 pytestmark = pytest.mark.usefixtures("transactional_db")  # the server process reads committed rows
@@ -97,6 +104,30 @@ def test_stdio_remembers_for_the_person_of_its_conversation():
 
     assert not result.is_error, result.content
     assert SemanticMemory.objects.get(content="Leo moved to Hangzhou").person == leo
+
+
+def test_stdio_narrowed_to_a_person_cannot_take_over_another_persons_account():
+    PersonFactory(slug="leo")
+    IdentityFactory(channel="telegram", external_id="maya-phone", person=PersonFactory(slug="maya"))
+
+    def map_identity(chat_id: str) -> dict:
+        return {"action": "map_identity", "channel": "telegram", "chat_id": chat_id, "person": "leo"}
+
+    async def session() -> tuple:
+        async with stdio("--person", "leo") as client:
+            return await client.call_tool("memory", map_identity("maya-phone")), await client.call_tool(
+                "memory", map_identity("leo-laptop")
+            )
+
+    takeover, own = anyio.run(session)
+
+    assert takeover.is_error and payload(takeover)["error"]["field"] == "access"
+    assert "telegram:maya-phone is mapped to another person" in payload(takeover)["error"]["message"]
+    assert not own.is_error, own.content
+    assert dict(Identity.objects.values_list("external_id", "person__slug")) == {
+        "maya-phone": "maya",
+        "leo-laptop": "leo",
+    }
 
 
 def test_stdio_refuses_contradictory_flags():

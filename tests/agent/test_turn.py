@@ -11,12 +11,13 @@ from django.db import ProgrammingError, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from anima.agent import turn
 from anima.agent.demo import DEMO_MESSAGE, demo_prepared_turn
 from anima.agent.demo import FIXTURES as DEMO_FIXTURES
 from anima.agent.turn import PEERS_NAME, prepare_turn
 from anima.core.config import config_update
 from conversations.models import Message, PeerBlock, Role, StmScope
-from conversations.services import conversations_import
+from conversations.services import conversations_import, identity_map
 from memory.models import EmotionalTendency, SelfBlock
 from memory.selectors import self_layer_text
 from memory.services import emotional_tendencies_refresh, memories_import
@@ -24,6 +25,7 @@ from temporal.tick import temporal_tick_run
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
+    IdentityFactory,
     LimbicAnchorFactory,
     MessageFactory,
     PeerBlockFactory,
@@ -463,3 +465,28 @@ def test_a_conversation_carries_only_its_own_persons_tendency():
     for prompt in (maya_prompt, nobodys_prompt):
         assert "than usual" not in prompt["content"]
         assert "Leo" not in prompt["content"]
+
+
+@pytest.mark.parametrize("first_turn", [None, at("10:00", "2026-11-27")], ids=["first", "after-0200"])
+def test_a_snapshot_built_for_a_person_who_changed_meanwhile_is_never_stored_or_shown(monkeypatch, first_turn):
+    leo, maya = PersonFactory(slug="leo", display_name="Leo"), PersonFactory(slug="maya", display_name="Maya")
+    SemanticMemoryFactory(person=leo, content="Leo's cat is called Miso")
+    SemanticMemoryFactory(person=maya, content="Maya works night shifts as a nurse")
+    IdentityFactory(channel="telegram", external_id="42", person=leo)
+    conversation = ConversationFactory(person=None, platform="telegram", channel="telegram", chat_id="42")
+    if first_turn is not None:  # yesterday's snapshot, due for its rebuild
+        prepare_turn(conversation=conversation, user_message="hi", now=first_turn, store=False)
+    build = turn.system_prompt_build
+
+    def remapped_while_building(**kwargs) -> str:
+        prompt = build(**kwargs)
+        if "Miso" in prompt:  # another request maps the account to Maya while this turn builds Leo's
+            identity_map(channel="telegram", external_id="42", person_slug="maya")
+        return prompt
+
+    monkeypatch.setattr(turn, "system_prompt_build", remapped_while_building)
+    system = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00"), store=False)[0]["content"]
+
+    conversation.refresh_from_db()
+    assert "## About Maya" in system and "Miso" not in system
+    assert conversation.system_prompt == system

@@ -150,7 +150,8 @@ OPERATIONS = [
     ("post", "/api/memories/", {"content": "Leo likes tea", "person": "leo"}, (201, 201, 201, 403)),
     ("post", "/api/memories/", {"content": "Leo likes coffee"}, (201, 201, 201, 403)),
     ("post", "/api/memories/", {"content": "maya likes tea", "person": "maya"}, (201, 403, 403, 403)),
-    ("post", "/api/memories/", {"content": "x", "source_conversation": "{maya_conv}"}, (201, 403, 403, 403)),
+    # A conversation the token cannot see is answered like one that does not exist.
+    ("post", "/api/memories/", {"content": "x", "source_conversation": "{maya_conv}"}, (201, 400, 400, 403)),
     ("post", "/api/memories/{leo_mem}/deprecate/", {"reason": "wrong"}, ALL),
     ("post", "/api/memories/{leo_mem}/restore/", None, ALL),
     ("post", "/api/memories/{leo_mem}/pin/", None, ALL),
@@ -200,7 +201,8 @@ OPERATIONS = [
         "memory", {"action": "map_identity", "channel": "telegram", "chat_id": "100", "person": "maya"}, OPERATOR_ONLY
     ),
     _tool("update_short_term_memory", {"conversation_id": "{leo_conv}", "summary": "talked"}, AGENT_OPS),
-    _tool("update_short_term_memory", {"conversation_id": "{maya_conv}", "summary": "talked"}, OPERATOR_ONLY),
+    # Maya's conversation is, to Leo's agent, one that does not exist.
+    _tool("update_short_term_memory", {"conversation_id": "{maya_conv}", "summary": "talked"}, (200, 400, 403, 403)),
     # Documentation is not data: any authenticated user may read it.
     ("get", "/api/schema/?format=json", None, (200, 200, 200, 200)),
     ("get", "/api/docs/", None, (200, 200, 200, 200)),
@@ -272,11 +274,41 @@ def test_headers_narrow_within_the_binding_and_never_widen(world):
     assert {m["content"] for m in narrowed["results"]} == {"Leo has a peanut allergy", "A peanut is a legume"}
     assert "Leo has a peanut allergy" not in {hit["snippet"] for hit in as_maya["results"]}
     assert "maya has a peanut allergy" in {hit["snippet"] for hit in as_maya["results"]}
-    assert outside.status_code == other_conversation.status_code == contradiction.status_code == 403
+    assert outside.status_code == contradiction.status_code == 403
     assert "person maya is outside a person token of leo" in outside.json()["detail"]
-    assert "conversation tg-maya is outside" in other_conversation.json()["detail"]
+    assert other_conversation.status_code == 400  # one it cannot see, like one that does not exist
+    assert other_conversation.json() == {"X-Anima-Conversation": ["no conversation 'tg-maya'"]}
     assert unknown.status_code == 400 and "X-Anima-Conversation" in unknown.json()
     assert bad_slug.status_code == 400 and "X-Anima-Person" in bad_slug.json()
+
+
+@pytest.mark.parametrize("principal", ["agent", "person"])
+def test_a_conversation_the_token_cannot_see_is_answered_like_one_that_does_not_exist(world, principal):
+    client = _client(principal, world)
+    missing = Conversation.objects.order_by("-pk").first().pk + 1000
+
+    def asked(conversation: int) -> list[tuple[int, str]]:
+        answers = [
+            client.get("/api/memories/", HTTP_X_ANIMA_CONVERSATION=str(conversation)),
+            client.post("/api/history/", {"content": "x", "conversation": conversation}, format="json"),
+            client.post("/api/memories/", {"content": "x", "source_conversation": conversation}, format="json"),
+        ]
+        if principal == "agent":
+            answers += [
+                client.get("/api/tools/", {"conversation": conversation}),
+                client.post(
+                    "/api/tools/update_short_term_memory/",
+                    {"conversation_id": conversation, "summary": "x"},
+                    format="json",
+                ),
+            ]
+        return [(a.status_code, a.content.decode().replace(str(conversation), "ID")) for a in answers]
+
+    unseen, nonexistent = asked(world.maya_conversation.pk), asked(missing)
+
+    assert unseen == nonexistent
+    assert all(status in (400, 404) for status, _ in unseen)
+    assert not any("maya" in body for _, body in unseen)
 
 
 def test_an_agent_bound_to_a_person_serves_that_persons_conversations_only(world):

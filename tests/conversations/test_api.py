@@ -53,7 +53,7 @@ def test_conversation_validation_names_fields():
 
 def test_posting_a_message_records_its_citations():
     conversation = ConversationFactory()
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=conversation.person)
 
     response = api_client(scope="agent", conversations=[conversation]).post(
         f"/api/conversations/{conversation.pk}/messages/",
@@ -227,3 +227,28 @@ def test_a_history_search_past_the_recall_timeout_is_a_503_naming_it_for_the_api
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone()[0] == "0"
+
+
+def test_an_operator_narrowed_to_a_person_maps_only_that_persons_accounts():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    IdentityFactory(channel="telegram", external_id="maya-phone", person=maya)
+    client = operator_client()
+
+    def mapped(external_id: str, person: str):
+        body = {"channel": "telegram", "external_id": external_id, "person": person}
+        return client.post("/api/identities/", body, format="json", headers={"X-Anima-Person": "leo"})
+
+    takeover, giveaway, own = mapped("maya-phone", "leo"), mapped("spare", "maya"), mapped("leo-laptop", "leo")
+
+    assert takeover.status_code == 403
+    assert takeover.json()["detail"] == (
+        "telegram:maya-phone is mapped to another person, outside an operator token (staff: everything),"
+        " narrowed to person leo"
+    )
+    assert giveaway.status_code == 403 and "map_identity to person maya is outside" in giveaway.json()["detail"]
+    assert own.status_code == 201 and own.json()["person"] == "leo"
+    assert dict(Identity.objects.values_list("external_id", "person__slug")) == {
+        "maya-phone": "maya",
+        "leo-laptop": "leo",
+    }
+    assert leo.identities.count() == 1

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from conversations.models import Conversation, Identity, Message, Person
 from conversations.services import conversations_import, message_create
 from conversations.signals import messages_stored
-from tests.factories import ConversationFactory, SemanticMemoryFactory
+from tests.factories import ConversationFactory, PersonFactory, SemanticMemoryFactory
 
 
 def _line(conv: dict, messages: list[dict]) -> str:
@@ -116,7 +116,7 @@ def test_a_naive_timestamp_is_read_in_the_companion_time_zone():
 
 
 def test_imported_citations_count_once_and_only_for_existing_entities():
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=PersonFactory(slug="leo"))  # the imported conversation's person
     content = f"记得 [[anima:{memory.pk}]] 和 [[anima:{memory.pk}]] 还有 [[anima:999999]]"
     lines = [_line(_conv(), [_msg(1, content=content), _msg(2, role="tool", content=f"[[anima:{memory.pk}]]")])]
     conversations_import(lines=lines)
@@ -129,7 +129,7 @@ def test_imported_citations_count_once_and_only_for_existing_entities():
 
 def test_message_create_touches_the_conversation_and_records_citations():
     conversation = ConversationFactory()
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=conversation.person)
     later = conversation.updated_at + timedelta(hours=1)
     message = message_create(
         conversation=conversation, role="assistant", content=f"你说过 [[anima:{memory.pk}]]", created_at=later

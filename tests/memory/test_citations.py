@@ -1,3 +1,8 @@
+"""[[anima:ID]] citations and their counts.
+
+Memories are global (no person) unless a test is about whose they are: any conversation may cite them.
+"""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -5,12 +10,19 @@ import datetime as dt
 from django.utils import timezone
 
 from anima.core.models import Entity
-from conversations.models import Platform, Role
+from conversations.models import Message, Platform, Role
 from conversations.services import message_create
 from memory.citations import memory_ref_sync
 from memory.models import MemoryReference
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_split
-from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
+from tests.factories import (
+    ConversationFactory,
+    IdentityFactory,
+    MemoryReferenceFactory,
+    MessageFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
 
 
 def _count(entity) -> int:
@@ -18,7 +30,7 @@ def _count(entity) -> int:
 
 
 def test_only_user_and_assistant_markers_of_existing_entities_count_once_per_message():
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=None)
     conversation = ConversationFactory()
     message_create(conversation=conversation, role=Role.USER, content=f"[[anima:{memory.pk}]] x [[anima:{memory.pk}]]")
     message_create(conversation=conversation, role=Role.TOOL, content=f"[[anima:{memory.pk}]]")
@@ -28,7 +40,7 @@ def test_only_user_and_assistant_markers_of_existing_entities_count_once_per_mes
 
 
 def test_sync_recalibrates_drifted_counts_and_zeroes_uncited_ones():
-    cited, uncited = SemanticMemoryFactory(), SemanticMemoryFactory()
+    cited, uncited = SemanticMemoryFactory(person=None), SemanticMemoryFactory(person=None)
     old = timezone.now() - dt.timedelta(days=40)
     MessageFactory(content=f"remember [[anima:{cited.pk}]]", role=Role.ASSISTANT, created_at=old)
     MessageFactory(content=f"[[anima:{cited.pk}]]", role=Role.USER)
@@ -45,7 +57,7 @@ def test_sync_recalibrates_drifted_counts_and_zeroes_uncited_ones():
 
 
 def test_sync_removes_references_whose_marker_is_gone_and_reweights_by_age():
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=None)
     message = message_create(conversation=ConversationFactory(), role=Role.USER, content=f"[[anima:{memory.pk}]]")
     other = message_create(conversation=ConversationFactory(), role=Role.USER, content=f"[[anima:{memory.pk}]]")
     assert _count(memory) == 4
@@ -58,7 +70,7 @@ def test_sync_removes_references_whose_marker_is_gone_and_reweights_by_age():
 
 
 def test_a_cron_conversation_citing_a_memory_never_counts_on_write():
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=None)
     cron = ConversationFactory(platform=Platform.CRON)
     message_create(conversation=cron, role=Role.ASSISTANT, content=f"nightly report [[anima:{memory.pk}]]")
     assert _count(memory) == 0
@@ -66,7 +78,7 @@ def test_a_cron_conversation_citing_a_memory_never_counts_on_write():
 
 
 def test_a_merged_or_split_memory_passes_its_citations_on_but_a_changed_one_keeps_them():
-    first, second, changed, newer = (SemanticMemoryFactory() for _ in range(4))
+    first, second, changed, newer = (SemanticMemoryFactory(person=None) for _ in range(4))
     conversation = ConversationFactory()
     message_create(conversation=conversation, role=Role.USER, content=f"[[anima:{first.pk}]] [[anima:{second.pk}]]")
     message_create(conversation=conversation, role=Role.ASSISTANT, content=f"[[anima:{second.pk}]]")
@@ -83,3 +95,21 @@ def test_a_merged_or_split_memory_passes_its_citations_on_but_a_changed_one_keep
     assert _count(merged) == 2 + 2  # two citing messages, each counted once
     assert _count(part) == 4  # and on through the split
     assert _count(changed) == 2 and _count(newer) == 0
+
+
+def test_a_conversation_counts_only_citations_of_what_its_person_could_see():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    leos, mayas, everyones = (SemanticMemoryFactory(person=p) for p in (leo, maya, None))
+    IdentityFactory(channel="telegram", external_id="100", person=leo)
+    by_account = ConversationFactory(person=None, platform="telegram", channel="telegram", chat_id="100")
+    stranger = ConversationFactory(person=None, platform="telegram", channel="telegram", chat_id="999")
+    citing_all = f"[[anima:{leos.pk}]] [[anima:{mayas.pk}]] [[anima:{everyones.pk}]]"
+    for conversation in (ConversationFactory(person=leo), by_account, stranger):
+        message_create(conversation=conversation, role=Role.ASSISTANT, content=citing_all)
+
+    assert (_count(leos), _count(mayas), _count(everyones)) == (4, 0, 6)
+    # The nightly recount follows the same rule: a reference to Maya's memory stored before it held is dropped.
+    MemoryReferenceFactory(entity=mayas, message=Message.objects.filter(conversation=by_account).get(), weight=2)
+    summary = memory_ref_sync()
+    assert (_count(leos), _count(mayas), _count(everyones)) == (4, 0, 6)
+    assert summary["references_removed"] == 1 and summary["references_added"] == 0

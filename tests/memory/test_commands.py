@@ -69,7 +69,7 @@ def test_recall_batch_reports_bad_lines_and_malformed_queries_and_goes_on(tmp_pa
 
 
 def test_memory_ref_sync_command_prints_its_summary():
-    memory = SemanticMemoryFactory()
+    memory = SemanticMemoryFactory(person=None)  # global: any conversation's citation counts
     MessageFactory(content=f"[[anima:{memory.pk}]]", role=Role.USER)
     MessageFactory(content=f"[[anima:{memory.pk}]]", role=Role.TOOL)
     summary = json.loads(_run("memory_ref_sync"))

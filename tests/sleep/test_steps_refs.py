@@ -10,8 +10,9 @@ from tests.factories import MessageFactory, SemanticMemoryFactory
 
 
 def test_ref_sync_step_repairs_drifted_reference_counts():
-    cited = SemanticMemoryFactory()
-    forgotten = SemanticMemoryFactory()
+    # Global memories: any conversation's citation counts.
+    cited = SemanticMemoryFactory(person=None)
+    forgotten = SemanticMemoryFactory(person=None)
     MessageFactory(role=Role.ASSISTANT, content=f"As you told me [[anima:{cited.pk}]]")
     Entity.objects.filter(pk=forgotten.pk).update(reference_count=7)
     Entity.objects.filter(pk=cited.pk).update(reference_count=0)
