@@ -57,12 +57,25 @@ def madial_load(*, data: Path, lang: str) -> tuple[list[tuple[str, dict]], dict[
     return memories, persons, {row.pk: str(key) for row, (key, _) in zip(rows, memories, strict=True)}
 
 
+def madial_read(*, data: Path, lang: str, persons: dict[str, Person]) -> list[tuple[Person, str, str, set[str]]]:
+    """Each dialogue of ``lang`` as (its user's person, its turns before the test turn, the user's last message
+    before it, its relevant memories' keys)."""
+    read = []
+    for dialogue in _read_jsonl(data / f"MADial-Bench-{lang}-dialogue.json"):
+        user = str(dialogue.get("user-id", "all")) if len(persons) > 1 else next(iter(persons))
+        turn = dialogue["test-turn"][0]
+        query = "\n".join(line.strip() for line in dialogue["dialogue"][1:turn])
+        last = _SPEAKER_RE.sub("", dialogue["dialogue"][turn - 1]).strip().strip('"')
+        read.append((persons[user], query, last, {str(key) for key in dialogue["relevant-id"]}))
+    return read
+
+
 def madial_run(
     *, data: Path, lang: str, loaded: tuple[list[tuple[str, dict]], dict[str, Person], dict[int, str]], dense: bool
 ) -> dict[str, Any]:
     """Figures of every system for ``lang`` (``loaded`` by ``madial_load``, embedded when ``dense``)."""
     memories, persons, key_of = loaded
-    dialogues = _read_jsonl(data / f"MADial-Bench-{lang}-dialogue.json")
+    dialogues = madial_read(data=data, lang=lang, persons=persons)
     systems = [system for system in BRANCHES if system != "dense" or dense]
     corpus: dict[str, list[tuple[str, str]]] = {user: [] for user in persons}
     for key, memory in memories:
@@ -71,16 +84,13 @@ def madial_run(
     tallies = {system: RecallTally() for system in [*systems, "bm25"]}
     conversations = {user: Conversation.objects.create(person=person) for user, person in persons.items()}
     passive = PassiveTally()
-    for dialogue in dialogues:
-        user = str(dialogue.get("user-id", "all")) if len(persons) > 1 else next(iter(persons))
-        turn = dialogue["test-turn"][0]
-        query = "\n".join(line.strip() for line in dialogue["dialogue"][1:turn])
-        relevant = {str(key) for key in dialogue["relevant-id"]}
+    users = {person.pk: user for user, person in persons.items()}
+    for person, query, message, relevant in dialogues:
+        user = users[person.pk]
         for system in systems:
-            results = memory_semantic_search(query=query, limit=20, person=persons[user], branches=BRANCHES[system])
+            results = memory_semantic_search(query=query, limit=20, person=person, branches=BRANCHES[system])
             tallies[system].add(ranked=[key_of.get(hit["id"], "") for hit in results], relevant=relevant)
         tallies["bm25"].add(ranked=bm25[user].ranked(query), relevant=relevant)
-        message = _SPEAKER_RE.sub("", dialogue["dialogue"][turn - 1]).strip().strip('"')
         passive.add(
             offered=passive_offered(conversation=conversations[user], message=message, key_of=key_of),
             relevant=relevant,

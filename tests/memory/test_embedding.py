@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
 
 from anima.core.embeddings import embedding_model
+from conversations.models import Message
 from memory.embedding import embed_backfill_run, embed_pending_count
 from memory.forgetting import memory_forget
 from tests.embeddings_server import CONCEPT_DIM, concept_vector
@@ -169,3 +172,40 @@ def test_the_local_model_backfills_384_dimension_vectors():
 
     assert (report.model, report.embedded) == ("multilingual-e5-small-q4", 1)
     assert _stored()[0][3] == 384
+
+
+def test_a_message_is_embedded_in_its_context_the_turn_it_answers_and_who_said_each(concept_embeddings):
+    conversation = ConversationFactory(person=PersonFactory(slug="maya", display_name="Maya"))
+    now = timezone.now()
+    MessageFactory(conversation=conversation, role="assistant", content="Did you go?", created_at=now)
+    MessageFactory(conversation=conversation, role="tool", content="a tool's output", created_at=now)
+    MessageFactory(conversation=conversation, role="user", content="yes, last week!", created_at=now)
+    MessageFactory(conversation=conversation, role="user", name="Tiago", content="me too", created_at=now)
+
+    embed_backfill_run()
+
+    embedded = {text for request in concept_embeddings.requests for text in request["input"]}
+    # A user turn without a name is the conversation's person's; the tool's output is nobody's turn.
+    assert embedded == {
+        "assistant: Did you go?",
+        "assistant: Did you go?\nMaya: yes, last week!",
+        "Maya: yes, last week!\nTiago: me too",
+    }
+
+
+def test_a_changed_or_deleted_message_drops_its_vector_and_the_next_turns(concept_embeddings):
+    conversation = ConversationFactory()
+    now = timezone.now()
+    first, second, third = (
+        MessageFactory(conversation=conversation, content=text, created_at=now + timedelta(seconds=n))
+        for n, text in enumerate(("I live in Reykjavik", "How is the weather there?", "Cold, as always"))
+    )
+    embed_backfill_run()
+    assert {row_id for _, row_id, *_ in _stored()} == {first.pk, second.pk, third.pk}
+
+    Message.objects.filter(pk=first.pk).update(content="[forgotten]")
+    assert {row_id for _, row_id, *_ in _stored()} == {third.pk}
+
+    embed_backfill_run()
+    second.delete()
+    assert {row_id for _, row_id, *_ in _stored()} == {first.pk}
