@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from anima.api.testing import operator_client
 from anima.core import vectors
+from anima.core.config import config_update
 from anima.core.embeddings import EmbeddingModel
 from anima.core.models import Component, MemoryStatus
 from anima.core.vectors import vector_indexes_ensure, vector_literal, vectors_available_clear
@@ -65,6 +66,9 @@ def test_passive_recall_offers_only_what_a_word_of_the_message_found(concept_emb
     assert offered("haha, fine by me") == []
     assert len(concept_embeddings.requests) == asked  # no word of it matched: the model was not asked
     assert offered("hospital again tomorrow") == []  # meaning alone: asked for, not offered unasked
+    # What a word found may be offered; in two memories, how likely it is relevant is the gate's (test_recall_gate).
+    config_update(section="memory.passive_recall", values={"min_score": 0.0})
+    assert offered("hospital again tomorrow") == []
     assert offered("she was operated on, right?")[0] == surgery.pk
 
 
