@@ -39,7 +39,9 @@ from django.utils import timezone
 
 from anima.core.cache import cache_delete_prefix
 from anima.core.config import config_get
+from anima.core.llm.audit import llm_runs_erase, llm_runs_quoting
 from anima.core.models import (
+    AutoLlmRun,
     BlockTag,
     Component,
     Entity,
@@ -48,7 +50,7 @@ from anima.core.models import (
     MemoryStatus,
     SegmentedTextModel,
 )
-from anima.core.redaction import Fact, Redactor, forget_redaction
+from anima.core.redaction import Fact, Passages, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
 from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
@@ -374,6 +376,10 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
             PlannedRow("conversations", pk, str(title), "delete")
             for pk, title in _conversations(person).values_list("pk", "title")
         ]
+        rows += [
+            PlannedRow(AutoLlmRun._meta.db_table, pk, f"LLM call {purpose} #{pk}", "redact" if values else "delete")
+            for pk, purpose, values in llm_runs_quoting(passages=_said_by(person))
+        ]
     # A summary losing their sections is listed once, as that: the sweep runs after the sections are gone.
     listed = {row.pk for row in summaries}
     rows += [
@@ -424,6 +430,12 @@ def _history(person: Person) -> list[tuple[int, str]]:
     return list(_history_rows(person).values_list("pk", "content"))
 
 
+def _said_by(person: Person) -> Passages:
+    """Everything said in the person's conversations, and their history entries: what their erasure takes."""
+    messages = Message.objects.filter(conversation__in=_conversations(person)).values_list("content", flat=True)
+    return Passages.of([*messages, *(text for _, text in _history(person))])
+
+
 def _person_redactor(person: Person, memories: list[SemanticMemory]) -> Redactor:
     # Erasure: a passage naming the person goes too, not only one quoting their facts.
     return _redactor(memories, extra=[name for name in (person.display_name, person.slug) if name])
@@ -441,6 +453,7 @@ def person_forget(
     summaries, their history entries, and every passage quoting or naming them. With ``messages``
     their conversations, accounts and the person themself go too (erasure)."""
     memories = _person_memories(person)
+    said = _said_by(person) if messages else Passages.of([])
 
     def erase(result: ForgetResult) -> None:
         # Read before their anchors go: which overall days counted them.
@@ -457,6 +470,10 @@ def person_forget(
         _overall_tendencies_recompute(overall_days, result)
         _summary_sections_drop(person, result)
         if messages:
+            # Before their messages go: what they said is looked for.
+            deleted, redacted = llm_runs_erase(passages=said)
+            for pk in deleted + redacted:
+                result.note(AutoLlmRun._meta.db_table, pk, deleted=pk in deleted)
             conversations = list(_conversations(person).values_list("pk", flat=True))
             for pk in conversations:
                 result.note("conversations", pk, deleted=True)

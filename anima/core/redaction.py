@@ -5,7 +5,9 @@ of them (all of them for a fact of three or fewer), compared by their first five
 "allergic" meets "allergy" and "peanuts" meets "peanut"; Chinese text is compared by character
 bigrams. Words that only name who the fact is about (the person's name) are left out first: a
 passage that names Maya is not a passage about Maya's allergy. Redaction removes each quoting
-sentence whole, and every ``[[anima:ID]]`` marker of a forgotten id.
+sentence whole, and every ``[[anima:ID]]`` marker of a forgotten id. A string holding a JSON
+document or JSON lines (an LLM prompt's payload) is redacted inside; there, an object whose text
+quoted a fact goes whole. ``Passages`` finds a forgotten person's own messages the same way.
 
 Limbic blocks and history entries are append-only by database triggers. The triggers let an UPDATE
 or DELETE through only inside a transaction that names an open forget tombstone
@@ -14,6 +16,7 @@ or DELETE through only inside a transaction that names an open forget tombstone
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -74,6 +77,26 @@ class Fact:
         return len(self.stems & stems) >= self.needed
 
 
+def json_document(text: str) -> dict | list | None:
+    """The JSON object or array ``text`` holds whole, else None."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return document if isinstance(document, dict | list) else None
+
+
+def json_lines(text: str) -> list | None:
+    """The objects of ``text`` when it is JSON lines (a prompt's inventory of memories), else None."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2 or not all(line.lstrip().startswith("{") for line in lines):
+        return None
+    documents = [json_document(line) for line in lines]
+    return documents if all(isinstance(document, dict) for document in documents) else None
+
+
 @dataclass(frozen=True)
 class Redactor:
     """Removes the sentences quoting any of ``facts`` and the citation markers of ``ids``."""
@@ -108,16 +131,91 @@ class Redactor:
             return text
         return re.sub(r"[ \t]{2,}", " ", "".join(kept)).strip()
 
-    def value(self, value: Any, *, key: str = "") -> Any:
-        """A JSON value with every string redacted and forgotten ids dropped from lists that cite entities."""
+    def value(self, value: Any, *, key: str = "", records: bool = False) -> Any:
+        """A JSON value with every string redacted and forgotten ids dropped from lists that cite entities.
+
+        A string holding a JSON document (an LLM prompt's payload, an answer) is redacted inside and dumped
+        again as ``llm_json`` dumps it; in there (``records``), an object whose text quoted a forgotten fact
+        leaves its list whole, with its slot, key and dates.
+        """
         if isinstance(value, str):
+            document = json_document(value)
+            if document is not None:
+                redacted = self.value(document, records=True)
+                if isinstance(document, dict) and _emptied(document, redacted):
+                    return ""  # one record (a line of JSON lines), about the fact
+                return value if redacted == document else json.dumps(redacted, ensure_ascii=False)
+            lines = json_lines(value)
+            if lines is not None:
+                redacted = self.value(lines, records=True)
+                dumped = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) for line in redacted)
+                return value if redacted == lines else "\n".join(dumped)
             return self.text(value)
         if isinstance(value, list):
             cites = key.endswith(_CITING_KEYS)
-            return [self.value(item) for item in value if not (cites and type(item) is int and item in self.ids)]
+            kept = []
+            for item in value:
+                if cites and type(item) is int and item in self.ids:
+                    continue
+                redacted = self.value(item, records=records)
+                if not (records and isinstance(item, dict) and _emptied(item, redacted)):
+                    kept.append(redacted)
+            return kept
         if isinstance(value, dict):
-            return {name: self.value(item, key=name) for name, item in value.items()}
+            return {name: self.value(item, key=name, records=records) for name, item in value.items()}
         return value
+
+
+def _emptied(before: dict, after: dict) -> bool:
+    """Whether redaction emptied a text of the object."""
+    return any(
+        isinstance(text, str) and text.strip() and isinstance(after.get(name), str) and not after[name].strip()
+        for name, text in before.items()
+    )
+
+
+# A text shorter than this says nothing of its own ("ok", "好的"): it is not looked for.
+PASSAGE_MIN_CHARS = 8
+# A piece of a text no JSON escaping changes (no quote, backslash or control character), for an SQL pre-filter.
+_UNESCAPED_RE = re.compile(r'[^"\\\x00-\x1f]+')
+_FRAGMENT_CHARS = 40
+
+
+@dataclass(frozen=True)
+class Passages:
+    """Texts to take out (a forgotten person's messages), wherever a prompt or an answer carried them.
+
+    A string that is one of them, or the start of one (prompts cut long messages), is theirs; any other
+    string loses every occurrence of them and every sentence quoting one (as a fact is quoted: most of
+    its content words, so an extractive digest of a message goes too).
+    """
+
+    texts: tuple[str, ...]
+    quoting: Redactor
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> Passages:
+        kept = sorted({text.strip() for text in texts if len(text.strip()) >= PASSAGE_MIN_CHARS}, key=len)
+        facts = tuple(fact for text in kept if (fact := Fact.of(text)) is not None)
+        # Longest first: a text that holds another is taken out whole.
+        return cls(texts=tuple(reversed(kept)), quoting=Redactor(facts=facts, ids=frozenset()))
+
+    def fragments(self) -> list[str]:
+        """For each text, a piece that any level of JSON escaping leaves as it is, from its start."""
+        pieces = (max(_UNESCAPED_RE.findall(text[:200]) or [""], key=len)[:_FRAGMENT_CHARS] for text in self.texts)
+        return sorted({piece for piece in pieces if piece.strip()})
+
+    def held(self, text: str) -> bool:
+        """Whether ``text`` is one of the texts or the start of one."""
+        text = text.strip()
+        return len(text) >= PASSAGE_MIN_CHARS and any(passage.startswith(text) for passage in self.texts)
+
+    def text(self, text: str) -> str:
+        """``text`` without any occurrence of the texts nor a sentence quoting one (unchanged text as is)."""
+        for passage in self.texts:
+            if passage in text:
+                text = text.replace(passage, "")
+        return self.quoting.text(text)
 
 
 @contextmanager
