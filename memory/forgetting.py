@@ -24,9 +24,11 @@ it through because it names its open tombstone, and only then.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ from django.apps import apps
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.db import models, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from anima.core.cache import cache_delete_prefix
@@ -50,7 +52,7 @@ from anima.core.models import (
     MemoryStatus,
     SegmentedTextModel,
 )
-from anima.core.redaction import Fact, Passages, Redactor, forget_redaction
+from anima.core.redaction import Fact, Lexemes, Passages, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
 from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
@@ -109,14 +111,16 @@ def _restored(ids: set[int]) -> list[SemanticMemory]:
 
 
 def _redactor(memories: list[SemanticMemory], *, extra: Iterable[str] = ()) -> Redactor:
-    facts = []
-    for memory in memories:
-        names = [memory.person.display_name, memory.person.slug] if memory.person_id else []
-        fact = Fact.of(memory.content, names=names)
-        if fact is not None:
-            facts.append(fact)
-    facts.extend(fact for text in extra if (fact := Fact.of(text)) is not None)
-    return Redactor(facts=tuple(facts), ids=frozenset(memory.pk for memory in memories))
+    lexemes = Lexemes()
+    named = [
+        (memory.content, [memory.person.display_name, memory.person.slug] if memory.person_id else [])
+        for memory in memories
+    ]
+    extra = list(extra)
+    lexemes.load([*(text for text, _ in named), *(name for _, names in named for name in names), *extra])
+    facts = [fact for text, names in named if (fact := Fact.of(text, lexemes=lexemes, names=names)) is not None]
+    facts.extend(fact for text in extra if (fact := Fact.of(text, lexemes=lexemes)) is not None)
+    return Redactor(facts=tuple(facts), ids=frozenset(memory.pk for memory in memories), lexemes=lexemes)
 
 
 # --- The sweep -------------------------------------------------------------------------------------
@@ -197,7 +201,7 @@ def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], perso
                 Q(primary_component=Component.SEMANTIC_MEMORY, person__isnull=False) & ~Q(person__in=persons)
             )
         extra = ["primary_component", "tag"] if model is Entity else []
-        for row in rows.values(model._meta.pk.attname, *extra, *(f.attname for f in fields)).iterator():
+        for row in _preloaded(rows.values(model._meta.pk.attname, *extra, *(f.attname for f in fields)), redactor):
             values = {}
             for f in fields:
                 old = row[f.attname]
@@ -206,6 +210,19 @@ def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], perso
                     values[f.attname] = new
             if values:
                 yield _Change(model=model, pk=row[model._meta.pk.attname], values=values, row=row)
+
+
+def _preloaded(rows: QuerySet, redactor: Redactor) -> Iterator[dict[str, Any]]:
+    """The rows, a batch at a time, with the stems of their words asked of PostgreSQL once per batch."""
+    iterator = rows.iterator(chunk_size=_UPDATE_BATCH)
+    while batch := list(islice(iterator, _UPDATE_BATCH)):
+        redactor.lexemes.load(
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            for row in batch
+            for value in row.values()
+            if value
+        )
+        yield from batch
 
 
 def _apply(changes: list[_Change], result: ForgetResult) -> None:

@@ -1,9 +1,11 @@
 """Redaction for forgetting: which passages quote a forgotten fact, and the one audited path past append-only rows.
 
 A passage *quotes* a fact when it holds most of the fact's content words: at least three quarters
-of them (all of them for a fact of three or fewer), compared by their first five letters so that
-"allergic" meets "allergy" and "peanuts" meets "peanut"; Chinese text is compared by character
-bigrams. Words that only name who the fact is about (the person's name) are left out first: a
+of them (all of them for a fact of three or fewer). English words are compared by their stems as
+PostgreSQL's ``english`` configuration makes them — the stemming of recall's full-text branch, so
+"lives" meets "live" and "peanuts" meets "peanut" — and a stem of five letters or more meets one that
+begins with it ("allergic" ~ "allergy"); stopwords and function words never count. Chinese text is
+compared by character bigrams. Words that only name who the fact is about (the person's name) are left out first: a
 passage that names Maya is not a passage about Maya's allergy. Redaction removes each quoting
 sentence whole, and every ``[[anima:ID]]`` marker of a forgotten id. A string holding a JSON
 document or JSON lines (an LLM prompt's payload) is redacted inside; there, an object whose text
@@ -21,7 +23,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
@@ -29,7 +31,8 @@ from django.db import connection, transaction
 from anima.core.models import FORGET_SETTING
 from anima.core.text import FUNCTION_WORDS
 
-STEM_CHARS = 5
+# Two stems this long meet when one begins with the other (allerg ~ allergi).
+STEM_PREFIX_CHARS = 5
 QUOTE_SHARE = 0.75
 SHORT_FACT_WORDS = 3
 
@@ -43,16 +46,57 @@ _MARKER_RE = re.compile(r"\[\[anima:(\d{1,18})\]\]")
 _CITING_KEYS = ("_ids", "_facts", "merged_from", "supersedes")
 
 
-def _stems(text: str) -> set[str]:
-    stems = set()
-    lowered = text.casefold()
-    for word in _WORD_RE.findall(_CJK_RUN_RE.sub(" ", lowered)):
+# A backslash escape of JSON text (a prompt stored as text) separates words like a space.
+_ESCAPE_RE = re.compile(r"\\+[nrtu]?")
+
+
+def _words(text: str) -> list[str]:
+    """The content words of ``text`` outside Chinese runs, case-folded: numbers, and words of three letters or more
+    that are no function word."""
+    found = []
+    for word in _WORD_RE.findall(_CJK_RUN_RE.sub(" ", _ESCAPE_RE.sub(" ", text.casefold()))):
         word = re.sub(r"['’]s?$", "", word)
         if len(word) >= 3 and word not in FUNCTION_WORDS:
-            stems.add(word[:STEM_CHARS])
-    for run in _CJK_RUN_RE.findall(lowered):
-        stems.update(run[i : i + 2] for i in range(len(run) - 1))
-    return stems
+            found.append(word)
+    return found
+
+
+class Lexemes:
+    """English words to their stems as ``to_tsvector('english', …)`` makes them ("" for a stopword), asked of
+    PostgreSQL a batch of texts at a time (``load``) and kept for one forget."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def load(self, texts: Iterable[str]) -> None:
+        missing = {word for text in texts for word in _words(text) if not word.isdigit()} - self._known.keys()
+        if not missing:
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT w, coalesce((ts_lexize('english_stem', w))[1], '') FROM unnest(%s::text[]) AS t(w)",
+                [sorted(missing)],
+            )
+            self._known.update(cursor.fetchall())
+
+    def stems(self, text: str) -> set[str]:
+        """The stems of ``text``: its words' (numbers as they are) and the bigrams of its Chinese runs."""
+        self.load([text])
+        stems = {word if word.isdigit() else self._known[word] for word in _words(text)}
+        stems.discard("")
+        for run in _CJK_RUN_RE.findall(text):
+            stems.update(run[i : i + 2] for i in range(len(run) - 1))
+        return stems
+
+
+def _meets(stem: str, stems: set[str]) -> bool:
+    if stem in stems:
+        return True
+    if len(stem) < STEM_PREFIX_CHARS or not stem.isalpha():
+        return False
+    return any(
+        len(other) >= STEM_PREFIX_CHARS and (other.startswith(stem) or stem.startswith(other)) for other in stems
+    )
 
 
 @dataclass(frozen=True)
@@ -63,10 +107,10 @@ class Fact:
     needed: int
 
     @classmethod
-    def of(cls, text: str, *, names: Iterable[str] = ()) -> Fact | None:
+    def of(cls, text: str, *, lexemes: Lexemes, names: Iterable[str] = ()) -> Fact | None:
         """None for a text with no content word (nothing to look for)."""
-        stems = _stems(text)
-        named = set().union(*(_stems(name) for name in names)) if names else set()
+        stems = lexemes.stems(text)
+        named = set().union(*(lexemes.stems(name) for name in names)) if names else set()
         content = stems - named or stems
         if not content:
             return None
@@ -74,7 +118,14 @@ class Fact:
         return cls(stems=frozenset(content), needed=needed)
 
     def quoted_in(self, stems: set[str]) -> bool:
-        return len(self.stems & stems) >= self.needed
+        return sum(_meets(stem, stems) for stem in self.stems) >= self.needed
+
+
+def _search_term(stem: str) -> str:
+    """What a text holding a word of ``stem`` contains: the stem without the ending a stemmer may have added
+    (live ← living, studi ← study)."""
+    bare = stem[:-1] if stem[-1:] in ("e", "i") else stem
+    return bare if len(bare) >= 3 else stem
 
 
 def json_document(text: str) -> dict | list | None:
@@ -103,19 +154,22 @@ class Redactor:
 
     facts: tuple[Fact, ...]
     ids: frozenset[int]
+    lexemes: Lexemes = field(default_factory=Lexemes, compare=False)
 
     def search_terms(self) -> list[str]:
         """Words a quoting text must contain one of (a cheap SQL pre-filter; Python decides)."""
-        return sorted({stem for fact in self.facts for stem in fact.stems} | {f"[[anima:{pk}]]" for pk in self.ids})
+        terms = {_search_term(stem) for fact in self.facts for stem in fact.stems}
+        return sorted(terms | {f"[[anima:{pk}]]" for pk in self.ids})
 
     def quotes(self, text: str) -> bool:
-        stems = _stems(text)
+        stems = self.lexemes.stems(text)
         return any(fact.quoted_in(stems) for fact in self.facts)
 
     def text(self, text: str) -> str:
         """``text`` without its quoting sentences and forgotten markers; unchanged text is returned as is."""
         if not text:
             return text
+        self.lexemes.load([text])  # one query for the whole text, none per sentence
         kept = []
         changed = False
         for span in _SPAN_RE.findall(text):
@@ -196,9 +250,11 @@ class Passages:
     @classmethod
     def of(cls, texts: Iterable[str]) -> Passages:
         kept = sorted({text.strip() for text in texts if len(text.strip()) >= PASSAGE_MIN_CHARS}, key=len)
-        facts = tuple(fact for text in kept if (fact := Fact.of(text)) is not None)
+        lexemes = Lexemes()
+        lexemes.load(kept)
+        facts = tuple(fact for text in kept if (fact := Fact.of(text, lexemes=lexemes)) is not None)
         # Longest first: a text that holds another is taken out whole.
-        return cls(texts=tuple(reversed(kept)), quoting=Redactor(facts=facts, ids=frozenset()))
+        return cls(texts=tuple(reversed(kept)), quoting=Redactor(facts=facts, ids=frozenset(), lexemes=lexemes))
 
     def fragments(self) -> list[str]:
         """For each text, a piece that any level of JSON escaping leaves as it is, from its start."""

@@ -7,11 +7,13 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anima.core.redaction import Fact, Passages, Redactor
+from anima.core.redaction import Fact, Lexemes, Passages, Redactor
 
 
 def _redactor(*facts: str, ids: tuple[int, ...] = (), names: tuple[str, ...] = ()) -> Redactor:
-    return Redactor(facts=tuple(Fact.of(fact, names=names) for fact in facts), ids=frozenset(ids))
+    lexemes = Lexemes()
+    found = tuple(Fact.of(fact, lexemes=lexemes, names=names) for fact in facts)
+    return Redactor(facts=found, ids=frozenset(ids), lexemes=lexemes)
 
 
 def test_a_quoting_sentence_goes_whole_and_the_rest_stays_as_written():
@@ -73,3 +75,14 @@ def test_a_persons_passages_go_verbatim_or_quoted_and_a_cut_message_is_still_the
     assert not passages.held("ok") and not passages.held("I repainted the shed.")
     assert passages.text("Talked about lighthouse, keeper, taught, knots. Leo painted.") == "Leo painted."
     assert passages.fragments() == ["The lighthouse keeper taught me knots on"]
+
+
+def test_words_meet_by_the_english_stems_of_recalls_full_text_branch_not_by_their_first_letters():
+    lives = _redactor("Ada lives in Reykjavik", names=("Ada",))
+    assert lives.text("I live in Reykjavik. Nice.") == "Nice."
+    assert lives.text("Living in Reykjavik, finally!") == ""
+    # Five shared letters are no shared word: "underground" is not "understands".
+    understands = _redactor("Leo understands Icelandic", names=("Leo",))
+    said = "Leo took the underground to his Icelandic class."
+    assert understands.text(said) == said
+    assert understands.text("Understanding Icelandic, he smiled.") == ""

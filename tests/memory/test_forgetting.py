@@ -184,6 +184,26 @@ def test_a_forget_costs_no_more_queries_for_many_quoting_rows_than_for_one(djang
     assert HistoryEntry.objects.filter(fts_segmented__contains="sunny").count() == 13
 
 
+def test_forgetting_with_messages_finds_the_sentences_recall_would_by_their_stems_and_only_those():
+    ada = PersonFactory(slug="ada", display_name="Ada")
+    memory = SemanticMemoryFactory(person=ada, content="Ada lives in Reykjavik")
+    talk = ConversationFactory(person=ada)
+    said = {
+        "stated": "I live in Reykjavik, right by the harbour. The weather is wild.",
+        "again": "We were living in Reykjavik when the volcano woke.",
+        "other city": "My sister lives in Paris.",
+        "one word": "Reykjavik has the best hot dogs.",
+    }
+    messages = {key: MessageFactory(conversation=talk, role=Role.USER, content=text) for key, text in said.items()}
+
+    memory_forget(memory=memory, messages=True)
+
+    left = {key: Message.objects.get(pk=message.pk).content for key, message in messages.items()}
+    assert left["stated"] == "The weather is wild." and left["again"] == ""
+    # Sharing one of the fact's words is not stating it.
+    assert left["other city"] == said["other city"] and left["one word"] == said["one word"]
+
+
 def _split_allergy(maya) -> list[SemanticMemory]:
     """Maya's allergy-and-swimming memory split in two: its parts (the whole is expired)."""
     whole = SemanticMemoryFactory(person=maya, content="Maya is allergic to hazelnuts. Maya swims on Sundays")
