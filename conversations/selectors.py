@@ -13,9 +13,12 @@ from django.db.models.functions import Coalesce, NullIf
 from anima.core.calendar import moment_bound
 from anima.core.models import FTS_CONFIG
 from anima.core.search_query import search_query_build
+from anima.core.text import is_chinese
 from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Role
 
 HISTORY_MAX_LIMIT = 200
+# How many of a conversation's latest messages tell its language.
+LANGUAGE_SAMPLE_MESSAGES = 20
 _WORD_RE = re.compile(r"\w+")
 
 
@@ -153,3 +156,13 @@ def conversations_persons(*, conversation_ids: Iterable[int]) -> dict[int, int |
             for pk in accounts.get((channel, chat_id), []):
                 owners[pk] = person_id
     return owners
+
+
+def conversation_is_chinese(*, conversation: Conversation) -> bool:
+    """Whether the conversation is held in Chinese, judged by its latest user messages (else its title)."""
+    texts = list(
+        Message.objects.filter(conversation=conversation, role=Role.USER)
+        .order_by("-created_at", "-id")
+        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
+    )
+    return is_chinese("\n".join(texts) or conversation.title)

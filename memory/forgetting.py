@@ -24,9 +24,11 @@ it through because it names its open tombstone, and only then.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +36,14 @@ from django.apps import apps
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.db import models, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from anima.core.cache import cache_delete_prefix
 from anima.core.config import config_get
+from anima.core.llm.audit import llm_runs_erase, llm_runs_quoting
 from anima.core.models import (
+    AutoLlmRun,
     BlockTag,
     Component,
     Entity,
@@ -48,7 +52,7 @@ from anima.core.models import (
     MemoryStatus,
     SegmentedTextModel,
 )
-from anima.core.redaction import Fact, Redactor, forget_redaction
+from anima.core.redaction import Fact, Lexemes, Passages, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
 from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
@@ -107,14 +111,16 @@ def _restored(ids: set[int]) -> list[SemanticMemory]:
 
 
 def _redactor(memories: list[SemanticMemory], *, extra: Iterable[str] = ()) -> Redactor:
-    facts = []
-    for memory in memories:
-        names = [memory.person.display_name, memory.person.slug] if memory.person_id else []
-        fact = Fact.of(memory.content, names=names)
-        if fact is not None:
-            facts.append(fact)
-    facts.extend(fact for text in extra if (fact := Fact.of(text)) is not None)
-    return Redactor(facts=tuple(facts), ids=frozenset(memory.pk for memory in memories))
+    lexemes = Lexemes()
+    named = [
+        (memory.content, [memory.person.display_name, memory.person.slug] if memory.person_id else [])
+        for memory in memories
+    ]
+    extra = list(extra)
+    lexemes.load([*(text for text, _ in named), *(name for _, names in named for name in names), *extra])
+    facts = [fact for text, names in named if (fact := Fact.of(text, lexemes=lexemes, names=names)) is not None]
+    facts.extend(fact for text in extra if (fact := Fact.of(text, lexemes=lexemes)) is not None)
+    return Redactor(facts=tuple(facts), ids=frozenset(memory.pk for memory in memories), lexemes=lexemes)
 
 
 # --- The sweep -------------------------------------------------------------------------------------
@@ -195,7 +201,7 @@ def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], perso
                 Q(primary_component=Component.SEMANTIC_MEMORY, person__isnull=False) & ~Q(person__in=persons)
             )
         extra = ["primary_component", "tag"] if model is Entity else []
-        for row in rows.values(model._meta.pk.attname, *extra, *(f.attname for f in fields)).iterator():
+        for row in _preloaded(rows.values(model._meta.pk.attname, *extra, *(f.attname for f in fields)), redactor):
             values = {}
             for f in fields:
                 old = row[f.attname]
@@ -204,6 +210,19 @@ def _sweep(redactor: Redactor, *, messages: bool, skip_entities: set[int], perso
                     values[f.attname] = new
             if values:
                 yield _Change(model=model, pk=row[model._meta.pk.attname], values=values, row=row)
+
+
+def _preloaded(rows: QuerySet, redactor: Redactor) -> Iterator[dict[str, Any]]:
+    """The rows, a batch at a time, with the stems of their words asked of PostgreSQL once per batch."""
+    iterator = rows.iterator(chunk_size=_UPDATE_BATCH)
+    while batch := list(islice(iterator, _UPDATE_BATCH)):
+        redactor.lexemes.load(
+            value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            for row in batch
+            for value in row.values()
+            if value
+        )
+        yield from batch
 
 
 def _apply(changes: list[_Change], result: ForgetResult) -> None:
@@ -374,6 +393,10 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
             PlannedRow("conversations", pk, str(title), "delete")
             for pk, title in _conversations(person).values_list("pk", "title")
         ]
+        rows += [
+            PlannedRow(AutoLlmRun._meta.db_table, pk, f"LLM call {purpose} #{pk}", "redact" if values else "delete")
+            for pk, purpose, values in llm_runs_quoting(passages=_said_by(person))
+        ]
     # A summary losing their sections is listed once, as that: the sweep runs after the sections are gone.
     listed = {row.pk for row in summaries}
     rows += [
@@ -424,6 +447,12 @@ def _history(person: Person) -> list[tuple[int, str]]:
     return list(_history_rows(person).values_list("pk", "content"))
 
 
+def _said_by(person: Person) -> Passages:
+    """Everything said in the person's conversations, and their history entries: what their erasure takes."""
+    messages = Message.objects.filter(conversation__in=_conversations(person)).values_list("content", flat=True)
+    return Passages.of([*messages, *(text for _, text in _history(person))])
+
+
 def _person_redactor(person: Person, memories: list[SemanticMemory]) -> Redactor:
     # Erasure: a passage naming the person goes too, not only one quoting their facts.
     return _redactor(memories, extra=[name for name in (person.display_name, person.slug) if name])
@@ -441,6 +470,7 @@ def person_forget(
     summaries, their history entries, and every passage quoting or naming them. With ``messages``
     their conversations, accounts and the person themself go too (erasure)."""
     memories = _person_memories(person)
+    said = _said_by(person) if messages else Passages.of([])
 
     def erase(result: ForgetResult) -> None:
         # Read before their anchors go: which overall days counted them.
@@ -457,6 +487,10 @@ def person_forget(
         _overall_tendencies_recompute(overall_days, result)
         _summary_sections_drop(person, result)
         if messages:
+            # Before their messages go: what they said is looked for.
+            deleted, redacted = llm_runs_erase(passages=said)
+            for pk in deleted + redacted:
+                result.note(AutoLlmRun._meta.db_table, pk, deleted=pk in deleted)
             conversations = list(_conversations(person).values_list("pk", flat=True))
             for pk in conversations:
                 result.note("conversations", pk, deleted=True)

@@ -17,10 +17,9 @@ from anima.core.calendar import moment_bound
 from anima.core.config import config_get
 from anima.core.db import read_alias, replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
-from anima.core.text import is_chinese
 from conversations.access import Access
-from conversations.models import Conversation, Message, Person, Role
-from conversations.selectors import conversation_person
+from conversations.models import Conversation, Person
+from conversations.selectors import conversation_is_chinese, conversation_person
 from memory.citations import cited_ids
 from memory.models import EmotionalTendency, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
@@ -555,9 +554,6 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
 
 # --- Emotional tendencies ---
 
-# How many of a conversation's latest messages tell its language.
-LANGUAGE_SAMPLE_MESSAGES = 20
-
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -597,16 +593,6 @@ def emotional_tendency_current(*, person: Person, today: date) -> EmotionalTende
         .order_by("-day")
         .first()
     )
-
-
-def conversation_is_chinese(*, conversation: Conversation) -> bool:
-    """Whether the conversation is held in Chinese, judged by its latest user messages (else its title)."""
-    texts = list(
-        Message.objects.filter(conversation=conversation, role=Role.USER)
-        .order_by("-created_at", "-id")
-        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
-    )
-    return is_chinese("\n".join(texts) or conversation.title)
 
 
 def emotional_tendency_line(*, conversation: Conversation, today: date) -> str:

@@ -15,7 +15,7 @@ from anima.core.text import (
     third_person_zh,
     without_addresses,
 )
-from temporal.privacy import keywords_topic
+from temporal.privacy import topic_of
 from temporal.rollup import summaries_concat
 
 # Acknowledgements carry no theme ("好的", "Sure, …").
@@ -99,7 +99,7 @@ def conversation_digest(conversation: dict) -> str:
 
 
 def _dialogue_topic(conversation: dict) -> str:
-    return keywords_topic(" ".join(_user_sentences(conversation["dialogue"])))
+    return topic_of(" ".join(_user_sentences(conversation["dialogue"])))
 
 
 def _parts_text(conversation: dict, *, label_chars: int, part_chars: int) -> str:
@@ -128,7 +128,7 @@ def _rollup(payload: dict, *, label_chars: int, part_chars: int) -> dict:
     return _sections(
         payload,
         summary=lambda c: _parts_text(c, label_chars=label_chars, part_chars=part_chars),
-        topic=lambda c: keywords_topic(" ".join(part["summary"] for part in c["parts"])),
+        topic=lambda c: topic_of(" ".join(part["summary"] for part in c["parts"])),
     )
 
 

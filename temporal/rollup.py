@@ -25,7 +25,7 @@ from anima.core.config import config_get
 from anima.core.llm import LlmError, llm_json
 from anima.core.text import clip
 from conversations.models import Conversation
-from conversations.selectors import conversations_persons
+from conversations.selectors import conversation_is_chinese, conversations_persons
 from temporal.privacy import FULL, TOPICS, chunk_topic, cross_person_mode
 from temporal.services import SUMMARY_SCHEMA, summary_clean
 
@@ -58,10 +58,12 @@ def bucket_sources(
     owners: dict[int, int | None],
     viewer_person_id: int | None,
     mode: str,
+    chinese: bool,
 ) -> dict[str, list[Source]]:
     """The canonical sorted peer sets of ``bucket`` seen from ``viewer_id``, by viewer class.
 
-    ``owners`` maps each conversation to its person; the viewer's own chunks are left out.
+    ``owners`` maps each conversation to its person; the viewer's own chunks are left out. Topic lines are in
+    the viewer's language (``chinese``), so each language has its own fingerprint.
     """
     label = bucket_label(bucket)
     peers: dict[str, list[Source]] = {OWN: [], OTHER: []}
@@ -75,7 +77,7 @@ def bucket_sources(
             if own or mode == FULL:
                 peers[OWN].append((conversation_id, chunk["at"], chunk["summary"]))
             elif mode == TOPICS:
-                peers[OTHER].append((conversation_id, chunk["at"], chunk_topic(chunk)))
+                peers[OTHER].append((conversation_id, chunk["at"], chunk_topic(chunk, chinese=chinese)))
     return {viewer_class: sorted(sources) for viewer_class, sources in peers.items()}
 
 
@@ -132,8 +134,10 @@ def peer_rollups(
     owners: dict[int, int | None],
     viewer_id: int | None,
     viewer_person_id: int | None,
+    chinese: bool,
 ) -> dict[str, str]:
-    """The summary of each viewer class with peers in ``bucket``, as ``cross_person`` lets this viewer see them."""
+    """The summary of each viewer class with peers in ``bucket``, as ``cross_person`` lets this viewer see them
+    (other people's topics in the viewer's language, ``chinese``)."""
     peers = bucket_sources(
         chunks=chunks,
         bucket=bucket,
@@ -141,6 +145,7 @@ def peer_rollups(
         owners=owners,
         viewer_person_id=viewer_person_id,
         mode=cross_person_mode(),
+        chinese=chinese,
     )
     rollups = {}
     for viewer_class, sources in peers.items():
@@ -169,12 +174,15 @@ def peer_rollups_warm(*, day: date, now: datetime) -> int:
     chunks = day_chunks_by_conversation(day=day)
     owners = conversations_persons(conversation_ids=chunks)
     mode = cross_person_mode()
+    # A viewer with no chunk in the bucket sees everyone, in either language; one with a chunk sees everyone else.
+    viewers = [(None, False), (None, True)] + [
+        (pk, conversation_is_chinese(conversation=conversation))
+        for pk, conversation in Conversation.objects.in_bulk(list(chunks)).items()
+    ]
     warmed = 0
     for bucket in closed_buckets(day=day, now=now)[-WARM_BUCKETS:]:
-        # A viewer with no chunk in the bucket sees everyone; one with a chunk sees everyone else.
-        viewers = {None, *chunks}
         wanted = set()
-        for viewer in viewers:
+        for viewer, chinese in viewers:
             peers = bucket_sources(
                 chunks=chunks,
                 bucket=bucket,
@@ -182,6 +190,7 @@ def peer_rollups_warm(*, day: date, now: datetime) -> int:
                 owners=owners,
                 viewer_person_id=owners.get(viewer) if viewer is not None else None,
                 mode=mode,
+                chinese=chinese,
             )
             wanted |= {(viewer_class, tuple(sources)) for viewer_class, sources in peers.items() if sources}
         for viewer_class, sources in wanted:

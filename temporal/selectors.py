@@ -118,25 +118,34 @@ def temporal_summary_get(*, window: Window | str, period_start: date) -> Tempora
 
 
 def _period_lines(
-    *, window: Window, start: date, end: date, label_chars: int, viewer_ids: frozenset[int] | None, mode: str
+    *,
+    window: Window,
+    start: date,
+    end: date,
+    label_chars: int,
+    viewer_ids: frozenset[int] | None,
+    mode: str,
+    chinese: bool,
 ) -> list[str]:
     """Newest first: the system prompt reads from yesterday backwards; one sub-line per section shown."""
     lines = []
     for row in reversed(list(temporal_summaries(window=window, start=start, end=end))):
-        shown = sections_render(summary_sections(body=row.body, content=row.content), viewer_ids=viewer_ids, mode=mode)
+        sections = summary_sections(body=row.body, content=row.content)
+        shown = sections_render(sections, viewer_ids=viewer_ids, mode=mode, chinese=chinese)
         if shown:
             items = "".join("\n  - " + text.strip().replace("\n", "\n    ") for text in shown)
             lines.append(f"- {row.source_day.isoformat()[:label_chars]}:{items}")
     return lines
 
 
-def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozenset[int] | None) -> str:
+def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozenset[int] | None, chinese: bool) -> str:
     """The system prompt's 「## 时间摘要」 (yesterday and earlier, rolling), cut at ``max_chars``; "" when empty.
 
     昨天 = day −1; 近 7 天 = days −7…−2; 近 30 天 = days −30…−8; 近 90 天 and 近一年 = month
     summaries starting in [−90, −30) and [−365, −90); 更早 = years before the one a year ago.
     ``viewer_ids`` are the persons whose sections the reader sees in full (None: everyone's); the
-    others' follow ``memory.temporal_summary.cross_person``.
+    others' follow ``memory.temporal_summary.cross_person``, their topic lines in the reader's language
+    (``chinese``).
     """
 
     def ago(days: int) -> date:
@@ -146,7 +155,13 @@ def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozense
 
     def lines(window: Window, start: date, end: date, label_chars: int) -> list[str]:
         return _period_lines(
-            window=window, start=start, end=end, label_chars=label_chars, viewer_ids=viewer_ids, mode=mode
+            window=window,
+            start=start,
+            end=end,
+            label_chars=label_chars,
+            viewer_ids=viewer_ids,
+            mode=mode,
+            chinese=chinese,
         )
 
     year_ago = ago(365)

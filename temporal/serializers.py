@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from anima.core.text import is_chinese
 from temporal.models import TemporalSummary
 from temporal.privacy import sections_for, sections_render, summary_sections
 
@@ -27,16 +28,18 @@ class TemporalSummarySerializer(serializers.ModelSerializer):
         return summary.body.get("window", "")
 
     def _visible(self, summary: TemporalSummary) -> list[dict]:
+        # No conversation to take a language from: other people's topics follow the summary's own language.
         return sections_for(
             summary_sections(body=summary.body, content=summary.content),
             viewer_ids=self.context.get("viewer_ids"),
             mode=self.context.get("cross_person", ""),
+            chinese=is_chinese(summary.content),
         )
 
     def get_content(self, summary: TemporalSummary) -> str:
         if self.context.get("viewer_ids") is None:
             return summary.content
-        lines = sections_render(self._visible(summary), viewer_ids=None, mode="")
+        lines = sections_render(self._visible(summary), viewer_ids=None, mode="", chinese=False)
         return "\n".join(f"- {line}" for line in lines)
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))

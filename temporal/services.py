@@ -17,7 +17,7 @@ from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
 from anima.core.text import clip
 from temporal.models import TemporalSummary, Window
-from temporal.privacy import FULL, sections_render, summary_sections, topic_line, topic_rule
+from temporal.privacy import FULL, TOPIC_RULE, sections_render, summary_sections, topic_line
 from temporal.selectors import day_conversations, person_label, temporal_summaries, temporal_summary_get
 
 _PREAMBLE = re.compile(
@@ -37,7 +37,7 @@ _SECTION_RULES = (
     "Answer one section per conversation, by its index `conversation`. `summary`: an objective digest of its "
     "themes and outcomes, covering it without judging what is worth remembering; omit internal ids, step-by-step "
     "tool or configuration actions and timestamps unless essential; in the dominant language of its material, at "
-    f"most `max_chars` characters. `topic`: {topic_rule(source='the material')}. "
+    f"most `max_chars` characters. `topic`: {TOPIC_RULE}. "
     'Answer JSON: {"sections": [{"conversation": int, "topic": str, "summary": str}]}.'
 )
 DAY_INSTRUCTIONS = (
@@ -80,7 +80,7 @@ class SectionSource:
     channel: str
     title: str
     material: dict = field(default_factory=dict)
-    # The text a topic line must not quote.
+    # The text whose themes make the topic line when the model names none.
     source: str = ""
 
     def meta(self) -> dict:
@@ -105,7 +105,9 @@ def temporal_summary_upsert(*, window: Window, period_start: date, sections: lis
         row.body = {"window": str(window), "period_start": period_start.isoformat(), "sections": sections}
         row.source_day = period_start
         row.title = f"{window} {period_start.isoformat()}"
-        row.content = "\n".join(f"- {line}" for line in sections_render(sections, viewer_ids=None, mode=FULL))
+        # Every section whole (the console's view): no topic line is rendered, so no language is needed.
+        whole = sections_render(sections, viewer_ids=None, mode=FULL, chinese=False)
+        row.content = "\n".join(f"- {line}" for line in whole)
         row.save()
     return row
 

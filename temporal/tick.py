@@ -29,7 +29,7 @@ from anima.core.llm.schema import schema_object, schema_string
 from conversations.models import Conversation, Message
 from conversations.selectors import conversation_person
 from temporal.models import TickMark
-from temporal.privacy import topic_line, topic_rule
+from temporal.privacy import TOPIC_RULE, topic_line
 from temporal.rollup import peer_rollups_warm
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, person_label
 from temporal.services import summary_clean
@@ -48,7 +48,7 @@ CHUNK_INSTRUCTIONS = (
     "outcomes, not a replay. `earlier_chunks` are today's earlier digests of the same conversation, given as "
     "context only: do not repeat them. Omit internal ids, step-by-step tool or configuration actions and "
     "timestamps. Write in the language of the messages, at most `max_chars` characters, with no preamble. "
-    f"Add `topic`: {topic_rule(source='the messages')}. "
+    f"Add `topic`: {TOPIC_RULE}. "
     'Answer JSON: {"summary": str, "topic": str}.'
 )
 CHUNK_SCHEMA = schema_object(

@@ -24,7 +24,12 @@ from anima.agent.stm import ShortTermView, short_term_prepare
 from anima.core.calendar import BUCKET, closed_buckets, local_day
 from anima.core.config import config_get
 from conversations.models import Conversation, PeerBlock, Person, Role
-from conversations.selectors import conversation_person, conversations_persons, conversations_resolving_to
+from conversations.selectors import (
+    conversation_is_chinese,
+    conversation_person,
+    conversations_persons,
+    conversations_resolving_to,
+)
 from conversations.services import message_create
 from memory.models import SemanticMemory
 from memory.selectors import (
@@ -107,6 +112,7 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
             today=today,
             max_chars=config["system_prompt_chars"],
             viewer_ids=viewer_ids,
+            chinese=conversation_is_chinese(conversation=conversation),
         )
         if section:
             sections.append(section)
@@ -175,6 +181,7 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
         chunks = {day: day_chunks_by_conversation(day=day) for day in {local_day(bucket) for bucket in missing}}
         owners = conversations_persons(conversation_ids={pk for by_day in chunks.values() for pk in by_day})
         viewer = conversation_person(conversation=conversation)
+        chinese = conversation_is_chinese(conversation=conversation)
         new = []
         for bucket in missing:
             day = local_day(bucket)
@@ -185,6 +192,7 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
                 owners=owners,
                 viewer_id=conversation.pk,
                 viewer_person_id=viewer.pk if viewer else None,
+                chinese=chinese,
             )
             text = _peer_text(bucket=bucket, rollups=rollups)
             new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))

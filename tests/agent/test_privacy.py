@@ -119,3 +119,18 @@ def test_the_api_shows_summaries_as_the_caller_may_see_them(people):
     assert all("text" not in s for s in maya_view["sections"] if s.get("who") == "Leo")
     assert EMAIL in operator_view["content"]  # the console and operators see everything
     assert {s["person_id"] for s in operator_view["sections"]} == {leo.pk, maya.pk}
+
+
+def test_another_persons_topic_line_is_general_themes_never_their_rarest_words():
+    leo, maya = PersonFactory(slug="leo", display_name="Leo"), PersonFactory(slug="maya", display_name="Maya")
+    maya_chat = ConversationFactory(person=maya, title="Paperwork")
+    said = "My passport number is X1234567 and my email is maya.zebracanary@example.com, for the visa form."
+    MessageFactory(conversation=maya_chat, role=Role.USER, content=said, created_at=at("20:00", "2026-11-27"))
+    temporal_summary_write_day(day=date(2026, 11, 27))
+
+    seen_in_english = prompt_text(ConversationFactory(person=leo, title="Leo on the web"))
+    seen_in_chinese = prompt_text(ConversationFactory(person=leo, title="杂事"))
+
+    assert "Maya: travel" in seen_in_english and "Maya: 旅行" in seen_in_chinese  # the viewer's language
+    for word in ("passport", "number", "email", "zebracanary", "visa", "X1234567"):
+        assert word not in seen_in_english and word not in seen_in_chinese, word

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anima.core.redaction import Fact, Redactor
+from anima.core.redaction import Fact, Lexemes, Passages, Redactor
 
 
 def _redactor(*facts: str, ids: tuple[int, ...] = (), names: tuple[str, ...] = ()) -> Redactor:
-    return Redactor(facts=tuple(Fact.of(fact, names=names) for fact in facts), ids=frozenset(ids))
+    lexemes = Lexemes()
+    found = tuple(Fact.of(fact, lexemes=lexemes, names=names) for fact in facts)
+    return Redactor(facts=found, ids=frozenset(ids), lexemes=lexemes)
 
 
 def test_a_quoting_sentence_goes_whole_and_the_rest_stays_as_written():
@@ -45,3 +49,40 @@ def test_redaction_is_idempotent_and_leaves_no_quote(parts):
     once = redactor.text("".join(parts))
     assert redactor.text(once) == once
     assert "keeps bees" not in once
+
+
+def test_a_prompts_json_payload_is_redacted_inside_and_a_record_about_the_fact_goes_whole():
+    redactor = _redactor("Maya is allergic to quinoa flakes and sesame seeds", names=("Maya",))
+    record = {"content": "Maya is allergic to quinoa flakes and sesame seeds", "slot": {"key": "quinoa flakes"}}
+    kept = {"content": "Leo repainted the shed", "slot": {"key": "shed"}}
+    payload = {
+        "memories": [record, kept],
+        "dialogue": [{"role": "user", "content": "Hi. I'm allergic to quinoa flakes, sesame seeds."}],
+    }
+    inventory = "\n".join(json.dumps(item, separators=(",", ":")) for item in (record, kept))
+
+    redacted = redactor.value([{"role": "user", "content": json.dumps(payload)}, {"inventory": inventory}])
+
+    assert json.loads(redacted[0]["content"]) == {"memories": [kept], "dialogue": [{"role": "user", "content": "Hi."}]}
+    assert [json.loads(line) for line in redacted[1]["inventory"].splitlines()] == [kept]
+    assert "quinoa" not in json.dumps(redacted)
+
+
+def test_a_persons_passages_go_verbatim_or_quoted_and_a_cut_message_is_still_theirs():
+    passages = Passages.of(["The lighthouse keeper taught me knots on Tuesday.", "ok"])
+
+    assert passages.held("The lighthouse keeper taught")  # a prompt cut the message here
+    assert not passages.held("ok") and not passages.held("I repainted the shed.")
+    assert passages.text("Talked about lighthouse, keeper, taught, knots. Leo painted.") == "Leo painted."
+    assert passages.fragments() == ["The lighthouse keeper taught me knots on"]
+
+
+def test_words_meet_by_the_english_stems_of_recalls_full_text_branch_not_by_their_first_letters():
+    lives = _redactor("Ada lives in Reykjavik", names=("Ada",))
+    assert lives.text("I live in Reykjavik. Nice.") == "Nice."
+    assert lives.text("Living in Reykjavik, finally!") == ""
+    # Five shared letters are no shared word: "underground" is not "understands".
+    understands = _redactor("Leo understands Icelandic", names=("Leo",))
+    said = "Leo took the underground to his Icelandic class."
+    assert understands.text(said) == said
+    assert understands.text("Understanding Icelandic, he smiled.") == ""

@@ -19,7 +19,7 @@ from rest_framework.authtoken.models import Token
 from anima.agent.tools import ToolError, tool_call
 from anima.agent.turn import prepare_turn, system_prompt_ensure
 from anima.api.testing import api_client, api_token, operator_client
-from anima.core.models import BlockTag, Entity, ForgetTombstone, MemoryStatus
+from anima.core.models import AutoLlmRun, BlockTag, Entity, ForgetTombstone, MemoryStatus
 from conversations.models import Conversation, HistoryEntry, Message, PeerBlock, Person, Role
 from memory.forgetting import memory_forget, person_forget, person_forget_plan
 from memory.models import EmotionalTendency, SemanticMemory
@@ -184,6 +184,26 @@ def test_a_forget_costs_no_more_queries_for_many_quoting_rows_than_for_one(djang
     assert HistoryEntry.objects.filter(fts_segmented__contains="sunny").count() == 13
 
 
+def test_forgetting_with_messages_finds_the_sentences_recall_would_by_their_stems_and_only_those():
+    ada = PersonFactory(slug="ada", display_name="Ada")
+    memory = SemanticMemoryFactory(person=ada, content="Ada lives in Reykjavik")
+    talk = ConversationFactory(person=ada)
+    said = {
+        "stated": "I live in Reykjavik, right by the harbour. The weather is wild.",
+        "again": "We were living in Reykjavik when the volcano woke.",
+        "other city": "My sister lives in Paris.",
+        "one word": "Reykjavik has the best hot dogs.",
+    }
+    messages = {key: MessageFactory(conversation=talk, role=Role.USER, content=text) for key, text in said.items()}
+
+    memory_forget(memory=memory, messages=True)
+
+    left = {key: Message.objects.get(pk=message.pk).content for key, message in messages.items()}
+    assert left["stated"] == "The weather is wild." and left["again"] == ""
+    # Sharing one of the fact's words is not stating it.
+    assert left["other city"] == said["other city"] and left["one word"] == said["one word"]
+
+
 def _split_allergy(maya) -> list[SemanticMemory]:
     """Maya's allergy-and-swimming memory split in two: its parts (the whole is expired)."""
     whole = SemanticMemoryFactory(person=maya, content="Maya is allergic to hazelnuts. Maya swims on Sundays")
@@ -242,6 +262,31 @@ def test_person_forget_with_messages_is_erasure():
     assert SemanticMemory.objects.get() == kept
     assert Entity.objects.get(tag=BlockTag.NARRATIVE).content == "Leo cooked."
     assert traces("typewriter", "maya") == []
+
+
+def test_erasure_takes_the_persons_dialogue_out_of_the_llm_audit_rows():
+    maya, leo = PersonFactory(slug="maya", display_name="Maya"), PersonFactory(slug="leo", display_name="Leo")
+    day = NIGHTS[0]
+    at = dt.datetime.combine(day, dt.time(12), tzinfo=TZ)
+    hers, his = ConversationFactory(person=maya), ConversationFactory(person=leo)
+    said = ["The lighthouse keeper taught me knots on Tuesday.", "My old locker code was under the blue kettle."]
+    for minute, text in enumerate(said):
+        MessageFactory(conversation=hers, role=Role.USER, content=text, created_at=at + dt.timedelta(minutes=minute))
+    MessageFactory(conversation=hers, role=Role.ASSISTANT, content="What a lovely teacher!", created_at=at)
+    MessageFactory(conversation=his, role=Role.USER, content="I repainted the garden shed green.", created_at=at)
+    assert sleep_cycle_run(day=day, mode="full").status == "succeeded"
+    assert traces("lighthouse", "kettle")  # her words are in the prompts of the night's LLM calls
+
+    planned = {
+        row.action for row in person_forget_plan(person=maya, messages=True).rows if row.table == "auto_llm_runs"
+    }
+    call_command("forget", "--person", "maya", "--messages", "--yes", stdout=StringIO())
+
+    assert traces("lighthouse", "kettle", "lovely teacher") == []
+    assert planned == {"delete", "redact"}
+    # A call about her day alone went with it; a call about both days kept Leo's part.
+    shared = [run for run in AutoLlmRun.objects.all() if "garden shed" in json.dumps(run.prompt)]
+    assert shared and {run.purpose for run in shared} >= {"temporal.day"}
 
 
 def test_forgetting_a_person_keeps_the_ids_and_accounts_that_name_them_and_takes_what_they_said():

@@ -37,7 +37,7 @@ def with_chunks(*summaries: str, bucket: str = "2026-11-28T10:00+08:00", person=
     return ConversationFactory(temporal_day={"cst_date": DAY.isoformat(), "chunks": chunks}, **extra)
 
 
-def peers(viewer, *, mode: str = "topics", bucket: datetime = BUCKET) -> dict[str, list]:
+def peers(viewer, *, mode: str = "topics", bucket: datetime = BUCKET, chinese: bool = False) -> dict[str, list]:
     """The peer sets ``viewer`` (a conversation, or None for nobody in particular) sees in ``bucket``."""
     chunks = day_chunks_by_conversation(day=DAY)
     return bucket_sources(
@@ -47,6 +47,7 @@ def peers(viewer, *, mode: str = "topics", bucket: datetime = BUCKET) -> dict[st
         owners=conversations_persons(conversation_ids=chunks),
         viewer_person_id=viewer.person_id if viewer else None,
         mode=mode,
+        chinese=chinese,
     )
 
 
@@ -67,19 +68,19 @@ def test_key_and_value_have_the_agreed_shape():
 
 
 def test_other_people_are_topic_lines_unless_the_config_says_full_or_none():
-    leo_peer = with_chunks("Leo gave his email leo@example.com for the Lisbon booking.", topic="Lisbon booking")
-    old_chunk = with_chunks("Leo called 13800138000 about the hotel.")  # written before chunks had topics
+    leo_peer = with_chunks("Leo gave his email leo@example.com for the Lisbon booking.", topic="travel")
+    old_chunk = with_chunks("Leo called 13800138000 about his doctor's appointment.")  # written before topics
     maya = ConversationFactory()
 
     topics, full, none = peers(maya), peers(maya, mode="full"), peers(maya, mode="none")
 
     shown = [text for _, _, text in topics[OTHER]]
-    assert topics[OWN] == [] and shown[0] == "Lisbon booking"
-    assert "hotel" in shown[1] and not any(ch.isdigit() for ch in shown[1])  # keywords of the old chunk
+    assert topics[OWN] == [] and shown == ["travel", "health, plans"]  # the old chunk: its summary's themes
+    assert [text for _, _, text in peers(maya, chinese=True)[OTHER]] == ["旅行", "健康、计划"]
     assert [pk for pk, _, _ in full[OWN]] == [leo_peer.pk, old_chunk.pk] and full[OTHER] == []
     assert none == {OWN: [], OTHER: []}
     value = peer_rollup_get(day=DAY, bucket=BUCKET, sources=topics[OTHER], viewer_class=OTHER)
-    assert value["summary"] == f"- Lisbon booking\n- {shown[1]}"
+    assert value["summary"] == "- travel\n- health, plans"
     assert cache_get_json(
         key=peer_rollup_key(day=DAY, bucket=BUCKET, sources_fp=value["sources_fp"], viewer_class=OTHER)
     )
@@ -114,11 +115,11 @@ def test_a_miss_merges_once_and_viewers_with_the_same_peers_share_it():
 
 
 def test_other_peoples_topics_never_reach_a_model():
-    with_chunks("Maya planned the Lisbon trip.", topic="Lisbon trip")
+    with_chunks("Maya planned the Lisbon trip.", topic="travel, plans")
     with scripted({}) as provider:
         value = peer_rollup_get(day=DAY, bucket=BUCKET, sources=peers(None)[OTHER], viewer_class=OTHER)
 
-    assert provider.calls == [] and value["summary"] == "- Lisbon trip"
+    assert provider.calls == [] and value["summary"] == "- travel, plans"
 
 
 def test_without_an_llm_the_summaries_are_concatenated_and_truncated():
@@ -153,10 +154,11 @@ def test_warming_fills_every_peer_set_of_the_last_four_closed_buckets():
     with_chunks("Too early to be warmed.", bucket="2026-11-28T07:30+08:00")
     now = datetime.fromisoformat("2026-11-28T10:00+08:00")  # last four closed: 08:00 … 09:30
 
-    assert peer_rollups_warm(day=DAY, now=now) == 3  # seen by a, by b, and by anyone else
+    # Seen by a, by b, and by anyone else (in either language: topic lines are shown in the viewer's).
+    assert peer_rollups_warm(day=DAY, now=now) == 4
 
     bucket = datetime.fromisoformat("2026-11-28T08:00+08:00")
-    for viewer in (a, b, None):
-        sources = peers(viewer, bucket=bucket)[OTHER]
+    for viewer, chinese in ((a, False), (b, False), (None, False), (None, True)):
+        sources = peers(viewer, bucket=bucket, chinese=chinese)[OTHER]
         key = peer_rollup_key(day=DAY, bucket=bucket, sources_fp=sources_fingerprint(sources), viewer_class=OTHER)
         assert cache_get_json(key=key)

@@ -58,6 +58,7 @@ def test_the_rollup_is_stored_under_the_exact_key_with_its_ttl(real_redis):
         owners=conversations_persons(conversation_ids=chunks),
         viewer_person_id=None,
         mode="full",
+        chinese=True,
     )[OWN]
 
     value = peer_rollup_get(day=DAY, bucket=BUCKET, sources=sources, viewer_class=OWN)

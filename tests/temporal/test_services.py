@@ -3,6 +3,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import pytest
 from django.utils import timezone
 
 from anima.core.config import config_update
@@ -11,7 +12,7 @@ from conversations.models import Platform, Role
 from sleep.context import StepContext
 from sleep.steps import temporal_summary_cascade, temporal_summary_day
 from temporal.models import TemporalSummary
-from temporal.privacy import TOPIC_MAX_CHARS, topic_rule
+from temporal.privacy import TOPIC_RULE
 from temporal.services import MIN_SECTION_CHARS, summary_clean, temporal_summary_write_day
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, TemporalSummaryFactory
 
@@ -159,25 +160,30 @@ def test_a_month_keeps_a_section_per_conversation_with_its_owner():
     assert "2026-11-03" in leo["text"] and "2026-11-20" in leo["text"]
 
 
-def test_a_models_topic_lines_are_stored_without_contact_data_numbers_or_quotes(llm_stub):
-    said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000"
+@pytest.mark.parametrize(
+    "leaky_topic",
+    [
+        "Leo 的联系方式：ｌｅｏ＠ｅｘａｍｐｌｅ．ｃｏｍ",  # fullwidth, as a model once stored it
+        "leo dot chen at example dot com, one three eight zero zero",
+        "Leo 的电话 ①③⑧⓪⓪①③⑧⓪⓪⓪，他说“顺便记一下”",
+    ],
+)
+def test_a_models_topic_line_is_stored_as_themes_of_the_closed_vocabulary_only(llm_stub, leaky_topic):
+    said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000。下周去杭州出差。"
     _talk(DAY, [(Role.USER, said), (Role.ASSISTANT, "好的，记下了。")], title="杂事")
     own_text = "Leo 留下了邮箱 leo@example.com 和电话 13800138000。"
-    leaky_topic = "Leo 的联系方式：leo@example.com / +86 138 0013 8000，他说“顺便记一下”，" + "聊得很开心" * 30
     llm_stub.reply({"sections": [{"conversation": 0, "topic": leaky_topic, "summary": own_text}]})
 
     temporal_summary_write_day(day=DAY)
 
     request = llm_stub.requests[0]
     system, user = request["messages"][0]["content"], json.loads(request["messages"][1]["content"])
-    assert topic_rule(source="the material") in system and '"sections"' in system
+    assert TOPIC_RULE in system and '"sections"' in system  # the model is given the vocabulary
     assert user["conversations"][0]["conversation"] == 0
     [section] = TemporalSummary.objects.get().body["sections"]
     assert section["text"] == own_text  # the person's own section keeps everything
-    topic = section["topic"]
-    assert "@" not in topic and "example" not in topic and not any(ch.isdigit() for ch in topic)
-    assert len(topic) <= TOPIC_MAX_CHARS  # the model's 170 characters are cut to the cap its rule names
-    assert "顺便记一下" not in topic and "“" not in topic and topic.startswith("Leo 的联系方式")
+    # Nothing the model wrote is kept: the themes of what was said, from the vocabulary.
+    assert section["topic"] == "travel, plans"
 
 
 def test_a_section_the_model_left_out_or_invented_is_not_stored():

@@ -16,7 +16,7 @@ from anima.core.llm.providers import Completion, provider_override
 from anima.core.llm.testing import scripted
 from anima.core.models import AutoLlmRun
 from conversations.models import Conversation, Platform, Role
-from temporal.privacy import topic_rule
+from temporal.privacy import TOPIC_RULE
 from temporal.services import summary_clean
 from temporal.tasks import temporal_tick
 from temporal.tick import temporal_tick_run
@@ -115,35 +115,31 @@ def test_preambles_are_stripped_and_the_cap_holds():
     conversation = ConversationFactory()
     MessageFactory(conversation=conversation, content="聊了上线", created_at=at("09:00"))
     answer = "好的，" + "今天讨论了产品上线的准备工作和支付迁移的风险。" * 5
-    with scripted({"temporal.chunk": [{"summary": answer, "topic": "产品上线"}]}):
+    with scripted({"temporal.chunk": [{"summary": answer, "topic": "工作"}]}):
         temporal_tick_run(at=at("09:30"))
 
     [chunk] = chunks_of(conversation)
     assert chunk["summary"].startswith("今天讨论了")
     assert len(chunk["summary"]) <= 60
-    assert chunk["topic"] == "产品上线"
+    assert chunk["topic"] == "work"
 
 
-def test_a_chunks_topic_line_never_keeps_contact_data_numbers_or_quotes_whatever_the_model_says():
+def test_a_chunks_topic_line_is_themes_of_the_closed_vocabulary_whatever_the_model_says():
     conversation = ConversationFactory()
-    said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000"
+    said = "顺便记一下，我的邮箱是 leo@example.com，电话 13800138000，明天去医院复查。"
     MessageFactory(conversation=conversation, content=said, created_at=at("09:00"))
-    leaky = "Leo 留下邮箱 leo@example.com 和电话 138-0013-8000，原话「顺便记一下，我的邮箱是」"
-    quoting = "顺便记一下，我的邮箱是"
+    leaky = "Leo 留下邮箱 ｌｅｏ＠ｅｘａｍｐｌｅ．ｃｏｍ 和电话 one three eight, zero zero one three"
     with scripted({"temporal.chunk": [{"summary": said, "topic": leaky}]}) as provider:
         temporal_tick_run(at=at("09:30"))
     MessageFactory(conversation=conversation, content=said, created_at=at("09:40"))
-    with scripted({"temporal.chunk": [{"summary": said, "topic": quoting}]}):
+    with scripted({"temporal.chunk": [{"summary": said, "topic": "Work, 健康, leo at example dot com"}]}):
         temporal_tick_run(at=at("10:00"))
 
     first, second = (chunk["topic"] for chunk in chunks_of(conversation))
-    for topic in (first, second):
-        assert "@" not in topic and "example" not in topic and not any(ch.isdigit() for ch in topic)
-        assert "顺便记一下" not in topic and "「" not in topic
-    assert first.startswith("Leo 留下邮箱") and "电话" in first
-    # The model is asked for the same topic line as the day summaries, with the cap that is enforced.
-    assert topic_rule(source="the messages") in provider.calls[0].messages[0]["content"]
-    assert second and second != quoting  # a line repeating the dialogue falls back to its keywords
+    assert first == "health, plans"  # nothing of the model's line maps: the themes of the messages
+    assert second == "work, health"  # the vocabulary names the model gave, and nothing else
+    # The model is asked for the same closed vocabulary as the day summaries.
+    assert TOPIC_RULE in provider.calls[0].messages[0]["content"]
 
 
 @pytest.mark.parametrize(
