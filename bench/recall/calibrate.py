@@ -29,19 +29,15 @@ import django
 django.setup()
 
 import numpy as np  # noqa: E402
-from django.db import connection  # noqa: E402
 
 import memory.search._fusion as fusion  # noqa: E402
-from anima.core.db import throwaway_database  # noqa: E402
-from memory.benchmarks._common import smalltalk_lines  # noqa: E402
-from memory.benchmarks.locomo import locomo_load  # noqa: E402
-from memory.benchmarks.madial import LANGUAGES, madial_load, madial_read  # noqa: E402
-from memory.embedding import embed_backfill_run  # noqa: E402
-from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES, search_text_plain, term_stats_clear  # noqa: E402
-from memory.selectors import SEMANTIC, SESSION, memory_recall  # noqa: E402
+from bench.recall._dev_sets import DevQuery, dev_sets_loaded  # noqa: E402
+from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES  # noqa: E402
+from memory.selectors import memory_recall  # noqa: E402
 
 TOP = 20
 _fused: list[list] = []
+_original = fusion.score_fuse
 
 
 def _spy(**kwargs):
@@ -50,68 +46,17 @@ def _spy(**kwargs):
     return hits
 
 
-_original = fusion.score_fuse
 fusion.score_fuse = _spy  # what recall fused, with each hit's calibration inputs
 
 
-def _examples(*, query: str, person, types: list[str], branches, relevant, passive: bool = False) -> list[tuple]:
-    """(keyword z, dense z or None, relevant) of the first TOP hits of ``query``; ``relevant(hit id)``."""
-    _fused.clear()
-    memory_recall(
-        query=search_text_plain(query) if passive else query,
-        memory_types=types,
-        limit=TOP,
-        person=person,
-        branches=branches,
-        keyword_gate=passive,
-        global_only=passive,
-    )
-    hits = _fused[0][:TOP] if _fused else []
-    return [(hit.keyword_z, hit.dense_z, relevant(hit.id)) for hit in hits]
-
-
-def _collect(branches) -> dict[str, list[tuple]]:
+def _collect(queries: list[DevQuery], branches) -> dict[str, list[tuple]]:
+    """Per set, (keyword z, dense z or None, relevant) of each query's first TOP hits."""
     sets: dict[str, list[tuple]] = defaultdict(list)
-    for lang, (loaded, dialogues) in _MADIAL.items():
-        _, persons, key_of = loaded
-        for person, query, last, relevant in dialogues:
-
-            def is_relevant(pk, relevant=relevant, key_of=key_of):
-                return key_of.get(pk) in relevant
-
-            sets[f"madial-{lang}"] += _examples(
-                query=query, person=person, types=[SEMANTIC], branches=branches, relevant=is_relevant
-            )
-            sets[f"madial-{lang}-last"] += _examples(
-                query=last, person=person, types=[SEMANTIC], branches=branches, relevant=is_relevant, passive=True
-            )
-        for line in smalltalk_lines(lang=lang):
-            for person in list(persons.values())[:5]:
-                sets[f"smalltalk-{lang}"] += _examples(
-                    query=line,
-                    person=person,
-                    types=[SEMANTIC],
-                    branches=branches,
-                    relevant=lambda pk: False,
-                    passive=True,
-                )
-    for sample in _LOCOMO:
-        for question in sample.questions:
-            evidence = set(question["evidence"])
-            sets["locomo"] += _examples(
-                query=question["question"],
-                person=sample.person,
-                types=[SESSION],
-                branches=branches,
-                relevant=lambda pk, evidence=evidence, keys=sample.message_key: keys.get(pk) in evidence,
-            )
-            sets["locomo-facts"] += _examples(
-                query=question["question"],
-                person=sample.person,
-                types=[SEMANTIC],
-                branches=branches,
-                relevant=lambda pk, evidence=evidence, facts=sample.fact_sources: bool(facts.get(pk, set()) & evidence),
-            )
+    for query in queries:
+        _fused.clear()
+        memory_recall(limit=TOP, branches=branches, **query.recall)
+        hits = _fused[0][:TOP] if _fused else []
+        sets[query.set_name] += [(hit.keyword_z, hit.dense_z, query.relevant(hit.id)) for hit in hits]
     return sets
 
 
@@ -141,33 +86,16 @@ def _fit(sets: dict[str, list[tuple]], *, dense: bool) -> tuple[np.ndarray, list
     return beta, table
 
 
-_MADIAL: dict = {}
-_LOCOMO: list = []
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="the folder with madial/ and locomo/")
     args = parser.parse_args()
-    data = Path(args.data)
-    with throwaway_database():
-        for lang in LANGUAGES:
-            loaded = madial_load(data=data / "madial", lang=lang)
-            _MADIAL[lang] = (loaded, madial_read(data=data / "madial", lang=lang, persons=loaded[1]))
-        _LOCOMO.extend(locomo_load(data=data / "locomo"))
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
-        print("embedding …", flush=True)
-        embed_backfill_run()
-        term_stats_clear()
+    with dev_sets_loaded(Path(args.data)) as queries:
         for name, branches, dense in (("dense", ALL_BRANCHES, True), ("keyword", KEYWORD_BRANCHES, False)):
-            sets = _collect(branches)
+            sets = _collect(queries, branches)
             beta, table = _fit(sets, dense=dense)
-            print(
-                f"{name}: {tuple(round(float(b), 3) for b in beta)}  (examples per set:",
-                {set_name: len(examples) for set_name, examples in sets.items()},
-                ")",
-            )
+            counts = {set_name: len(examples) for set_name, examples in sets.items()}
+            print(f"{name}: {tuple(round(float(b), 3) for b in beta)}  examples per set: {counts}")
             print("  of the hits scored in each tenth, relevant:", table, flush=True)
 
 
