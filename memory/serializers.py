@@ -118,7 +118,7 @@ class RecallResultSerializer(serializers.Serializer):
     memory_type = serializers.CharField()
     id = serializers.IntegerField()
     external_id = serializers.CharField(allow_null=True)
-    score = serializers.FloatField()
+    score = serializers.FloatField(help_text="The estimated chance that the hit is relevant (calibrated, 0..1).")
     snippet = serializers.CharField()
     created_at = serializers.CharField()
     conversation_external_id = serializers.CharField(allow_null=True)

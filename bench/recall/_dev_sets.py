@@ -31,6 +31,7 @@ class DevQuery:
     recall: dict[str, Any]
     relevant: Callable[[int], bool]
     category: int = 0
+    wanted: int = 0  # how many rows are relevant (a MADial dialogue's memories, a LoCoMo question's turns)
 
 
 @contextmanager
@@ -51,7 +52,7 @@ def dev_sets_loaded(data: Path) -> Iterator[list[DevQuery]]:
                     return key_of.get(pk) in relevant
 
                 semantic = {"person": person, "memory_types": [SEMANTIC]}
-                queries.append(DevQuery(f"madial-{lang}", {**semantic, "query": query}, is_relevant))
+                queries.append(DevQuery(f"madial-{lang}", {**semantic, "query": query}, is_relevant, 0, len(relevant)))
                 queries.append(DevQuery(f"madial-{lang}-last", _passive(semantic, last), is_relevant))
             for line in smalltalk_lines(lang=lang):
                 for person in list(persons.values())[:5]:
@@ -67,6 +68,7 @@ def dev_sets_loaded(data: Path) -> Iterator[list[DevQuery]]:
                         {**asked, "memory_types": [SESSION]},
                         lambda pk, evidence=evidence, keys=sample.message_key: keys.get(pk) in evidence,
                         question["category"],
+                        len(evidence),
                     )
                 )
                 queries.append(

@@ -1,0 +1,127 @@
+"""Fusion methods compared on both dev sets: R@10 of each, over the same candidates of every branch.
+
+Run from the repository root (``--data``: the folder holding madial/ and locomo/):
+
+    python bench/recall/fusion_methods.py --data ../shared/bench
+
+Each query of MADial (zh, en: dialogues over memories) and LoCoMo (questions over turns, categories 1-4 and 5)
+is asked once with every branch; the branches' candidates (MIN_POOL a branch) are then ranked by each method:
+weighted means of z-scores (the default's even mix and others), of min-max normalised scores, CombMNZ, reciprocal
+rank fusion, and the default's calibrated score, which orders what recall returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anima.settings")
+
+import django
+
+django.setup()
+
+import memory.search._fusion as fusion  # noqa: E402
+from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
+from memory.selectors import memory_recall  # noqa: E402
+
+K = 10
+SETS = ("madial-zh", "madial-en", "locomo 1-4", "locomo 5")
+_rows: list[list] = []
+_original = fusion.score_fuse
+
+
+def _spy(**kwargs):
+    _rows.append(list(kwargs["rows"]))
+    return _original(**kwargs)
+
+
+fusion.score_fuse = _spy  # the branches' candidates of each recall
+
+
+def _normalised(scores: dict, how: str) -> tuple[dict, float]:
+    """Each candidate's normalised score, and what a candidate the branch did not find counts."""
+    values = list(scores.values())
+    if how == "z":
+        mean = sum(values) / len(values)
+        spread = math.sqrt(sum((value - mean) ** 2 for value in values) / len(values))
+        if not spread:
+            return dict.fromkeys(scores, 1.0), -1.0
+        normalised = {key: (value - mean) / spread for key, value in scores.items()}
+        return normalised, min(normalised.values())
+    low, high = min(values), max(values)
+    return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in scores.items()}, 0.0
+
+
+def _ranked(rows: list, method: str, weights: dict[str, float]) -> list[int]:
+    branches: dict[str, dict] = defaultdict(dict)
+    for source, branch, row_id, _, score in rows:
+        branches[branch][(source, row_id)] = float(score)
+    keys = {key for scores in branches.values() for key in scores}
+    total: dict = defaultdict(float)
+    if method == "rrf":
+        for branch, scores in branches.items():
+            for rank, key in enumerate(sorted(scores, key=lambda key: -scores[key]), 1):
+                total[key] += weights.get(branch, 0.0) / (60 + rank)
+    else:
+        how, mnz = method.split("-")[0], method.endswith("mnz")
+        normalised = {branch: _normalised(scores, how) for branch, scores in branches.items()}
+        for key in keys:
+            found = sum(key in branches[branch] for branch in weights if branch in branches)
+            mixed = sum(
+                weight * normalised[branch][0].get(key, normalised[branch][1])
+                for branch, weight in weights.items()
+                if branch in branches
+            )
+            total[key] = mixed * (found if mnz else 1)
+    return [row_id for _, row_id in sorted(keys, key=lambda key: -total[key])]
+
+
+METHODS = (
+    ("z-scores, dense 0.5 / full-text 0.5 / trigram 0.1", "z", {"dense": 0.5, "fts": 0.5, "trigram": 0.1}),
+    ("z-scores, dense 0.7 / full-text 0.3 / trigram 0.1", "z", {"dense": 0.7, "fts": 0.3, "trigram": 0.1}),
+    ("z-scores, dense 0.4 / full-text 0.6", "z", {"dense": 0.4, "fts": 0.6}),
+    ("z-scores, dense 0.6 / full-text 0.4", "z", {"dense": 0.6, "fts": 0.4}),
+    ("min-max, dense 0.5 / full-text 0.5", "mm", {"dense": 0.5, "fts": 0.5}),
+    ("min-max, dense 0.6 / full-text 0.4 / trigram 0.1", "mm", {"dense": 0.6, "fts": 0.4, "trigram": 0.1}),
+    ("CombMNZ over z-scores, 0.5 / 0.5", "z-mnz", {"dense": 0.5, "fts": 0.5}),
+    ("CombMNZ over min-max, 0.5 / 0.5", "mm-mnz", {"dense": 0.5, "fts": 0.5}),
+    ("RRF (k 60), dense + full-text", "rrf", {"dense": 1.0, "fts": 1.0}),
+    ("RRF (k 60), every branch", "rrf", {"dense": 1.0, "fts": 1.0, "trigram": 1.0}),
+    ("full-text alone", "z", {"fts": 1.0}),
+    ("dense alone", "z", {"dense": 1.0}),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, help="the folder with madial/ and locomo/")
+    args = parser.parse_args()
+    found: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    asked: dict[str, int] = defaultdict(int)
+    with dev_sets_loaded(Path(args.data)) as queries:
+        for query in queries:
+            if query.set_name not in ("madial-zh", "madial-en", "locomo"):
+                continue
+            name = query.set_name if query.set_name != "locomo" else f"locomo {'5' if query.category == 5 else '1-4'}"
+            _rows.clear()
+            returned = memory_recall(limit=K, **query.recall)
+            rows = _rows[0] if _rows else []
+            relevant = {row_id for _, _, row_id, _, _ in rows if query.relevant(row_id)}
+            wanted = query.wanted  # a relevant row no branch found is missed by every method
+            asked[name] += 1
+            found["calibrated score (the default)"][name] += len(relevant & {hit["id"] for hit in returned}) / wanted
+            for label, method, weights in METHODS:
+                found[label][name] += len(relevant & set(_ranked(rows, method, weights)[:K])) / wanted
+    print(f"R@{K} | " + " | ".join(SETS))
+    for label, figures in found.items():
+        print(f"{label} | " + " | ".join(f"{100 * figures[name] / max(asked[name], 1):.1f}" for name in SETS))
+
+
+if __name__ == "__main__":
+    main()
