@@ -66,4 +66,4 @@ def demo_meaning_recall(*, stdout) -> None:
     stdout.write(f"recall {MEANING_QUERY!r} for {MEANING_PERSON}:")
     for number, result in enumerate(results, start=1):
         branches = ", ".join(f"{branch} #{rank}" for branch, rank in sorted(result["ranks"].items()))
-        stdout.write(f"  {number}. {result['snippet']}  ({branches})")
+        stdout.write(f"  {number}. {result['snippet']}  (score {result['score']:.3f}: {branches})")
