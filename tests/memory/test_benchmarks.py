@@ -1,0 +1,75 @@
+"""The dev-set benchmarks read both formats and measure what bench_recall prints (tiny sets written here)."""
+
+from __future__ import annotations
+
+import json
+
+from memory.benchmarks.locomo import locomo_load, locomo_run
+from memory.benchmarks.madial import madial_load, madial_run
+
+
+def _madial(tmp_path) -> None:
+    memories = [
+        {"1": {"event": "Bart performed a magic trick at the New Year's Eve party"}},
+        {"2": {"event": "Bart adopted a grey kitten called Pixel"}},
+        {"3": {"event": "Bart broke his arm skiing last winter"}},
+    ]
+    dialogues = [
+        {
+            "dialogue": ["<BOD>", "<Bart>: my kitten Pixel is sick", "<Assistant>: oh no", '<Bart>: "Pixel!"'],
+            "test-turn": [3],
+            "relevant-id": [2],
+        }
+    ]
+    for lang in ("zh", "en"):
+        (tmp_path / f"MADial-Bench-{lang}-memory.json").write_text("\n".join(json.dumps(m) for m in memories))
+        (tmp_path / f"MADial-Bench-{lang}-dialogue.json").write_text("\n".join(json.dumps(d) for d in dialogues))
+
+
+def test_madial_measures_recall_beside_bm25_and_passive_recall(tmp_path):
+    _madial(tmp_path)
+    loaded = madial_load(data=tmp_path, lang="en")
+
+    figures = madial_run(data=tmp_path, lang="en", loaded=loaded, dense=False)
+
+    assert figures["n"] == 1
+    assert set(figures) == {"n", "anima", "anima_keyword", "bm25", "passive", "smalltalk"}  # no vectors: no dense
+    assert (figures["anima"]["R@1"], figures["bm25"]["R@1"]) == (100.0, 100.0), figures
+    assert figures["smalltalk"]["lines"] == 40
+
+
+def test_locomo_finds_evidence_turns_by_dialogue_id_and_keeps_adversarial_questions_apart(tmp_path):
+    sample = {
+        "sample_id": "s1",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel! How have you been?"},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "Swamped with the kids. You?"},
+                {"speaker": "Caroline", "dia_id": "D1:3", "text": "I went to a support group yesterday."},
+                {
+                    "speaker": "Melanie",
+                    "dia_id": "D1:4",
+                    "text": "Look at this!",
+                    "blip_caption": "a photo of a painting of a sunset over a lake",
+                },
+            ],
+        },
+        "observation": {"session_1_observation": {"Caroline": [["Caroline attended a support group.", "D1:3"]]}},
+        "qa": [
+            {"question": "When did Caroline go to the support group?", "evidence": ["D1:3"], "category": 2},
+            {"question": "What did Caroline paint, a sunset?", "evidence": ["D1:4"], "category": 5},
+            {"question": "No evidence given", "evidence": [], "category": 1},
+        ],
+    }
+    (tmp_path / "locomo10.json").write_text(json.dumps([sample]))
+
+    figures = locomo_run(samples=locomo_load(data=tmp_path), dense=False)
+
+    assert figures["n"] == 2  # the question without evidence is left out
+    assert figures["1-4"]["anima"]["R@1"] == 100.0  # the support group turn
+    assert figures["5"]["anima"]["R@1"] == 100.0  # found by the photo's caption
+    assert set(figures["1-4"]) == {"anima", "anima_keyword", "bm25"}
+    assert figures["passive"]["relevant %"] >= 50.0  # the fact from the evidence turn, offered for its question
