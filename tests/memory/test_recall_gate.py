@@ -12,8 +12,9 @@ from memory.search import score_fuse
 from memory.selectors import SEMANTIC, SESSION, memory_recall, passive_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
-# A person's memories, several sharing an everyday word with small talk (thanks, cool, tomorrow, 吃, 开心). A memory
-# holding a small-talk phrase itself (笑得哈哈哈, 明天要去) is still offered for it: a known limit.
+# A person's memories, several sharing an everyday word with small talk (thanks, cool, tomorrow, 吃). A memory
+# holding a small-talk word itself (笑得哈哈哈 for 哈哈哈, 明天要去 for 明天见, 笑 for 笑死我了) may still be
+# offered for it: a known limit.
 MEMORIES = (
     "Maya has a cat named Miso",
     "Maya is allergic to peanuts",
@@ -24,7 +25,7 @@ MEMORIES = (
     "Refactor a tool in three steps: pin the behaviour with a test, change the structure, clean up names",
     "Maya 下周要去医院复查",
     "Maya 喜欢吃辣的川菜",
-    "Maya 看脱口秀的时候笑得很开心",
+    "Maya 周末去看了一场脱口秀",
     "Maya is learning Portuguese for her citizenship exam",
     "Maya's brother Tiago plays the cello",
 )
