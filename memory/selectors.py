@@ -410,21 +410,23 @@ FACT_SHARE = 0.5
 
 
 def _facts_first(results: list[dict[str, Any]], *, sources: dict[int, set[int]]) -> list[dict[str, Any]]:
-    """``results`` with each semantic memory raised to the score of the best hit from the conversation it was made
-    in (``sources``: result index -> that conversation), when it scores at least FACT_SHARE of it; at equal scores
-    facts come first. The fact is what was learnt from those lines: "Maya is allergic to peanuts" above "with a
-    peanut allergy it's never worth the risk"."""
-    best: dict[int, float] = {}
+    """``results`` with the best semantic memory made in a conversation (``sources``: result index -> the
+    conversations its row was made in) raised to the score of the best line or diary block of that conversation
+    the query found, when it scores at least FACT_SHARE of it; at equal scores facts come first. The fact is what
+    was learnt from those lines: "Maya is allergic to peanuts" above "with a peanut allergy it's never worth the
+    risk". Only the best: the conversation's other facts ("Leo is the backend lead" for an e-mail question)
+    answer the query less well than the one it found."""
+    lines: dict[int, float] = {}
+    facts: dict[int, float] = {}
     for index, result in enumerate(results):
-        if result["memory_type"] != SEMANTIC:
-            for conversation in sources.get(index, ()):
-                best[conversation] = max(best.get(conversation, 0.0), result["score"])
+        best = lines if result["memory_type"] != SEMANTIC else facts
+        for conversation in sources.get(index, ()):
+            best[conversation] = max(best.get(conversation, 0.0), result["score"])
     for index, result in enumerate(results):
         if result["memory_type"] != SEMANTIC:
             continue
-        found = max(
-            (best[conversation] for conversation in sources.get(index, ()) if conversation in best), default=None
-        )
+        made_in = [c for c in sources.get(index, ()) if c in lines and result["score"] >= facts[c]]
+        found = max((lines[conversation] for conversation in made_in), default=None)
         if found is not None and result["score"] >= FACT_SHARE * found:
             result["score"] = max(result["score"], found)
     order = sorted(range(len(results)), key=lambda i: (-results[i]["score"], results[i]["memory_type"] != SEMANTIC, i))

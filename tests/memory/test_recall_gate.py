@@ -9,7 +9,7 @@ from anima.api.testing import operator_client
 from memory.benchmarks._common import smalltalk_lines
 from memory.embedding import embed_backfill_run
 from memory.search import score_fuse
-from memory.selectors import SEMANTIC, SESSION, memory_recall, passive_recall
+from memory.selectors import SEMANTIC, SESSION, _facts_first, memory_recall, passive_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 # A person's memories, several sharing an everyday word with small talk (thanks, cool, tomorrow, 吃). A memory
@@ -142,3 +142,25 @@ def test_a_branch_found_by_few_rows_is_judged_as_among_many():
 
     assert alone[0].score == pytest.approx(among[0].score)
     assert alone[0].score > alone[1].score
+
+
+def test_only_the_fact_that_answers_best_rises_above_the_lines_of_its_conversation():
+    # Scores as recall found them for "Leo 的邮箱是什么" after demo: the e-mail line, then the conversation's facts.
+    results = [
+        {"memory_type": SESSION, "id": 11, "score": 0.209},
+        {"memory_type": SESSION, "id": 12, "score": 0.176},
+        {"memory_type": SEMANTIC, "id": 27, "score": 0.150},  # Leo 的邮箱是 leo@example.com
+        {"memory_type": SEMANTIC, "id": 23, "score": 0.109},  # Leo 是后端负责人
+        {"memory_type": SEMANTIC, "id": 50, "score": 0.300},  # made elsewhere
+    ]
+    sources = {0: {1}, 1: {1}, 2: {1}, 3: {1}, 4: {2}}
+
+    ranked = _facts_first(results, sources=sources)
+
+    assert [(hit["id"], hit["score"]) for hit in ranked] == [
+        (50, 0.3),
+        (27, 0.209),
+        (11, 0.209),
+        (12, 0.176),
+        (23, 0.109),
+    ]
