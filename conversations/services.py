@@ -15,6 +15,7 @@ from django.db.models.functions import MD5, Greatest
 from django.utils import timezone
 
 from anima.core.errors import AnimaError
+from anima.core.forgotten import IDENTITY, PERSON, forgotten_account
 from anima.core.jsonl import (
     ImportReport,
     LineError,
@@ -188,13 +189,18 @@ def _message_fingerprint(role: str, content: str) -> str:
 
 
 def conversations_import(
-    *, lines: Iterable[str | bytes], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
+    *,
+    lines: Iterable[str | bytes],
+    progress: ProgressCallback | None = None,
+    batch_lines: int = IMPORT_BATCH_LINES,
+    allow_forgotten: bool = False,
 ) -> ImportReport:
     """Import conversations JSONL; idempotent (existing conversations and messages are kept as they are).
 
     A line that contradicts what is stored or an earlier line (a known conversation on another
     account or person, a known message id with other content) is a conflict: reported, nothing
-    of it stored.
+    of it stored. A line about an erased person or account is skipped with a warning unless
+    ``allow_forgotten``.
     """
     return jsonl_import(
         kind="conversations",
@@ -204,7 +210,17 @@ def conversations_import(
         batch_lines=batch_lines,
         lock=_IMPORT_LOCK,
         progress=progress,
+        forgettable=_conversation_forgettable,
+        allow_forgotten=allow_forgotten,
     )
+
+
+def _conversation_forgettable(p: _ParsedConversation) -> list[tuple[str, str, str]]:
+    held = [(PERSON, p.person, f"person {p.person}")] if p.person else []
+    if p.chat_id:
+        account = forgotten_account(channel=p.channel, external_id=p.chat_id)
+        held.append((IDENTITY, account, f"account {p.channel}:{p.chat_id}"))
+    return held
 
 
 def _conversation_conflicts(parsed: list[_ParsedConversation], report: ImportReport) -> list[_ParsedConversation]:

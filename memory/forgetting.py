@@ -13,7 +13,8 @@ The command, the API, the console and the memory tool all call these two service
    and a conversation's system-prompt snapshot is dropped (rebuilt on the next turn);
 4. drops the cached peer digests and runs the registered forget hooks (e.g. vectors of the rows
    that were changed or deleted);
-5. records a ``ForgetTombstone``: ids and counts, no content.
+5. records a ``ForgetTombstone``: ids, counts and fingerprints (hashes of the normalized texts, slug and accounts
+   taken, ``anima.core.forgotten``), no content: an import skips what they match.
 
 Forgetting a person also deletes their emotional tendencies and computes again the overall ones whose
 30 days held one of their anchors.
@@ -41,6 +42,7 @@ from django.utils import timezone
 
 from anima.core.cache import cache_delete_prefix
 from anima.core.config import config_get
+from anima.core.forgotten import HISTORY, IDENTITY, MEMORY, PERSON, forgotten_account, forgotten_fingerprint
 from anima.core.llm.audit import llm_runs_erase, llm_runs_quoting
 from anima.core.models import (
     AutoLlmRun,
@@ -62,7 +64,6 @@ from memory.tendency import MONTH_DAYS
 from temporal.models import TemporalSummary, Window
 from temporal.services import temporal_summary_upsert
 
-MEMORY, PERSON = "memory", "person"
 # A derived row whose every sentence went is deleted; a message keeps its place with what is left.
 _CITING_BODY_KEYS = ("semantic_memory_ids", "source_facts", "merged_from")
 _DERIVED_COMPONENTS = {Component.SEMANTIC_MEMORY, Component.CONTENT_BLOCK, Component.TEMPORAL_SUMMARY}
@@ -76,6 +77,10 @@ class ForgetResult:
     tombstone: ForgetTombstone
     deleted: dict[str, set[int]] = field(default_factory=dict)
     changed: dict[str, set[int]] = field(default_factory=dict)
+    fingerprints: set[str] = field(default_factory=set)
+
+    def fingerprint(self, *, kind: str, texts: Iterable[str]) -> None:
+        self.fingerprints.update(forgotten_fingerprint(kind=kind, text=text) for text in texts if text)
 
     def note(self, table: str, pk: int, *, deleted: bool) -> None:
         (self.deleted if deleted else self.changed).setdefault(table, set()).add(pk)
@@ -303,16 +308,20 @@ def _run(
                 result.note(Entity._meta.db_table, pk, deleted=True)
             if before_sweep is not None:
                 before_sweep(result)
-            swept = _sweep(redactor, messages=messages, skip_entities=ids, persons=_persons(memories))
-            _apply(list(swept), result)
+            swept = list(_sweep(redactor, messages=messages, skip_entities=ids, persons=_persons(memories)))
+            # A history entry quoting what goes is redacted here; its old text, re-imported, would bring it back.
+            result.fingerprint(kind=HISTORY, texts=(c.row["content"] for c in swept if c.model is HistoryEntry))
+            _apply(swept, result)
             prefix = config_get(section="memory.temporal_summary")["redis_key_prefix"]
             cache_delete_prefix(prefix=f"{prefix}:peer_roll:")
             tombstone.counts = {
                 table: {"deleted": len(result.deleted.get(table, ())), "redacted": len(result.changed.get(table, ()))}
                 for table in sorted(set(result.deleted) | set(result.changed))
             }
+            result.fingerprint(kind=MEMORY, texts=(memory.content for memory in memories))
+            tombstone.fingerprints = sorted(result.fingerprints)
             tombstone.finished_at = timezone.now()
-            tombstone.save(update_fields=["counts", "finished_at"])
+            tombstone.save(update_fields=["counts", "fingerprints", "finished_at"])
     return tombstone
 
 
@@ -475,11 +484,14 @@ def person_forget(
     def erase(result: ForgetResult) -> None:
         # Read before their anchors go: which overall days counted them.
         overall_days = list(_overall_tendencies_counting(person).values_list("day", flat=True))
-        for pk in _entities_of(person).values_list("pk", flat=True):
+        for pk, content in _entities_of(person).values_list("pk", "content"):
             result.note("entities", pk, deleted=True)
+            result.fingerprint(kind=MEMORY, texts=[content])
         _entities_of(person).delete()
-        for pk, _ in _history(person):
+        history = _history(person)
+        for pk, _ in history:
             result.note("history_entries", pk, deleted=True)
+        result.fingerprint(kind=HISTORY, texts=(text for _, text in history))
         _history_rows(person).delete()
         for pk in _tendencies(person).values_list("pk", flat=True):
             result.note("emotional_tendencies", pk, deleted=True)
@@ -495,6 +507,9 @@ def person_forget(
             for pk in conversations:
                 result.note("conversations", pk, deleted=True)
             Conversation.objects.filter(pk__in=conversations).delete()
+            accounts = Identity.objects.filter(person=person).values_list("channel", "external_id")
+            result.fingerprint(kind=IDENTITY, texts=(forgotten_account(channel=c, external_id=i) for c, i in accounts))
+            result.fingerprint(kind=PERSON, texts=[person.slug])
             Identity.objects.filter(person=person).delete()
             Person.objects.filter(pk=person.pk).delete()
 

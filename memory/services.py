@@ -16,6 +16,8 @@ from django.db.models import F, Func, Q, TextField, Value
 from django.utils import timezone
 
 from anima.core.calendar import MomentError, day_start, local_day, moment_parse
+from anima.core.forgotten import MEMORY as FORGOTTEN_MEMORY
+from anima.core.forgotten import PERSON, forgotten_excerpt
 from anima.core.jsonl import (
     ImportReport,
     LineError,
@@ -28,7 +30,7 @@ from anima.core.jsonl import (
 )
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus, MemoryType
 from anima.core.segmentation import segment_text
-from anima.core.text import normalized, text_bounded
+from anima.core.text import same_content_key, text_bounded
 from conversations.models import Conversation, Person
 from conversations.services import person_slug, persons_ensure
 from memory.models import ContentBlock, DiaryEntry, EmotionalTendency, SemanticMemory
@@ -149,12 +151,18 @@ def _parse_memory_line(number: int, obj: dict[str, Any]) -> _ParsedMemory:
 
 
 def memories_import(
-    *, lines: Iterable[str | bytes], progress: ProgressCallback | None = None, batch_lines: int = IMPORT_BATCH_LINES
+    *,
+    lines: Iterable[str | bytes],
+    progress: ProgressCallback | None = None,
+    batch_lines: int = IMPORT_BATCH_LINES,
+    allow_forgotten: bool = False,
 ) -> ImportReport:
     """Import memories JSONL: semantic types become semantic memories, limbic/narrative/dream diary blocks.
 
     Idempotent: a line whose external_id is already stored for its kind with the same type,
     person and text is left as it is; with other ones it is a conflict, reported and not stored.
+    A line about an erased person or holding a forgotten memory is skipped with a warning unless
+    ``allow_forgotten``.
     """
     return jsonl_import(
         kind="memories",
@@ -164,7 +172,14 @@ def memories_import(
         batch_lines=batch_lines,
         lock=_IMPORT_LOCK,
         progress=progress,
+        forgettable=_memory_forgettable,
+        allow_forgotten=allow_forgotten,
     )
+
+
+def _memory_forgettable(p: _ParsedMemory) -> list[tuple[str, str, str]]:
+    held = [(FORGOTTEN_MEMORY, p.content, f"memory {forgotten_excerpt(p.content)}")]
+    return held + ([(PERSON, p.person, f"person {p.person}")] if p.person else [])
 
 
 def _memory_identity(p: _ParsedMemory) -> tuple[str, str | None, str, str]:
@@ -260,12 +275,6 @@ def _entity_for(
 _REMEMBER_LOCK = 7301
 # Body keys a memory derived by a split or a merge takes over from its source.
 _DERIVED_BODY_KEYS = {"observed_at", "occurred_at", "source_conversations", "tags"}
-
-
-def same_content_key(content: str) -> str:
-    """What counts as "the same fact": the project's dedupe form (``normalized``: NFKC, case-folded, letters and
-    digits only, as the nightly dedupe compares), or, for a text without letters or digits, the text itself."""
-    return normalized(content) or " ".join(content.split()).casefold()
 
 
 # Letters and digits between punctuation and whitespace.

@@ -62,6 +62,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from anima.core.calendar import MomentError, datetime_parse, local_day
+from anima.core.forgotten import HISTORY as FORGOTTEN_HISTORY
+from anima.core.forgotten import (
+    IDENTITY,
+    PERSON,
+    forgotten_account,
+    forgotten_among,
+    forgotten_excerpt,
+    forgotten_fingerprint,
+)
+from anima.core.forgotten import MEMORY as FORGOTTEN_MEMORY
 from anima.core.jsonvalue import JsonValueError, json_loads, unstorable
 from anima.core.models import MemoryType
 from anima.core.text import MAX_TEXT_CHARS
@@ -121,6 +131,8 @@ class _MemoryItem:
     content: str
     memory_type: str
     pinned: bool
+    name: str = ""
+    line: int = 0
 
 
 @dataclass
@@ -468,7 +480,8 @@ def _parse_memories(text: str, name: str, findings: _Findings, *, default_type: 
             body = line[2:]
             pinned = body.startswith(PINNED)
             content = _unescaped(body.removeprefix(PINNED))
-            items.append((number, _MemoryItem(content=content, memory_type=memory_type, pinned=pinned)))
+            item = _MemoryItem(content=content, memory_type=memory_type, pinned=pinned, name=name, line=number)
+            items.append((number, item))
         elif line.startswith(INDENT) and items and items[-1][1] is not None:
             # Empty lines just before a continuation belong to the memory (editors strip the indent).
             items[-1][1].content += "\n" * (blanks + 1) + line[len(INDENT) :]
@@ -780,12 +793,15 @@ def _route_history(workspace: _Workspace, findings: _Findings) -> None:
 # --- Import ---------------------------------------------------------------------------------------
 
 
-def workspace_import(*, root: Path, force: bool = False, tz: tzinfo | None = None) -> WorkspaceImport:
+def workspace_import(
+    *, root: Path, force: bool = False, tz: tzinfo | None = None, allow_forgotten: bool = False
+) -> WorkspaceImport:
     """Import the workspace under ``root`` (idempotent, all-or-nothing); returns what was created and the warnings.
 
     Naive timestamps are read in ``tz`` (default ANIMA_TIME_ZONE). A locked self-layer block
-    (existence_anchor) that already has different content is kept unless ``force``. Raises
-    WorkspaceError naming file and line of every problem.
+    (existence_anchor) that already has different content is kept unless ``force``. What a forget
+    took (a person erased, a memory or history entry forgotten) is skipped with a warning naming it,
+    unless ``allow_forgotten``. Raises WorkspaceError naming file and line of every problem.
     """
     findings = _Findings()
     workspace = _workspace_parse(root, findings, tz or timezone.get_current_timezone())
@@ -793,6 +809,7 @@ def workspace_import(*, root: Path, force: bool = False, tz: tzinfo | None = Non
         _route_history(workspace, findings)
     if findings.errors:
         raise WorkspaceError(findings.errors)
+    _forgotten_drop(workspace, findings, allow=allow_forgotten)
     result = WorkspaceImport(warnings=findings.warnings)
     counts = result.counts
     with transaction.atomic():
@@ -811,6 +828,69 @@ def workspace_import(*, root: Path, force: bool = False, tz: tzinfo | None = Non
                 _import_memories(items, person=person, counts=counts, held=held, source=source)
             _import_history(files.history, person=person, counts=counts)
     return result
+
+
+def _forgotten_drop(workspace: _Workspace, findings: _Findings, *, allow: bool) -> None:
+    """Leave out what a forget took, matched by the tombstones' fingerprints, each with a warning naming it:
+    a workspace exported before an erasure must not undo it. With ``allow`` it is imported, still named."""
+    persons = workspace.persons
+    candidates = {_fingerprint(PERSON, slug) for slug in persons}
+    for files in persons.values():
+        candidates.update(_fingerprint(IDENTITY, _account(*account)) for account in files.ids)
+        candidates.update(_fingerprint(FORGOTTEN_MEMORY, item.content) for item in _all_memories(files))
+        candidates.update(_fingerprint(FORGOTTEN_HISTORY, item.content) for item in files.history)
+    candidates.update(_fingerprint(FORGOTTEN_MEMORY, item.content) for item in workspace.memories)
+    candidates.update(_fingerprint(FORGOTTEN_HISTORY, item.content) for item in workspace.history)
+    forgotten = forgotten_among(fingerprints=candidates)
+    if not forgotten:
+        return
+    outcome = "imported anyway (--allow-forgotten)" if allow else "not imported"
+
+    def kept(items: list, kind: str, what: str) -> list:
+        left = []
+        for item in items:
+            if _fingerprint(kind, item.content) in forgotten:
+                named = f"{what} {forgotten_excerpt(item.content)}"
+                findings.warn(item.name, item.line, f"{named} was forgotten; {outcome}")
+                if not allow:
+                    continue
+            left.append(item)
+        return left
+
+    for slug, files in list(persons.items()):
+        if _fingerprint(PERSON, slug) in forgotten:
+            memories = sum(1 for _ in _all_memories(files))
+            findings.warnings.append(
+                f"{PERSONS}/{slug}/: person {slug} was erased; {outcome}: their {memories} memories, "
+                f"{len(files.history)} history entries and {len(files.ids)} accounts"
+            )
+            if not allow:
+                del persons[slug]
+            continue
+        for account in files.ids:
+            if _fingerprint(IDENTITY, _account(*account)) in forgotten:
+                findings.warn(IDENTITY_MAP, 1, f"account {account[0]}:{account[1]} of {slug} was erased; {outcome}")
+        if not allow:
+            files.ids = [a for a in files.ids if _fingerprint(IDENTITY, _account(*a)) not in forgotten]
+        files.memories = kept(files.memories, FORGOTTEN_MEMORY, "memory")
+        files.sources = {source: kept(items, FORGOTTEN_MEMORY, "memory") for source, items in files.sources.items()}
+        files.history = kept(files.history, FORGOTTEN_HISTORY, "history entry")
+    workspace.memories = kept(workspace.memories, FORGOTTEN_MEMORY, "memory")
+    workspace.history = kept(workspace.history, FORGOTTEN_HISTORY, "history entry")
+
+
+def _fingerprint(kind: str, text: str) -> str:
+    return forgotten_fingerprint(kind=kind, text=text)
+
+
+def _account(channel: str, external_id: str) -> str:
+    return forgotten_account(channel=channel, external_id=external_id)
+
+
+def _all_memories(files: _PersonFiles):
+    yield from files.memories
+    for items in files.sources.values():
+        yield from items
 
 
 def _import_soul(blocks: dict[str, str], counts: Counter, *, force: bool) -> None:

@@ -56,24 +56,31 @@ class JsonlImportCommand(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="JSONL file, one object a line ('-' reads standard input)")
         parser.add_argument("--quiet", action="store_true", help="no progress output")
+        parser.add_argument(
+            "--allow-forgotten",
+            action="store_true",
+            help="also import lines holding what was forgotten (an erased person, a forgotten memory), named",
+        )
 
-    def handle(self, *args, file: str, quiet: bool, **options) -> None:
+    def handle(self, *args, file: str, quiet: bool, allow_forgotten: bool, **options) -> None:
         started = time.monotonic()
         progress = None if quiet else self._progress(started)
         # Bytes: each line is decoded on its own, so one that is not UTF-8 is reported and skipped.
         if file == "-":
-            report = self.importer()(lines=sys.stdin.buffer, progress=progress)
+            report = self.importer()(lines=sys.stdin.buffer, progress=progress, allow_forgotten=allow_forgotten)
         else:
             path = Path(file)
             if not path.is_file():
                 raise CommandError(f"{file}: no such file")
             with path.open("rb") as handle:
-                report = self.importer()(lines=handle, progress=progress)
+                report = self.importer()(lines=handle, progress=progress, allow_forgotten=allow_forgotten)
         elapsed = max(time.monotonic() - started, 1e-9)
         created = ", ".join(f"{n} {what}" for what, n in sorted(report.created.items())) or "nothing new"
         self.stdout.write(
             f"{report.imported} {self.what} read from {report.lines} lines in {elapsed:.1f}s; stored {created}."
         )
+        for number, message in report.warnings:
+            self.stderr.write(f"line {number}: warning: {message}")
         for number, message in report.errors[:MAX_ERRORS_SHOWN]:
             self.stderr.write(f"line {number}: {message}")
         if len(report.errors) > MAX_ERRORS_SHOWN:

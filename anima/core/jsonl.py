@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from anima.core.calendar import MomentError, datetime_parse
 from anima.core.db import database_unreachable
+from anima.core.forgotten import forgotten_among, forgotten_fingerprint
 from anima.core.jsonvalue import JsonValueError, json_loads, unstorable, unstorable_paths
 from anima.core.models import ImportRun
 from anima.core.text import MAX_TEXT_CHARS
@@ -40,6 +41,8 @@ class ImportReport:
     imported: int = 0
     created: dict[str, int] = field(default_factory=dict)
     errors: list[tuple[int, str]] = field(default_factory=list)
+    # Lines skipped (or, when allowed, imported) because a forget took what they hold: no failure.
+    warnings: list[tuple[int, str]] = field(default_factory=list)
 
     def count(self, what: str, n: int) -> None:
         self.created[what] = self.created.get(what, 0) + n
@@ -159,6 +162,8 @@ def datetime_field(obj: dict[str, Any], key: str, *, where: str) -> datetime | N
 
 ProgressCallback = Callable[[ImportReport], None]
 Store = Callable[[list[T], ImportReport], None]
+# What of a line a forget may have taken: (fingerprint kind, text, what to call it in a warning).
+Forgettable = Callable[[T], list[tuple[str, str, str]]]
 
 
 def jsonl_import(
@@ -170,8 +175,13 @@ def jsonl_import(
     batch_lines: int,
     lock: int,
     progress: ProgressCallback | None = None,
+    forgettable: Forgettable | None = None,
+    allow_forgotten: bool = False,
 ) -> ImportReport:
     """Validate lines with ``parse`` (raising LineError), hand each batch of good ones to ``store``.
+
+    A line holding what a forget took (``forgettable``, matched by the tombstones' fingerprints) is
+    skipped with a warning naming it, unless ``allow_forgotten``: an old export must not undo an erasure.
 
     Each batch is stored in one transaction holding the advisory lock ``lock``, so concurrent
     imports of one kind take turns per batch and each sees what the other stored (no
@@ -189,6 +199,8 @@ def jsonl_import(
                     parsed.append(parse(number, obj))
                 except LineError as exc:
                     report.errors.append((number, str(exc)))
+            if parsed and forgettable is not None:
+                parsed = _unforgotten(parsed, forgettable=forgettable, allow=allow_forgotten, report=report)
             if parsed:
                 _store_batch(parsed, store=store, lock=lock, report=report)
             if progress:
@@ -199,6 +211,26 @@ def jsonl_import(
         )
     report.errors.sort(key=lambda error: error[0])
     return report
+
+
+def _unforgotten(parsed: list[T], *, forgettable: Forgettable, allow: bool, report: ImportReport) -> list[T]:
+    held = {
+        id(item): [(forgotten_fingerprint(kind=kind, text=text), label) for kind, text, label in forgettable(item)]
+        for item in parsed
+    }
+    forgotten = forgotten_among(fingerprints=(fp for pairs in held.values() for fp, _ in pairs))
+    if not forgotten:
+        return parsed
+    outcome = "imported anyway (--allow-forgotten)" if allow else "line not imported"
+    kept = []
+    for item in parsed:
+        labels = list(dict.fromkeys(label for fp, label in held[id(item)] if fp in forgotten))
+        if labels:
+            report.warnings.append((item.line, f"{', '.join(labels)} was forgotten; {outcome}"))
+            if not allow:
+                continue
+        kept.append(item)
+    return kept
 
 
 def _store_batch(parsed: list[T], *, store: Store, lock: int, report: ImportReport) -> None:

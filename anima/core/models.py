@@ -378,7 +378,10 @@ class ForgetReason(models.TextChoices):
 
 
 class ForgetTombstone(models.Model):
-    """What was forgotten, when, by whom and why, without the content: ids and counts only.
+    """What was forgotten, when, by whom and why, without the content: ids, counts and fingerprints.
+
+    ``fingerprints`` are hashes of what was taken in its normalized form (``anima.core.forgotten``), so an
+    import can tell a forgotten fact or person from a new one without the tombstone holding the text.
 
     While ``finished_at`` is null the tombstone opens the append-only triggers to its own transaction.
     """
@@ -391,6 +394,7 @@ class ForgetTombstone(models.Model):
     entity_ids = ArrayField(models.BigIntegerField(), default=list, blank=True)
     # Rows redacted or deleted per table, e.g. {"entities": {"redacted": 3, "deleted": 2}}.
     counts = models.JSONField(default=dict, blank=True)
+    fingerprints = ArrayField(models.CharField(max_length=64), default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -34,6 +34,12 @@ def normalized(text: str) -> str:
     return "".join(ch for ch in text if ch.isalnum())
 
 
+def same_content_key(content: str) -> str:
+    """What counts as "the same fact": the project's dedupe form (``normalized``: NFKC, case-folded, letters and
+    digits only, as the nightly dedupe compares), or, for a text without letters or digits, the text itself."""
+    return normalized(content) or " ".join(content.split()).casefold()
+
+
 def content_key(text: str) -> str:
     return hashlib.sha1(normalized(text).encode()).hexdigest()[:16]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
+from django.core.management import call_command
 from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,8 +17,9 @@ from hypothesis import strategies as st
 from anima.core.calendar import DATE_END, DATE_MIN
 from anima.core.jsonl import ImportReport, LineError, jsonl_import
 from anima.core.models import Component, Entity, ImportRun
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
+from memory.models import SemanticMemory
 from memory.services import memories_import
 
 THINGS_LOCK = 0x7E57
@@ -270,3 +273,68 @@ def test_an_import_stopped_by_an_error_still_records_what_it_did():
         jsonl_import(kind="things", lines=lines, parse=_parse_thing, store=store, batch_lines=1, lock=THINGS_LOCK)
     run = ImportRun.objects.get()
     assert (run.lines, run.imported, run.bad) == (2, 1, 0)
+
+
+def test_re_importing_jsonl_after_a_forget_skips_what_was_forgotten_with_a_warning_unless_allowed(tmp_path):
+    """Issue 35 item 8: the original import files must not undo an erasure or a forgotten memory."""
+    conversations = tmp_path / "conversations.jsonl"
+    conversations.write_text(
+        json.dumps(
+            {
+                "conversation": {
+                    "external_id": "maya-1",
+                    "platform": "telegram",
+                    "chat_id": "2002",
+                    "person": "maya",
+                },
+                "messages": [
+                    {
+                        "external_id": "m1",
+                        "role": "user",
+                        "content": "I am Maya, a nurse",
+                        "created_at": "2026-11-27T09:00:00+08:00",
+                    }
+                ],
+            }
+        )
+        + "\n"
+    )
+    memories = tmp_path / "memories.jsonl"
+    memories.write_text(
+        "\n".join(
+            json.dumps(line)
+            for line in (
+                {"external_id": "f1", "memory_type": "world", "person": "maya", "content": "Maya is a nurse"},
+                {"external_id": "f2", "memory_type": "world", "content": "The garden gate sticks"},
+                {"external_id": "f3", "memory_type": "world", "content": "The well is deep"},
+            )
+        )
+        + "\n"
+    )
+
+    def run(command: str, path, *args: str) -> str:
+        err = io.StringIO()
+        call_command(command, str(path), "--quiet", *args, stdout=io.StringIO(), stderr=err)  # exit status 0
+        return err.getvalue()
+
+    run("import_conversations", conversations)
+    run("import_memories", memories)
+    call_command("forget", "--person", "maya", "--messages", "--yes", stdout=io.StringIO())
+    gate = SemanticMemory.objects.get(content="The garden gate sticks")
+    call_command("forget", "--memory", str(gate.pk), "--yes", stdout=io.StringIO())
+
+    assert "line 1: warning: person maya, account telegram:2002 was forgotten; line not imported" in run(
+        "import_conversations", conversations
+    )
+    warnings = run("import_memories", memories)
+    assert "line 1: warning: memory 'Maya is a nurse', person maya was forgotten; line not imported" in warnings
+    assert "line 2: warning: memory 'The garden gate sticks' was forgotten; line not imported" in warnings
+    assert not Person.objects.filter(slug="maya").exists()
+    assert not Conversation.objects.filter(external_id="maya-1").exists()
+    assert set(SemanticMemory.objects.values_list("content", flat=True)) == {"The well is deep"}
+
+    assert "imported anyway (--allow-forgotten)" in run("import_conversations", conversations, "--allow-forgotten")
+    run("import_memories", memories, "--allow-forgotten")
+    assert Conversation.objects.filter(external_id="maya-1", person__slug="maya").exists()
+    assert SemanticMemory.objects.filter(content="Maya is a nurse", person__slug="maya").exists()
+    assert SemanticMemory.objects.filter(content="The garden gate sticks").exists()
