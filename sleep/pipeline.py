@@ -208,9 +208,14 @@ def pipeline_runs_reap(*, pipeline: Pipeline, queued_expire: timedelta) -> int:
     return expired + _close_interrupted_runs(pipeline=pipeline, unless_locked=True)
 
 
+def run_interrupted(run: PipelineRun) -> bool:
+    """Closed because the process working on it died (``_close_interrupted_runs``), not because it failed."""
+    return run.status == RunStatus.FAILED and run.error.startswith(INTERRUPTED)
+
+
 def run_resumable(run: PipelineRun) -> bool:
     """Queued, or left unfinished by a process that died: its task (redelivered) may carry it on."""
-    return run.status in ACTIVE_STATUSES or (run.status == RunStatus.FAILED and run.error.startswith(INTERRUPTED))
+    return run.status in ACTIVE_STATUSES or run_interrupted(run)
 
 
 def pipeline_run_create(
@@ -430,11 +435,13 @@ def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun
     """Finish the fanned-out step ``run`` waits for, once every item is done, and carry the run on.
 
     The caller holds the lock. Items not done yet (``pipeline_fanout_waiting``) leave the run
-    waiting. A running run that waits for nothing is a dead process's: it is carried on.
+    waiting. A run that waits for nothing is a dead process's (a join killed after the fan-out, say
+    mid deep sleep): running, or already closed as interrupted (taking the lock closes it), it is
+    carried on, so that the join's redelivery finishes the night.
     """
     with primary_reads():
         run.refresh_from_db()
-        if run.status != RunStatus.RUNNING:
+        if run.status != RunStatus.RUNNING and not run_interrupted(run):
             return run
         waiting = pipeline_fanout_waiting(run=run)
         if waiting is None:

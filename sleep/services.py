@@ -25,6 +25,7 @@ from sleep.pipeline import (
     pipeline_run_continue,
     pipeline_run_create,
     pipeline_runs_reap,
+    run_interrupted,
     run_resumable,
 )
 
@@ -162,10 +163,11 @@ def sleep_item_run(*, step_run_id: int, item: int, wait_for_budget: bool = False
 def sleep_fanout_join(*, run_id: int) -> PipelineRun | None:
     """Once every conversation of its light sleep is done, finish that step and carry the run on.
 
-    None when the run is gone. Raises ``SleepCycleBusy`` when another process holds the lock.
+    A run interrupted after its fan-out (the join's worker died) is carried on. None when the run
+    is gone. Raises ``SleepCycleBusy`` when another process holds the lock.
     """
     run = PipelineRun.objects.filter(pk=run_id, pipeline=SLEEP_CYCLE.name).first()
-    if run is None or run.status != RunStatus.RUNNING:
+    if run is None or (run.status != RunStatus.RUNNING and not run_interrupted(run)):
         return run
     with pipeline_lock(pipeline=SLEEP_CYCLE):
         return pipeline_fanout_join(pipeline=SLEEP_CYCLE, run=run)

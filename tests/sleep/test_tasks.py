@@ -12,11 +12,11 @@ from anima.core.db import advisory_lock
 from anima.core.models import AutoLlmRun
 from conversations.models import Role
 from memory.models import SemanticMemory
-from sleep import tasks
+from sleep import steps, tasks
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineItemRun, PipelineRun, PipelineStepRun
 from sleep.pipeline import PipelineError, pipeline_fanout_waiting, pipeline_lock
-from sleep.services import sleep_cycle_request
+from sleep.services import sleep_cycle_request, sleep_fanout_join, sleep_runs_reap
 from sleep.tasks import sleep_run_dispatch
 from tests.factories import MessageFactory, PipelineRunFactory, PipelineStepRunFactory
 
@@ -212,6 +212,49 @@ def test_an_item_still_busy_on_its_last_delivery_is_left_for_the_join_to_hand_ou
 
     assert last == {"item": conversation.pk, "status": "busy"}
     assert pipeline_fanout_waiting(run=PipelineRun.objects.get(pk=run_id))[1] == [conversation.pk]
+
+
+class WorkerKilled(BaseException):
+    """What ``kill -9`` leaves behind: the step's row and the run still running, nothing recorded."""
+
+
+@pytest.mark.parametrize("reaped", [False, True])
+def test_a_join_killed_mid_deep_sleep_is_carried_on_by_its_redelivered_task(fan_out, monkeypatch, reaped):
+    """The join's worker died in deep sleep: the join, delivered again, finishes the night in the same run."""
+    first, second = _talk_on(DAY, "我住在杭州，我在一家银行工作。"), _talk_on(DAY, "我女儿小雨属虎，今年上一年级。")
+    monkeypatch.setattr(tasks, "chord", lambda header: lambda body: None)  # items and join are delivered by hand
+    run_id = tasks.run_sleep_cycle.apply(kwargs={"day": DAY.isoformat(), "trigger": "manual"}).get()["run_id"]
+    light = PipelineStepRun.objects.get(run_id=run_id, step="light-sleep")
+    for conversation in (first, second):
+        tasks.run_sleep_item.apply(kwargs={"step_run_id": light.pk, "item": conversation.pk}).get()
+    deep_sleep = steps.deep_sleep
+
+    def killed_after_its_writes(ctx):
+        deep_sleep(ctx)
+        raise WorkerKilled
+
+    monkeypatch.setattr(steps, "deep_sleep", killed_after_its_writes)
+    with pytest.raises(WorkerKilled):
+        sleep_fanout_join(run_id=run_id)
+    monkeypatch.setattr(steps, "deep_sleep", deep_sleep)
+    memories = sorted(SemanticMemory.objects.values_list("external_id", "content", "status"))
+    if reaped:  # the Sleep page or the API looked at it before the broker handed the join back
+        assert sleep_runs_reap() == 1
+
+    result = tasks.join_sleep_run.apply(kwargs={"run_id": run_id}).get()
+
+    run = PipelineRun.objects.get(pk=run_id)
+    assert result["status"] == run.status == "succeeded", list(run.steps.values("step", "status", "error"))
+    assert PipelineRun.objects.count() == 1 and run.options["resumed"] == 1
+    deep = list(run.steps.filter(step="deep-sleep").order_by("attempt").values_list("attempt", "status", "error"))
+    assert [(attempt, status) for attempt, status, _ in deep] == [(1, "failed"), (2, "succeeded")]
+    assert deep[0][2].startswith("interrupted")
+    # Light sleep (and its shared outline) is kept, not redone; every other step runs once.
+    assert list(run.steps.filter(step="light-sleep").values_list("pk", "status")) == [(light.pk, "succeeded")]
+    assert AutoLlmRun.objects.filter(run_key=f"sleep-run:{run_id}", purpose="light-sleep.outline").count() == 1
+    assert run.steps.count() == len(SLEEP_CYCLE.steps) + 1
+    # Deep sleep done again over what it had already changed changes nothing.
+    assert sorted(SemanticMemory.objects.values_list("external_id", "content", "status")) == memories
 
 
 def test_fan_out_tasks_are_acknowledged_late_and_items_keep_their_results_for_the_chord():
