@@ -15,7 +15,9 @@ from sleep.steps.deep import CONTRADICTION_INSTRUCTIONS, MERGE_INSTRUCTIONS, PIN
 from sleep.steps.dream import DREAM_INSTRUCTIONS
 from sleep.steps.light import LIMBIC_INSTRUCTIONS, NARRATIVE_INSTRUCTIONS, OUTLINE_INSTRUCTIONS, SEMANTIC_INSTRUCTIONS
 from sleep.steps.self_layer import SELF_LAYER_INSTRUCTIONS
+from temporal.rollup import ROLLUP_INSTRUCTIONS
 from temporal.services import DAY_INSTRUCTIONS, MONTH_INSTRUCTIONS, YEAR_INSTRUCTIONS
+from temporal.tick import CHUNK_INSTRUCTIONS
 
 # A request carries no purpose: its system message holds the instructions of exactly one of these.
 _PURPOSES = {
@@ -32,11 +34,14 @@ _PURPOSES = {
     DAY_INSTRUCTIONS: "temporal.day",
     MONTH_INSTRUCTIONS: "temporal.month",
     YEAR_INSTRUCTIONS: "temporal.year",
+    # Not of the night, but of the day the demo goes on to: its half-hourly chunks and peer digests.
+    CHUNK_INSTRUCTIONS: "temporal.chunk",
+    ROLLUP_INSTRUCTIONS: "temporal.peer-rollup",
 }
 
 
 def sleep_purpose(body: dict) -> str:
-    """The purpose of a sleep-cycle call, from its chat-completions request body."""
+    """The purpose of a sleep-cycle (or temporal) call, from its chat-completions request body."""
     system = body["messages"][0]["content"]
     found = [purpose for instructions, purpose in _PURPOSES.items() if instructions in system]
     if len(found) != 1:

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from anima.core.commands import date_arg
 from sleep.cycle import SLEEP_CYCLE
-from sleep.models import DeepSleepMode, PipelineRun, RunStatus
+from sleep.models import DeepSleepMode, PipelineRun, RunStatus, StepStatus
 from sleep.pipeline import PipelineError
 from sleep.selectors import sleep_failure_describe, sleep_run_failures
 from sleep.services import sleep_cycle_run
@@ -42,7 +42,8 @@ class Command(BaseCommand):
         self.stdout.write(f"{'step':<26} {'status':<10} {'try':>3} {'seconds':>8}  what it wrote")
         for row in rows:
             duration = f"{row.duration_seconds:.2f}" if row.duration_seconds is not None else "-"
-            summary = row.error if row.error else _render(row.output)
+            # A partial step's failures are listed below, one a line.
+            summary = row.error if row.status == StepStatus.FAILED else _render(row.output)
             self.stdout.write(f"{row.step:<26} {row.status:<10} {row.attempt:>3} {duration:>8}  {summary}")
         failures = sleep_run_failures(run=run)
         for failure in failures:
