@@ -15,7 +15,8 @@ from anima.core.models import Component, Entity
 from memory.models import DreamBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import LightSleepWatermark, RunStatus, StepStatus
-from sleep.services import sleep_cycle_run
+from sleep.pipeline import pipeline_fanout_waiting
+from sleep.services import sleep_cycle_run, sleep_fanout_join, sleep_item_run
 from sleep.testing import offline_responder, sleep_purpose
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory
 
@@ -137,3 +138,23 @@ def test_a_conversation_whose_stage_fails_is_retried_while_the_rest_of_the_night
     assert sleep_cycle_run(day=DAY).status == RunStatus.SUCCEEDED
     assert _asked(stub, "light-sleep.limbic", BROKEN) == limbic_asked
     assert list(Entity.objects.filter(source_conversation=broken).values_list("pk", flat=True)) == written
+
+
+def test_fanned_out_the_failed_conversation_is_one_partial_item_and_the_join_carries_the_night_on(night):
+    _, (work, home, broken), _ = night
+
+    run = sleep_cycle_run(day=DAY, fan_out=True)
+    row, pending = pipeline_fanout_waiting(run=run)
+    items = {item: sleep_item_run(step_run_id=row.pk, item=item) for item in pending}
+    run = sleep_fanout_join(run_id=run.pk)
+
+    assert {item: ledger.status for item, ledger in items.items()} == {
+        work.pk: StepStatus.SUCCEEDED,
+        home.pk: StepStatus.SUCCEEDED,
+        broken.pk: StepStatus.PARTIAL,
+    }
+    assert items[broken.pk].error.startswith(f"conversation_id {broken.pk} day {DAY} stage limbic: LlmInvalidOutput")
+    assert run.status == RunStatus.PARTIAL and f"conversation_id {broken.pk}" in run.error
+    assert run.steps.get(step="light-sleep").status == StepStatus.PARTIAL
+    assert set(run.steps.exclude(step="light-sleep").values_list("status", flat=True)) == {StepStatus.SUCCEEDED}
+    assert LightSleepWatermark.objects.get(conversation=broken, day=DAY).last_message_id == 0
