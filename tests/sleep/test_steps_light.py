@@ -385,6 +385,25 @@ def test_an_outline_answer_without_a_title_leaves_the_stored_outline():
     assert "- recent walk" in before
 
 
+def test_a_failed_outline_keeps_the_stored_one_and_the_nights_conversations(leo):
+    _narrative(DAY - dt.timedelta(days=3), "recent walk", "normal")
+    autobiography_outline_refresh(_ctx())
+    before = SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content
+    conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
+    fact = {"memory_type": "world", "content": "Leo 住在杭州"}
+    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [fact]}], "light-sleep.outline": ["not json"]})
+
+    with scripted(answers):
+        output = light_sleep(_ctx())
+
+    [failure] = output["failures"]
+    assert failure["stage"] == "outline" and failure["error"].startswith("LlmInvalidOutput")
+    assert output["autobiography_summary"] == {"skipped_reason": "failed"}
+    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == before
+    assert LightSleepWatermark.objects.get(conversation=conversation).error == ""
+    assert SemanticMemory.objects.filter(content="Leo 住在杭州").exists()
+
+
 def test_autobiography_outline_without_narratives_says_so():
     autobiography_outline_refresh(_ctx())
     assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE
