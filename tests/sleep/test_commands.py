@@ -57,7 +57,7 @@ def test_a_partial_night_lists_what_was_not_done_and_exits_2(monkeypatch):
     monkeypatch.setattr(steps, "light_sleep", lambda ctx: {"conversations": [], "failures": [failure]})
     out = io.StringIO()
 
-    with pytest.raises(CommandError, match="partial: light-sleep: conversation_id") as caught:
+    with pytest.raises(CommandError, match=r"run #\d+ partial: light-sleep: conversation_id") as caught:
         call_command("sleep_cycle", "--day", "2026-11-20", "--json", stdout=out)
 
     assert caught.value.returncode == 2

@@ -53,7 +53,7 @@ class Command(BaseCommand):
         if run.status == RunStatus.FAILED:
             raise CommandError(f"sleep cycle run #{run.pk} failed: {run.error}")
         if run.status == RunStatus.PARTIAL:
-            raise CommandError(f"sleep cycle run #{run.pk} partial: {run.error}", returncode=PARTIAL_EXIT)
+            raise CommandError(f"sleep cycle run #{run.pk} {run.error}", returncode=PARTIAL_EXIT)
 
 
 def _render(output: dict) -> str:
