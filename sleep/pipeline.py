@@ -549,12 +549,15 @@ def _execute(*, run: PipelineRun, step: Step, context: StepContext) -> PipelineS
 
 
 def _failures(output: dict, *, what: str) -> str:
-    """The failures a step's output lists, as one line ("" when it did all its work)."""
+    """The failures a step's output lists, as one line ("" when it did all its work).
+
+    Each names its item by its fields in key order: a JSONB column (an item's output) keeps no order of its own.
+    """
     failures = output.get(FAILURES) or []
     if not isinstance(failures, list) or not all(isinstance(f, dict) and f.get("error") for f in failures):
         raise TypeError(f"{what}: {FAILURES} must be a list of objects, each with an error")
     return "; ".join(
-        " ".join(f"{key} {value}" for key, value in failure.items() if key != "error") + f": {failure['error']}"
+        " ".join(f"{key} {value}" for key, value in sorted(failure.items()) if key != "error") + f": {failure['error']}"
         for failure in failures
     )
 
