@@ -111,6 +111,7 @@ def test_a_conversation_whose_stage_fails_is_retried_while_the_rest_of_the_night
     page = admin_client.get("/admin/sleep/dashboard/").content.decode()
     assert '<span class="status-partial">partial</span>' in page
     assert f'data-conversation="{broken.pk}"' in page and "stage limbic: LlmInvalidOutput" in page
+    assert f'href="/admin/conversations/conversation/{broken.pk}/change/">conversation #{broken.pk}</a>' in page
 
     # The next night, the model still failing for it: retried, still failed, the watermark still unmoved.
     next_day = DAY + dt.timedelta(days=1)
