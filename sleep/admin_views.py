@@ -24,11 +24,14 @@ from anima.core.forms import RangeDateField
 from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
 from sleep.pipeline import PipelineError
+from sleep.selectors import sleep_run_failures
 from sleep.services import sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import sleep_run_dispatch
 
 RUNS_PER_PAGE = 15
 FULL_CYCLE = ""
+# A partial step is retried like a failed one: what it did is kept, what failed is tried again.
+RETRYABLE = (StepStatus.FAILED, StepStatus.PARTIAL)
 
 
 class SleepRunForm(forms.Form):
@@ -61,6 +64,7 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
     page = Paginator(PipelineRun.objects.prefetch_related("steps"), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     for run in page:
         run.step_rows = list(run.steps.all())
+        run.failures = sleep_run_failures(run=run)
         for step in run.step_rows:
             step.rendered_output = step_output_render(step=step)
     context = {
@@ -80,7 +84,7 @@ def _retry(request: HttpRequest) -> HttpResponse:
     if row_id is None:
         raise Http404("no such step run")
     failed = get_object_or_404(PipelineStepRun.objects.select_related("run"), pk=row_id)
-    if failed.status != StepStatus.FAILED:
+    if failed.status not in RETRYABLE:
         messages.error(request, f"{failed.step} #{failed.attempt} did not fail; nothing to retry.")
     else:
         _start(

@@ -27,6 +27,8 @@ LIGHT_SLEEP_FANOUT = Fanout(
 )
 
 
+# A light sleep that failed for some conversations is partial: the steps after it run on what it consolidated
+# (the day summary reads the dialogue itself), and the following nights' light sleep retries those conversations.
 SLEEP_CYCLE = Pipeline(
     name="sleep-cycle",
     run_key_prefix="sleep-run",

@@ -25,7 +25,7 @@ def sleep_metric_families() -> Iterator[Metric]:
         steps.add_metric([row["step"], row["status"]], row["n"])
     duration = HistogramMetricFamily(
         "anima_sleep_step_duration_seconds",
-        "Duration of finished sleep-cycle steps (succeeded or failed).",
+        "Duration of finished sleep-cycle steps (succeeded, partial or failed).",
         labels=["step"],
     )
     last_success = GaugeMetricFamily(
@@ -34,7 +34,9 @@ def sleep_metric_families() -> Iterator[Metric]:
         labels=["step"],
     )
     finished = (
-        PipelineStepRun.objects.filter(status__in=[StepStatus.SUCCEEDED, StepStatus.FAILED], finished_at__isnull=False)
+        PipelineStepRun.objects.filter(
+            status__in=[StepStatus.SUCCEEDED, StepStatus.PARTIAL, StepStatus.FAILED], finished_at__isnull=False
+        )
         .annotate(duration=ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()))
         .values("step")
         .annotate(

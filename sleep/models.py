@@ -25,6 +25,8 @@ class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
+    # Every step ran, but one did part of its work only (a conversation of the night failed): see its error.
+    PARTIAL = "partial", "Partial"
     FAILED = "failed", "Failed"
 
 
@@ -32,8 +34,14 @@ class StepStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
+    # Done for some of its items, failed for others (listed in its output's ``failures``); dependants run.
+    PARTIAL = "partial", "Partial"
     FAILED = "failed", "Failed"
     SKIPPED = "skipped", "Skipped"
+
+
+# A step in one of these is done: its dependants may run, and a resumed run does not do it again.
+DONE_STATUSES = (StepStatus.SUCCEEDED, StepStatus.PARTIAL)
 
 
 class PipelineRun(models.Model):
@@ -93,12 +101,17 @@ class LightSleepWatermark(models.Model):
     """How far light sleep consolidated one conversation's messages of one local day.
 
     Messages of that day stored later (an import, a delayed client) have larger ids: the next
-    run consolidates just those. Advanced only after every stage of the batch succeeded.
+    run consolidates just those. Advanced only after every stage of the batch succeeded. A batch
+    that failed leaves it where it was (0: nothing consolidated yet) with the stage and the error,
+    so that every run of the following days (within light sleep's look-back) tries it again.
     """
 
     conversation = models.ForeignKey("conversations.Conversation", on_delete=models.CASCADE, related_name="+")
     day = models.DateField()
     last_message_id = models.BigIntegerField()
+    # The stage of the last attempt that failed and why; blank once a later attempt succeeded.
+    failed_stage = models.CharField(max_length=32, blank=True, default="")
+    error = models.TextField(blank=True, default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

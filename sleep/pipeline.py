@@ -8,7 +8,10 @@ its LLM calls survive a failure. Every step is idempotent, so a run whose proces
 on (``pipeline_run_continue``) by re-running what it had not finished; a run nobody works on is
 closed (``pipeline_runs_reap``), never left "running".
 
-A failed step marks its transitive dependants ``skipped``; independent steps go on.
+A failed step marks its transitive dependants ``skipped``; independent steps go on. A step that
+could do its work for some items only (one conversation of the night failed) says so in its
+output's ``failures``: it is ``partial``, its dependants run on what it did, and the run is
+``partial`` with every failure in its error.
 
 A step declared with a ``Fanout`` may instead be fanned out (``fan_out=True``, under a broker): the
 run stops at that step, waiting, while one task per item carries out the item's work
@@ -36,12 +39,22 @@ from anima.core.db import advisory_lock, advisory_lock_key, primary_reads
 from anima.core.llm import LlmBudgetExceeded, LlmBudgetReserved
 from anima.core.logs import log_context
 from sleep.context import StepContext
-from sleep.models import ACTIVE_STATUSES, PipelineItemRun, PipelineRun, PipelineStepRun, RunStatus, StepStatus
+from sleep.models import (
+    ACTIVE_STATUSES,
+    DONE_STATUSES,
+    PipelineItemRun,
+    PipelineRun,
+    PipelineStepRun,
+    RunStatus,
+    StepStatus,
+)
 
 logger = logging.getLogger(__name__)
 
 StepFunction = Callable[[StepContext], dict]
 BUDGET_EXHAUSTED = "token budget exhausted"
+# The output key of a step that did part of its work: a list of {..., "error"}, one per item it could not do.
+FAILURES = "failures"
 
 
 class PipelineError(Exception):
@@ -280,7 +293,7 @@ def pipeline_run_continue(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool
 
 
 def _run_continue(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool) -> PipelineRun:
-    done = set(run.steps.filter(status=StepStatus.SUCCEEDED).values_list("step", flat=True))
+    done = _done_steps(run)
     options = dict(run.options)
     if run.steps.exists():
         options["resumed"] = options.get("resumed", 0) + 1
@@ -298,6 +311,10 @@ def _run_continue(*, pipeline: Pipeline, run: PipelineRun, fan_out: bool) -> Pip
         logger.info("%s for %s started (%s, %s)", pipeline.name, run.day, run.trigger, run.mode)
         _execute_steps(pipeline=pipeline, run=run, context=context, done=done, fan_out=fan_out)
     return run
+
+
+def _done_steps(run: PipelineRun) -> set[str]:
+    return set(run.steps.filter(status__in=DONE_STATUSES).values_list("step", flat=True))
 
 
 def _context(*, pipeline: Pipeline, run: PipelineRun) -> StepContext:
@@ -343,7 +360,8 @@ def _execute_steps(
         if row.status == StepStatus.FAILED:
             failed_root[node.name] = node.name
     failed = [name for name, root in failed_root.items() if name == root]
-    run.status = RunStatus.FAILED if failed else RunStatus.SUCCEEDED
+    partial = "; ".join(f"{row.step}: {row.error}" for row in run.steps.filter(status=StepStatus.PARTIAL))
+    run.status = RunStatus.FAILED if failed else RunStatus.PARTIAL if partial else RunStatus.SUCCEEDED
     budget_exhausted = run.steps.filter(
         step__in=failed, status=StepStatus.FAILED, error__startswith=BUDGET_EXHAUSTED
     ).exists()
@@ -351,6 +369,8 @@ def _execute_steps(
         run.error = f"{BUDGET_EXHAUSTED}; failed steps: {', '.join(failed)}"
     elif failed:
         run.error = f"failed steps: {', '.join(failed)}"
+    if partial:
+        run.error = f"{run.error}; partial: {partial}" if run.error else f"partial: {partial}"
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "error", "finished_at"])
     logger.info("%s for %s finished: %s", pipeline.name, run.day, run.status)
@@ -456,7 +476,7 @@ def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun
         with log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key, step=row.step):
             fanout = row.output["fanout"]
             _perform(row, f"step {row.step}", lambda: join(context, _items_done(ledgers)), keep={"fanout": fanout})
-            done = set(run.steps.filter(status=StepStatus.SUCCEEDED).values_list("step", flat=True))
+            done = _done_steps(run)
             failed_root = dict(fanout["failed"])
             if row.status == StepStatus.FAILED:
                 failed_root[row.step] = row.step
@@ -484,7 +504,7 @@ class FanoutItemsFailed(PipelineError):
 def _check_dependencies(*, pipeline: Pipeline, day: date, step: Step) -> None:
     succeeded = set(
         PipelineStepRun.objects.filter(
-            run__pipeline=pipeline.name, run__day=day, step__in=step.depends_on, status=StepStatus.SUCCEEDED
+            run__pipeline=pipeline.name, run__day=day, step__in=step.depends_on, status__in=DONE_STATUSES
         ).values_list("step", flat=True)
     )
     missing = [name for name in step.depends_on if name not in succeeded]
@@ -528,6 +548,20 @@ def _execute(*, run: PipelineRun, step: Step, context: StepContext) -> PipelineS
     return row
 
 
+def _failures(output: dict, *, what: str) -> str:
+    """The failures a step's output lists, as one line ("" when it did all its work).
+
+    Each names its item by its fields in key order: a JSONB column (an item's output) keeps no order of its own.
+    """
+    failures = output.get(FAILURES) or []
+    if not isinstance(failures, list) or not all(isinstance(f, dict) and f.get("error") for f in failures):
+        raise TypeError(f"{what}: {FAILURES} must be a list of objects, each with an error")
+    return "; ".join(
+        " ".join(f"{key} {value}" for key, value in sorted(failure.items()) if key != "error") + f": {failure['error']}"
+        for failure in failures
+    )
+
+
 def _perform(
     row: PipelineStepRun | PipelineItemRun,
     what: str,
@@ -547,6 +581,10 @@ def _perform(
         # Round-trip so dates and decimals in an output are stored as JSON strings, not refused.
         row.output = {**(keep or {}), **json.loads(json.dumps(output, cls=DjangoJSONEncoder))}
         row.status = StepStatus.SUCCEEDED
+        failures = _failures(row.output, what=what)
+        if failures:
+            row.status = StepStatus.PARTIAL
+            row.error = failures
     except passes:
         raise
     except LlmBudgetExceeded as exc:

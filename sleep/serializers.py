@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from anima.core.api.serializers import BoundedDateField, StrictSerializer
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun
+from sleep.selectors import sleep_run_failures
 
 
 class PipelineStepRunSerializer(serializers.ModelSerializer):
@@ -18,8 +20,19 @@ class PipelineStepRunSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class RunFailureSerializer(serializers.Serializer):
+    step = serializers.CharField()
+    error = serializers.CharField()
+    conversation_id = serializers.IntegerField(required=False, help_text="The conversation light sleep failed for.")
+    day = serializers.DateField(required=False, help_text="Its local day (a retry may be of an earlier day).")
+    stage = serializers.CharField(required=False, help_text="semantic, limbic, narrative or outline.")
+
+
 class PipelineRunSerializer(serializers.ModelSerializer):
     steps = PipelineStepRunSerializer(many=True, read_only=True)
+    failures = serializers.SerializerMethodField(
+        help_text="What the run left undone: failed steps, and the conversations of a partial step, with why."
+    )
 
     class Meta:
         model = PipelineRun
@@ -34,9 +47,14 @@ class PipelineRunSerializer(serializers.ModelSerializer):
             "error",
             "started_at",
             "finished_at",
+            "failures",
             "steps",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(RunFailureSerializer(many=True))
+    def get_failures(self, run: PipelineRun) -> list[dict]:
+        return sleep_run_failures(run=run)
 
 
 class SleepTriggerSerializer(StrictSerializer):

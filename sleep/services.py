@@ -29,6 +29,8 @@ from sleep.pipeline import (
     run_resumable,
 )
 
+# A partial night counts as slept: the conversations that failed are tried again by the next nights' light sleep.
+SLEPT = (RunStatus.SUCCEEDED, RunStatus.PARTIAL)
 # A requested run not started within this is closed: the broker lost it, or the process died.
 QUEUE_EXPIRE_WITH_BROKER = dt.timedelta(hours=3)
 QUEUE_EXPIRE_IN_PROCESS = dt.timedelta(minutes=10)
@@ -183,7 +185,7 @@ def sleep_run_fail(*, run_id: int, error: str) -> None:
 def sleep_cycle_missed_days(*, day: dt.date) -> list[dt.date]:
     """Days before ``day`` a scheduled run should have slept but no full run slept successfully.
 
-    Looks back from the last successful scheduled run, at most CATCH_UP_MAX_DAYS, never before
+    Looks back from the last successful (or partial) scheduled run, at most CATCH_UP_MAX_DAYS, never before
     the first stored message (nothing to sleep before it).
     """
     first_message_at = Message.objects.order_by("created_at").values_list("created_at", flat=True).first()
@@ -192,14 +194,12 @@ def sleep_cycle_missed_days(*, day: dt.date) -> list[dt.date]:
     start = max(day - dt.timedelta(days=CATCH_UP_MAX_DAYS), timezone.localdate(first_message_at))
     last_scheduled = (
         _full_runs()
-        .filter(status=RunStatus.SUCCEEDED, trigger__in=[RunTrigger.CRON, RunTrigger.CATCH_UP], day__lt=day)
+        .filter(status__in=SLEPT, trigger__in=[RunTrigger.CRON, RunTrigger.CATCH_UP], day__lt=day)
         .aggregate(day=Max("day"))["day"]
     )
     if last_scheduled is not None:
         start = max(start, last_scheduled + dt.timedelta(days=1))
-    slept = set(
-        _full_runs().filter(status=RunStatus.SUCCEEDED, day__gte=start, day__lt=day).values_list("day", flat=True)
-    )
+    slept = set(_full_runs().filter(status__in=SLEPT, day__gte=start, day__lt=day).values_list("day", flat=True))
     days = (start + dt.timedelta(days=offset) for offset in range((day - start).days))
     return [missed for missed in days if missed not in slept]
 

@@ -2,10 +2,17 @@
 
 Every stage writes in one transaction only after its answer validated, and every row
 it writes carries a deterministic external_id, so re-running a day never duplicates.
+
+A stage whose model call fails (after the LLM layer's own repair round) stops its conversation-day
+only: the others of the night go on, the step's output lists the failure (the step and the run are
+then partial), and the conversation's watermark stays where it was, marked with the stage and the
+error, so that the runs of the following days try it again. A spent token budget is not one
+conversation's failure: it stops the step.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import date, timedelta
 
@@ -16,7 +23,7 @@ from django.utils import timezone
 
 from anima.core.calendar import day_start
 from anima.core.config import config_get
-from anima.core.llm import llm_json
+from anima.core.llm import LlmBudgetExceeded, LlmError, llm_json
 from anima.core.llm.schema import (
     schema_array,
     schema_date,
@@ -39,8 +46,11 @@ from memory.models import (
 from memory.services import diary_block_create, diary_entries_ensure, memory_create, memory_deprecate, memory_update
 from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
+from sleep.pipeline import FAILURES
 from sleep.slots import SLOT_RULE, SLOT_SCHEMA, Slot, memory_slot, restates, slot_read
 from temporal.selectors import DayConversation, day_conversation_ids, day_conversations, dialogue_messages
+
+logger = logging.getLogger(__name__)
 
 MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
@@ -51,7 +61,8 @@ LIGHT_SLEEP_ID_PREFIX = "ls:"
 OUTLINE_NORMAL_MAX_AGE = timedelta(days=30)
 OUTLINE_OTHER_MAX_AGE = timedelta(days=180)
 OUTLINE_FALLBACK_TURNING_POINTS = 5
-# How far back a run looks for messages stored after their day was slept (imports, delayed clients).
+# How far back a run looks for messages stored after their day was slept (imports, delayed clients), and
+# for conversation-days whose light sleep failed.
 LATE_LOOKBACK = timedelta(days=7)
 
 _LANGUAGE_RULE = (
@@ -191,60 +202,108 @@ def light_sleep_conversation(ctx: StepContext, conversation_id: int) -> dict:
         .values_list("last_message_id", flat=True)
         .first()
     )
-    if mark is not None:
+    if mark:  # 0: an attempt failed before anything was consolidated
         # Slept before: only what arrived since (a re-run finds nothing and asks no model again).
         item.messages = [m for m in item.messages if m.pk > mark]
         if not item.messages:
             return {"conversation_id": item.conversation.pk, "skipped_reason": "already_consolidated"}
-    return _consolidate(ctx, item, late=mark is not None, config=config)
+    # Not late when nothing was consolidated yet: the stages an earlier attempt finished are kept, not re-asked.
+    return _consolidate(ctx, item, late=bool(mark), config=config)
 
 
 def light_sleep_join(ctx: StepContext, conversations: list[dict]) -> dict:
-    """After every conversation of the day: messages stored late for earlier days, then the outline (shared)."""
+    """After every conversation of the day: the earlier days' failed and late ones, then the outline (shared).
+
+    Lists in ``failures`` every conversation-day that failed, and the outline if it did (the stored one stays).
+    """
     config = config_get(section="sleep")
     output: dict = {"day": ctx.day.isoformat(), "conversations": conversations}
     if not conversations:
         output["skipped_reason"] = "no_conversations"
+    retried = [light_sleep_conversation(replace(ctx, day=day), pk) for day, pk in _failed_before(ctx.day)]
+    if retried:
+        output["retried"] = retried
     late = [_consolidate(replace(ctx, day=day), item, late=True, config=config) for day, item in _late_batches(ctx.day)]
     if late:
         output["late"] = late
-    output["autobiography_summary"] = autobiography_outline_refresh(ctx)
+    failures = [failure for report in (*conversations, *retried, *late) for failure in report.get(FAILURES, [])]
+    try:
+        output["autobiography_summary"] = autobiography_outline_refresh(ctx)
+    except LlmBudgetExceeded:
+        raise
+    except LlmError as exc:
+        logger.warning("light sleep outline of %s failed: %s", ctx.day, exc)
+        output["autobiography_summary"] = {"skipped_reason": "failed"}
+        failures.append({"stage": "outline", "error": f"{type(exc).__name__}: {exc}"})
+    if failures:
+        output[FAILURES] = failures
     return output
 
 
 def _consolidate(ctx: StepContext, item: DayConversation, *, late: bool, config: dict) -> dict:
     """The three stages over one conversation's messages of ``ctx.day``, then its watermark moves past them.
 
-    A stage that raises leaves the watermark where it was, so the next run tries those messages again.
+    A stage whose model call fails ends this conversation-day's attempt, its watermark where it was (see the
+    module's docstring); the report then lists the failure under ``failures``.
     """
-    diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
-    facts, semantic = _semantic_stage(ctx, item, late=late)
-    anchors, limbic = _limbic_stage(ctx, item, diary, facts, min_intensity=config["limbic_min_intensity"], late=late)
-    narrative = _narrative_stage(ctx, item, diary, facts, anchors, late=late)
-    LightSleepWatermark.objects.update_or_create(
-        conversation=item.conversation, day=ctx.day, defaults={"last_message_id": max(m.pk for m in item.messages)}
-    )
-    return {
+    report: dict = {
         "conversation_id": item.conversation.pk,
         "day": ctx.day.isoformat(),
         "messages": len(item.messages),
         "truncated": item.truncated,
-        "semantic": semantic,
-        "limbic": limbic,
-        "narrative": narrative,
     }
+    stage = "semantic"
+    try:
+        diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
+        facts, report["semantic"] = _semantic_stage(ctx, item, late=late)
+        stage = "limbic"
+        min_intensity = config["limbic_min_intensity"]
+        anchors, report["limbic"] = _limbic_stage(ctx, item, diary, facts, min_intensity=min_intensity, late=late)
+        stage = "narrative"
+        report["narrative"] = _narrative_stage(ctx, item, diary, facts, anchors, late=late)
+    except LlmBudgetExceeded:
+        raise
+    except LlmError as exc:
+        return {**report, FAILURES: [_failure_record(ctx, item, stage=stage, exc=exc)]}
+    LightSleepWatermark.objects.update_or_create(
+        conversation=item.conversation,
+        day=ctx.day,
+        defaults={"last_message_id": max(m.pk for m in item.messages), "failed_stage": "", "error": ""},
+    )
+    return report
+
+
+def _failure_record(ctx: StepContext, item: DayConversation, *, stage: str, exc: LlmError) -> dict:
+    """Mark the conversation-day failed at ``stage``, its watermark unmoved (0 when there was none); the failure."""
+    error = f"{type(exc).__name__}: {exc}"
+    logger.warning("light sleep of conversation %s on %s failed at %s: %s", item.conversation.pk, ctx.day, stage, error)
+    LightSleepWatermark.objects.update_or_create(
+        conversation=item.conversation,
+        day=ctx.day,
+        defaults={"failed_stage": stage, "error": error},
+        create_defaults={"last_message_id": 0, "failed_stage": stage, "error": error},
+    )
+    return {"conversation_id": item.conversation.pk, "day": ctx.day.isoformat(), "stage": stage, "error": error}
+
+
+def _failed_before(day: date) -> list[tuple[date, int]]:
+    """(day, conversation id) of the days before ``day`` (within LATE_LOOKBACK) whose last light sleep failed."""
+    failed = LightSleepWatermark.objects.filter(day__gte=day - LATE_LOOKBACK, day__lt=day).exclude(error="")
+    return list(failed.order_by("day", "conversation_id").values_list("day", "conversation_id"))
 
 
 def _late_batches(day: date) -> list[tuple[date, DayConversation]]:
     """Messages of the days before ``day`` (within LATE_LOOKBACK) stored after those days were slept.
 
     A message is late when its conversation has a watermark for the message's local day (within the window)
-    that it lies past: one query, whatever the number of watermarks.
+    that it lies past: one query, whatever the number of watermarks. A failed conversation-day is not late
+    but retried whole (``_failed_before``).
     """
     past_mark = LightSleepWatermark.objects.filter(
         conversation_id=OuterRef("conversation_id"),
         day=OuterRef("local_day"),
         last_message_id__lt=OuterRef("pk"),
+        error="",
     )
     late = (
         dialogue_messages()

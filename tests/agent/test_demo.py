@@ -1,14 +1,19 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from anima.agent.demo import SAMPLE_DAYS
 from anima.core.models import Entity
 from conversations.models import Conversation, Message
+from memory.models import LimbicBlock
+from sleep.models import PipelineRun
+from sleep.testing import offline_responder, sleep_purpose
 
 
 def _demo() -> str:
@@ -48,3 +53,33 @@ def test_demo_fills_vectors_and_recalls_a_memory_sharing_no_word_with_the_query(
 
     assert "embedded " in output
     assert re.search(r"1\. Maya works as a nurse in a hospital in Lisbon  \(score 0\.\d{3}: dense #1\)", output)
+
+
+def test_demo_carries_on_past_a_failed_night_and_says_which_conversation_failed_and_why(settings, tmp_path, llm_stub):
+    settings.VAR_DIR = tmp_path
+
+    def respond(body: dict):
+        payload = json.loads(body["messages"][1]["content"])
+        if sleep_purpose(body) == "light-sleep.limbic" and payload["conversation"]["title"] == "Exam day nerves":
+            return {"anchors": [{"kind": "content", "content": "valence"}]}  # a small real model's answer
+        return offline_responder(body)
+
+    llm_stub.responder = respond
+
+    output = _demo()
+
+    exam = Conversation.objects.get(title="Exam day nerves")
+    # The night of 11-27 is partial; the next night retried that conversation (and failed again): both are named.
+    assert "nights not fully slept: 2 of 3" in output
+    for night in ("2026-11-27", "2026-11-28"):
+        run = PipelineRun.objects.get(day=night)
+        assert run.status == "partial"
+        assert f"night {night} (run #{run.pk}, partial)" in output
+    reason = f"light-sleep, conversation #{exam.pk} 'Exam day nerves' of 2026-11-27, stage limbic: LlmInvalidOutput"
+    assert output.count(reason) >= 2
+    # Every night was slept, and the turn and the recall still ran.
+    assert set(PipelineRun.objects.values_list("day", flat=True)) == set(SAMPLE_DAYS)
+    passed = Conversation.objects.get(title="I passed!")
+    assert LimbicBlock.objects.filter(source_conversation=passed).exists()
+    assert "6. A prepared turn" in output and "7. Recall by meaning" in output
+    assert "openai LLM, model stub-model" in output

@@ -83,11 +83,12 @@ def test_mode_is_passed_to_the_run(admin_client, finished_run):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_retry_of_a_failed_step_is_a_new_attempt(admin_client, finished_run):
+@pytest.mark.parametrize("status", [StepStatus.FAILED, StepStatus.PARTIAL])
+def test_retry_of_a_failed_or_partial_step_is_a_new_attempt(admin_client, finished_run, status):
     failed = PipelineStepRunFactory(
-        run=PipelineRunFactory(day=DAY, options={"step": None, "force": False}, status="failed"),
+        run=PipelineRunFactory(day=DAY, options={"step": None, "force": False}, status=status),
         step="conversation-cleanup",
-        status=StepStatus.FAILED,
+        status=status,
         error="OperationalError: connection lost",
     )
     page = admin_client.get(DASHBOARD).content.decode()

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from sleep import steps
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun
+from tests.factories import ConversationFactory
 
 
 def sleep_cycle(*args: str) -> str:
@@ -47,6 +48,27 @@ def test_a_failed_step_is_shown_and_exits_non_zero(monkeypatch):
     report = json.loads(lines[-1])
     assert report["status"] == "failed"
     assert {step["step"]: step["status"] for step in report["steps"]}["deep-sleep"] == "succeeded"
+
+
+def test_a_partial_night_lists_what_was_not_done_and_exits_2(monkeypatch):
+    conversation = ConversationFactory(title="Exam day nerves")
+    failure = {"conversation_id": conversation.pk, "day": "2026-11-20", "stage": "limbic"}
+    failure["error"] = "LlmInvalidOutput: x"
+    monkeypatch.setattr(steps, "light_sleep", lambda ctx: {"conversations": [], "failures": [failure]})
+    out = io.StringIO()
+
+    with pytest.raises(CommandError, match=r"run #\d+ partial: light-sleep: conversation_id") as caught:
+        call_command("sleep_cycle", "--day", "2026-11-20", "--json", stdout=out)
+
+    assert caught.value.returncode == 2
+    lines = out.getvalue().strip().splitlines()
+    assert (
+        f"not done: light-sleep, conversation #{conversation.pk} 'Exam day nerves' of 2026-11-20, stage limbic: "
+        "LlmInvalidOutput: x"
+    ) in lines
+    report = json.loads(lines[-1])
+    assert report["status"] == "partial" and report["failures"] == [{"step": "light-sleep", **failure}]
+    assert {step["status"] for step in report["steps"] if step["step"] != "light-sleep"} == {"succeeded"}
 
 
 def test_one_step_with_force_and_mode():

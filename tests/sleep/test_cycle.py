@@ -170,6 +170,14 @@ def test_nothing_is_caught_up_without_messages_or_for_manual_runs(quiet_steps):
     assert full_runs() == [(DAY, "manual", "succeeded")]
 
 
+def test_a_partial_night_counts_as_slept_its_failed_conversations_are_retried_by_light_sleep():
+    message_on(DAY - dt.timedelta(days=3))
+    PipelineRunFactory(day=DAY - dt.timedelta(days=2), trigger="cron", status="succeeded")
+    PipelineRunFactory(day=DAY - dt.timedelta(days=1), trigger="cron", status="partial")
+
+    assert sleep_cycle_missed_days(day=DAY) == []
+
+
 def test_single_step_runs_do_not_count_as_a_slept_day(quiet_steps):
     message_on(DAY - dt.timedelta(days=1))
     sleep_cycle_run(day=DAY - dt.timedelta(days=1), step="conversation-cleanup")

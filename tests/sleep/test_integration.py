@@ -21,10 +21,10 @@ from anima.core.models import AutoLlmRun
 from conversations.models import Role
 from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from sleep.cycle import SLEEP_CYCLE
-from sleep.models import PipelineRun
+from sleep.models import LightSleepWatermark, PipelineRun
 from sleep.services import sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import run_sleep_cycle
-from sleep.testing import light_sleep_responder
+from sleep.testing import light_sleep_responder, sleep_purpose
 from tests.celery_worker import celery_worker, worker_database_url
 from tests.factories import ConversationFactory, MessageFactory, RuntimeConfigFactory
 
@@ -163,11 +163,18 @@ def _conversations(count: int) -> list:
 
 
 @contextlib.contextmanager
-def _stub_model(**reply: int) -> Iterator[tuple[StubLlmServer, dict]]:
-    """A stand-in model answering light sleep after a second, and the worker settings that point at it."""
+def _stub_model(*, broken: str = "", **reply: int) -> Iterator[tuple[StubLlmServer, dict]]:
+    """A stand-in model answering light sleep after a second, and the worker settings that point at it.
+
+    Its limbic answers for the conversation titled ``broken`` break the schema.
+    """
 
     def respond(body: dict) -> StubReply:
-        return StubReply(content=json.dumps(light_sleep_responder(body), ensure_ascii=False), **reply)
+        answer = light_sleep_responder(body)
+        if broken and sleep_purpose(body) == "light-sleep.limbic":
+            if json.loads(body["messages"][1]["content"])["conversation"]["title"] == broken:
+                answer = {"anchors": [{"kind": "content", "content": "valence"}]}
+        return StubReply(content=json.dumps(answer, ensure_ascii=False), **reply)
 
     with StubLlmServer(responder=respond, delay=1.0) as stub:
         yield stub, {"ANIMA_LLM_BASE_URL": stub.base_url, "ANIMA_LLM_MODEL": "stub", "ANIMA_LLM_PROVIDER": "openai"}
@@ -193,6 +200,28 @@ def test_a_fanned_out_cycle_completes_its_chord_on_a_pool_of_worker_processes(wo
     assert len(light.output["conversations"]) == 4 and light.output["autobiography_summary"]["chars"] > 0
     for conversation in conversations:
         assert SemanticMemory.objects.filter(source_conversation=conversation).exists()
+
+
+def test_one_conversations_broken_answers_leave_the_others_consolidated_by_the_pool(worker_queue):
+    queue, log = worker_queue
+    conversations = _conversations(4)
+    broken = conversations[1]
+
+    with _stub_model(broken=broken.title) as (_, model), celery_worker(queue, log, processes=2, **model):
+        run_sleep_cycle.apply_async(kwargs=LIGHT_SLEEP_ONLY, queue=queue)
+        run = _wait_for_finished_run(log)
+
+    assert run.status == "partial", list(run.steps.values("step", "status", "error"))
+    assert f"conversation_id {broken.pk} day {DAY} stage limbic: LlmInvalidOutput" in run.error
+    light = run.steps.get()
+    assert light.status == "partial" and light.output["autobiography_summary"]["chars"] > 0
+    assert sorted(light.items.values_list("item", "status")) == sorted(
+        (c.pk, "partial" if c == broken else "succeeded") for c in conversations
+    )
+    for conversation in conversations:
+        assert SemanticMemory.objects.filter(source_conversation=conversation).exists()
+        assert LimbicBlock.objects.filter(source_conversation=conversation).exists() == (conversation != broken)
+    assert LightSleepWatermark.objects.get(conversation=broken, day=DAY).last_message_id == 0
 
 
 def test_a_worker_process_killed_mid_conversation_has_it_redone_without_duplicates(worker_queue):

@@ -109,6 +109,45 @@ def test_a_failed_step_skips_its_dependants_while_siblings_go_on(pipeline, recor
     assert "c" not in recorder.contexts and "d" not in recorder.contexts
 
 
+def test_a_step_that_did_part_of_its_work_is_partial_its_dependants_run_and_the_run_says_what_failed(pipeline):
+    def part(ctx: StepContext) -> dict:
+        return {"done": [1, 3], "failures": [{"item": 2, "error": "LlmInvalidOutput: not JSON"}]}
+
+    partial = Pipeline(name="test-pipeline", steps=(pipeline.step("a"), Step("b", part, ("a",)), pipeline.step("c")))
+
+    run = execute(partial)
+    single = execute(partial, step="c")  # a partial dependency counts as done
+
+    assert statuses(run) == {"a": "succeeded", "b": "partial", "c": "succeeded"}
+    assert run.status == "partial" and run.error == "partial: b: item 2: LlmInvalidOutput: not JSON"
+    assert run.steps.get(step="b").error == "item 2: LlmInvalidOutput: not JSON"
+    assert single.status == "succeeded"
+
+
+def test_a_failed_step_beside_a_partial_one_fails_the_run_and_names_both(pipeline, recorder):
+    recorder.broken.add("e")
+    partial = Pipeline(
+        name="test-pipeline",
+        steps=(
+            pipeline.step("a"),
+            Step("b", lambda ctx: {"failures": [{"item": 2, "error": "boom"}]}, ("a",)),
+            pipeline.step("e"),
+        ),
+    )
+
+    run = execute(partial)
+
+    assert statuses(run) == {"a": "succeeded", "b": "partial", "e": "failed"}
+    assert run.status == "failed" and run.error == "failed steps: e; partial: b: item 2: boom"
+
+
+def test_failures_without_a_reason_fail_the_step(pipeline):
+    run = execute(Pipeline(name="test-pipeline", steps=(Step("a", lambda ctx: {"failures": [{"item": 2}]}),)))
+
+    assert run.status == "failed"
+    assert run.steps.get().error == "TypeError: step a: failures must be a list of objects, each with an error"
+
+
 def test_a_step_that_returns_no_dict_fails(recorder):
     pipeline = Pipeline(name="test-pipeline", steps=(Step("a", lambda ctx: ["not", "a", "dict"]),))
 

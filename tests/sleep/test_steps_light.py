@@ -185,26 +185,36 @@ def test_rerunning_a_day_does_not_reask_a_model_that_would_word_things_different
     assert LimbicBlock.objects.count() == 1 and NarrativeBlock.objects.count() == 1
 
 
+def _only_failure(output: dict, conversation) -> dict:
+    """The one failure of a light-sleep output, checked to be ``conversation``'s of DAY."""
+    [failure] = output["failures"]
+    assert (failure["conversation_id"], failure["day"]) == (conversation.pk, DAY.isoformat())
+    return failure
+
+
 def test_invalid_semantic_answer_writes_no_memory(leo):
-    _talk(leo, [(Role.USER, "我住在杭州。")])
+    conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
     bad = {"create": [{"memory_type": "gossip", "content": "Leo 住在杭州"}]}
-    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})), pytest.raises(LlmInvalidOutput):
-        light_sleep(_ctx())
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})):
+        output = light_sleep(_ctx())
+    failure = _only_failure(output, conversation)
+    assert failure["stage"] == "semantic" and failure["error"].startswith(LlmInvalidOutput.__name__)
     assert not SemanticMemory.objects.exists()
 
 
 @pytest.mark.parametrize("occurred_at", ["0001-01-01", "2200-01-01", "1899-12-31", "2026-02-30", "last summer"])
 def test_an_answer_dated_outside_1900_to_2199_writes_no_memory_and_names_the_field(leo, occurred_at):
-    _talk(leo, [(Role.USER, "我住在杭州。")])
+    conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
     bad = {"create": [{"memory_type": "world", "content": "Leo 住在杭州", "occurred_at": occurred_at}]}
-    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})), pytest.raises(LlmInvalidOutput) as caught:
-        light_sleep(_ctx())
-    assert "$.create[0].occurred_at" in str(caught.value) and "2199-12-31" in str(caught.value)
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})):
+        output = light_sleep(_ctx())
+    error = _only_failure(output, conversation)["error"]
+    assert "$.create[0].occurred_at" in error and "2199-12-31" in error
     assert not SemanticMemory.objects.exists()
 
 
 def test_invalid_limbic_answer_keeps_stage_one_and_writes_no_anchor(leo):
-    _talk(leo, [(Role.USER, "我很担心上线。")])
+    conversation = _talk(leo, [(Role.USER, "我很担心上线。")])
     out_of_range = {
         "anchors": [{"kind": "spike", "content": "我感到担心", "valence": -3, "arousal": 0.5, "intensity": 0.9}]
     }
@@ -214,8 +224,9 @@ def test_invalid_limbic_answer_keeps_stage_one_and_writes_no_anchor(leo):
             "light-sleep.limbic": [out_of_range],
         }
     )
-    with scripted(answers), pytest.raises(LlmInvalidOutput):
-        light_sleep(_ctx())
+    with scripted(answers):
+        output = light_sleep(_ctx())
+    assert _only_failure(output, conversation)["stage"] == "limbic"
     assert SemanticMemory.objects.filter(content="Leo 明天上线").exists()
     assert not LimbicBlock.objects.exists()
 
@@ -374,6 +385,25 @@ def test_an_outline_answer_without_a_title_leaves_the_stored_outline():
     assert "- recent walk" in before
 
 
+def test_a_failed_outline_keeps_the_stored_one_and_the_nights_conversations(leo):
+    _narrative(DAY - dt.timedelta(days=3), "recent walk", "normal")
+    autobiography_outline_refresh(_ctx())
+    before = SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content
+    conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
+    fact = {"memory_type": "world", "content": "Leo 住在杭州"}
+    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [fact]}], "light-sleep.outline": ["not json"]})
+
+    with scripted(answers):
+        output = light_sleep(_ctx())
+
+    [failure] = output["failures"]
+    assert failure["stage"] == "outline" and failure["error"].startswith("LlmInvalidOutput")
+    assert output["autobiography_summary"] == {"skipped_reason": "failed"}
+    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == before
+    assert LightSleepWatermark.objects.get(conversation=conversation).error == ""
+    assert SemanticMemory.objects.filter(content="Leo 住在杭州").exists()
+
+
 def test_autobiography_outline_without_narratives_says_so():
     autobiography_outline_refresh(_ctx())
     assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE
@@ -435,15 +465,20 @@ def test_late_messages_of_every_slept_conversation_day_are_found_in_one_query(le
 
 
 def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):
-    _talk(leo, [(Role.USER, "I live in Lisbon. I'm so happy here!")])
+    conversation = _talk(leo, [(Role.USER, "I live in Lisbon. I'm so happy here!")])
     answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [{"memory_type": "world", "content": "x"}]}]})
     answers["light-sleep.limbic"] = []  # the model gives no answer: the stage fails
-    with scripted(answers), pytest.raises(LlmError):
-        light_sleep(_ctx())
-    assert not LightSleepWatermark.objects.exists()
+    with scripted(answers):
+        output = light_sleep(_ctx())
+    assert _only_failure(output, conversation)["stage"] == "limbic"
+    # Nothing consolidated yet: the mark stays at 0, with the stage and the reason.
+    mark = LightSleepWatermark.objects.get()
+    assert (mark.last_message_id, mark.failed_stage) == (0, "limbic") and LlmError.__name__ in mark.error
 
-    light_sleep(_ctx())  # offline: the stages that did not finish run again, the finished one is not repeated
+    output = light_sleep(_ctx())  # offline: the stages that did not finish run again, the finished one is not repeated
 
-    assert LightSleepWatermark.objects.filter(day=DAY).exists()
+    assert "failures" not in output
+    mark.refresh_from_db()
+    assert (mark.last_message_id, mark.failed_stage, mark.error) == (conversation.messages.get().pk, "", "")
     assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["x"]
     assert LimbicBlock.objects.exists()

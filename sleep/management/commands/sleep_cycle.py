@@ -9,15 +9,21 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from anima.core.commands import date_arg
 from sleep.cycle import SLEEP_CYCLE
-from sleep.models import DeepSleepMode, PipelineRun, RunStatus
+from sleep.models import DeepSleepMode, PipelineRun, RunStatus, StepStatus
 from sleep.pipeline import PipelineError
+from sleep.selectors import sleep_failure_describe, sleep_run_failures
 from sleep.services import sleep_cycle_run
 
 OUTPUT_WIDTH = 70
+# Exit status of a partial night: not a failure of the command, but not a night fully slept either.
+PARTIAL_EXIT = 2
 
 
 class Command(BaseCommand):
-    help = "Run the sleep cycle (default: yesterday, full mode) or one step of it; exits non-zero if a step failed."
+    help = (
+        "Run the sleep cycle (default: yesterday, full mode) or one step of it; exits 1 if a step failed, "
+        "2 if the night is partial (a conversation failed; the next nights retry it)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--day", type=date_arg, help="local day to sleep, YYYY-MM-DD (default: yesterday)")
@@ -36,12 +42,18 @@ class Command(BaseCommand):
         self.stdout.write(f"{'step':<26} {'status':<10} {'try':>3} {'seconds':>8}  what it wrote")
         for row in rows:
             duration = f"{row.duration_seconds:.2f}" if row.duration_seconds is not None else "-"
-            summary = row.error if row.error else _render(row.output)
+            # A partial step's failures are listed below, one a line.
+            summary = row.error if row.status == StepStatus.FAILED else _render(row.output)
             self.stdout.write(f"{row.step:<26} {row.status:<10} {row.attempt:>3} {duration:>8}  {summary}")
+        failures = sleep_run_failures(run=run)
+        for failure in failures:
+            self.stdout.write(f"not done: {sleep_failure_describe(failure=failure)}")
         if options["json"]:
-            self.stdout.write(json.dumps(_run_json(run, rows), ensure_ascii=False))
+            self.stdout.write(json.dumps({**_run_json(run, rows), "failures": failures}, ensure_ascii=False))
         if run.status == RunStatus.FAILED:
             raise CommandError(f"sleep cycle run #{run.pk} failed: {run.error}")
+        if run.status == RunStatus.PARTIAL:
+            raise CommandError(f"sleep cycle run #{run.pk} {run.error}", returncode=PARTIAL_EXIT)
 
 
 def _render(output: dict) -> str:

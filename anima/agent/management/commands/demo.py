@@ -8,14 +8,16 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
 from anima.agent.demo import FIXTURES, SAMPLE_DAYS, demo_meaning_recall, demo_prepared_turn
+from anima.core.llm.providers import provider_get
 from anima.core.models import Component, Entity
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
 from memory.services import memories_import
+from sleep.selectors import sleep_failure_describe, sleep_run_failures, sleep_run_last
 
 
 class Command(BaseCommand):
@@ -42,11 +44,18 @@ class Command(BaseCommand):
         self._section("4. What is stored")
         self._print_stored()
 
-        self._section("5. Sleep: the nightly cycle for each sample day (offline LLM provider)")
+        provider = provider_get()
+        self._section(f"5. Sleep: the nightly cycle for each sample day ({provider.name} LLM, model {provider.model})")
+        not_slept = {}
         for day in SAMPLE_DAYS:
-            call_command("sleep_cycle", day=day, stdout=self.stdout, stderr=self.stderr)
+            try:
+                call_command("sleep_cycle", day=day, stdout=self.stdout, stderr=self.stderr)
+            except CommandError as exc:
+                # A failed or partial night is reported, and the demo goes on: the next nights retry what failed.
+                not_slept[day] = str(exc)
             self.stdout.write("")
         self._print_slept()
+        self._print_not_slept(not_slept)
 
         self._section("6. A prepared turn (system prompt, peers of other conversations, passive recall)")
         demo_prepared_turn(stdout=self.stdout)
@@ -111,6 +120,21 @@ class Command(BaseCommand):
         self.stdout.write("\nglobal:")
         for memory in semantic.filter(person=None).order_by("created_at"):
             self.stdout.write(f"  [{memory.memory_type}] {memory.content} [[anima:{memory.pk}]]")
+
+    def _print_not_slept(self, not_slept: dict) -> None:
+        """Which nights were not fully slept, and for each what was left undone (conversation, stage, why)."""
+        if not not_slept:
+            return
+        self.stdout.write(self.style.WARNING(f"\nnights not fully slept: {len(not_slept)} of {len(SAMPLE_DAYS)}"))
+        for day, error in not_slept.items():
+            run = sleep_run_last(day=day)
+            failures = sleep_run_failures(run=run) if run is not None else []
+            status = f"run #{run.pk}, {run.status}" if run is not None else "not run"
+            self.stdout.write(self.style.WARNING(f"  night {day} ({status})"))
+            for failure in failures:
+                self.stdout.write(f"    {sleep_failure_describe(failure=failure)}")
+            if not failures:
+                self.stdout.write(f"    {error}")
 
     def _print_slept(self) -> None:
         for day in SAMPLE_DAYS:
