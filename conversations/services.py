@@ -54,6 +54,15 @@ def person_ensure(*, slug: str, display_name: str = "") -> Person:
     return person
 
 
+def person_rename(*, person: Person, display_name: str) -> Person:
+    """Give ``person`` a new display name (blank: shown by slug). Prompts already built show it from
+    their next rebuild, like any other change to what they hold."""
+    person.display_name = display_name.strip()
+    person.full_clean()
+    person.save(update_fields=["display_name"])
+    return person
+
+
 def persons_ensure(*, slugs: Iterable[str]) -> dict[str, Person]:
     """Persons by slug, created on first sight (one query to insert, one to read back)."""
     wanted = set(slugs)
