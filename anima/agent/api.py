@@ -20,8 +20,20 @@ from conversations.models import Conversation
 
 
 class PrepareTurnSerializer(StrictSerializer):
-    user_message = serializers.CharField(max_length=100_000, trim_whitespace=False)
+    message = serializers.CharField(
+        max_length=100_000, trim_whitespace=False, help_text="The new user message (as `prepare_turn --message`)."
+    )
     store = serializers.BooleanField(default=True, help_text="Store the user message (default true).")
+
+    # The field's earlier name, still taken so existing clients keep working.
+    OLD_NAME = "user_message"
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and self.OLD_NAME in data:
+            if "message" in data:
+                raise serializers.ValidationError({self.OLD_NAME: ["Give message only (user_message is its old name)."]})
+            data = {"message" if key == self.OLD_NAME else key: value for key, value in data.items()}
+        return super().to_internal_value(data)
 
 
 class TurnMessageSerializer(serializers.Serializer):
@@ -49,7 +61,9 @@ class PrepareTurnView(ApiGenericView):
         conversation = self.get_object()
         data = PrepareTurnSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        messages = prepare_turn(conversation=conversation, **data.validated_data)
+        messages = prepare_turn(
+            conversation=conversation, user_message=data.validated_data["message"], store=data.validated_data["store"]
+        )
         return Response({"messages": messages})
 
 

@@ -105,13 +105,28 @@ def test_prepare_turn_returns_the_message_list_and_stores_the_user_message():
     conversation = ConversationFactory()
 
     response = api_client(scope="agent", conversations=[conversation]).post(
-        f"/api/conversations/{conversation.pk}/prepare-turn/", {"user_message": "早上好"}, format="json"
+        f"/api/conversations/{conversation.pk}/prepare-turn/", {"message": "早上好"}, format="json"
     )
 
     assert response.status_code == 200
     messages = response.json()["messages"]
     assert messages[0]["role"] == "system" and messages[-1] == {"role": "user", "name": "", "content": "早上好"}
     assert Message.objects.filter(conversation=conversation, content="早上好").exists()
+
+
+def test_prepare_turn_still_takes_the_old_field_name_and_names_the_field_at_fault():
+    conversation = ConversationFactory()
+    client = operator_client()
+    url = f"/api/conversations/{conversation.pk}/prepare-turn/"
+
+    old = client.post(url, {"user_message": "hi", "store": False}, format="json")
+    both = client.post(url, {"user_message": "hi", "message": "hi"}, format="json")
+    missing = client.post(url, {"store": False}, format="json")
+
+    assert old.status_code == 200 and old.json()["messages"][-1]["content"] == "hi"
+    assert both.status_code == 400 and "user_message" in both.json()
+    assert missing.status_code == 400 and "message" in missing.json()
+    assert not Message.objects.filter(conversation=conversation).exists()
 
 
 def test_persons_and_identity_mapping():
