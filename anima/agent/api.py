@@ -31,7 +31,8 @@ class PrepareTurnSerializer(StrictSerializer):
     def to_internal_value(self, data):
         if isinstance(data, dict) and self.OLD_NAME in data:
             if "message" in data:
-                raise serializers.ValidationError({self.OLD_NAME: ["Give message only (user_message is its old name)."]})
+                refusal = "Give message only (user_message is its old name)."
+                raise serializers.ValidationError({self.OLD_NAME: [refusal]})
             data = {"message" if key == self.OLD_NAME else key: value for key, value in data.items()}
         return super().to_internal_value(data)
 
