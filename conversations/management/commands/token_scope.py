@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from anima.core.errors import AnimaError
@@ -14,7 +15,8 @@ class Command(BaseCommand):
     help = (
         "Show, set or clear what a non-staff user's API token may reach: agent (tools, turn assembly, proxy; "
         "bound to persons and/or conversations) or person (one person plus global memories). "
-        "Without --scope or --clear it shows the current scope."
+        "Without --scope or --clear it shows the current scope. With --create the user and its token are made "
+        "too (the key is printed once)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,13 +28,36 @@ class Command(BaseCommand):
         parser.add_argument(
             "--conversation", nargs="+", action="extend", default=[], metavar="EXT", help="bound conversation"
         )
+        parser.add_argument(
+            "--create",
+            action="store_true",
+            help="with --scope: create the (non-staff) user when missing and its API token, and print the key",
+        )
 
-    def handle(self, *args, user: str, scope: str | None, clear: bool, person: list, conversation: list, **options):
-        found = get_user_model().objects.filter(username=user).first()
-        if found is None:
-            raise CommandError(f"no user {user!r}")
+    def handle(
+        self,
+        *args,
+        user: str,
+        scope: str | None,
+        clear: bool,
+        person: list,
+        conversation: list,
+        create: bool,
+        **options,
+    ):
+        if create and scope is None:
+            raise CommandError("--create needs --scope: a new user's token has no rights without one")
         if (person or conversation) and scope is None:
             raise CommandError("--person and --conversation need --scope")
+        found = get_user_model().objects.filter(username=user).first()
+        if create:
+            found, key = self._create(user, found, scope=scope, persons=person, conversations=conversation)
+            self.stdout.write(f"{user}: {access_for_user(found).binding}")
+            if key is not None:
+                self.stdout.write(f"token {key}  (shown once: give it to the agent as its API key)")
+            return
+        if found is None:
+            raise CommandError(f"no user {user!r} (--create makes it)")
         if clear:
             cleared = token_scope_clear(user=found)
             self.stdout.write(f"{user}: scope cleared" if cleared else f"{user}: had no scope")
@@ -49,6 +74,19 @@ class Command(BaseCommand):
         self.stdout.write(f"{user}: {access_for_user(found).binding}")
         if not Token.objects.filter(user=found).exists():
             self.stdout.write(f"(no API token yet: python manage.py drf_create_token {user})")
+
+    def _create(self, username: str, found, *, scope: str, persons: list[str], conversations: list[str]):
+        """The user (made when missing), given the scope, and the key of a token made now (None: it had one)."""
+        bound_persons, bound_conversations = self._persons(persons), self._conversations(conversations)
+        try:
+            with transaction.atomic():  # a refused scope leaves no user behind
+                if found is None:
+                    found = get_user_model().objects.create_user(username=username)  # no password: token only
+                token_scope_set(user=found, scope=scope, persons=bound_persons, conversations=bound_conversations)
+                token, made = Token.objects.get_or_create(user=found)
+        except AnimaError as exc:
+            raise CommandError(str(exc)) from None
+        return found, token.key if made else None
 
     @staticmethod
     def _persons(slugs: list[str]) -> list[Person]:
