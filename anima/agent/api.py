@@ -73,7 +73,13 @@ class PrepareTurnView(ApiGenericView):
         return Response({"messages": messages})
 
 
-_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 503: "unavailable"}
+_ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    503: "unavailable",
+}
 
 
 def _openai_error(
