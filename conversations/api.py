@@ -160,11 +160,12 @@ class PersonViewSet(
 
 class IdentityFilter(django_filters.FilterSet):
     channel = django_filters.CharFilter()
+    external_id = django_filters.CharFilter()
     person = django_filters.CharFilter(field_name="person__slug")
 
     class Meta:
         model = Identity
-        fields = ["channel", "person"]
+        fields = ["channel", "external_id", "person"]
 
 
 class IdentityViewSet(mixins.ListModelMixin, ApiViewSet):

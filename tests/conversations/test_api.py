@@ -282,12 +282,14 @@ def test_conversations_and_persons_are_found_by_their_external_ids():
     by_account = client.get("/api/persons/", {"channel": "telegram", "external_id": "200"}).json()["results"]
     by_channel = client.get("/api/persons/", {"channel": "cli"}).json()["results"]
     nobody = client.get("/api/conversations/", {"external_id": "tg-nobody"}).json()["results"]
+    accounts = client.get("/api/identities/", {"external_id": "200"}).json()["results"]
 
     assert [c["external_id"] for c in conversations] == ["tg-maya"]
     # channel and external_id match one account together: leo's cli:200 is not telegram:200.
     assert [p["slug"] for p in by_account] == ["maya"]
     assert [p["slug"] for p in by_channel] == ["leo"]
     assert nobody == []
+    assert sorted((a["channel"], a["person"]) for a in accounts) == [("cli", "leo"), ("telegram", "maya")]
 
 
 def test_a_scoped_token_finds_by_external_id_only_what_it_reaches():
