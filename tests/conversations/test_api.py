@@ -358,3 +358,13 @@ def test_a_persons_display_name_is_changed_by_patch_within_reach():
     leo.refresh_from_db()
     maya.refresh_from_db()
     assert (leo.slug, leo.display_name, maya.display_name) == ("leo", "Leo Wang", "Maya")
+
+
+def test_the_docs_look_ups_find_leo_on_the_demo_data(demo_sample):
+    client = operator_client()
+
+    conversation = client.get("/api/conversations/", {"external_id": "demo-conv-leo-tg-1128-am"}).json()["results"]
+    person = client.get("/api/persons/", {"channel": "telegram", "external_id": "12345678"}).json()["results"]
+
+    assert [(c["external_id"], c["person"]) for c in conversation] == [("demo-conv-leo-tg-1128-am", "leo")]
+    assert [p["slug"] for p in person] == ["leo"]

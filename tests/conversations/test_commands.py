@@ -11,10 +11,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from anima.agent.demo import FIXTURES as DEMO_FIXTURES
 from conversations.models import Conversation, Message, Person
-from conversations.services import conversations_import
-from memory.services import memories_import
 from tests.factories import ConversationFactory, PersonFactory, UserFactory
 
 
@@ -105,12 +102,6 @@ def test_token_scope_refuses_what_it_cannot_do_with_a_clear_message(args, messag
         call_command("token_scope", *args, stdout=io.StringIO())
 
 
-def _demo_data() -> None:
-    for name, importer in (("conversations.jsonl", conversations_import), ("memories.jsonl", memories_import)):
-        with (DEMO_FIXTURES / name).open(encoding="utf-8") as handle:
-            importer(lines=handle)
-
-
 # As the docs write them, on the demo's data.
 DOCS_AGENT = "token_scope runtime --create --scope agent --person leo"
 DOCS_BOT = "token_scope leo-telegram --create --scope agent --conversation demo-conv-leo-tg-1128-am"
@@ -118,8 +109,7 @@ DOCS_APP = "token_scope leo-app --create --scope person --person leo"
 
 
 @pytest.mark.parametrize("invocation", [DOCS_AGENT, DOCS_BOT, DOCS_APP])
-def test_one_command_creates_the_user_its_scope_and_a_token_that_works_on_the_demo_data(invocation):
-    _demo_data()
+def test_one_command_creates_the_user_its_scope_and_a_token_that_works_on_the_demo_data(invocation, demo_sample):
     name, *args = invocation.split()[1:]
 
     out = _token_scope(name, *args)
