@@ -550,12 +550,13 @@ def memory_correct(
     """
     _active_valid(memory)
     memory_type = _memory_type_valid(memory_type) if memory_type is not None else memory.memory_type
-    if content is None or _content_valid(content) == memory.content:
+    content = _content_valid(content) if content is not None else memory.content
+    if content == memory.content:
         return memory_update(memory=memory, changes={"memory_type": memory_type})
     with transaction.atomic():
         corrected = _memory_derive(
             memory,
-            part=MemoryPart(memory_type=memory_type, content=_content_valid(content), external_id=None),
+            part=MemoryPart(memory_type=memory_type, content=content, external_id=None),
             pinned=memory.pinned,
         )
         why = f"corrected to #{corrected.pk}" + (f": {reason}" if reason else "")

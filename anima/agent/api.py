@@ -83,7 +83,7 @@ _ERROR_TYPES = {
 
 
 def _openai_error(
-    message: str, *, status: int, param: str | None = None, kind: str | None = None, headers=None
+    message: str, *, status: int, param: str | None = None, kind: str | None = None, headers: dict | None = None
 ) -> Response:
     error = {"message": message, "type": kind or _ERROR_TYPES.get(status, "invalid_request_error"), "param": param}
     return Response({"error": {**error, "code": None}}, status=status, headers=headers)
