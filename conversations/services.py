@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import MD5, Greatest
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from anima.core.errors import AnimaError
 from anima.core.forgotten import IDENTITY, PERSON, forgotten_account
@@ -467,6 +469,23 @@ def token_scope_set(*, user, scope: str, persons: list[Person], conversations: l
         row.persons.set(persons)
         row.conversations.set(conversations)
     return row
+
+
+def scoped_token_ensure(
+    *, username: str, scope: str, persons: list[Person], conversations: list[Conversation]
+) -> tuple[Any, str | None]:
+    """The non-staff user ``username`` (made when missing, with no password: it signs in by token only) given
+    ``scope``, and the key of its API token when made now (None: it had one, which keeps working).
+
+    Raises AnimaError naming the field, leaving nothing behind, when the scope cannot be given.
+    """
+    with transaction.atomic():
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            user = get_user_model().objects.create_user(username=username)
+        token_scope_set(user=user, scope=scope, persons=persons, conversations=conversations)
+        token, made = Token.objects.get_or_create(user=user)
+    return user, token.key if made else None
 
 
 def token_scope_clear(*, user) -> bool:

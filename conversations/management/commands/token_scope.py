@@ -2,13 +2,12 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 from anima.core.errors import AnimaError
 from conversations.access import access_for_user, conversation_find
 from conversations.models import Person, ScopeKind
-from conversations.services import token_scope_clear, token_scope_set
+from conversations.services import scoped_token_ensure, token_scope_clear, token_scope_set
 
 
 class Command(BaseCommand):
@@ -49,13 +48,21 @@ class Command(BaseCommand):
             raise CommandError("--create needs --scope: a new user's token has no rights without one")
         if (person or conversation) and scope is None:
             raise CommandError("--person and --conversation need --scope")
-        found = get_user_model().objects.filter(username=user).first()
         if create:
-            found, key = self._create(user, found, scope=scope, persons=person, conversations=conversation)
+            try:
+                found, key = scoped_token_ensure(
+                    username=user,
+                    scope=scope,
+                    persons=self._persons(person),
+                    conversations=self._conversations(conversation),
+                )
+            except AnimaError as exc:
+                raise CommandError(str(exc)) from None
             self.stdout.write(f"{user}: {access_for_user(found).binding}")
             if key is not None:
                 self.stdout.write(f"token {key}  (shown once: give it to the agent as its API key)")
             return
+        found = get_user_model().objects.filter(username=user).first()
         if found is None:
             raise CommandError(f"no user {user!r} (--create makes it)")
         if clear:
@@ -74,19 +81,6 @@ class Command(BaseCommand):
         self.stdout.write(f"{user}: {access_for_user(found).binding}")
         if not Token.objects.filter(user=found).exists():
             self.stdout.write(f"(no API token yet: python manage.py drf_create_token {user})")
-
-    def _create(self, username: str, found, *, scope: str, persons: list[str], conversations: list[str]):
-        """The user (made when missing), given the scope, and the key of a token made now (None: it had one)."""
-        bound_persons, bound_conversations = self._persons(persons), self._conversations(conversations)
-        try:
-            with transaction.atomic():  # a refused scope leaves no user behind
-                if found is None:
-                    found = get_user_model().objects.create_user(username=username)  # no password: token only
-                token_scope_set(user=found, scope=scope, persons=bound_persons, conversations=bound_conversations)
-                token, made = Token.objects.get_or_create(user=found)
-        except AnimaError as exc:
-            raise CommandError(str(exc)) from None
-        return found, token.key if made else None
 
     @staticmethod
     def _persons(slugs: list[str]) -> list[Person]:
