@@ -22,6 +22,7 @@ from anima.core.env import (
     env_int,
     env_list,
     env_networks,
+    env_rate,
     env_str,
     env_time_zone,
     env_url,
@@ -299,7 +300,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "anima.api.exceptions.exception_handler",
+    # Per token, shared by the REST API, the proxy and MCP over HTTP (anima/core/api/throttling.py).
+    "DEFAULT_THROTTLE_CLASSES": ["anima.core.api.throttling.TokenRateThrottle"],
 }
+ANIMA_THROTTLE_RATE = env_rate("ANIMA_THROTTLE_RATE", "600/min")
+ANIMA_THROTTLE_OPERATOR_RATE = env_rate("ANIMA_THROTTLE_OPERATOR_RATE", "off")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Anima API",
     "DESCRIPTION": "Long-term memory of a digital companion: conversations, memories, recall, sleep, agent tools.",

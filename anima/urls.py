@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from anima.agent.api import ChatCompletionsView
+from anima.agent.api import ChatCompletionsView, ModelsView, ModelView
 
 admin.site.site_header = "Anima Habitat"
 admin.site.site_title = "Habitat"
@@ -12,6 +12,8 @@ urlpatterns = [
     path("api/", include("anima.api.urls")),
     # OpenAI-compatible: a client's base_url is <host>/v1.
     path("v1/chat/completions", ChatCompletionsView.as_view(), name="chat-completions"),
+    path("v1/models", ModelsView.as_view(), name="proxy-models"),
+    path("v1/models/<path:model>", ModelView.as_view(), name="proxy-model"),
 ]
 
 # An unreachable database is a 503 with a JSON body everywhere, not Django's HTML 500.

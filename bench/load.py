@@ -250,7 +250,7 @@ class Client(threading.Thread):
             return "GET", "/api/recall/?" + urlencode(params), None, None
         if kind == "prepare_turn":
             content = sentence(self.rng, serial)
-            body = {"user_message": content, "store": True}
+            body = {"message": content, "store": True}
             return "POST", f"/api/conversations/{conversation}/prepare-turn/", body, ("message", content)
         if kind == "tool_recall":
             body = {"query": self.query(2), "person": person, "limit": 5}

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from anima.core.api.views import ApiGenericView, ApiViewSet, AtomicWritesMixin
 from anima.core.db import search_time_limit
 from conversations.access import SCOPED, access_of
-from conversations.models import Conversation, HistoryEntry, Identity, Message, Platform
+from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Platform
 from conversations.selectors import history_search, identity_resolve, persons_with_identities
 from conversations.serializers import (
     ConversationSerializer,
@@ -26,12 +26,14 @@ from conversations.serializers import (
     IdentitySerializer,
     MessageCreateSerializer,
     MessageSerializer,
+    PersonRenameSerializer,
     PersonSerializer,
 )
-from conversations.services import history_append, identity_map, message_create
+from conversations.services import history_append, identity_map, message_create, person_rename
 
 
 class ConversationFilter(django_filters.FilterSet):
+    external_id = django_filters.CharFilter(label="The conversation with this external id (the id its channel gives)")
     platform = django_filters.ChoiceFilter(choices=Platform.choices)
     channel = django_filters.CharFilter()
     person = django_filters.CharFilter(field_name="person__slug")
@@ -39,7 +41,7 @@ class ConversationFilter(django_filters.FilterSet):
 
     class Meta:
         model = Conversation
-        fields = ["platform", "channel", "person", "archived"]
+        fields = ["external_id", "platform", "channel", "person", "archived"]
 
 
 class ConversationViewSet(
@@ -109,26 +111,61 @@ class ConversationViewSet(
         return Message.objects.filter(conversation=conversation, external_id=external_id).first()
 
 
+class PersonFilter(django_filters.FilterSet):
+    """``channel`` and ``external_id`` together name one channel account: its person (as identities/resolve)."""
+
+    channel = django_filters.CharFilter(method="_account", label="With external_id: a channel account's channel")
+    external_id = django_filters.CharFilter(method="_account", label="With channel: a channel account's id")
+
+    class Meta:
+        model = Person
+        fields = ["channel", "external_id"]
+
+    def _account(self, queryset, name: str, value: str):
+        return queryset  # both are applied at once in filter_queryset: one account, not one match each
+
+    def filter_queryset(self, queryset):
+        queryset = super().filter_queryset(queryset)
+        account = {name: self.form.cleaned_data.get(name) for name in ("channel", "external_id")}
+        account = {name: value for name, value in account.items() if value}
+        if not account:
+            return queryset
+        return queryset.filter(pk__in=Identity.objects.filter(**account).values("person"))
+
+
 class PersonViewSet(
     AtomicWritesMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, ApiViewSet
 ):
     queryset = persons_with_identities()
     serializer_class = PersonSerializer
+    filterset_class = PersonFilter
     lookup_field = "slug"
     lookup_value_regex = r"[a-z0-9_-]{1,64}"
-    access_scopes_by_action = {"list": SCOPED, "retrieve": SCOPED}
+    http_method_names = ["get", "post", "patch", "head", "options"]
+    access_scopes_by_action = {"list": SCOPED, "retrieve": SCOPED, "partial_update": SCOPED}
 
     def get_queryset(self):
         return access_of(self.request).persons(super().get_queryset())
 
+    @extend_schema(request=PersonRenameSerializer, responses={200: PersonSerializer})
+    def partial_update(self, request: Request, slug: str) -> Response:
+        """Change a person's display name (the slug stays: it is how every surface names them)."""
+        person = self.get_object()
+        access_of(request).write_check(person, what="renaming a person")
+        data = PersonRenameSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        person_rename(person=person, **data.validated_data)
+        return Response(PersonSerializer(self.get_object()).data)
+
 
 class IdentityFilter(django_filters.FilterSet):
     channel = django_filters.CharFilter()
+    external_id = django_filters.CharFilter()
     person = django_filters.CharFilter(field_name="person__slug")
 
     class Meta:
         model = Identity
-        fields = ["channel", "person"]
+        fields = ["channel", "external_id", "person"]
 
 
 class IdentityViewSet(mixins.ListModelMixin, ApiViewSet):
@@ -156,7 +193,13 @@ class IdentityViewSet(mixins.ListModelMixin, ApiViewSet):
         return Response(IdentitySerializer(identity).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[IdentityQuerySerializer], responses={200: PersonSerializer})
-    @action(detail=False, methods=["get"], filterset_class=None, pagination_class=None)
+    @action(
+        detail=False,
+        methods=["get"],
+        filterset_class=None,
+        pagination_class=None,
+        query_serializer=IdentityQuerySerializer,
+    )
     def resolve(self, request: Request) -> Response:
         """The person a channel account belongs to (404 when unmapped)."""
         data = IdentityQuerySerializer(data=request.query_params)
@@ -175,6 +218,7 @@ class HistoryView(ApiGenericView):
     serializer_class = HistoryEntrySerializer
     queryset = HistoryEntry.objects.none()  # for the schema; history_search builds the real one
     access_scopes = SCOPED
+    query_serializer = HistoryQuerySerializer
 
     @extend_schema(parameters=[HistoryQuerySerializer], responses={200: HistoryEntrySerializer(many=True)})
     def get(self, request: Request) -> Response:

@@ -135,6 +135,10 @@ class PersonSerializer(StrictModelSerializer):
         return value
 
 
+class PersonRenameSerializer(StrictSerializer):
+    display_name = serializers.CharField(max_length=200, allow_blank=True)
+
+
 class HistoryEntrySerializer(serializers.ModelSerializer):
     cursor = serializers.IntegerField(read_only=True)
     person = serializers.SlugRelatedField(slug_field="slug", read_only=True)

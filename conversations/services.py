@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import MD5, Greatest
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from anima.core.errors import AnimaError
 from anima.core.forgotten import IDENTITY, PERSON, forgotten_account
@@ -51,6 +53,15 @@ def person_ensure(*, slug: str, display_name: str = "") -> Person:
     if not created and display_name and person.display_name != display_name:
         person.display_name = display_name
         person.save(update_fields=["display_name"])
+    return person
+
+
+def person_rename(*, person: Person, display_name: str) -> Person:
+    """Give ``person`` a new display name (blank: shown by slug). Prompts already built show it from
+    their next rebuild, like any other change to what they hold."""
+    person.display_name = display_name.strip()
+    person.full_clean()
+    person.save(update_fields=["display_name"])
     return person
 
 
@@ -458,6 +469,23 @@ def token_scope_set(*, user, scope: str, persons: list[Person], conversations: l
         row.persons.set(persons)
         row.conversations.set(conversations)
     return row
+
+
+def scoped_token_ensure(
+    *, username: str, scope: str, persons: list[Person], conversations: list[Conversation]
+) -> tuple[Any, str | None]:
+    """The non-staff user ``username`` (made when missing, with no password: it signs in by token only) given
+    ``scope``, and the key of its API token when made now (None: it had one, which keeps working).
+
+    Raises AnimaError naming the field, leaving nothing behind, when the scope cannot be given.
+    """
+    with transaction.atomic():
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            user = get_user_model().objects.create_user(username=username)
+        token_scope_set(user=user, scope=scope, persons=persons, conversations=conversations)
+        token, made = Token.objects.get_or_create(user=user)
+    return user, token.key if made else None
 
 
 def token_scope_clear(*, user) -> bool:

@@ -27,6 +27,7 @@ from memory.selectors import (
     semantic_memory_filter_ids,
 )
 from memory.serializers import (
+    CorrectSerializer,
     DeprecateSerializer,
     DiaryEntrySerializer,
     EmotionalTendencySerializer,
@@ -38,6 +39,7 @@ from memory.serializers import (
     SemanticMemorySerializer,
 )
 from memory.services import (
+    memory_correct,
     memory_deprecate,
     memory_pin,
     memory_remember,
@@ -79,12 +81,13 @@ class MemoryFilter(django_filters.FilterSet):
 
 
 class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ApiViewSet):
-    """Semantic memories: list / filter / search, remember, curate, forget; DELETE forgets (operators)."""
+    """Semantic memories: list / filter / search, remember, correct, curate, forget; DELETE forgets (operators)."""
 
     queryset = SemanticMemory.objects.select_related("person").order_by("-created_at", "-id")
     serializer_class = SemanticMemorySerializer
     filterset_class = MemoryFilter
     lookup_value_regex = r"\d{1,18}"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     access_scopes = SCOPED
     access_scopes_by_action = {"destroy": (OPERATOR,)}
@@ -107,6 +110,15 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
         return Response(
             SemanticMemorySerializer(memory).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
+
+    @extend_schema(request=CorrectSerializer, responses={200: SemanticMemorySerializer})
+    def partial_update(self, request: Request, pk: str) -> Response:
+        """Correct an active memory. New ``content`` is a new version (returned, with its own id) that
+        supersedes this one: the old text stays in belief history (``superseded_by`` leads on); a new
+        ``memory_type`` alone changes it in place."""
+        data = CorrectSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._curate(request, lambda memory: memory_correct(memory=memory, **data.validated_data))
 
     def perform_destroy(self, instance: SemanticMemory) -> None:
         # A delete is a forget: nothing derived from the memory may outlive it.
@@ -175,6 +187,7 @@ def _requester(request: Request) -> str:
 
 class RecallView(ApiView):
     access_scopes = SCOPED
+    query_serializer = RecallQuerySerializer
 
     @extend_schema(
         parameters=[RecallQuerySerializer],

@@ -55,6 +55,19 @@ class RememberSerializer(StrictSerializer):
     source_channel = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
+class CorrectSerializer(StrictSerializer):
+    content = serializers.CharField(max_length=10_000, required=False, help_text="The corrected text.")
+    memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
+    reason = serializers.CharField(
+        max_length=2000, required=False, allow_blank=True, default="", help_text="Why (kept in belief history)."
+    )
+
+    def validate(self, attrs):
+        if "content" not in attrs and "memory_type" not in attrs:
+            raise serializers.ValidationError({"content": ["Give the corrected content and/or memory_type."]})
+        return attrs
+
+
 class DeprecateSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
 

@@ -503,7 +503,7 @@ class MemoryPart:
 
     memory_type: str
     content: str
-    external_id: str
+    external_id: str | None
 
 
 def _memory_derive(
@@ -538,6 +538,30 @@ def memory_split(*, memory: SemanticMemory, parts: Sequence[MemoryPart]) -> list
         ids = ", ".join(f"#{part.pk}" for part in written)
         memory_expire(memory=memory, reason=f"split into {ids}", superseded_by=written[0])
     return written
+
+
+def memory_correct(
+    *, memory: SemanticMemory, content: str | None = None, memory_type: str | None = None, reason: str = ""
+) -> SemanticMemory:
+    """Correct an active memory; returns the memory that now holds it.
+
+    New text is a new version that supersedes ``memory`` (``memory_expire``), so the old text stays in
+    its belief history and the new one is embedded afresh; a change of type alone is made in place.
+    """
+    _active_valid(memory)
+    memory_type = _memory_type_valid(memory_type) if memory_type is not None else memory.memory_type
+    content = _content_valid(content) if content is not None else memory.content
+    if content == memory.content:
+        return memory_update(memory=memory, changes={"memory_type": memory_type})
+    with transaction.atomic():
+        corrected = _memory_derive(
+            memory,
+            part=MemoryPart(memory_type=memory_type, content=content, external_id=None),
+            pinned=memory.pinned,
+        )
+        why = f"corrected to #{corrected.pk}" + (f": {reason}" if reason else "")
+        memory_expire(memory=memory, reason=why, superseded_by=corrected)
+    return corrected
 
 
 def _earliest(values: Iterable[str | None]) -> str | None:

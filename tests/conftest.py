@@ -14,12 +14,15 @@ from django.core.cache import caches
 from django.db import connections
 from django.db.utils import load_backend
 
+from anima.agent.demo import FIXTURES as DEMO_FIXTURES
 from anima.core import embeddings
 from anima.core.config import config_cache_clear
 from anima.core.db import REPLICA
 from anima.core.llm import providers
 from anima.core.llm.testing import StubLlmServer
 from anima.core.logs import logging_config
+from conversations.services import conversations_import
+from memory.services import memories_import
 from sleep.models import PipelineRun
 from tests.celery_worker import worker_queue  # noqa: F401 (a fixture of the integration tests)
 from tests.embeddings_server import CONCEPT_DIM, EmbeddingsServer, concept_vector
@@ -202,3 +205,11 @@ def concept_embeddings(settings):
         settings.ANIMA_EMBEDDINGS_MODEL = "concept-stub"
         settings.ANIMA_EMBEDDINGS_DIM = CONCEPT_DIM
         yield server
+
+
+@pytest.fixture
+def demo_sample():
+    """The demo's bundled sample imported (persons leo and maya, their conversations and memories)."""
+    for name, importer in (("conversations.jsonl", conversations_import), ("memories.jsonl", memories_import)):
+        with (DEMO_FIXTURES / name).open(encoding="utf-8") as handle:
+            importer(lines=handle)

@@ -6,7 +6,8 @@ One server serves both transports of ``python manage.py mcp``:
   ``--conversation`` flags (:func:`mcp_stdio_access`);
 - streamable HTTP at ``/mcp``: each request carries an API token (``Authorization: Bearer <key>``
   or ``Token <key>``, the REST API's tokens; none → 401) and acts as the token's binding, which
-  ``X-Anima-Person`` / ``X-Anima-Conversation`` may only narrow (outside it → 403 naming why).
+  ``X-Anima-Person`` / ``X-Anima-Conversation`` may only narrow (outside it → 403 naming why);
+  it counts against the token's request limit like the REST API's calls (past it → 429).
 
 The tools are exactly ``anima.agent.tools.TOOLS`` (names, descriptions, JSON schemas), run by
 ``tool_call``: a malformed or refused call is an MCP tool error naming the field, never a
@@ -29,7 +30,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -37,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from anima.agent.tools import TOOLS, ToolError, tool_call
+from anima.core.api.throttling import token_throttle_check
 from anima.core.errors import AccessDenied, AnimaError, Unavailable
 from conversations.access import (
     CONVERSATION_HEADER,
@@ -77,14 +79,17 @@ def mcp_stdio_access(*, person: str | None = None, conversation: str | None = No
 def mcp_request_access(*, authorization: str, person: str | None, conversation: str | None) -> Access:
     """The access of one HTTP request: the REST API's rules (token, then headers that only narrow).
 
-    Raises AuthenticationFailed (401) without a valid token, AccessDenied (403) for a token
-    without a scope or a header outside its binding, AnimaError (400) for a header naming nobody.
+    Raises AuthenticationFailed (401) without a valid token, Throttled (429) past its request limit,
+    AccessDenied (403) for a token without a scope or a header outside its binding, AnimaError (400)
+    for a header naming nobody.
     """
     # Unlike the REST API, MCP has no session login to fall back on: no token is a 401 here.
     authenticated = TokenAuthentication().authenticate_authorization(authorization)
     if authenticated is None:
         raise AuthenticationFailed("an API token is required: Authorization: Bearer <key> (or Token <key>)")
-    return access_for_headers(user=authenticated[0], person=person, conversation=conversation)
+    user, token = authenticated
+    token_throttle_check(user=user, token=token)
+    return access_for_headers(user=user, person=person, conversation=conversation)
 
 
 def _in_django(func, /, *args: Any, **kwargs: Any):
@@ -254,6 +259,9 @@ class TokenAuth:
                 {"detail": str(exc.detail)}, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="anima"'}
             )
             return await response(scope, receive, send)
+        except Throttled as exc:
+            retry = {"Retry-After": str(exc.wait)} if exc.wait is not None else {}
+            return await JSONResponse({"detail": str(exc.detail)}, status_code=429, headers=retry)(scope, receive, send)
         except AccessDenied as exc:
             return await JSONResponse({"detail": str(exc)}, status_code=403)(scope, receive, send)
         except AnimaError as exc:

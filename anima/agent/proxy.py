@@ -1,4 +1,5 @@
-"""OpenAI-compatible memory proxy: ``POST /v1/chat/completions`` with memory in between.
+"""OpenAI-compatible memory proxy: ``POST /v1/chat/completions`` with memory in between, and
+``GET /v1/models`` (the configured model, which every request goes to).
 
 A bot gets memory by pointing its OpenAI client at Anima (``base_url``) with an Anima API token
 as its ``api_key``. For each request:
@@ -11,7 +12,8 @@ as its ``api_key``. For each request:
    except the client's system messages, kept right after Anima's system prompt, and the messages
    after the user message (a tool round: the client's assistant tool calls and tool results);
 3. the turn is assembled exactly as ``prepare_turn`` does and forwarded with the request's other
-   parameters to the configured LLM (``ANIMA_LLM_*``; the offline provider does not chat: 503);
+   parameters to the configured LLM (``ANIMA_LLM_*``; the offline provider does not chat: 503),
+   ``user`` set to the slug of the person the conversation resolves to (left out when nobody);
 4. on success the user message and the reply are stored together (citations counted); the
    client gets the upstream answer unchanged in shape, ``[[anima:ID]]`` markers stripped unless
    ``ANIMA_PROXY_KEEP_CITATIONS``. A failed upstream call stores nothing.
@@ -50,7 +52,7 @@ from conversations.access import (
     access_narrow_by_name,
 )
 from conversations.models import Conversation, Platform, Role
-from conversations.selectors import message_latest_user
+from conversations.selectors import conversation_person, message_latest_user
 from conversations.services import message_create
 
 logger = logging.getLogger(__name__)
@@ -215,7 +217,24 @@ def proxy_turn(*, body: Any, access: Access, person: str | None, conversation: s
     instructions = [message for message in messages[:index] if message.get("role") in CLIENT_INSTRUCTION_ROLES]
     upstream_messages = [_wire(assembled[0]), *instructions, *(_wire(m) for m in assembled[1:]), *trailing]
     upstream_body = {**body, "model": settings.ANIMA_LLM_MODEL, "messages": upstream_messages}
+    # The upstream's per-user accounting and abuse checks see whom the turn is for, as a slug (no name).
+    person_of_turn = conversation_person(conversation=found)
+    upstream_body.pop("user", None)
+    if person_of_turn is not None:
+        upstream_body["user"] = person_of_turn.slug
     return ProxyTurn(conversation=found, user_message=None if stored else text, upstream_body=upstream_body, at=at)
+
+
+def proxy_models(*, access: Access) -> list[dict[str, Any]]:
+    """The models a client may name: the one configured, which every request is sent to whatever it names.
+
+    Raises AccessDenied without the proxy's scope, Unavailable (503) without a chat model, as the proxy does.
+    """
+    access.require(OPERATOR, AGENT, to="the chat proxy")
+    if settings.ANIMA_LLM_PROVIDER != "openai":
+        raise Unavailable(NO_CHAT_MODEL)
+    # No upstream call: the list is what Anima sends, and a client asking first never waits on the LLM server.
+    return [{"id": settings.ANIMA_LLM_MODEL, "object": "model", "created": 0, "owned_by": "anima"}]
 
 
 def _storable_reply(turn: ProxyTurn, reply: str) -> str:

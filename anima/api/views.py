@@ -35,17 +35,18 @@ _TOOL_SCHEMA = inline_serializer(
 )
 
 
+class ToolListQuerySerializer(serializers.Serializer):
+    conversation = serializers.IntegerField(
+        required=False, help_text="The conversation of the turn: tools that turn may not use are left out."
+    )
+
+
 class ToolListView(ApiView):
     access_scopes = (OPERATOR, AGENT)
+    query_serializer = ToolListQuerySerializer
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "conversation",
-                int,
-                description="The conversation of the turn: tools that turn may not use are left out.",
-            )
-        ],
+        parameters=[ToolListQuerySerializer],
         responses={200: _TOOL_SCHEMA},
         operation_id="tools_list",
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import zoneinfo
 
 from django.core.exceptions import ImproperlyConfigured
@@ -82,6 +83,21 @@ def env_choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
     value = env_str(name, default) or default
     if value not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+_RATE = re.compile(r"^[1-9]\d{0,8}/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A request rate such as ``600/min`` (per s, min, hour or day), None when ``off``."""
+    value = (env_str(name, default) or default).lower()
+    if value in ("off", "0", "none"):
+        return None
+    if not _RATE.match(value):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate such as 600/min (per s, min, hour, day) or off, got {value!r}"
+        )
     return value
 
 

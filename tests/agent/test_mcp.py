@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.error
@@ -18,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from anima.agent.tools import tool_schemas
-from anima.api.testing import api_token
+from anima.api.testing import api_client, api_token
 from conversations.models import Identity
 from memory.models import SemanticMemory
 from tests.factories import (
@@ -52,6 +53,20 @@ def mcp_http(tmp_path):
     command = [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)]
     with served(command, port=port, log=tmp_path / "mcp.log", env=served_env()) as app:
         yield app
+
+
+def tools_list_posted(url: str, headers: dict[str, str]) -> tuple[int, dict[str, str], dict]:
+    """A bare ``tools/list`` POST: its status, headers (lower-case names) and JSON body."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, json.loads(error.read())
 
 
 def payload(result) -> dict:
@@ -185,16 +200,8 @@ def test_http_headers_only_narrow_and_a_missing_token_is_401(mcp_http):
     assert [hit["snippet"] for hit in payload(recalled)["results"]] == ["Ada's cat is called Pixel"]
 
     def post(headers: dict[str, str]) -> tuple[int, dict]:
-        request = urllib.request.Request(
-            url,
-            data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(),
-            headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read())
+        status, _, body = tools_list_posted(url, headers)
+        return status, body
 
     status, body = post({})
     assert status == 401
@@ -206,3 +213,38 @@ def test_http_headers_only_narrow_and_a_missing_token_is_401(mcp_http):
     status, body = post({"Authorization": f"Bearer {api_token(username='nobody')}"})
     assert status == 403
     assert "token_scope" in body["detail"]
+
+
+def test_http_holds_a_token_to_its_request_limit_with_retry_after(tmp_path):
+    leo_bot = api_token(username="leo-bot", scope="agent", persons=[PersonFactory(slug="leo")])
+    other = api_token(username="other-bot", scope="agent", persons=[PersonFactory(slug="ada")])
+    port = free_port()
+    command = [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)]
+    env = served_env(ANIMA_THROTTLE_RATE="2/min")
+    with served(command, port=port, log=tmp_path / "mcp.log", env=env) as app:
+        url = f"{app.url}/mcp"
+        answers = [tools_list_posted(url, {"Authorization": f"Bearer {leo_bot}"}) for _ in range(3)]
+        others = tools_list_posted(url, {"Authorization": f"Bearer {other}"})
+
+    assert [status for status, _, _ in answers] == [200, 200, 429]
+    _, headers, body = answers[-1]
+    assert 1 <= int(headers["retry-after"]) <= 60 and "throttled" in body["detail"]
+    assert others[0] == 200
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL")
+def test_http_and_the_rest_api_share_a_tokens_count_through_redis(tmp_path, settings):
+    settings.CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": os.environ["REDIS_URL"]}}
+    settings.ANIMA_THROTTLE_RATE = "3/min"
+    leo_bot = api_token(username="leo-bot", scope="agent", persons=[PersonFactory(slug="leo")])
+    rest = api_client(username="leo-bot")
+    port = free_port()
+    command = [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)]
+    env = served_env(ANIMA_THROTTLE_RATE="3/min", REDIS_URL=os.environ["REDIS_URL"])
+    with served(command, port=port, log=tmp_path / "mcp.log", env=env) as app:
+        url = f"{app.url}/mcp"
+        over_mcp = [tools_list_posted(url, {"Authorization": f"Bearer {leo_bot}"})[0] for _ in range(2)]
+        over_rest = [rest.get("/api/persons/").status_code for _ in range(2)]
+
+    assert (over_mcp, over_rest) == ([200, 200], [200, 429])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from anima.agent.proxy import CitationStripper, citations_stripped, proxy_stream, proxy_turn
 from anima.agent.tools import tool_schemas
-from anima.api.testing import api_token
+from anima.api.testing import api_token, operator_client
 from anima.core.text import MAX_TEXT_CHARS
 from conversations.access import access_for_user
 from conversations.models import Conversation, Message, Platform
@@ -317,3 +317,60 @@ def test_stripping_markers_piece_by_piece_equals_stripping_the_whole(text, cuts)
     shown = "".join(stripper.feed(text[start:end]) for start, end in itertools.pairwise(bounds))
 
     assert shown + stripper.flush() == citations_stripped(text)
+
+
+# --- /v1/models, the person upstream, the schema -----------------------------------------------------
+
+
+def test_models_lists_the_one_model_every_request_goes_to(bot, llm_stub):
+    client = bot(api_token(username="leo-bot", scope="agent", persons=[PersonFactory(slug="leo")]))
+
+    listed = client.models.list()
+    one = client.models.retrieve("stub-model")
+
+    assert [model.id for model in listed.data] == ["stub-model"]
+    assert one.id == "stub-model" and one.object == "model"
+    with pytest.raises(openai.NotFoundError) as other:
+        client.models.retrieve("gpt-4o")
+    assert "stub-model" in other.value.message
+    assert llm_stub.requests == []  # answered by Anima: the LLM server is not asked
+
+
+def test_models_answers_as_the_chat_proxy_does_to_who_may_not_chat(bot, settings):
+    leo = PersonFactory(slug="leo")
+    person_app = bot(api_token(username="leo-app", scope="person", persons=[leo]))
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        person_app.models.list()
+    assert "the chat proxy needs operator or agent scope" in refused.value.message
+
+    settings.ANIMA_LLM_PROVIDER = "offline"
+    with pytest.raises(openai.InternalServerError) as offline:
+        bot(api_token(username="root", staff=True)).models.list()
+    assert offline.value.status_code == 503 and "no chat model configured" in offline.value.message
+
+
+def test_the_person_of_the_turn_goes_upstream_as_user(bot, llm_stub, leo_cat):
+    leo = leo_cat.person
+    ConversationFactory(external_id="tg-leo", person=leo)
+    ConversationFactory(external_id="nobodys", person=None, chat_id="")
+    root = api_token(username="root", staff=True)
+    hi = [{"role": "user", "content": "Hi"}]
+    for _ in range(3):
+        llm_stub.reply("Hello.")
+
+    bot(root, conversation="tg-leo").chat.completions.create(model="m", messages=hi)
+    bot(root, conversation="tg-leo", person="leo").chat.completions.create(model="m", messages=hi, user="leo")
+    bot(root, conversation="nobodys").chat.completions.create(model="m", messages=hi)
+
+    assert [request.get("user") for request in llm_stub.requests] == ["leo", "leo", None]
+
+
+def test_the_proxy_is_described_in_the_api_schema():
+    schema = operator_client().get("/api/schema/", {"format": "json"}).json()
+
+    chat = schema["paths"]["/v1/chat/completions"]["post"]
+    headers = {parameter["name"] for parameter in chat["parameters"] if parameter["in"] == "header"}
+    assert headers == {"X-Anima-Person", "X-Anima-Conversation"}
+    assert {"200", "400", "403", "429", "503"} <= set(chat["responses"])
+    assert "text/event-stream" in chat["responses"]["200"]["content"]
+    assert "get" in schema["paths"]["/v1/models"]

@@ -26,7 +26,9 @@ STAFF = "schemathesis-staff"
 
 
 @pytest.fixture
-def api_schema(db):
+def api_schema(db, llm_stub):
+    # The proxy's operations reach a local upstream that answers every request.
+    llm_stub.responder = lambda body: "ok"
     # Some rows for the id-taking routes to find (ids 1..n are likely guesses for the generator).
     conversation = ConversationFactory()
     MessageFactory(conversation=conversation, content="Leo 喜欢 Python [[anima:1]]")

@@ -123,8 +123,8 @@ OPERATIONS = [
     ("get", "/api/conversations/{maya_conv}/messages/", None, (200, 404, 404, 403)),
     ("post", "/api/conversations/{leo_conv}/messages/", {"role": "user", "content": "hi"}, (201, 201, 201, 403)),
     ("post", "/api/conversations/{maya_conv}/messages/", {"role": "user", "content": "hi"}, (201, 404, 404, 403)),
-    ("post", "/api/conversations/{leo_conv}/prepare-turn/", {"user_message": "peanut?"}, AGENT_OPS),
-    ("post", "/api/conversations/{maya_conv}/prepare-turn/", {"user_message": "peanut?"}, (200, 404, 403, 403)),
+    ("post", "/api/conversations/{leo_conv}/prepare-turn/", {"message": "peanut?"}, AGENT_OPS),
+    ("post", "/api/conversations/{maya_conv}/prepare-turn/", {"message": "peanut?"}, (200, 404, 403, 403)),
     ("get", "/api/persons/", None, ALL),
     ("get", "/api/persons/leo/", None, ALL),
     ("get", "/api/persons/maya/", None, (200, 404, 404, 403)),
@@ -318,7 +318,7 @@ def test_an_agent_bound_to_a_person_serves_that_persons_conversations_only(world
     agent = api_client(username="leo-agent", scope="agent", persons=[leo])
 
     listed = agent.get("/api/conversations/").json()
-    turn = agent.post(f"/api/conversations/{later.pk}/prepare-turn/", {"user_message": "hi"}, format="json")
+    turn = agent.post(f"/api/conversations/{later.pk}/prepare-turn/", {"message": "hi"}, format="json")
 
     assert {c["external_id"] for c in listed["results"]} == {"tg-leo", "web-leo"}
     assert turn.status_code == 200

@@ -105,13 +105,28 @@ def test_prepare_turn_returns_the_message_list_and_stores_the_user_message():
     conversation = ConversationFactory()
 
     response = api_client(scope="agent", conversations=[conversation]).post(
-        f"/api/conversations/{conversation.pk}/prepare-turn/", {"user_message": "早上好"}, format="json"
+        f"/api/conversations/{conversation.pk}/prepare-turn/", {"message": "早上好"}, format="json"
     )
 
     assert response.status_code == 200
     messages = response.json()["messages"]
     assert messages[0]["role"] == "system" and messages[-1] == {"role": "user", "name": "", "content": "早上好"}
     assert Message.objects.filter(conversation=conversation, content="早上好").exists()
+
+
+def test_prepare_turn_still_takes_the_old_field_name_and_names_the_field_at_fault():
+    conversation = ConversationFactory()
+    client = operator_client()
+    url = f"/api/conversations/{conversation.pk}/prepare-turn/"
+
+    old = client.post(url, {"user_message": "hi", "store": False}, format="json")
+    both = client.post(url, {"user_message": "hi", "message": "hi"}, format="json")
+    missing = client.post(url, {"store": False}, format="json")
+
+    assert old.status_code == 200 and old.json()["messages"][-1]["content"] == "hi"
+    assert both.status_code == 400 and "user_message" in both.json()
+    assert missing.status_code == 400 and "message" in missing.json()
+    assert not Message.objects.filter(conversation=conversation).exists()
 
 
 def test_persons_and_identity_mapping():
@@ -252,3 +267,104 @@ def test_an_operator_narrowed_to_a_person_maps_only_that_persons_accounts():
         "leo-laptop": "leo",
     }
     assert leo.identities.count() == 1
+
+
+def test_conversations_and_persons_are_found_by_their_external_ids():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    ConversationFactory(external_id="tg-leo", person=leo)
+    ConversationFactory(external_id="tg-maya", person=maya)
+    IdentityFactory(person=leo, channel="telegram", external_id="100")
+    IdentityFactory(person=leo, channel="cli", external_id="200")
+    IdentityFactory(person=maya, channel="telegram", external_id="200")
+    client = operator_client()
+
+    conversations = client.get("/api/conversations/", {"external_id": "tg-maya"}).json()["results"]
+    by_account = client.get("/api/persons/", {"channel": "telegram", "external_id": "200"}).json()["results"]
+    by_channel = client.get("/api/persons/", {"channel": "cli"}).json()["results"]
+    nobody = client.get("/api/conversations/", {"external_id": "tg-nobody"}).json()["results"]
+    accounts = client.get("/api/identities/", {"external_id": "200"}).json()["results"]
+
+    assert [c["external_id"] for c in conversations] == ["tg-maya"]
+    # channel and external_id match one account together: leo's cli:200 is not telegram:200.
+    assert [p["slug"] for p in by_account] == ["maya"]
+    assert [p["slug"] for p in by_channel] == ["leo"]
+    assert nobody == []
+    assert sorted((a["channel"], a["person"]) for a in accounts) == [("cli", "leo"), ("telegram", "maya")]
+
+
+def test_a_scoped_token_finds_by_external_id_only_what_it_reaches():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    ConversationFactory(external_id="tg-maya", person=maya)
+    IdentityFactory(person=maya, channel="telegram", external_id="200")
+    client = api_client(scope="agent", persons=[leo])
+
+    assert client.get("/api/conversations/", {"external_id": "tg-maya"}).json()["results"] == []
+    assert client.get("/api/persons/", {"channel": "telegram", "external_id": "200"}).json()["results"] == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/conversations/",
+        "/api/persons/",
+        "/api/identities/",
+        "/api/memories/",
+        "/api/diary/",
+        "/api/emotional-tendencies/",
+        "/api/temporal-summaries/",
+        "/api/sleep-runs/",
+        "/api/history/",
+        "/api/tools/",
+        "/api/config/",
+    ],
+)
+def test_an_unknown_query_parameter_on_a_list_is_a_400_naming_it(path):
+    client = operator_client()
+
+    response = client.get(path, {"externalid": "tg-leo"})
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["externalid"]
+    assert client.get(path, {"format": "json"}).status_code == 200
+
+
+def test_recall_and_lookups_name_an_unknown_query_parameter_too():
+    client = operator_client()
+
+    recall = client.get("/api/recall/", {"q": "tea", "persn": "leo"})
+    resolve = client.get("/api/identities/resolve/", {"channel": "telegram", "external_id": "1", "x": "1"})
+    known = client.get("/api/recall/", {"q": "tea", "format": "json"})
+    paged = client.get("/api/history/", {"q": "tea", "page": 1, "page_size": 5})
+
+    assert recall.status_code == 400 and list(recall.json()) == ["persn"]
+    assert "q" in recall.json()["persn"][0]  # it says what the endpoint takes
+    assert resolve.status_code == 400 and list(resolve.json()) == ["x"]
+    assert known.status_code == 200 and paged.status_code == 200
+
+
+def test_a_persons_display_name_is_changed_by_patch_within_reach():
+    leo, maya = PersonFactory(slug="leo", display_name="Leo"), PersonFactory(slug="maya", display_name="Maya")
+    client = api_client(scope="person", persons=[leo])
+
+    renamed = client.patch("/api/persons/leo/", {"display_name": "Leo Wang"}, format="json")
+    other = client.patch("/api/persons/maya/", {"display_name": "M"}, format="json")
+    slug = operator_client().patch("/api/persons/leo/", {"slug": "leo2"}, format="json")
+    too_long = operator_client().patch("/api/persons/leo/", {"display_name": "x" * 201}, format="json")
+
+    assert renamed.status_code == 200 and renamed.json()["display_name"] == "Leo Wang"
+    assert other.status_code == 404
+    assert slug.status_code == 400 and "slug" in slug.json()
+    assert too_long.status_code == 400 and "display_name" in too_long.json()
+    leo.refresh_from_db()
+    maya.refresh_from_db()
+    assert (leo.slug, leo.display_name, maya.display_name) == ("leo", "Leo Wang", "Maya")
+
+
+def test_the_docs_look_ups_find_leo_on_the_demo_data(demo_sample):
+    client = operator_client()
+
+    conversation = client.get("/api/conversations/", {"external_id": "demo-conv-leo-tg-1128-am"}).json()["results"]
+    person = client.get("/api/persons/", {"channel": "telegram", "external_id": "12345678"}).json()["results"]
+
+    assert [(c["external_id"], c["person"]) for c in conversation] == [("demo-conv-leo-tg-1128-am", "leo")]
+    assert [p["slug"] for p in person] == ["leo"]

@@ -2,10 +2,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from conversations.models import Conversation, Message, Person
 from tests.factories import ConversationFactory, PersonFactory, UserFactory
@@ -80,7 +84,7 @@ def test_token_scope_sets_shows_and_clears_a_scope():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["ghost", "--scope", "agent", "--person", "leo"], "no user 'ghost'"),
+        (["ghost", "--scope", "agent", "--person", "leo"], "no user 'ghost' (--create makes it)"),
         (["runtime", "--scope", "agent", "--person", "nobody"], "unknown person(s): nobody"),
         (["runtime", "--scope", "agent", "--conversation", "nope"], "unknown conversation(s): nope"),
         (["runtime", "--scope", "person", "--person", "leo", "maya"], "exactly one person"),
@@ -96,6 +100,62 @@ def test_token_scope_refuses_what_it_cannot_do_with_a_clear_message(args, messag
 
     with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call_command("token_scope", *args, stdout=io.StringIO())
+
+
+# As the docs write them, on the demo's data.
+DOCS_AGENT = "token_scope runtime --create --scope agent --person leo"
+DOCS_BOT = "token_scope leo-telegram --create --scope agent --conversation demo-conv-leo-tg-1128-am"
+DOCS_APP = "token_scope leo-app --create --scope person --person leo"
+
+
+@pytest.mark.parametrize("invocation", [DOCS_AGENT, DOCS_BOT, DOCS_APP])
+def test_one_command_creates_the_user_its_scope_and_a_token_that_works_on_the_demo_data(invocation, demo_sample):
+    name, *args = invocation.split()[1:]
+
+    out = _token_scope(name, *args)
+
+    key = re.search(r"^token (\w{40})\b", out, re.MULTILINE).group(1)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    listed = client.get("/api/conversations/", {"page_size": 200}).json()["results"]
+    persons = {conversation["person"] for conversation in listed}
+    assert listed and persons == {"leo"}
+    if "--conversation" in args:
+        assert [c["external_id"] for c in listed] == ["demo-conv-leo-tg-1128-am"]
+    user = get_user_model().objects.get(username=name)
+    assert not user.is_staff and not user.has_usable_password()
+
+
+def test_create_again_keeps_the_token_and_prints_no_key():
+    PersonFactory(slug="leo")
+    PersonFactory(slug="maya")
+    first = _token_scope("runtime", "--create", "--scope", "agent", "--person", "leo")
+    again = _token_scope("runtime", "--create", "--scope", "agent", "--person", "maya")
+
+    key = Token.objects.get(user__username="runtime").key
+    assert f"token {key}" in first and key not in again
+    assert "runtime: an agent token bound to persons maya" in again
+    assert Token.objects.filter(user__username="runtime").count() == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["runtime", "--create"], "--create needs --scope"),
+        (["runtime", "--create", "--scope", "agent", "--person", "nobody"], "unknown person(s): nobody"),
+        (["runtime", "--create", "--scope", "agent"], "at least one person or conversation"),
+        (["ops", "--create", "--scope", "agent", "--person", "leo"], "ops is staff"),
+    ],
+)
+def test_create_refuses_a_scope_it_cannot_give_and_leaves_no_user_behind(args, message):
+    UserFactory(username="ops", is_staff=True)
+    PersonFactory(slug="leo")
+
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("token_scope", *args, stdout=io.StringIO())
+
+    assert not get_user_model().objects.filter(username="runtime").exists()
+    assert not Token.objects.exists()
 
 
 def _conversation_line(external_id: str, content: str, *, person: str = "leo", **message) -> str:

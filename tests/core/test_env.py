@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from anima.core.env import env_bool, env_choice, env_int, env_time_zone, env_url
+from anima.core.env import env_bool, env_choice, env_int, env_rate, env_time_zone, env_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,3 +75,19 @@ def test_defaults_are_embedded_and_safe(settings):
         assert settings.DATABASES["default"]["ENGINE"] == "anima.core.embedded"
     if not os.environ.get("CELERY_BROKER_URL"):
         assert settings.CELERY_TASK_ALWAYS_EAGER is True
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("600/min", "600/min"), ("5/S", "5/s"), ("off", None), ("", "100/hour"), (" 2/day ", "2/day")],
+)
+def test_env_rate_reads_a_rate_or_off(monkeypatch, raw, expected):
+    monkeypatch.setenv("X_RATE", raw)
+    assert env_rate("X_RATE", "100/hour") == expected
+
+
+@pytest.mark.parametrize("raw", ["600", "600/fortnight", "0/min", "-1/min", "ten/min", "600/min/extra"])
+def test_env_rate_refuses_anything_else_naming_the_variable(monkeypatch, raw):
+    monkeypatch.setenv("X_RATE", raw)
+    with pytest.raises(ImproperlyConfigured, match="X_RATE must be a rate such as 600/min"):
+        env_rate("X_RATE", "100/hour")

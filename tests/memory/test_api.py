@@ -5,8 +5,12 @@ from __future__ import annotations
 import datetime as dt
 
 from anima.api.testing import api_client, operator_client
+from anima.core.embeddings import EmbeddingModel
 from anima.core.models import BlockTag, MemoryStatus
+from anima.core.vectors import ENTITY, VectorRow, vectors_store
+from memory.embedding import embed_pending_count
 from memory.models import SemanticMemory
+from memory.selectors import memory_versions
 from tests.factories import (
     ContentBlockFactory,
     DiaryEntryFactory,
@@ -185,3 +189,78 @@ def test_recall_as_of_answers_from_belief_history_and_refuses_far_off_moments():
         assert response.status_code == 400 and "as_of" in response.json(), far
     listed = client.get(f"/api/memories/{old.pk}/").json()
     assert listed["valid_to"] and listed["expired_reason"] == "contradiction: corrected"
+
+
+# --- PATCH: correcting a memory -------------------------------------------------------------------
+
+
+def test_correcting_a_memory_keeps_the_old_text_as_a_version_and_the_new_one_awaits_its_vector():
+    leo = PersonFactory(slug="leo")
+    memory = SemanticMemoryFactory(person=leo, content="Leo lives in Hangzhou", pinned=True)
+    model = EmbeddingModel(name="test-model", dim=2)
+    vectors_store(kind=ENTITY, model=model, rows=[VectorRow(memory.pk, [1, 0], person_id=leo.pk)])
+    client = api_client(scope="agent", persons=[leo])
+
+    response = client.patch(
+        f"/api/memories/{memory.pk}/", {"content": "Leo lives in Shanghai", "reason": "he moved"}, format="json"
+    )
+
+    assert response.status_code == 200, response.json()
+    corrected = response.json()
+    assert corrected["id"] != memory.pk
+    assert (corrected["content"], corrected["person"], corrected["pinned"]) == ("Leo lives in Shanghai", "leo", True)
+    old = client.get(f"/api/memories/{memory.pk}/").json()
+    assert (old["content"], old["status"]) == ("Leo lives in Hangzhou", "expired")
+    assert old["superseded_by"] == corrected["id"]
+    assert "he moved" in old["expired_reason"]
+    versions = memory_versions(memory=SemanticMemory.objects.get(pk=corrected["id"]))
+    assert [v.content for v in versions] == ["Leo lives in Hangzhou", "Leo lives in Shanghai"]
+    assert embed_pending_count(model=model) == 1  # the new text, embedded by the next backfill
+    searched = client.get("/api/memories/", {"q": "Shanghai"}).json()["results"]
+    assert [m["id"] for m in searched] == [corrected["id"]]
+
+
+def test_a_new_memory_type_alone_changes_the_memory_in_place():
+    memory = SemanticMemoryFactory(content="Leo likes tea", memory_type="world")
+
+    response = operator_client().patch(f"/api/memories/{memory.pk}/", {"memory_type": "preference"}, format="json")
+
+    assert response.status_code == 200
+    assert (response.json()["id"], response.json()["memory_type"]) == (memory.pk, "preference")
+    assert SemanticMemory.objects.count() == 1
+
+
+def test_a_correction_names_the_field_at_fault():
+    memory = SemanticMemoryFactory(content="Leo likes tea")
+    retired = SemanticMemoryFactory(content="Leo likes coffee", status=MemoryStatus.DEPRECATED)
+    client = operator_client()
+
+    def patch(pk, body):
+        return client.patch(f"/api/memories/{pk}/", body, format="json")
+
+    cases = {
+        "content": patch(memory.pk, {"content": "   "}),
+        "memory_type": patch(memory.pk, {"memory_type": "gossip"}),
+        "status": patch(retired.pk, {"content": "Leo likes water"}),
+        "title": patch(memory.pk, {"title": "x", "content": "Leo likes water"}),
+    }
+    empty = patch(memory.pk, {})
+
+    for field, response in cases.items():
+        assert response.status_code == 400 and field in response.json(), (field, response.json())
+    assert empty.status_code == 400 and "content" in empty.json()
+    assert SemanticMemory.objects.get(pk=memory.pk).content == "Leo likes tea"
+
+
+def test_a_scoped_token_corrects_only_its_own_persons_memories():
+    leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
+    mayas = SemanticMemoryFactory(person=maya, content="Maya likes cats")
+    shared = SemanticMemoryFactory(person=None, content="The office is on floor 3")
+    client = api_client(scope="agent", persons=[leo])
+
+    other = client.patch(f"/api/memories/{mayas.pk}/", {"content": "Maya likes dogs"}, format="json")
+    global_one = client.patch(f"/api/memories/{shared.pk}/", {"content": "The office is on floor 4"}, format="json")
+
+    assert other.status_code == 404  # another person's memory is not even seen
+    assert global_one.status_code == 403 and "operator" in global_one.json()["detail"]
+    assert SemanticMemory.objects.filter(content__in=["Maya likes dogs", "The office is on floor 4"]).count() == 0

@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 from anima.core.models import BlockTag, Entity, MemoryStatus
 from conversations.models import Person
 from memory.models import ContentBlock, DiaryEntry, SemanticMemory
+from memory.selectors import semantic_memories_held
 from memory.services import (
     MemoryPart,
     diary_block_create,
     memories_import,
+    memory_correct,
     memory_create,
     memory_deprecate,
     memory_expire,
@@ -329,3 +331,30 @@ def test_a_fact_is_one_memory_however_it_is_spaced_cased_or_closed(words, closin
     again, created = memory_remember(content=(tight.upper() if upper else tight) + closing, person=person)
 
     assert (again.pk, created) == (first.pk, False)
+
+
+def test_a_correction_replaces_what_was_held_since_the_fact_was_dated_and_keeps_the_old_text_as_a_version():
+    leo = PersonFactory(slug="leo")
+    wrong = memory_create(
+        content="Leo's daughter's zodiac sign is Leo",
+        memory_type="world",
+        person=leo,
+        body={"occurred_at": "2026-11-10"},
+        created_at=timezone.make_aware(dt.datetime(2026, 11, 10, 9)),
+    )
+
+    corrected = memory_correct(memory=wrong, content="Leo's daughter's zodiac sign is Virgo", reason="misheard")
+
+    wrong.refresh_from_db()
+    assert (wrong.status, wrong.superseded_by_id, wrong.content) == (
+        "expired",
+        corrected.pk,
+        "Leo's daughter's zodiac sign is Leo",
+    )
+    assert wrong.expired_reason == f"corrected to #{corrected.pk}: misheard"
+    # A correction fixes what was wrong, not a change in the world: as of any day since, the corrected text.
+    held = semantic_memories_held(as_of=dt.date(2026, 11, 20)).filter(person=leo)
+    assert [m.content for m in held] == ["Leo's daughter's zodiac sign is Virgo"]
+    assert corrected.body["occurred_at"] == "2026-11-10" and corrected.person == leo
+    with pytest.raises(ValidationError, match="status"):
+        memory_correct(memory=wrong, content="again")

@@ -7,14 +7,15 @@ from rest_framework.authtoken.models import Token
 from anima.core.errors import AnimaError
 from conversations.access import access_for_user, conversation_find
 from conversations.models import Person, ScopeKind
-from conversations.services import token_scope_clear, token_scope_set
+from conversations.services import scoped_token_ensure, token_scope_clear, token_scope_set
 
 
 class Command(BaseCommand):
     help = (
         "Show, set or clear what a non-staff user's API token may reach: agent (tools, turn assembly, proxy; "
         "bound to persons and/or conversations) or person (one person plus global memories). "
-        "Without --scope or --clear it shows the current scope."
+        "Without --scope or --clear it shows the current scope. With --create the user and its token are made "
+        "too (the key is printed once)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,13 +27,44 @@ class Command(BaseCommand):
         parser.add_argument(
             "--conversation", nargs="+", action="extend", default=[], metavar="EXT", help="bound conversation"
         )
+        parser.add_argument(
+            "--create",
+            action="store_true",
+            help="with --scope: create the (non-staff) user when missing and its API token, and print the key",
+        )
 
-    def handle(self, *args, user: str, scope: str | None, clear: bool, person: list, conversation: list, **options):
-        found = get_user_model().objects.filter(username=user).first()
-        if found is None:
-            raise CommandError(f"no user {user!r}")
+    def handle(
+        self,
+        *args,
+        user: str,
+        scope: str | None,
+        clear: bool,
+        person: list,
+        conversation: list,
+        create: bool,
+        **options,
+    ):
+        if create and scope is None:
+            raise CommandError("--create needs --scope: a new user's token has no rights without one")
         if (person or conversation) and scope is None:
             raise CommandError("--person and --conversation need --scope")
+        if create:
+            try:
+                found, key = scoped_token_ensure(
+                    username=user,
+                    scope=scope,
+                    persons=self._persons(person),
+                    conversations=self._conversations(conversation),
+                )
+            except AnimaError as exc:
+                raise CommandError(str(exc)) from None
+            self.stdout.write(f"{user}: {access_for_user(found).binding}")
+            if key is not None:
+                self.stdout.write(f"token {key}  (shown once: give it to the agent as its API key)")
+            return
+        found = get_user_model().objects.filter(username=user).first()
+        if found is None:
+            raise CommandError(f"no user {user!r} (--create makes it)")
         if clear:
             cleared = token_scope_clear(user=found)
             self.stdout.write(f"{user}: scope cleared" if cleared else f"{user}: had no scope")
