@@ -1,0 +1,85 @@
+"""The docs' examples run as written: getting-started's tagged blocks, on the demo data, against a live runserver.
+
+A block is tagged by an HTML comment on the line before its fence (``<!-- docs-test: NAME -->``), which
+the site does not render. Blocks run in bash as a reader would paste them, ``python`` being this
+interpreter and every ``curl`` failing on an HTTP error unless the example prints the status itself.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from conversations.models import Conversation, Person
+from memory.models import MemoryReference, SemanticMemory
+from memory.selectors import memory_recall
+from tests.served import runserver, served_env
+
+GETTING_STARTED = Path(settings.BASE_DIR) / "docs" / "getting-started.md"
+TAGGED = re.compile(r"<!-- docs-test: (?P<name>[\w-]+) -->\n```bash\n(?P<body>.*?)```", re.S)
+# The address the docs give for `python manage.py runserver`.
+DOCS_ADDRESS = "127.0.0.1:8000"
+PREAMBLE = """set -euo pipefail
+python() { "$ANIMA_TEST_PYTHON" "$@"; }
+curl() { case " $* " in *" -w "*) command curl "$@" ;; *) command curl --fail-with-body "$@" ;; esac; }
+"""
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("curl") and shutil.which("jq")), reason="the docs' API examples need curl and jq"
+)
+
+
+def tagged_blocks() -> dict[str, str]:
+    return {match["name"]: match["body"] for match in TAGGED.finditer(GETTING_STARTED.read_text(encoding="utf-8"))}
+
+
+def run_blocks(*bodies: str, address: str) -> subprocess.CompletedProcess:
+    script = PREAMBLE + "\n".join(bodies).replace(DOCS_ADDRESS, address)
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=settings.BASE_DIR,
+        env=served_env(ANIMA_TEST_PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_getting_started_examples_run_as_written_on_the_demo_data_without_teaching_a_leak(
+    transactional_db, settings, tmp_path
+):
+    settings.VAR_DIR = tmp_path
+    call_command("demo", stdout=io.StringIO())
+    blocks = tagged_blocks()
+    assert {"cli", "api"} <= blocks.keys(), blocks.keys()
+    demo_conversations = set(Conversation.objects.values_list("pk", flat=True))
+
+    with runserver(log=tmp_path / "runserver.log") as app:
+        done = run_blocks(blocks["cli"], blocks["api"], address=app.url.removeprefix("http://"))
+    assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+
+    assert "Maya is allergic to peanuts" in done.stdout  # the CLI tour's recall
+    assert "What should I cook tonight?" in done.stdout  # the turn it prepared
+    # The session's messages went to the conversation it created, Leo's, not to a demo conversation.
+    (created,) = Conversation.objects.exclude(pk__in=demo_conversations)
+    assert created.person.slug == "leo"
+    user_message, reply, next_turn = created.messages.order_by("id")  # prepare-turn stores the next user message
+    assert "leo@example.com" in user_message.content
+    assert (reply.role, next_turn.role) == ("assistant", "user")
+    # The memory is Leo's, and the reply cites that memory by the id the API returned.
+    memory = SemanticMemory.objects.get(content="Leo 的邮箱是 leo@example.com")
+    assert memory.person.slug == "leo"
+    assert f"[[anima:{memory.pk}]]" in reply.content
+    assert MemoryReference.objects.filter(message=reply, entity_id=memory.pk).exists()
+    # Maya's recall never shows it.
+    maya = Person.objects.get(slug="maya")
+    hits = memory_recall(query="email 邮箱 leo@example.com", person=maya, limit=50)
+    assert not [hit for hit in hits if "leo@example.com" in hit["snippet"]]
