@@ -1,4 +1,4 @@
-"""The docs' examples run as written: getting-started's tagged blocks, on the demo data, against a live runserver.
+"""The docs' examples run as written: their tagged blocks, on the demo data, against a live runserver.
 
 A block is tagged by an HTML comment on the line before its fence (``<!-- docs-test: NAME -->``), which
 the site does not render. Blocks run in bash as a reader would paste them, ``python`` being this
@@ -23,7 +23,9 @@ from memory.models import MemoryReference, SemanticMemory
 from memory.selectors import memory_recall
 from tests.served import runserver, served_env
 
-GETTING_STARTED = Path(settings.BASE_DIR) / "docs" / "getting-started.md"
+DOCS = Path(settings.BASE_DIR) / "docs"
+# In reading order: the first API session sets the variables the later pages' examples use.
+RUN_IN_ORDER = ["getting-started.md:cli", "getting-started.md:api", "concepts.md:belief"]
 TAGGED = re.compile(r"<!-- docs-test: (?P<name>[\w-]+) -->\n```bash\n(?P<body>.*?)```", re.S)
 # The address the docs give for `python manage.py runserver`.
 DOCS_ADDRESS = "127.0.0.1:8000"
@@ -38,7 +40,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def tagged_blocks() -> dict[str, str]:
-    return {match["name"]: match["body"] for match in TAGGED.finditer(GETTING_STARTED.read_text(encoding="utf-8"))}
+    return {
+        f"{page.name}:{match['name']}": match["body"]
+        for page in sorted(DOCS.rglob("*.md"))
+        for match in TAGGED.finditer(page.read_text(encoding="utf-8"))
+    }
 
 
 def run_blocks(*bodies: str, address: str) -> subprocess.CompletedProcess:
@@ -59,15 +65,21 @@ def test_the_getting_started_examples_run_as_written_on_the_demo_data_without_te
     settings.VAR_DIR = tmp_path
     call_command("demo", stdout=io.StringIO())
     blocks = tagged_blocks()
-    assert {"cli", "api"} <= blocks.keys(), blocks.keys()
+    assert sorted(blocks) == sorted(RUN_IN_ORDER)  # no tagged example goes untested
     demo_conversations = set(Conversation.objects.values_list("pk", flat=True))
 
     with runserver(log=tmp_path / "runserver.log") as app:
-        done = run_blocks(blocks["cli"], blocks["api"], address=app.url.removeprefix("http://"))
+        done = run_blocks(*(blocks[name] for name in RUN_IN_ORDER), address=app.url.removeprefix("http://"))
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
 
     assert "Maya is allergic to peanuts" in done.stdout  # the CLI tour's recall
     assert "What should I cook tonight?" in done.stdout  # the turn it prepared
+    # Belief history: as of the day before the change, the old zodiac sign; today, the new one.
+    assert re.search(
+        r"1\. \[semantic #\d+\] [\d.]+  Leo 的女儿小雨属羊\n 1\. \[semantic #\d+\] [\d.]+  Leo 的女儿小雨属虎",
+        done.stdout,
+    )
+    assert '"snippet": "Leo 的女儿小雨属羊"' in done.stdout
     # The session's messages went to the conversation it created, Leo's, not to a demo conversation.
     (created,) = Conversation.objects.exclude(pk__in=demo_conversations)
     assert created.person.slug == "leo"
