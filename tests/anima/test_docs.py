@@ -8,6 +8,7 @@ interpreter and every ``curl`` failing on an HTTP error unless the example print
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
+from anima.core.config import SCHEMA
 from conversations.models import Conversation, Person
 from memory.models import MemoryReference, SemanticMemory
 from memory.selectors import memory_recall
@@ -34,7 +36,7 @@ python() { "$ANIMA_TEST_PYTHON" "$@"; }
 curl() { case " $* " in *" -w "*) command curl "$@" ;; *) command curl --fail-with-body "$@" ;; esac; }
 """
 
-pytestmark = pytest.mark.skipif(
+needs_curl_and_jq = pytest.mark.skipif(
     not (shutil.which("curl") and shutil.which("jq")), reason="the docs' API examples need curl and jq"
 )
 
@@ -59,6 +61,7 @@ def run_blocks(*bodies: str, address: str) -> subprocess.CompletedProcess:
     )
 
 
+@needs_curl_and_jq
 def test_the_getting_started_examples_run_as_written_on_the_demo_data_without_teaching_a_leak(
     transactional_db, settings, tmp_path
 ):
@@ -95,3 +98,31 @@ def test_the_getting_started_examples_run_as_written_on_the_demo_data_without_te
     maya = Person.objects.get(slug="maya")
     hits = memory_recall(query="email 邮箱 leo@example.com", person=maya, limit=50)
     assert not [hit for hit in hits if "leo@example.com" in hit["snippet"]]
+
+
+# An environment variable is read through one of the typed helpers: env_int("NAME", ...).
+ENV_READ = re.compile(r"\benv_[a-z_]+\(\s*\"(?P<name>[A-Z][A-Z0-9_]+)\"")
+SOURCE_DIRS = ("anima", "conversations", "memory", "sleep", "temporal")
+
+
+def test_every_environment_variable_anima_reads_is_documented():
+    root = Path(settings.BASE_DIR)
+    sources = [root / "gunicorn.conf.py", *(path for folder in SOURCE_DIRS for path in (root / folder).rglob("*.py"))]
+    read = {match["name"] for path in sources for match in ENV_READ.finditer(path.read_text(encoding="utf-8"))}
+    docs = "\n".join(page.read_text(encoding="utf-8") for page in DOCS.rglob("*.md"))
+    assert len(read) > 30  # the pattern still finds the helpers' calls
+    assert sorted(name for name in read if f"`{name}`" not in docs) == []
+
+
+def test_every_runtime_setting_is_in_the_configuration_reference_with_its_default():
+    reference = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    rows = {
+        (section, key): default
+        for section, key, default in re.findall(r"^\| `([\w.]+)` \| `(\w+)` \| `([^`]*)` \|", reference, re.M)
+    }
+    expected = {
+        (section, key): json.dumps(field.default, ensure_ascii=False)
+        for section, fields in SCHEMA.items()
+        for key, field in fields.items()
+    }
+    assert rows == expected
