@@ -32,6 +32,7 @@ RUN_IN_ORDER = [
     "getting-started.md:api",
     "concepts.md:belief",
     "api.md:scopes",
+    "workspace.md:workspace",
     "workspace.md:imports",
 ]
 TAGGED = re.compile(r"<!-- docs-test: (?P<name>[\w-]+) -->\n```bash\n(?P<body>.*?)```", re.S)
@@ -68,7 +69,7 @@ def run_blocks(*bodies: str, address: str) -> subprocess.CompletedProcess:
 
 
 @needs_curl_and_jq
-def test_the_getting_started_examples_run_as_written_on_the_demo_data_without_teaching_a_leak(
+def test_the_docs_examples_run_as_written_on_the_demo_data_without_teaching_a_leak(
     transactional_db, settings, tmp_path
 ):
     settings.VAR_DIR = tmp_path
@@ -92,6 +93,8 @@ def test_the_getting_started_examples_run_as_written_on_the_demo_data_without_te
     # The agent token bound to Leo reads his memories and is refused Maya's.
     assert '"Leo 的女儿小雨属虎"' in done.stdout
     assert "\n403\n" in done.stdout
+    # A workspace exported and imported back into the database it came from writes nothing.
+    assert "imported /tmp/anima-workspace: nothing new" in done.stdout
     # The imports: a conversation with its messages and a fact, then found by recall.
     assert "stored 1 conversations, 2 messages" in done.stdout
     assert re.search(r"1\. \[semantic #\d+\] [\d.]+  Maya's favourite tea is fresh mint tea", done.stdout)
