@@ -141,3 +141,13 @@ def test_every_runtime_setting_is_in_the_configuration_reference_with_its_defaul
         for key, field in fields.items()
     }
     assert rows == expected
+
+
+def test_the_readme_is_a_front_door_with_the_two_commands_and_links_that_resolve():
+    readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "pip install -r requirements.txt && python manage.py demo" in readme
+    assert "pip install -r requirements.txt && pytest" in readme
+    targets = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", readme)
+    assert targets  # it points into the docs
+    assert [target for target in targets if not (Path(settings.BASE_DIR) / target).exists()] == []
