@@ -1,4 +1,4 @@
-"""Anima started the way the README tells a user to: a real runserver or gunicorn process on 127.0.0.1.
+"""Anima started the way the docs tell a user to: a real runserver or gunicorn process on 127.0.0.1.
 
 The process uses the test database (an environment variable names it) and DEBUG unset. What it
 should see must be committed, so tests that give it rows use ``transactional_db``.
@@ -118,7 +118,7 @@ def served(command: list[str], *, port: int, log: Path, env: dict[str, str]) -> 
 
 
 def runserver(*, log: Path, **env: str) -> contextlib.AbstractContextManager[Served]:
-    """``python manage.py runserver`` as the README's quick start runs it (no autoreloader in tests)."""
+    """``python manage.py runserver`` as the docs' getting started runs it (no autoreloader in tests)."""
     port = free_port()
     command = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
     return served(command, port=port, log=log, env=served_env(**env))

@@ -209,7 +209,7 @@ def _dense_rows(
     return rows, unseen
 
 
-# Fusion weights, chosen on both dev sets (MADial zh and en, LoCoMo) among general methods (README, Recall):
+# Fusion weights, chosen on both dev sets (MADial zh and en, LoCoMo) among general methods (docs/benchmarks.md):
 # z-scores beat min-max, RRF and CombMNZ there, and an even mix of meaning and keywords is the one setting that
 # holds on every set (0.7 / 0.3, chosen on MADial alone before, lost 2.5-4 points R@10 on LoCoMo and MADial en;
 # 0.4 / 0.6 lost on MADial zh). Trigram is for typos and partial words, a small correction on top of FTS.

@@ -1,6 +1,6 @@
 """An operator's evening in the Habitat console, driven through headless Chromium.
 
-Opens the console of a real ``runserver`` started as the README says (DEBUG unset) and checks it is
+Opens the console of a real ``runserver`` started as the docs say (DEBUG unset) and checks it is
 styled and that the API docs work offline; logs in, searches memories in Chinese, pins one, runs a
 historical day's sleep step from the Sleep page, and leaves screenshots in ``test-artifacts/`` (CI
 keeps them as artifacts).
