@@ -1,0 +1,41 @@
+"""The Habitat admin site: a home page of figures instead of the stock model list, framework apps tucked away."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from anima.console.selectors import console_home
+from sleep.services import sleep_runs_reap
+
+# Framework apps an operator does not need day to day (scheduler internals, auth plumbing): superusers see
+# them in the home page's collapsed "System" section, other staff not at all.
+SYSTEM_APPS = frozenset({"auth", "authtoken", "django_celery_beat"})
+
+
+class HabitatSite(admin.AdminSite):
+    site_header = "Anima Habitat"
+    site_title = "Habitat"
+    index_title = "Home"
+    # Anima serves no public site of its own: "View site" opens the API docs.
+    site_url = "/api/docs/"
+
+    def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
+        apps = super().get_app_list(request, app_label)
+        if request.user.is_superuser:
+            return apps
+        return [app for app in apps if app["app_label"] not in SYSTEM_APPS]
+
+    def index(self, request: HttpRequest, extra_context: dict | None = None) -> TemplateResponse:
+        sleep_runs_reap()  # a run whose process died is shown failed, never "running"
+        apps = self.get_app_list(request)
+        context = {
+            "home": console_home(),
+            "anima_apps": [app for app in apps if app["app_label"] not in SYSTEM_APPS],
+            "system_apps": [app for app in apps if app["app_label"] in SYSTEM_APPS],
+            **(extra_context or {}),
+        }
+        return super().index(request, context)
