@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin
+from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, StoredDetailsMixin, readable_block
 from anima.core.errors import AnimaError
 from conversations.access import access_of_scope
 from conversations.models import (
@@ -147,13 +147,28 @@ class ConversationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(StoredDetailsMixin, admin.ModelAdmin):
     list_display = ("created_at", "role", "short_content", "conversation")
     list_filter = ("role", "conversation__platform")
     search_fields = ("content", "external_id")
     list_select_related = ("conversation",)
-    readonly_fields = ("fts_segmented",)
+    fields = (
+        "conversation",
+        "role",
+        "name",
+        "content",
+        "rendered_tool_payload",
+        "external_id",
+        "created_at",
+        "search_words",
+    )
+    readonly_fields = ("rendered_tool_payload", "search_words")
     raw_id_fields = ("conversation",)
+
+    @admin.display(description="tool payload")
+    def rendered_tool_payload(self, obj: Message) -> SafeString:
+        # A tool call's arguments or result as the client sent it: shown, never hand-edited as JSON.
+        return readable_block(obj.tool_payload)
 
     @admin.display(description="content")
     def short_content(self, obj: Message) -> str:
