@@ -33,7 +33,7 @@ from memory.models import (
     SemanticMemory,
     diary_reading_order,
 )
-from memory.mood_chart import mood_chart_svg
+from memory.mood_chart import mood_chart_span, mood_chart_svg
 from memory.search import QuerySyntaxError, SearchTimeout
 from memory.selectors import (
     RECALL_LIMIT,
@@ -478,6 +478,9 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
         week_means: list[tuple[date, float | None, float | None]] = [
             (row.day, row.week_valence, row.week_arousal) for row in tendencies
         ]
+        shown_since, shown_until = mood_chart_span(
+            since=since, until=until, days=[point.day for point in points] + [row.day for row in tendencies]
+        )
         context = {
             **self.admin_site.each_context(request),
             "title": f"Mood of {person or 'everyone'}",
@@ -485,10 +488,14 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
             "person": person,
             "persons": Person.objects.filter(emotional_tendencies__isnull=False).distinct().order_by("slug"),
             "days": days,
+            "since": since,
+            "until": until,
+            "shown_since": shown_since,
+            "shown_until": shown_until,
             "chart": mood_chart_svg(
                 points=points,
-                since=since,
-                until=until,
+                since=shown_since,
+                until=shown_until,
                 href=_anchors_url,
                 week_means=week_means,
                 notable=[(row.day, row.get_mood_display().lower()) for row in tendencies if row.mood],

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from conversations.models import Role
 from memory.models import DreamBlock, NarrativeBlock, SelfBlock, SemanticMemory
+from memory.mood_chart import SPAN_MIN_DAYS, mood_chart_span
 from memory.services import emotional_tendencies_refresh
 from tests.factories import (
     ContentBlockFactory,
@@ -303,3 +304,35 @@ def test_the_mood_chart_refuses_unknown_persons_and_clamps_the_span(admin_client
     assert admin_client.get(url, {"days": "100000"}).context["days"] == 60
     assert admin_client.get(url, {"days": "1"}).context["days"] == 7
     assert admin_client.get(url, {"days": "400"}).context["days"] == 366
+
+
+def test_a_few_days_of_data_in_a_long_window_are_drawn_across_the_chart_not_against_its_edge(admin_client):
+    leo = PersonFactory(slug="leo")
+    today = timezone.localdate()
+    for back in (8, 7, 6):  # three days, a week ago, in a 90-day window
+        LimbicAnchorFactory(person=leo, day=today - dt.timedelta(days=back), valence=0.3 * (back - 7))
+
+    page = admin_client.get(reverse("admin:memory_emotionaltendency_chart"), {"person": "leo", "days": "90"})
+
+    svg = ElementTree.fromstring(str(page.context["chart"]))
+    xs = sorted({float(a.find(f"{SVG}circle").get("cx")) for a in svg.iter(f"{SVG}a")})
+    width = float(svg.get("width"))
+    assert len(xs) == 3
+    assert xs[-1] - xs[0] > width / 4  # spread out: before, all three sat within 2% of the width
+    # A day of margin each side, then widened to a week, both ways.
+    assert (page.context["shown_since"], page.context["shown_until"]) == (
+        today - dt.timedelta(days=10),
+        today - dt.timedelta(days=4),
+    )
+    assert "nothing after" in page.content.decode()
+
+
+@pytest.mark.parametrize("offsets", [[], [0], [5, 3], [89], list(range(0, 90, 7))])
+def test_the_chart_span_holds_the_data_and_stays_within_the_window(offsets):
+    until = dt.date(2026, 12, 4)
+    since = until - dt.timedelta(days=89)
+    days = [until - dt.timedelta(days=offset) for offset in offsets]
+    start, end = mood_chart_span(since=since, until=until, days=days)
+    assert since <= start <= end <= until
+    assert all(start <= day <= end for day in days)
+    assert (end - start).days >= min(SPAN_MIN_DAYS, 89)
