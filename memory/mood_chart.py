@@ -15,7 +15,8 @@ from django.utils.safestring import SafeString
 from memory.tendency import DayPoint
 
 WIDTH = 760
-LEFT, RIGHT = 56, 16
+# Room on the right for half of the last day label, which is centred on its tick.
+LEFT, RIGHT = 56, 36
 PANEL_HEIGHT = {"valence": 170, "arousal": 110}
 PANEL_RANGE = {"valence": (-1.0, 1.0), "arousal": (0.0, 1.0)}
 PANEL_TICKS = {"valence": (-1.0, -0.5, 0.0, 0.5, 1.0), "arousal": (0.0, 0.5, 1.0)}
