@@ -23,9 +23,13 @@ RETIRED = (MemoryStatus.EXPIRED, MemoryStatus.DEPRECATED)
 
 @dataclass(frozen=True)
 class MemoryCount:
-    kind: str
+    kind: str  # plural, as in "3 narrative blocks"
     total: int
     detail: str = ""
+
+    @property
+    def singular(self) -> str:
+        return self.kind.removesuffix("ies") + "y" if self.kind.endswith("ies") else self.kind.removesuffix("s")
 
 
 @dataclass(frozen=True)
