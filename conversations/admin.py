@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import forms
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
@@ -129,11 +132,11 @@ class ConversationAdmin(admin.ModelAdmin):
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>#{} at {}</td></tr>",
             (
                 (
-                    chunk.get("at", ""),
-                    chunk.get("bucket", ""),
+                    _local_time(chunk.get("at", "")),
+                    _local_time(chunk.get("bucket", "")),
                     chunk.get("summary", ""),
                     chunk.get("watermark_message_id", ""),
-                    chunk.get("watermark_at", ""),
+                    _local_time(chunk.get("watermark_at", "")),
                 )
                 for chunk in chunks
             ),
@@ -144,6 +147,15 @@ class ConversationAdmin(admin.ModelAdmin):
             day.get("cst_date", "?"),
             rows,
         )
+
+
+def _local_time(text: str) -> str:
+    """A stored ISO instant as the console shows times: local, to the minute (chunks written in UTC included)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return text
+    return timezone.localtime(moment).strftime("%H:%M") if timezone.is_aware(moment) else text
 
 
 @admin.register(Message)

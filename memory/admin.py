@@ -104,7 +104,7 @@ def forget_memories(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset
 
 @admin.register(SemanticMemory)
 class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
-    list_display = ("id", "short_content", "memory_type", "status", "pinned", "reference_count", "person", "source_day")
+    list_display = ("id", "short_content", "memory_type", "status", "pinned", "cited", "person", "source_day")
     list_filter = ("memory_type", "status", "pinned", "person", ("source_day", admin.DateFieldListFilter))
     date_hierarchy = "source_day"
     search_fields = ("content",)  # the box is answered by hybrid retrieval, see get_search_results
@@ -199,6 +199,10 @@ class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
     @admin.display(description="content")
     def short_content(self, obj: SemanticMemory) -> str:
         return obj.content[:100]
+
+    @admin.display(description="cited", ordering="reference_count")
+    def cited(self, obj: SemanticMemory) -> int:
+        return obj.reference_count
 
     @admin.display(description="timeline (old → new)")
     def belief_timeline(self, obj: SemanticMemory) -> SafeString | str:
