@@ -158,14 +158,29 @@ class AutoLlmRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="prompt")
     def rendered_prompt(self, obj: AutoLlmRun) -> SafeString:
-        return json_block(obj.prompt)
+        messages = obj.prompt if isinstance(obj.prompt, list) else []
+        if not all(isinstance(message, dict) for message in messages):
+            return json_block(obj.prompt)
+        # One block per chat message, its text wrapped (a JSON payload pretty-printed), not one long JSON line.
+        return format_html_join(
+            "",
+            "<div class='anima-message'><strong>{}</strong>{}</div>",
+            ((message.get("role", "?"), _text_block(message.get("content", ""))) for message in messages),
+        )
 
     @admin.display(description="response")
     def rendered_response(self, obj: AutoLlmRun) -> SafeString:
+        return _text_block(obj.response)
+
+
+def _text_block(text: Any) -> SafeString:
+    """Text as written, wrapped; a JSON document pretty-printed."""
+    if isinstance(text, str):
         try:
-            return json_block(json.loads(obj.response))
+            text = json.loads(text)
         except ValueError:
-            return format_html("<pre class='anima-json'>{}</pre>", obj.response)
+            return format_html("<pre class='anima-json'>{}</pre>", text)
+    return json_block(text)
 
 
 @dataclass

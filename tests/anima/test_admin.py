@@ -250,9 +250,16 @@ def test_llm_audit_totals_tokens_per_day_and_per_purpose_following_filters(staff
 
 
 def test_llm_audit_shows_prompt_and_response_readably(staff_client):
-    run = AutoLlmRunFactory(prompt=[{"role": "user", "content": "今天聊了什么？"}], response='{"facts": ["住在杭州"]}')
+    payload = '{"day": "2026-11-26", "dialogue": "Leo: 我住在杭州\\nAnima: 好"}'
+    run = AutoLlmRunFactory(
+        prompt=[{"role": "system", "content": "# Self\n\n我是 Anima"}, {"role": "user", "content": payload}],
+        response='{"facts": ["住在杭州"]}',
+    )
     page = staff_client.get(reverse("admin:anima_autollmrun_change", args=[run.pk])).content.decode()
-    assert "&quot;content&quot;: &quot;今天聊了什么？&quot;" in page
+    # One block per message: text as written, a JSON payload pretty-printed (its line breaks real, not "\n").
+    assert "<strong>system</strong><pre class='anima-json'># Self\n\n我是 Anima</pre>" in page
+    assert "&quot;dialogue&quot;: &quot;Leo: 我住在杭州\\nAnima: 好&quot;" in page
+    assert "<strong>user</strong><pre class='anima-json'>{\n  &quot;day&quot;: &quot;2026-11-26&quot;" in page
     assert "&quot;住在杭州&quot;" in page
 
 
