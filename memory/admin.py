@@ -427,6 +427,12 @@ MOOD_CHART_DAYS = 60
 MOOD_CHART_MAX_DAYS = 366
 
 
+def _valence_arousal(valence: float | None, arousal: float | None) -> str:
+    if valence is None or arousal is None:
+        return "—"
+    return f"{valence:+.2f} / {arousal:.2f}"
+
+
 def _anchors_url(point: DayPoint) -> str:
     """The anchors behind one chart dot: the anchor itself, or the list of that day's anchors."""
     if len(point.anchor_ids) == 1:
@@ -439,18 +445,8 @@ def _anchors_url(point: DayPoint) -> str:
 class EmotionalTendencyAdmin(ReadOnlyAdmin):
     """Tendencies are written by the nightly step; the chart page draws them with the anchors behind them."""
 
-    list_display = (
-        "day",
-        "person",
-        "mood",
-        "mood_since",
-        "week_valence",
-        "week_arousal",
-        "month_valence",
-        "month_arousal",
-        "week_days",
-        "chart_link",
-    )
+    # Valence and arousal side by side per window, so the row fits beside the filters.
+    list_display = ("day", "who", "mood", "mood_since", "week", "month", "week_days", "chart_link")
     list_filter = ("mood", "person")
     list_select_related = ("person",)
     date_hierarchy = "day"
@@ -458,6 +454,18 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
     def get_urls(self) -> list[URLPattern]:
         chart = path("chart/", self.admin_site.admin_view(self.chart_view), name="memory_emotionaltendency_chart")
         return [chart, *super().get_urls()]
+
+    @admin.display(description="who", ordering="person__slug")
+    def who(self, obj: EmotionalTendency) -> str:
+        return obj.person.slug if obj.person_id else "everyone"
+
+    @admin.display(description="week: valence / arousal")
+    def week(self, obj: EmotionalTendency) -> str:
+        return _valence_arousal(obj.week_valence, obj.week_arousal)
+
+    @admin.display(description="month: valence / arousal")
+    def month(self, obj: EmotionalTendency) -> str:
+        return _valence_arousal(obj.month_valence, obj.month_arousal)
 
     @admin.display(description="chart")
     def chart_link(self, obj: EmotionalTendency) -> SafeString:
