@@ -170,3 +170,22 @@ def test_view_site_opens_the_api_docs(superuser_client):
     page = superuser_client.get(HOME).content.decode()
     assert '<a href="/api/docs/">' in page
     assert superuser_client.get("/api/docs/").status_code == 200
+
+
+def test_a_staff_user_sees_only_the_rows_they_may_view(client):
+    night = _night(day=timezone.localdate() - dt.timedelta(days=1), started=timezone.now() - dt.timedelta(hours=1))
+    PipelineStepRunFactory(run=night, step="dream", status=StepStatus.FAILED, error="boom")
+    memory = SemanticMemoryFactory(content="Leo 的邮箱是 leo@example.com")
+    memory_deprecate(memory=memory)
+    EmotionalTendencyFactory(person=PersonFactory(slug="leo"), day=timezone.localdate(), mood="low")
+    viewer = UserFactory(username="viewer", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename="view_conversation"))
+    client.force_login(viewer)
+
+    response = client.get(HOME)
+
+    home = response.context["home"]
+    assert (home.last_night, home.failed_steps, home.retired, home.moods) == (None, [], [], [])
+    assert home.persons == 2  # counts are for every operator (the memory's person and Leo)
+    page = response.content.decode()
+    assert "leo@example.com" not in page and "boom" not in page
