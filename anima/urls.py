@@ -3,10 +3,6 @@ from django.urls import include, path
 
 from anima.agent.api import ChatCompletionsView, ModelsView, ModelView
 
-admin.site.site_header = "Anima Habitat"
-admin.site.site_title = "Habitat"
-admin.site.index_title = "Memory console"
-
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("anima.api.urls")),

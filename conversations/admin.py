@@ -1,16 +1,19 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import forms
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin
+from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, StoredDetailsMixin, readable_block
 from anima.core.errors import AnimaError
 from conversations.access import access_of_scope
 from conversations.models import (
@@ -129,11 +132,11 @@ class ConversationAdmin(admin.ModelAdmin):
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>#{} at {}</td></tr>",
             (
                 (
-                    chunk.get("at", ""),
-                    chunk.get("bucket", ""),
+                    _local_time(chunk.get("at", "")),
+                    _local_time(chunk.get("bucket", "")),
                     chunk.get("summary", ""),
                     chunk.get("watermark_message_id", ""),
-                    chunk.get("watermark_at", ""),
+                    _local_time(chunk.get("watermark_at", "")),
                 )
                 for chunk in chunks
             ),
@@ -146,14 +149,38 @@ class ConversationAdmin(admin.ModelAdmin):
         )
 
 
+def _local_time(text: str) -> str:
+    """A stored ISO instant as the console shows times: local, to the minute (chunks written in UTC included)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return text
+    return timezone.localtime(moment).strftime("%H:%M") if timezone.is_aware(moment) else text
+
+
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(StoredDetailsMixin, admin.ModelAdmin):
     list_display = ("created_at", "role", "short_content", "conversation")
     list_filter = ("role", "conversation__platform")
     search_fields = ("content", "external_id")
     list_select_related = ("conversation",)
-    readonly_fields = ("fts_segmented",)
+    fields = (
+        "conversation",
+        "role",
+        "name",
+        "content",
+        "rendered_tool_payload",
+        "external_id",
+        "created_at",
+        "search_words",
+    )
+    readonly_fields = ("rendered_tool_payload", "search_words")
     raw_id_fields = ("conversation",)
+
+    @admin.display(description="tool payload")
+    def rendered_tool_payload(self, obj: Message) -> SafeString:
+        # A tool call's arguments or result as the client sent it: shown, never hand-edited as JSON.
+        return readable_block(obj.tool_payload)
 
     @admin.display(description="content")
     def short_content(self, obj: Message) -> str:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, timedelta
 
 from django.contrib import admin, messages
@@ -16,7 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from anima.core.admin import ReadOnlyAdmin, ReadOnlyInlineMixin, json_block
+from anima.core.admin import ReadOnlyAdmin, StoredDetailsMixin, readable_block
 from anima.core.models import BlockTag, ForgetReason
 from conversations.models import Person
 from memory import services as memory_services
@@ -26,13 +27,13 @@ from memory.models import (
     DiaryEntry,
     DreamBlock,
     EmotionalTendency,
-    LimbicBlock,
     MemoryReference,
     NarrativeBlock,
     SelfLayerBlock,
     SemanticMemory,
+    diary_reading_order,
 )
-from memory.mood_chart import mood_chart_svg
+from memory.mood_chart import mood_chart_span, mood_chart_svg
 from memory.search import QuerySyntaxError, SearchTimeout
 from memory.selectors import (
     RECALL_LIMIT,
@@ -102,8 +103,8 @@ def forget_memories(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset
 
 
 @admin.register(SemanticMemory)
-class SemanticMemoryAdmin(admin.ModelAdmin):
-    list_display = ("id", "short_content", "memory_type", "status", "pinned", "reference_count", "person", "source_day")
+class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
+    list_display = ("id", "short_content", "memory_type", "status", "pinned", "cited", "person", "source_day")
     list_filter = ("memory_type", "status", "pinned", "person", ("source_day", admin.DateFieldListFilter))
     date_hierarchy = "source_day"
     search_fields = ("content",)  # the box is answered by hybrid retrieval, see get_search_results
@@ -114,7 +115,8 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     list_select_related = ("person",)
     readonly_fields = (
         "reference_count",
-        "fts_segmented",
+        "rendered_body",
+        "search_words",
         "created_at",
         "updated_at",
         "valid_from",
@@ -138,7 +140,11 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         ),
         ("Source", {"fields": ("source_conversation", "source_channel", "source_day", "external_id")}),
         ("Citations", {"fields": ("reference_count", "citing_messages")}),
-        ("Details", {"fields": ("body", "fts_segmented", "created_at", "updated_at")}),
+        # Written by the services (observed_at, tags, provenance): read here, never hand-edited as JSON.
+        (
+            "Details",
+            {"classes": ("collapse",), "fields": ("rendered_body", "search_words", "created_at", "updated_at")},
+        ),
     )
 
     def get_actions(self, request: HttpRequest) -> dict:
@@ -194,6 +200,10 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def short_content(self, obj: SemanticMemory) -> str:
         return obj.content[:100]
 
+    @admin.display(description="cited", ordering="reference_count")
+    def cited(self, obj: SemanticMemory) -> int:
+        return obj.reference_count
+
     @admin.display(description="timeline (old → new)")
     def belief_timeline(self, obj: SemanticMemory) -> SafeString | str:
         """This belief's versions: when each was held, why it ended and the conversation that changed it."""
@@ -225,7 +235,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
                 "<li>{} · <a href='{}'>{} message #{}</a> in {} (weight {}): {}</li>",
                 (
                     (
-                        ref.message.created_at.strftime("%Y-%m-%d %H:%M"),
+                        _held_text(ref.message.created_at),
                         reverse("admin:conversations_message_change", args=[ref.message_id]),
                         ref.message.role,
                         ref.message_id,
@@ -248,13 +258,16 @@ def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
     held_from = _held_text(memory.valid_from or memory.created_at)
     held_to = _held_text(memory.valid_to) if memory.valid_to else "now"
     successor = memory.superseded_by
-    changed_in: SafeString | str = ""
+    ended: SafeString | str = ""
     if successor is not None and successor.source_conversation is not None:
         conversation = successor.source_conversation
         url = reverse("admin:conversations_conversation_change", args=[conversation.pk])
-        changed_in = format_html(" · changed in <a href='{}'>{}</a>", url, conversation)
+        # "changed, in <the conversation that said so>": the reason once, then where it was said.
+        ended = format_html(" — {}, in <a href='{}'>{}</a>", memory.expired_reason or "superseded", url, conversation)
+    elif memory.expired_reason:
+        ended = f" — {memory.expired_reason}"
     return format_html(
-        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}{}",
+        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}",
         "▶ " if current else "",
         held_from,
         held_to,
@@ -262,8 +275,7 @@ def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
         memory.pk,
         memory.status,
         memory.content[:120],
-        f" — {memory.expired_reason}" if memory.expired_reason else "",
-        changed_in,
+        ended,
     )
 
 
@@ -272,48 +284,84 @@ def _entity_url(memory: SemanticMemory) -> str:
 
 
 class _BlockInline(admin.StackedInline):
-    """The day's blocks of one tag, read in place (blocks are written by sleep, not added by hand)."""
+    """The day's editable blocks of one tag, folded away under the day's reading view."""
 
     fk_name = "parent"
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ("title", "content", "rendered_body", "person", "created_at")
-    readonly_fields = ("rendered_body", "person", "created_at")
+    classes = ("collapse",)
+    fields = ("title", "content")
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
-    @admin.display(description="body")
-    def rendered_body(self, obj: ContentBlock) -> SafeString:
-        return json_block(obj.body)
-
-
-class LimbicBlockInline(ReadOnlyInlineMixin, _BlockInline):
-    """Limbic memory is append-only in the database; the console shows it read-only too."""
-
-    model = LimbicBlock
-    verbose_name_plural = "limbic blocks (read-only: emotions are kept as felt)"
-    readonly_fields = _BlockInline.fields
-
 
 class NarrativeBlockInline(_BlockInline):
     model = NarrativeBlock
-    verbose_name_plural = "narrative blocks"
+    verbose_name_plural = "edit the narratives"
 
 
 class DreamBlockInline(_BlockInline):
     model = DreamBlock
-    verbose_name_plural = "dream"
+    verbose_name_plural = "edit the dream"
+
+
+# Body values shown beside a block's text; the rest of its body folds away under "details".
+BLOCK_FIGURES = ("valence", "arousal", "intensity", "significance")
+DIARY_SECTIONS = {
+    BlockTag.LIMBIC: "Feelings (limbic memory: kept as felt, never edited)",
+    BlockTag.NARRATIVE: "Narratives",
+    BlockTag.DREAM: "Dream",
+}
+
+
+@dataclass(frozen=True)
+class DiaryBlockView:
+    block: ContentBlock
+    figures: list[tuple[str, str]]
+    details: SafeString | None
+
+
+def _block_view(block: ContentBlock) -> DiaryBlockView:
+    body = block.body if isinstance(block.body, dict) else {}
+    figures = [
+        (key, f"{value:+.2f}" if key == "valence" else f"{value:.2f}" if isinstance(value, float) else str(value))
+        for key, value in ((key, body.get(key)) for key in BLOCK_FIGURES)
+        if value is not None
+    ]
+    rest = {key: value for key, value in body.items() if key not in BLOCK_FIGURES}
+    return DiaryBlockView(block=block, figures=figures, details=readable_block(rest) if rest else None)
+
+
+def diary_day_sections(*, entry: DiaryEntry) -> list[tuple[str, list[DiaryBlockView]]]:
+    """The day as the console reads it: one section per kind of block, in the diary's reading order."""
+    blocks = diary_reading_order(entry.blocks.select_related("person"))
+    return [
+        (title, [_block_view(block) for block in blocks if block.tag == tag])
+        for tag, title in DIARY_SECTIONS.items()
+        if any(block.tag == tag for block in blocks)
+    ]
 
 
 @admin.register(DiaryEntry)
 class DiaryEntryAdmin(admin.ModelAdmin):
+    """A day of the diary: read as sections (feelings, narratives, dream); narratives and dream edited below."""
+
     list_display = ("source_day", "limbic_count", "narrative_count", "dream_count")
     date_hierarchy = "source_day"
     ordering = ("-source_day",)
     fields = ("source_day", "title")
-    inlines = [LimbicBlockInline, NarrativeBlockInline, DreamBlockInline]
+    inlines = [NarrativeBlockInline, DreamBlockInline]
+    change_form_template = "admin/memory/diaryentry/change_form.html"
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        entry = self.get_object(request, object_id)
+        if entry is not None:
+            extra_context = {**(extra_context or {}), "day_sections": diary_day_sections(entry=entry)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         counts = {f"{tag}_blocks": Count("blocks", filter=Q(blocks__tag=tag)) for tag in BlockTag.values}
@@ -337,13 +385,14 @@ class DiaryEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(ContentBlock)
-class ContentBlockAdmin(admin.ModelAdmin):
+class ContentBlockAdmin(StoredDetailsMixin, admin.ModelAdmin):
     list_display = ("id", "tag", "source_day", "short_content", "person")
     list_filter = ("tag", "source_day", "person")
     list_select_related = ("person",)
     search_fields = ("content", "title")
     raw_id_fields = ("parent",)
-    fields = ("parent", "tag", "title", "content", "body", "person", "source_day", "created_at")
+    fields = ("parent", "tag", "title", "content", "rendered_body", "person", "source_day", "created_at")
+    readonly_fields = ("rendered_body", "created_at")
 
     def has_change_permission(self, request, obj=None) -> bool:
         return super().has_change_permission(request, obj) and (obj is None or obj.tag != BlockTag.LIMBIC)
@@ -378,6 +427,12 @@ MOOD_CHART_DAYS = 60
 MOOD_CHART_MAX_DAYS = 366
 
 
+def _valence_arousal(valence: float | None, arousal: float | None) -> str:
+    if valence is None or arousal is None:
+        return "—"
+    return f"{valence:+.2f} / {arousal:.2f}"
+
+
 def _anchors_url(point: DayPoint) -> str:
     """The anchors behind one chart dot: the anchor itself, or the list of that day's anchors."""
     if len(point.anchor_ids) == 1:
@@ -390,18 +445,8 @@ def _anchors_url(point: DayPoint) -> str:
 class EmotionalTendencyAdmin(ReadOnlyAdmin):
     """Tendencies are written by the nightly step; the chart page draws them with the anchors behind them."""
 
-    list_display = (
-        "day",
-        "person",
-        "mood",
-        "mood_since",
-        "week_valence",
-        "week_arousal",
-        "month_valence",
-        "month_arousal",
-        "week_days",
-        "chart_link",
-    )
+    # Valence and arousal side by side per window, so the row fits beside the filters.
+    list_display = ("day", "who", "mood", "mood_since", "week", "month", "week_days", "chart_link")
     list_filter = ("mood", "person")
     list_select_related = ("person",)
     date_hierarchy = "day"
@@ -409,6 +454,18 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
     def get_urls(self) -> list[URLPattern]:
         chart = path("chart/", self.admin_site.admin_view(self.chart_view), name="memory_emotionaltendency_chart")
         return [chart, *super().get_urls()]
+
+    @admin.display(description="who", ordering="person__slug")
+    def who(self, obj: EmotionalTendency) -> str:
+        return obj.person.slug if obj.person_id else "everyone"
+
+    @admin.display(description="week: valence / arousal")
+    def week(self, obj: EmotionalTendency) -> str:
+        return _valence_arousal(obj.week_valence, obj.week_arousal)
+
+    @admin.display(description="month: valence / arousal")
+    def month(self, obj: EmotionalTendency) -> str:
+        return _valence_arousal(obj.month_valence, obj.month_arousal)
 
     @admin.display(description="chart")
     def chart_link(self, obj: EmotionalTendency) -> SafeString:
@@ -433,6 +490,9 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
         week_means: list[tuple[date, float | None, float | None]] = [
             (row.day, row.week_valence, row.week_arousal) for row in tendencies
         ]
+        shown_since, shown_until = mood_chart_span(
+            since=since, until=until, days=[point.day for point in points] + [row.day for row in tendencies]
+        )
         context = {
             **self.admin_site.each_context(request),
             "title": f"Mood of {person or 'everyone'}",
@@ -440,10 +500,14 @@ class EmotionalTendencyAdmin(ReadOnlyAdmin):
             "person": person,
             "persons": Person.objects.filter(emotional_tendencies__isnull=False).distinct().order_by("slug"),
             "days": days,
+            "since": since,
+            "until": until,
+            "shown_since": shown_since,
+            "shown_until": shown_until,
             "chart": mood_chart_svg(
                 points=points,
-                since=since,
-                until=until,
+                since=shown_since,
+                until=shown_until,
                 href=_anchors_url,
                 week_means=week_means,
                 notable=[(row.day, row.get_mood_display().lower()) for row in tendencies if row.mood],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pgtrigger
 from django.db import models
 from django.utils import timezone
@@ -70,6 +72,17 @@ class DreamBlock(ContentBlock):
     class Meta:
         proxy = True
         verbose_name = "dream"
+
+
+# A diary day reads limbic before narrative before dream, then in the order the blocks were written.
+_DIARY_ORDER = {BlockTag.LIMBIC: 0, BlockTag.NARRATIVE: 1, BlockTag.DREAM: 2}
+
+
+def diary_reading_order(blocks: Iterable[Entity]) -> list[Entity]:
+    """A day's blocks in the diary's reading order."""
+    return sorted(
+        blocks, key=lambda block: (_DIARY_ORDER.get(block.tag, len(_DIARY_ORDER)), block.created_at, block.pk)
+    )
 
 
 class MemoryReference(models.Model):

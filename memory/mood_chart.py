@@ -6,8 +6,8 @@ anchors is a dot linking to those anchors; a dashed line follows the stored 7-da
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import date
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date, timedelta
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -15,13 +15,34 @@ from django.utils.safestring import SafeString
 from memory.tendency import DayPoint
 
 WIDTH = 760
-LEFT, RIGHT = 56, 16
+# Room on the right for half of the last day label, which is centred on its tick.
+LEFT, RIGHT = 56, 36
 PANEL_HEIGHT = {"valence": 170, "arousal": 110}
 PANEL_RANGE = {"valence": (-1.0, 1.0), "arousal": (0.0, 1.0)}
 PANEL_TICKS = {"valence": (-1.0, -0.5, 0.0, 0.5, 1.0), "arousal": (0.0, 0.5, 1.0)}
 PANEL_COLOR = {"valence": "#2b6cb0", "arousal": "#c05621"}
 TOP, GAP, BOTTOM = 24, 34, 30
 HEIGHT = TOP + PANEL_HEIGHT["valence"] + GAP + PANEL_HEIGHT["arousal"] + BOTTOM
+
+
+# The x axis covers the days with data, a day of margin each side, and at least a week: three days of
+# data in a 90-day window are drawn across the chart, not squeezed against its edge.
+SPAN_MARGIN = timedelta(days=1)
+SPAN_MIN_DAYS = 6
+
+
+def mood_chart_span(*, since: date, until: date, days: Iterable[date]) -> tuple[date, date]:
+    """The first and last day the chart draws: the data's span (padded, at least a week) within since..until."""
+    shown = sorted(day for day in days if since <= day <= until)
+    if not shown:
+        return since, until
+    start, end = max(since, shown[0] - SPAN_MARGIN), min(until, shown[-1] + SPAN_MARGIN)
+    while (end - start).days < SPAN_MIN_DAYS and (start > since or end < until):
+        if end < until:
+            end += timedelta(days=1)
+        if (end - start).days < SPAN_MIN_DAYS and start > since:
+            start -= timedelta(days=1)
+    return start, end
 
 
 def _x(day: date, since: date, until: date) -> float:

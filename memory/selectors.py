@@ -11,9 +11,8 @@ from typing import Any
 from django.db import connections
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
-from anima.core.calendar import moment_bound
+from anima.core.calendar import moment_bound, moment_iso
 from anima.core.config import config_get
 from anima.core.db import read_alias, replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
@@ -457,7 +456,7 @@ def _results(hits) -> list[dict[str, Any]]:
             "external_id": row["external_id"],
             "score": round(hit.score, 6),
             "snippet": row["content"][:SNIPPET_CHARS],
-            "created_at": row["created_at"].isoformat(),
+            "created_at": moment_iso(row["created_at"]),
             "conversation_external_id": row["conversation"],
             "message_external_id": row["external_id"] if hit.source == SESSION else None,
             # Explainable recall: which branch found the hit, at which 1-based rank, with which score.
@@ -476,7 +475,7 @@ def _results(hits) -> list[dict[str, Any]]:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return timezone.localtime(moment).isoformat() if moment else None
+    return moment_iso(moment) if moment else None
 
 
 @dataclass(frozen=True)

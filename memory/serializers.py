@@ -8,7 +8,7 @@ from rest_framework import serializers
 from anima.core.api.serializers import MomentField, StrictSerializer
 from anima.core.models import Entity, ForgetReason, ForgetTombstone, MemoryType
 from conversations.serializers import PersonSlugField, ReachableConversationField
-from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
+from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory, diary_reading_order
 from memory.search import MAX_LIMIT
 from memory.selectors import MEMORY_TYPES, RECALL_LIMIT
 
@@ -161,10 +161,7 @@ class DiaryEntrySerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ContentBlockSerializer(many=True))
     def get_blocks(self, entry: DiaryEntry) -> list[dict]:
-        # Limbic before narrative before dream (the diary's reading order), then by time.
-        order = {"limbic": 0, "narrative": 1, "dream": 2}
-        blocks = sorted(entry.blocks.all(), key=lambda block: (order.get(block.tag, 3), block.created_at, block.pk))
-        return ContentBlockSerializer(blocks, many=True).data
+        return ContentBlockSerializer(diary_reading_order(entry.blocks.all()), many=True).data
 
 
 class EmotionalTendencySerializer(serializers.ModelSerializer):

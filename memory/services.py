@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import F, Func, Q, TextField, Value
 from django.utils import timezone
 
-from anima.core.calendar import MomentError, day_start, local_day, moment_parse
+from anima.core.calendar import MomentError, day_start, local_day, moment_iso, moment_parse
 from anima.core.forgotten import MEMORY as FORGOTTEN_MEMORY
 from anima.core.forgotten import PERSON, forgotten_excerpt
 from anima.core.jsonl import (
@@ -259,7 +259,7 @@ def _entity_for(
     if component == Component.SEMANTIC_MEMORY:
         entity.memory_type = p.memory_type
         entity.status = MemoryStatus.ACTIVE
-        entity.body.setdefault("observed_at", p.created_at.isoformat())
+        entity.body.setdefault("observed_at", moment_iso(p.created_at))
         entity.valid_from = memory_valid_from(body=entity.body, created_at=p.created_at)
     else:
         entity.tag = p.memory_type
@@ -402,7 +402,7 @@ def memory_remember(
             if same_content_key(existing.content) == same:
                 return existing, False
         now = timezone.now()
-        body: dict[str, Any] = {"observed_at": now.isoformat()}
+        body: dict[str, Any] = {"observed_at": moment_iso(now)}
         if source_id:
             body["source_id"] = source_id
         memory = memory_create(

@@ -61,7 +61,7 @@ import yaml
 from django.db import transaction
 from django.utils import timezone
 
-from anima.core.calendar import MomentError, datetime_parse, local_day
+from anima.core.calendar import MomentError, datetime_parse, local_day, moment_iso
 from anima.core.forgotten import HISTORY as FORGOTTEN_HISTORY
 from anima.core.forgotten import (
     IDENTITY,
@@ -942,7 +942,7 @@ def _import_memories(
             if item.pinned and not memory.pinned:
                 memory_pin(memory=memory)
             continue
-        body: dict[str, Any] = {"observed_at": now.isoformat()}
+        body: dict[str, Any] = {"observed_at": moment_iso(now)}
         if source_id:
             body["source_id"] = source_id
         memory_create(

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from anima.core.admin import StoredDetailsMixin
 from temporal.models import TemporalSummary, Window
 
 
@@ -19,13 +20,14 @@ class WindowFilter(admin.SimpleListFilter):
 
 
 @admin.register(TemporalSummary)
-class TemporalSummaryAdmin(admin.ModelAdmin):
+class TemporalSummaryAdmin(StoredDetailsMixin, admin.ModelAdmin):
     list_display = ("id", "window", "period_start", "short_content", "updated_at")
     list_filter = (WindowFilter,)
     search_fields = ("content",)
     ordering = ("-source_day", "-id")
-    fields = ("body", "content", "source_day", "created_at", "updated_at")
-    readonly_fields = ("created_at", "updated_at")
+    # The body (window, period, per-conversation sections) is written by the summary step: read here, not edited.
+    fields = ("content", "rendered_body", "source_day", "created_at", "updated_at")
+    readonly_fields = ("rendered_body", "created_at", "updated_at")
 
     @admin.display(description="window")
     def window(self, obj: TemporalSummary) -> str:

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from anima.core.calendar import bucket_label, bucket_start, day_start, local_day
+from anima.core.calendar import bucket_label, bucket_start, day_start, local_day, moment_iso
 from anima.core.config import config_get
 from anima.core.llm import LlmError, LlmInvalidOutput, llm_json
 from anima.core.llm.schema import schema_object, schema_string
@@ -133,7 +133,7 @@ def temporal_tick_run(*, at: datetime | None = None) -> dict:
         outcomes[outcome] += 1
     tick_mark_advance(bucket=bucket_start(reference), now=now)
     return {
-        "at": now.isoformat(),
+        "at": moment_iso(now),
         "cst_date": day.isoformat(),
         "conversations": len(candidates),
         "chunks_written": outcomes["written"],
@@ -186,14 +186,14 @@ def _conversation_tick(*, conversation_id: int, day: date, bucket: datetime, now
             return "failed"
         last = new[-1]
         chunk = {
-            "at": now.isoformat(),
+            "at": moment_iso(now),
             "bucket": bucket_label(bucket),
             "summary": digest.summary,
             # Who and what, for other people's prompts (temporal.privacy); the summary is for the person's own.
             "who": person_label(conversation_person(conversation=conversation)),
             "topic": digest.topic,
             "watermark_message_id": str(last.pk),
-            "watermark_at": last.created_at.isoformat(),
+            "watermark_at": moment_iso(last.created_at),
         }
         Conversation.objects.filter(pk=conversation_id).update(
             temporal_day={"cst_date": day.isoformat(), "chunks": [*chunks, chunk]}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -11,15 +13,38 @@ from anima.core.calendar import BUCKET
 from conversations.models import Conversation, Person
 from memory.embedding import embed_backfill_run
 from memory.selectors import memory_recall
+from sleep.models import PipelineStepRun, StepStatus
 from temporal.tick import temporal_tick_run
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "demo"
 SAMPLE_DAYS = [dt.date(2026, 11, 26), dt.date(2026, 11, 27), dt.date(2026, 11, 28)]
 DEMO_CONVERSATION = "demo-conv-leo-tg-1128-am"
+CLEANUP_STEP = "conversation-cleanup"
 DEMO_DAY_START = datetime.fromisoformat("2026-11-28T10:00+08:00")
 # Evening, so Maya's 20:30 chat and Leo's 21:00 CLI chat sit in closed buckets as peers.
 DEMO_AT = datetime.fromisoformat("2026-11-28T21:45+08:00")
 DEMO_MESSAGE = "今晚上线顺利吗？小雨最近还好吗？"
+
+
+def demo_conversation_lines(*, lines: Iterable[str]) -> tuple[list[str], int]:
+    """The sample's conversation lines to import, and how many were left out.
+
+    The sample's empty conversation is there for the first night's cleanup to delete. Once a sample
+    night's cleanup has run, it is not imported again: only to be deleted again, it made every re-run
+    report one conversation stored and one deleted.
+    """
+    lines = [line for line in lines if line.strip()]
+    slept = PipelineStepRun.objects.filter(step=CLEANUP_STEP, status=StepStatus.SUCCEEDED, run__day__in=SAMPLE_DAYS)
+    if not slept.exists():
+        return lines, 0
+    stored = set(Conversation.objects.values_list("external_id", flat=True))
+
+    def deleted_by_cleanup(line: str) -> bool:
+        record = json.loads(line)
+        return not record.get("messages") and record["conversation"]["external_id"] not in stored
+
+    kept = [line for line in lines if not deleted_by_cleanup(line)]
+    return kept, len(lines) - len(kept)
 
 
 def demo_prepared_turn(*, stdout) -> None:

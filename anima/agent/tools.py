@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.utils import timezone
 
 from anima.agent.stm import stm_tool_available, update_short_term_memory
-from anima.core.calendar import moment_parse
+from anima.core.calendar import moment_iso, moment_parse
 from anima.core.db import search_time_limit
 from anima.core.errors import AnimaError
 from anima.core.llm.schema import (
@@ -255,7 +254,7 @@ def _person_memory(args: dict[str, Any], access: Access) -> dict[str, Any]:
             "entries": [
                 {
                     "cursor": entry.cursor,
-                    "timestamp": timezone.localtime(entry.timestamp).isoformat(),
+                    "timestamp": moment_iso(entry.timestamp),
                     "content": entry.content,
                     "channel": entry.channel,
                     "person": entry.person.slug if entry.person_id else None,

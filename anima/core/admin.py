@@ -11,7 +11,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.core.config import SCHEMA, Field, config_get, config_update, config_validate
@@ -25,6 +25,55 @@ def json_block(value: Any) -> SafeString:
     return format_html(
         "<pre class='anima-json'>{}</pre>", json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
     )
+
+
+# A list longer than this is shown by its first items and how many more there are.
+LIST_ITEMS_SHOWN = 12
+
+
+def readable_block(value: Any) -> SafeString:
+    """Stored JSON (an entity's body, a step's details) for reading: keys as labels, lists inline, nesting indented."""
+    return format_html("<div class='anima-body'>{}</div>", _readable(value))
+
+
+def _readable(value: Any) -> SafeString | str:
+    if isinstance(value, dict):
+        if not value:
+            return "—"
+        return format_html(
+            "<dl>{}</dl>",
+            format_html_join("", "<dt>{}</dt><dd>{}</dd>", ((key, _readable(value[key])) for key in value)),
+        )
+    if isinstance(value, list):
+        if not value:
+            return "—"
+        if all(not isinstance(item, dict | list) for item in value):
+            shown = ", ".join(_scalar(item) for item in value[:LIST_ITEMS_SHOWN])
+            more = len(value) - LIST_ITEMS_SHOWN
+            return f"{shown} … and {more} more" if more > 0 else shown
+        return format_html("<ol>{}</ol>", format_html_join("", "<li>{}</li>", ((_readable(item),) for item in value)))
+    return _scalar(value)
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+class StoredDetailsMixin:
+    """Read-only views of what code writes: an entity's JSON body and the text segmented for keyword search."""
+
+    @admin.display(description="body")
+    def rendered_body(self, obj: Any) -> SafeString:
+        return readable_block(obj.body)
+
+    @admin.display(description="search words")
+    def search_words(self, obj: Any) -> str:
+        # What keyword search matches: the text cut into words (Chinese has no spaces), written on every save.
+        return obj.fts_segmented or "—"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -109,14 +158,29 @@ class AutoLlmRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="prompt")
     def rendered_prompt(self, obj: AutoLlmRun) -> SafeString:
-        return json_block(obj.prompt)
+        messages = obj.prompt if isinstance(obj.prompt, list) else []
+        if not all(isinstance(message, dict) for message in messages):
+            return json_block(obj.prompt)
+        # One block per chat message, its text wrapped (a JSON payload pretty-printed), not one long JSON line.
+        return format_html_join(
+            "",
+            "<div class='anima-message'><strong>{}</strong>{}</div>",
+            ((message.get("role", "?"), _text_block(message.get("content", ""))) for message in messages),
+        )
 
     @admin.display(description="response")
     def rendered_response(self, obj: AutoLlmRun) -> SafeString:
+        return _text_block(obj.response)
+
+
+def _text_block(text: Any) -> SafeString:
+    """Text as written, wrapped; a JSON document pretty-printed."""
+    if isinstance(text, str):
         try:
-            return json_block(json.loads(obj.response))
+            text = json.loads(text)
         except ValueError:
-            return format_html("<pre class='anima-json'>{}</pre>", obj.response)
+            return format_html("<pre class='anima-json'>{}</pre>", text)
+    return json_block(text)
 
 
 @dataclass

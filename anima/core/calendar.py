@@ -48,6 +48,12 @@ def moment_bound(value: date | datetime | None, *, end_of_day: bool = False) -> 
     return day_start(value + timedelta(days=1) if end_of_day else value)
 
 
+def moment_iso(moment: datetime) -> str:
+    """An instant as Anima writes it everywhere (API, recall, tools, stored bodies): ISO 8601 in
+    ANIMA_TIME_ZONE with its offset, ``2026-11-26T08:40:00+08:00``, as the API's serializers write it."""
+    return timezone.localtime(moment).isoformat()
+
+
 def bucket_start(moment: datetime) -> datetime:
     """The local half-hour bucket containing ``moment``."""
     local = timezone.localtime(moment)

@@ -317,9 +317,12 @@ class AutoLlmRun(models.Model):
     class Meta:
         db_table = "auto_llm_runs"
         ordering = ["-created_at"]
+        # One name in the console: the link, the page and the app list all say "LLM audit".
+        verbose_name = "LLM call"
+        verbose_name_plural = "LLM audit"
 
     def __str__(self) -> str:
-        return f"{self.purpose} via {self.provider} at {self.created_at:%Y-%m-%d %H:%M}"
+        return f"{self.purpose} via {self.provider} at {timezone.localtime(self.created_at):%Y-%m-%d %H:%M}"
 
 
 class ImportRun(models.Model):

@@ -21,7 +21,7 @@ from django.db.models import Exists, OuterRef
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from anima.core.calendar import day_start
+from anima.core.calendar import day_start, moment_iso
 from anima.core.config import config_get
 from anima.core.llm import LlmBudgetExceeded, LlmError, llm_json
 from anima.core.llm.schema import (
@@ -400,7 +400,7 @@ def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> t
         ),
         schema=SEMANTIC_SCHEMA,
     )
-    observed_at = item.messages[0].created_at.isoformat()
+    observed_at = moment_iso(item.messages[0].created_at)
     report = {"created": [], "updated": [], "deprecated": [], "duplicates": 0, "rejected_ids": []}
     with transaction.atomic():
         known = {content_key(m.content) for m in existing.values()}

@@ -40,9 +40,33 @@ def test_demo_imports_the_bilingual_sample_and_is_safe_to_re_run(settings, tmp_p
     assert get_user_model().objects.get(username=settings.ANIMA_ADMIN_USERNAME).is_staff
     assert "login: admin / " in first
 
+    assert "conversations.jsonl: 12 lines read, stored 12 conversations, 103 messages\n" in first
+    retired = _section(first, "retired facts")
+    assert retired and all(re.match(r"  \[[a-z]+/(expired|deprecated)\] ", line) for line in retired)
+    assert any("[world/expired] Leo 的女儿小雨属羊 — contradiction" in line for line in retired)
+
     second = _demo()
     assert (Conversation.objects.count(), Message.objects.count(), Entity.objects.count()) == counts
     assert first.split("login: ")[1].split()[2] == second.split("login: ")[1].split()[2]  # same password
+    # A re-run says what it did: nothing new stored, nothing for the cleanup to delete.
+    assert (
+        "conversations.jsonl: 11 lines read, stored nothing new; left out 1 empty conversation the nightly cleanup"
+        " deleted\n" in second
+    )
+    assert "memories.jsonl: 16 lines read, stored nothing new\n" in second
+    assert "deleted=1" not in second and "deleted=0" in second
+    assert _section(second, "retired facts") == retired
+
+
+def _section(output: str, heading: str) -> list[str]:
+    """The indented lines under ``heading`` in the demo's output."""
+    lines = output.split(heading, 1)[1].splitlines()[1:] if heading in output else []
+    section = []
+    for line in lines:
+        if not line.startswith("  "):
+            break
+        section.append(line)
+    return section
 
 
 @pytest.mark.local_embeddings

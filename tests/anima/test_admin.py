@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Permission
+from django.db.models import JSONField
 from django.urls import reverse
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from tests.factories import (
     HistoryEntryFactory,
     IdentityFactory,
     MemoryReferenceFactory,
+    MessageFactory,
     PipelineStepRunFactory,
     RuntimeConfigFactory,
     SelfLayerBlockFactory,
@@ -66,6 +68,39 @@ def test_every_changelist_and_change_page_answers(staff_client):
         if obj is not None:
             change = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
             assert staff_client.get(change).status_code == 200, change
+
+
+ANIMA_APPS = {"anima", "conversations", "memory", "sleep", "temporal"}
+
+
+@pytest.mark.usefixtures("one_of_everything")
+def test_no_console_form_edits_stored_json_or_the_segmented_search_text(staff_client):
+    """Bodies, payloads and the segmented text are written by code: shown rendered, never a form field."""
+    MessageFactory(tool_payload={"name": "recall", "arguments": {"query": "杭州"}})
+    checked = 0
+    for model, _ in _registered():
+        opts = model._meta
+        obj = model._default_manager.first()
+        if opts.app_label not in ANIMA_APPS or obj is None:
+            continue
+        response = staff_client.get(reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]))
+        forms = [response.context["adminform"].form] + [
+            form for inline in response.context["inline_admin_formsets"] for form in inline.formset.forms
+        ]
+        for form in forms:
+            editable = {name for name in form.fields if name not in form.Meta.model._meta.many_to_many}
+            stored = {f.name for f in form.Meta.model._meta.fields if isinstance(f, JSONField)} | {"fts_segmented"}
+            assert not editable & stored, (opts.label, sorted(editable & stored))
+        checked += 1
+    assert checked >= 10
+
+
+def test_stored_json_reads_as_labelled_values(staff_client):
+    memory = SemanticMemoryFactory(body={"observed_at": "2026-11-26T08:40:00+08:00", "tags": ["work", "tech"]})
+    page = staff_client.get(reverse("admin:memory_semanticmemory_change", args=[memory.pk])).content.decode()
+    assert "<dt>tags</dt><dd>work, tech</dd>" in page
+    assert "<dt>search words</dt>" not in page  # a label of the row, not of the body
+    assert "Search words:" in page
 
 
 def test_search_finds_a_chinese_memory(staff_client):
@@ -215,9 +250,16 @@ def test_llm_audit_totals_tokens_per_day_and_per_purpose_following_filters(staff
 
 
 def test_llm_audit_shows_prompt_and_response_readably(staff_client):
-    run = AutoLlmRunFactory(prompt=[{"role": "user", "content": "今天聊了什么？"}], response='{"facts": ["住在杭州"]}')
+    payload = '{"day": "2026-11-26", "dialogue": "Leo: 我住在杭州\\nAnima: 好"}'
+    run = AutoLlmRunFactory(
+        prompt=[{"role": "system", "content": "# Self\n\n我是 Anima"}, {"role": "user", "content": payload}],
+        response='{"facts": ["住在杭州"]}',
+    )
     page = staff_client.get(reverse("admin:anima_autollmrun_change", args=[run.pk])).content.decode()
-    assert "&quot;content&quot;: &quot;今天聊了什么？&quot;" in page
+    # One block per message: text as written, a JSON payload pretty-printed (its line breaks real, not "\n").
+    assert "<strong>system</strong><pre class='anima-json'># Self\n\n我是 Anima</pre>" in page
+    assert "&quot;dialogue&quot;: &quot;Leo: 我住在杭州\\nAnima: 好&quot;" in page
+    assert "<strong>user</strong><pre class='anima-json'>{\n  &quot;day&quot;: &quot;2026-11-26&quot;" in page
     assert "&quot;住在杭州&quot;" in page
 
 

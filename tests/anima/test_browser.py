@@ -21,12 +21,16 @@ from django.utils import timezone
 from anima.core.models import BlockTag, MemoryStatus
 from conversations.models import Role
 from memory.models import SemanticMemory
-from sleep.models import PipelineRun, StepStatus
+from memory.services import memory_expire
+from sleep.models import PipelineRun, RunStatus, StepStatus
 from tests.factories import (
     ContentBlockFactory,
     ConversationFactory,
     DiaryEntryFactory,
+    EmotionalTendencyFactory,
     MessageFactory,
+    PersonFactory,
+    PipelineRunFactory,
     PipelineStepRunFactory,
     SemanticMemoryFactory,
     UserFactory,
@@ -222,3 +226,72 @@ def test_a_runserver_without_debug_shows_a_styled_console_and_api_docs_that_need
         assert any(url.endswith("/swagger-ui-bundle.js") for url in loaded)
         assert [url for url in loaded if not url.startswith(app.url)] == []
         _screenshot(browser, "11-api-docs")
+
+
+def test_an_operator_reads_the_home_page_and_a_diary_day(browser, live_server):
+    from selenium.webdriver.common.by import By
+
+    UserFactory(username="operator", is_staff=True, is_superuser=True)
+    now = timezone.now()
+    night = PipelineRunFactory(
+        day=timezone.localdate() - dt.timedelta(days=1),
+        status=RunStatus.FAILED,
+        started_at=now - dt.timedelta(hours=2),
+        finished_at=now - dt.timedelta(hours=1),
+        options={"step": None},
+    )
+    PipelineStepRunFactory(run=night, step="light-sleep", status=StepStatus.SUCCEEDED)
+    PipelineStepRunFactory(run=night, step="dream", status=StepStatus.FAILED, error="the model answered no JSON")
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    old, new = SemanticMemoryFactory(person=leo, content="Leo 喜欢 Python"), SemanticMemoryFactory(person=leo)
+    memory_expire(memory=old, reason="changed", superseded_by=new)
+    SemanticMemory.objects.filter(pk=old.pk).update(updated_at=now - dt.timedelta(hours=1, minutes=30))
+    EmotionalTendencyFactory(person=leo, day=timezone.localdate() - dt.timedelta(days=1), mood="stressed")
+    day = DiaryEntryFactory(source_day=dt.date(2026, 11, 26))
+    for n in range(4):
+        ContentBlockFactory(
+            parent=day,
+            tag=BlockTag.LIMBIC,
+            person=leo,
+            content=f"我感到担心，也很牵挂：Leo说「我真的很焦虑」（{n}）",
+            body={"valence": -0.7, "arousal": 0.7, "intensity": 0.8, "semantic_memory_ids": list(range(20))},
+        )
+    ContentBlockFactory(
+        parent=day,
+        tag=BlockTag.NARRATIVE,
+        person=leo,
+        title="产品上线前的担心",
+        content="2026-11-26，Leo 跟我讲了不少自己的事。",
+        body={"significance": "normal", "source_facts": list(range(30)), "source_conversations": [1]},
+    )
+    ContentBlockFactory(parent=day, tag=BlockTag.DREAM, content="我梦见自己变成了一封还没寄出的信。")
+
+    browser.get(f"{live_server.url}/admin/login/")
+    browser.find_element(By.NAME, "username").send_keys("operator")
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+
+    attention = browser.find_element(By.ID, "home-attention").text
+    assert "dream" in attention and "the model answered no JSON" in attention
+    assert "Leo 喜欢 Python" in attention and "expired" in attention
+    steps = browser.find_elements(By.CSS_SELECTOR, "#home-steps tr.night-step")
+    assert [(row.get_attribute("data-step"), row.get_attribute("data-status")) for row in steps] == [
+        ("light-sleep", "succeeded"),
+        ("dream", "failed"),
+    ]
+    assert "More stressed than usual" in browser.find_element(By.ID, "home-mood").text
+    # Framework internals are folded away, and "View site" is the API docs.
+    periodic_tasks = browser.find_element(By.CSS_SELECTOR, "#system-apps a[href$='/django_celery_beat/periodictask/']")
+    assert not periodic_tasks.is_displayed()
+    assert browser.find_element(By.ID, "site-link").get_attribute("href") == f"{live_server.url}/api/docs/"
+    _screenshot(browser, "12-home")
+
+    browser.get(f"{live_server.url}/admin/memory/diaryentry/{day.pk}/change/")
+    sections = [element.text for element in browser.find_elements(By.CSS_SELECTOR, "#diary-day section h2")]
+    assert sections == ["Feelings (limbic memory: kept as felt, never edited) (4)", "Narratives (1)", "Dream (1)"]
+    assert "valence -0.70" in browser.find_element(By.ID, "diary-day").text
+    assert '"semantic_memory_ids"' not in browser.page_source
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    assert height < 2200, height  # six blocks; the raw-JSON page was 6,700 px for a day like this
+    browser.set_window_size(1400, height)
+    _screenshot(browser, "13-diary-day")

@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from conversations.models import Role
-from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SemanticMemory
+from memory.models import DreamBlock, NarrativeBlock, SelfBlock, SemanticMemory
+from memory.mood_chart import SPAN_MIN_DAYS, mood_chart_span
 from memory.services import emotional_tendencies_refresh
 from tests.factories import (
     ContentBlockFactory,
+    ConversationFactory,
     DiaryEntryFactory,
     EmotionalTendencyFactory,
     LimbicAnchorFactory,
@@ -182,6 +184,18 @@ def test_change_page_shows_the_belief_timeline_and_the_citing_messages(admin_cli
     assert "not cited yet" in newest_page
 
 
+def test_the_timeline_names_why_a_version_ended_once_and_where_it_was_said(admin_client):
+    talk = ConversationFactory(title="SDK 选型")
+    newest = SemanticMemoryFactory(content="Leo 现在更喜欢 TypeScript", source_conversation=talk)
+    old = SemanticMemoryFactory(
+        content="Leo 喜欢 Python", status=MemoryStatus.EXPIRED, superseded_by=newest, expired_reason="changed"
+    )
+    page = admin_client.get(reverse("admin:memory_semanticmemory_change", args=[old.pk])).content.decode()
+    url = reverse("admin:conversations_conversation_change", args=[talk.pk])
+    assert f"Leo 喜欢 Python — changed, in <a href='{url}'>SDK 选型</a>" in page
+    assert "changed · changed in" not in page
+
+
 def test_diary_day_shows_its_blocks_with_limbic_read_only(admin_client):
     day = DiaryEntryFactory(source_day=dt.date(2026, 7, 18))
     ContentBlockFactory(parent=day, tag=BlockTag.LIMBIC, content="我感到安心", body={"valence": 0.6})
@@ -192,11 +206,16 @@ def test_diary_day_shows_its_blocks_with_limbic_read_only(admin_client):
     change = reverse("admin:memory_diaryentry_change", args=[day.pk])
     response = admin_client.get(change)
     page = response.content.decode()
-    for text in ("我感到安心", "今天和 Leo 聊到了杭州", "我梦见一片湖", "&quot;valence&quot;: 0.6"):
+    for text in ("我感到安心", "今天和 Leo 聊到了杭州", "我梦见一片湖", "valence +0.60"):
         assert text in page
+    # Read as sections, in the diary's order, not as JSON.
+    order = [page.index(text) for text in ('id="diary-day"', "Feelings (", "Narratives (1)", "Dream (1)")]
+    assert order == sorted(order)
+    assert "&quot;valence&quot;" not in page
     formsets = {inline.formset.model: inline.formset for inline in response.context["inline_admin_formsets"]}
-    assert "content" not in formsets[LimbicBlock].forms[0].fields
+    assert set(formsets) == {NarrativeBlock, DreamBlock}  # limbic blocks are never a form
     assert "content" in formsets[NarrativeBlock].forms[0].fields
+    assert "body" not in formsets[NarrativeBlock].forms[0].fields
     # Editing the narrative in place saves it; the limbic block is left untouched by the same save.
     data = {"source_day": "2026-07-18", "title": day.title}
     for formset in formsets.values():
@@ -285,3 +304,35 @@ def test_the_mood_chart_refuses_unknown_persons_and_clamps_the_span(admin_client
     assert admin_client.get(url, {"days": "100000"}).context["days"] == 60
     assert admin_client.get(url, {"days": "1"}).context["days"] == 7
     assert admin_client.get(url, {"days": "400"}).context["days"] == 366
+
+
+def test_a_few_days_of_data_in_a_long_window_are_drawn_across_the_chart_not_against_its_edge(admin_client):
+    leo = PersonFactory(slug="leo")
+    today = timezone.localdate()
+    for back in (8, 7, 6):  # three days, a week ago, in a 90-day window
+        LimbicAnchorFactory(person=leo, day=today - dt.timedelta(days=back), valence=0.3 * (back - 7))
+
+    page = admin_client.get(reverse("admin:memory_emotionaltendency_chart"), {"person": "leo", "days": "90"})
+
+    svg = ElementTree.fromstring(str(page.context["chart"]))
+    xs = sorted({float(a.find(f"{SVG}circle").get("cx")) for a in svg.iter(f"{SVG}a")})
+    width = float(svg.get("width"))
+    assert len(xs) == 3
+    assert xs[-1] - xs[0] > width / 4  # spread out: before, all three sat within 2% of the width
+    # A day of margin each side, then widened to a week, both ways.
+    assert (page.context["shown_since"], page.context["shown_until"]) == (
+        today - dt.timedelta(days=10),
+        today - dt.timedelta(days=4),
+    )
+    assert "nothing after" in page.content.decode()
+
+
+@pytest.mark.parametrize("offsets", [[], [0], [5, 3], [89], list(range(0, 90, 7))])
+def test_the_chart_span_holds_the_data_and_stays_within_the_window(offsets):
+    until = dt.date(2026, 12, 4)
+    since = until - dt.timedelta(days=89)
+    days = [until - dt.timedelta(days=offset) for offset in offsets]
+    start, end = mood_chart_span(since=since, until=until, days=days)
+    assert since <= start <= end <= until
+    assert all(start <= day <= end for day in days)
+    assert (end - start).days >= min(SPAN_MIN_DAYS, 89)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.utils import timezone
 
 from anima.api.testing import api_client, operator_client
 from anima.core.embeddings import EmbeddingModel
@@ -13,8 +17,10 @@ from memory.models import SemanticMemory
 from memory.selectors import memory_versions
 from tests.factories import (
     ContentBlockFactory,
+    ConversationFactory,
     DiaryEntryFactory,
     EmotionalTendencyFactory,
+    MessageFactory,
     PersonFactory,
     SemanticMemoryFactory,
     belief_superseded,
@@ -264,3 +270,25 @@ def test_a_scoped_token_corrects_only_its_own_persons_memories():
     assert other.status_code == 404  # another person's memory is not even seen
     assert global_one.status_code == 403 and "operator" in global_one.json()["detail"]
     assert SemanticMemory.objects.filter(content__in=["Maya likes dogs", "The office is on floor 4"]).count() == 0
+
+
+@pytest.mark.parametrize("zone", ["Asia/Shanghai", "America/Los_Angeles"])
+def test_every_timestamp_in_output_is_in_the_configured_time_zone_with_its_offset(settings, zone):
+    """One rule for output: ISO 8601 in ANIMA_TIME_ZONE with its offset, in the API's rows and in recall's hits."""
+    settings.TIME_ZONE = zone
+    leo = PersonFactory(slug="leo")
+    talk = ConversationFactory(person=leo)
+    MessageFactory(conversation=talk, content="我下个月搬去杭州", created_at=timezone.now() - dt.timedelta(days=3))
+    client = operator_client()
+    created = client.post(
+        "/api/memories/", {"content": "Leo 下个月搬去杭州", "memory_type": "world", "person": "leo"}, format="json"
+    ).json()
+    row = client.get(f"/api/memories/{created['id']}/").json()
+    hits = client.get("/api/recall/", {"q": "杭州", "types": "semantic,session", "person": "leo"}).json()["results"]
+
+    stamps = [row["created_at"], row["valid_from"], row["body"]["observed_at"]]
+    stamps += [hit[key] for hit in hits for key in ("created_at", "valid_from") if hit.get(key)]
+    assert {hit["memory_type"] for hit in hits} == {"semantic", "session"}
+    for stamp in stamps:
+        moment = dt.datetime.fromisoformat(stamp)
+        assert moment.utcoffset() == ZoneInfo(zone).utcoffset(moment.replace(tzinfo=None)), stamp

@@ -11,9 +11,15 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
-from anima.agent.demo import FIXTURES, SAMPLE_DAYS, demo_meaning_recall, demo_prepared_turn
+from anima.agent.demo import (
+    FIXTURES,
+    SAMPLE_DAYS,
+    demo_conversation_lines,
+    demo_meaning_recall,
+    demo_prepared_turn,
+)
 from anima.core.llm.providers import provider_get
-from anima.core.models import Component, Entity
+from anima.core.models import Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
 from memory.services import memories_import
@@ -36,10 +42,18 @@ class Command(BaseCommand):
 
         self._section("3. Bundled sample (Chinese and English, 3 days, 2 people, 3 channels)")
         for name, importer in (("conversations.jsonl", conversations_import), ("memories.jsonl", memories_import)):
-            with (FIXTURES / name).open(encoding="utf-8") as handle:
-                report = importer(lines=handle)
-            created = ", ".join(f"{n} {what}" for what, n in sorted(report.created.items())) or "nothing new"
-            self.stdout.write(f"{name}: {report.imported} lines read, stored {created}")
+            lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines()
+            left_out = 0
+            if importer is conversations_import:
+                lines, left_out = demo_conversation_lines(lines=lines)
+            report = importer(lines=lines)
+            created = ", ".join(_counted(n, what) for what, n in sorted(report.created.items()) if n) or "nothing new"
+            note = (
+                f"; left out {_counted(left_out, 'empty conversations')} the nightly cleanup deleted"
+                if left_out
+                else ""
+            )
+            self.stdout.write(f"{name}: {report.imported} lines read, stored {created}{note}")
 
         self._section("4. What is stored")
         self._print_stored()
@@ -154,11 +168,20 @@ class Command(BaseCommand):
             ).first()
             if summary:
                 self.stdout.write(f"  day summary: {_clip(summary.content, 300)}")
-        expired = Entity.objects.filter(primary_component=Component.SEMANTIC_MEMORY, status="expired")
-        if expired.exists():
-            self.stdout.write(self.style.MIGRATE_LABEL("\nretired by deep sleep"))
-            for memory in expired.order_by("id"):
-                self.stdout.write(f"  {memory.content} — {memory.expired_reason} → [[anima:{memory.superseded_by_id}]]")
+        retired = Entity.objects.filter(
+            primary_component=Component.SEMANTIC_MEMORY, status__in=[MemoryStatus.EXPIRED, MemoryStatus.DEPRECATED]
+        )
+        if retired.exists():
+            self.stdout.write(self.style.MIGRATE_LABEL("\nretired facts (kept for belief history, out of recall)"))
+            for memory in retired.order_by("id"):
+                why = f" — {memory.expired_reason}" if memory.expired_reason else ""
+                now_held = f" → [[anima:{memory.superseded_by_id}]]" if memory.superseded_by_id else ""
+                self.stdout.write(f"  [{memory.memory_type}/{memory.status}] {memory.content}{why}{now_held}")
+
+
+def _counted(n: int, what: str) -> str:
+    """``1 conversation``, ``2 conversations``; kinds that are not plural nouns (``2 limbic``) as they are."""
+    return f"{n} {what[:-1] if n == 1 and what.endswith('s') else what}"
 
 
 def _clip(text: str, limit: int = 160) -> str:
