@@ -51,21 +51,28 @@ YEAR_INSTRUCTIONS = (
     f"Summarise one year, conversation by conversation, from each one's month summaries (`parts`). {_SECTION_RULES}"
 )
 SUMMARY_SCHEMA = schema_object({"summary": schema_string(max_length=20000)}, required=["summary"])
-SECTIONS_SCHEMA = schema_object(
-    {
-        "sections": schema_array(
-            schema_object(
-                {
-                    "conversation": schema_integer(minimum=0),
-                    "topic": schema_string(max_length=2000),
-                    "summary": schema_string(max_length=20000),
-                },
-                required=["conversation", "topic", "summary"],
+
+
+def sections_schema(count: int) -> dict:
+    """The answer of a window over ``count`` conversations: at most one section each."""
+    return schema_object(
+        {
+            "sections": schema_array(
+                schema_object(
+                    {
+                        "conversation": schema_integer(minimum=0, maximum=count - 1),
+                        "topic": schema_string(max_length=2000),
+                        "summary": schema_string(max_length=20000),
+                    },
+                    required=["conversation", "topic", "summary"],
+                ),
+                max_items=count,
             )
-        )
-    },
-    required=["sections"],
-)
+        },
+        required=["sections"],
+    )
+
+
 # A section's share of the window's cap never drops below this.
 MIN_SECTION_CHARS = 100
 
@@ -133,7 +140,7 @@ def _write(
             "max_chars": section_cap,
             "conversations": material,
         },
-        schema=SECTIONS_SCHEMA,
+        schema=sections_schema(len(sources)),
         run_key=run_key,
         token_budget=token_budget,
     )

@@ -45,8 +45,10 @@ FACTS_SCHEMA = {
     "properties": {
         "facts": {
             "type": "array",
+            "maxItems": 10,
             "items": {
                 "type": "object",
+                "additionalProperties": False,
                 "required": ["content", "importance"],
                 "properties": {
                     "content": {"type": "string", "minLength": 1},
@@ -95,7 +97,8 @@ def test_identity_context_reaches_the_model_in_the_system_message(stub):
     assert system["role"] == "system"
     assert "I am Anima, curious and warm." in system["content"]
     assert f"- Lin's daughter was born in the year of the tiger [[anima:{pinned.pk}]]" in system["content"]
-    assert system["content"].endswith("Extract durable facts.")
+    # A server that enforces no schema (this stub) is given it after the instructions.
+    assert system["content"].split("\n\n---\n\n")[1].startswith("Extract durable facts.\n\nAnswer with one JSON")
     assert user == {"role": "user", "content": '{"dialogue": "用户: 我女儿属虎"}'}
     assert request["model"] == "stub-model"
     assert request["response_format"] == {"type": "json_object"}
@@ -430,7 +433,7 @@ def test_offline_calls_dispatch_on_purpose_and_estimate_tokens(settings):
 
 def test_offline_answers_are_validated_like_http_answers(settings):
     settings.ANIMA_LLM_PROVIDER = "offline"
-    strict = {**FACTS_SCHEMA, "properties": {"facts": {"type": "array", "maxLength": 1, "items": {"type": "string"}}}}
+    strict = {**FACTS_SCHEMA, "properties": {"facts": {"type": "array", "maxItems": 1, "items": {"type": "string"}}}}
 
     with pytest.raises(LlmInvalidOutput, match=r"\$\.facts\[0\]: expected string, got object"):
         ask(purpose="test.echo", payload={"text": "x"}, schema=strict)
@@ -492,7 +495,7 @@ def test_schema_builders_write_the_json_schema_they_name():
             "kind": schema_enum(["a", "b"], description="Which."),
             "text": schema_string(min_length=1, max_length=9),
             "at": schema_string(max_length=40, nullable=True),
-            "ids": schema_array(schema_integer(minimum=1)),
+            "ids": schema_array(schema_integer(minimum=1), max_items=5),
             "score": schema_number(minimum=0, maximum=1),
             "flag": schema_boolean(),
         },
@@ -505,7 +508,7 @@ def test_schema_builders_write_the_json_schema_they_name():
             "kind": {"type": "string", "enum": ["a", "b"], "description": "Which."},
             "text": {"type": "string", "minLength": 1, "maxLength": 9},
             "at": {"type": ["string", "null"], "maxLength": 40},
-            "ids": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+            "ids": {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 5},
             "score": {"type": "number", "minimum": 0, "maximum": 1},
             "flag": {"type": "boolean"},
         },
