@@ -91,20 +91,31 @@ def llm_json(
     call = _Call(purpose=purpose, payload=json.loads(user), temperature=temperature, schema=wire, deadline=deadline)
     attempt, repaired, lengthened = FIRST, False, False
     while True:
-        text = call.ask(
-            provider, messages=messages, max_tokens=budget, attempt=attempt, run_key=run_key, token_budget=token_budget
-        )
         try:
-            return _parse(text=text, schema=schema, purpose=purpose, truncated=call.truncated)
+            return call.ask(
+                provider,
+                messages=messages,
+                max_tokens=budget,
+                attempt=attempt,
+                run_key=run_key,
+                token_budget=token_budget,
+                parse=lambda text, truncated: _parse(text=text, schema=schema, purpose=purpose, truncated=truncated),
+            )
         except LlmTruncated:
             if lengthened or not longer_retry:
                 raise
             lengthened, attempt, budget = True, LONGER, budget * 2
         except LlmInvalidOutput as exc:
-            if repaired:
-                raise LlmRepairFailed(f"{exc} (also after a repair round)") from exc
+            if repaired or call.answer is None:  # None: the server's reply was no answer at all
+                if repaired:
+                    raise LlmRepairFailed(f"{exc} (also after a repair round)") from exc
+                raise
             repaired, attempt = True, REPAIR
-            messages = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": _repair(exc)}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": storable(call.answer)},
+                {"role": "user", "content": _repair(exc)},
+            ]
 
 
 def _repair(error: Exception) -> str:
@@ -120,7 +131,8 @@ class _Call:
         self.temperature = temperature
         self.schema = schema
         self.deadline = deadline
-        self.truncated = False
+        # The text of the last answer, None while no answer came.
+        self.answer: str | None = None
 
     def ask(
         self,
@@ -131,7 +143,8 @@ class _Call:
         attempt: str,
         run_key: str,
         token_budget: int | None,
-    ) -> str:
+        parse: Callable[[str, bool], dict],
+    ) -> dict:
         prompt = "".join(message["content"] for message in messages)
         reserved = 0
         if token_budget is not None:
@@ -161,11 +174,13 @@ class _Call:
         started = time.monotonic()
         with log_context(run_key=run_key, llm_purpose=self.purpose):
             try:
+                self.answer = None
                 completion = provider.complete(request=request)
                 _audit_completion(audit, completion, prompt=prompt)
-                self.truncated = completion.finish_reason == "length"
-                audit.error = f"LlmTruncated: answer cut off at max_tokens={max_tokens}" if self.truncated else ""
-                return completion.text
+                self.answer = completion.text
+                value = parse(completion.text, completion.finish_reason == "length")
+                audit.error = ""
+                return value
             except BaseException as exc:  # KeyboardInterrupt, SystemExit (SIGTERM under Celery) too: failed, never ok
                 kind = "interrupted" if not isinstance(exc, Exception) else type(exc).__name__
                 audit.error = f"{kind}: {exc}" if str(exc) else kind

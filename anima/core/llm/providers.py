@@ -170,11 +170,13 @@ class OpenAiProvider:
         try:
             completion = self._send(request, dialect=dialect, timeout=self.timeout)
         except (openai.APIConnectionError, openai.RateLimitError, _TransientStatus, httpx2.TransportError) as exc:
-            raise LlmTransientError(f"cannot ask the LLM server which structured output it enforces: {exc}") from exc
+            raise LlmTransientError(
+                f"cannot reach the LLM server to ask which structured output it enforces ({exc})"
+            ) from exc
         except openai.APIStatusError as exc:
             if exc.status_code in _TRANSIENT_STATUSES:
                 raise LlmTransientError(
-                    f"cannot ask the LLM server which structured output it enforces: {exc}"
+                    f"cannot reach the LLM server to ask which structured output it enforces ({exc})"
                 ) from exc
             enforced = False  # 400 (OpenAI: unknown field) or 500 (llama-cpp-python: json_schema)
         except (MalformedAnswer, ValueError):
