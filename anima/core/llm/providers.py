@@ -123,6 +123,10 @@ class OpenAiProvider:
             except (openai.APITimeoutError, httpx2.TimeoutException) as exc:
                 # Not retried: a server that does not notice the client leaving goes on generating the
                 # abandoned answer, and a retry would queue behind it.
+                if timeout < self.timeout:
+                    raise LlmDeadlineExceeded(
+                        f"{request.purpose}: the call's deadline passed while the server was answering"
+                    ) from exc
                 raise LlmTransientError(f"{request.purpose}: LLM request timed out after {timeout:.0f} s") from exc
             except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
                 problem, error, cause = _describe(exc), LlmTransientError, exc
