@@ -73,6 +73,11 @@ def sections_schema(count: int) -> dict:
     )
 
 
+def chars_budget(max_chars: int) -> int:
+    """The answer budget of a text of at most ``max_chars``: a token a character (CJK) plus its topic and keys."""
+    return max_chars + 200
+
+
 # A section's share of the window's cap never drops below this.
 MIN_SECTION_CHARS = 100
 
@@ -141,6 +146,7 @@ def _write(
             "conversations": material,
         },
         schema=sections_schema(len(sources)),
+        max_tokens=len(sources) * chars_budget(section_cap),
         run_key=run_key,
         token_budget=token_budget,
     )

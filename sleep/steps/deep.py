@@ -180,7 +180,9 @@ def _batches(lines: list[str], *, limit: int) -> list[list[str]]:
     return [batch for batch in batches if batch]
 
 
-ROUND_MAX_TOKENS = 8000
+# A round writes at most MAX_CHANGES entries of an id and a short reason (~60 tokens each); a merge's text is
+# one memory. 8000 let a small model generate for half an hour; a cut-off round is asked once with twice this.
+ROUND_MAX_TOKENS = 2000
 
 
 class _Round:
@@ -202,7 +204,6 @@ class _Round:
             schema=schema,
             run_key=self.ctx.run_key,
             token_budget=self.ctx.token_budget,
-            # A round over a large batch may rewrite many entries; a cut-off answer fails the round.
             max_tokens=ROUND_MAX_TOKENS,
         )
 

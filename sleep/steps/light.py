@@ -63,6 +63,13 @@ _TEXT = schema_string(min_length=1, max_length=600)
 # grammar-constrained model from repeating an item until max_tokens (a 0.5B model did, with no bound).
 MAX_FACTS = 20
 MAX_ANCHORS = 8
+# Answer budgets from what each stage writes (a CJK character is about a token, four Latin ones are): a fact is
+# a sentence plus its type, date and slot, ~90 tokens, and a day gives up to a dozen; an anchor ~120 tokens;
+# a narrative 300-600 characters; an outline title ~20 tokens. A cut-off answer is retried once with twice this.
+SEMANTIC_MAX_TOKENS = 1200
+LIMBIC_MAX_TOKENS = 1000
+NARRATIVE_MAX_TOKENS = 800
+OUTLINE_MAX_TOKENS = 1000
 _OCCURRED_AT = schema_date(nullable=True, description="The day the fact is about, YYYY-MM-DD, or null.")
 
 SEMANTIC_INSTRUCTIONS = (
@@ -348,6 +355,7 @@ def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> t
         ctx,
         purpose="light-sleep.semantic",
         instructions=SEMANTIC_INSTRUCTIONS,
+        max_tokens=SEMANTIC_MAX_TOKENS,
         payload=_payload(
             ctx,
             item,
@@ -430,6 +438,7 @@ def _limbic_stage(
         ctx,
         purpose="light-sleep.limbic",
         instructions=LIMBIC_INSTRUCTIONS,
+        max_tokens=LIMBIC_MAX_TOKENS,
         payload=_payload(ctx, item, facts=[{"id": f.pk, "content": f.content} for f in facts]),
         schema=LIMBIC_SCHEMA,
     )
@@ -478,6 +487,7 @@ def _narrative_stage(
         ctx,
         purpose="light-sleep.narrative",
         instructions=NARRATIVE_INSTRUCTIONS,
+        max_tokens=NARRATIVE_MAX_TOKENS,
         payload=_payload(
             ctx,
             item,
@@ -556,6 +566,7 @@ def autobiography_outline_refresh(ctx: StepContext) -> dict:
             ctx,
             purpose="light-sleep.outline",
             instructions=OUTLINE_INSTRUCTIONS,
+            max_tokens=OUTLINE_MAX_TOKENS,
             payload={
                 "narratives": [
                     {

@@ -164,6 +164,8 @@ def self_layer_refresh(ctx: StepContext) -> dict:
             },
         },
         schema=SELF_LAYER_SCHEMA,
+        # Up to five blocks of a few hundred characters each.
+        max_tokens=2000,
         run_key=ctx.run_key,
         token_budget=ctx.token_budget,
     )
