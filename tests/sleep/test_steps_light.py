@@ -188,7 +188,8 @@ def test_rerunning_a_day_does_not_reask_a_model_that_would_word_things_different
 def test_invalid_semantic_answer_writes_no_memory(leo):
     _talk(leo, [(Role.USER, "我住在杭州。")])
     bad = {"create": [{"memory_type": "gossip", "content": "Leo 住在杭州"}]}
-    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})), pytest.raises(LlmInvalidOutput):
+    # The answer and its repair round both break the schema.
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad, bad]})), pytest.raises(LlmInvalidOutput):
         light_sleep(_ctx())
     assert not SemanticMemory.objects.exists()
 
@@ -197,7 +198,8 @@ def test_invalid_semantic_answer_writes_no_memory(leo):
 def test_an_answer_dated_outside_1900_to_2199_writes_no_memory_and_names_the_field(leo, occurred_at):
     _talk(leo, [(Role.USER, "我住在杭州。")])
     bad = {"create": [{"memory_type": "world", "content": "Leo 住在杭州", "occurred_at": occurred_at}]}
-    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})), pytest.raises(LlmInvalidOutput) as caught:
+    answers = _quiet_answers(**{"light-sleep.semantic": [bad, bad]})
+    with scripted(answers), pytest.raises(LlmInvalidOutput) as caught:
         light_sleep(_ctx())
     assert "$.create[0].occurred_at" in str(caught.value) and "2199-12-31" in str(caught.value)
     assert not SemanticMemory.objects.exists()
@@ -211,7 +213,7 @@ def test_invalid_limbic_answer_keeps_stage_one_and_writes_no_anchor(leo):
     answers = _quiet_answers(
         **{
             "light-sleep.semantic": [{"create": [{"memory_type": "experience", "content": "Leo 明天上线"}]}],
-            "light-sleep.limbic": [out_of_range],
+            "light-sleep.limbic": [out_of_range, out_of_range],
         }
     )
     with scripted(answers), pytest.raises(LlmInvalidOutput):
