@@ -60,7 +60,7 @@ def sections_schema(count: int) -> dict:
             "sections": schema_array(
                 schema_object(
                     {
-                        "conversation": schema_integer(minimum=0, maximum=count - 1),
+                        "conversation": schema_integer(minimum=0),
                         "topic": schema_string(max_length=2000),
                         "summary": schema_string(max_length=20000),
                     },
