@@ -84,19 +84,26 @@ def dialect_resolved(*, setting: str, base_url: str, model: str, probe: Callable
     """
     if setting != AUTO:
         return setting
-    key = (base_url, model)
-    with _lock:
-        known = _known.get(key)
-    if known is not None:
-        return known
-    cache_key = "anima:llm-dialect:" + hashlib.sha256(f"{base_url}\n{model}".encode()).hexdigest()[:32]
-    known = cache.get(cache_key)
-    if known not in DIALECTS:
+    known = dialect_known(base_url=base_url, model=model)
+    if known is None:
         known = next((dialect for dialect in PROBED if probe(dialect)), JSON_OBJECT)
-        cache.set(cache_key, known, PROBE_CACHE_SECONDS)
+        cache.set(_cache_key(base_url, model), known, PROBE_CACHE_SECONDS)
     with _lock:
-        _known[key] = known
+        _known[(base_url, model)] = known
     return known
+
+
+def dialect_known(*, base_url: str, model: str) -> str | None:
+    """What a probe found for (``base_url``, ``model``), None while none has answered; never asks the server."""
+    with _lock:
+        known = _known.get((base_url, model))
+    if known is None:
+        known = cache.get(_cache_key(base_url, model))
+    return known if known in DIALECTS else None
+
+
+def _cache_key(base_url: str, model: str) -> str:
+    return "anima:llm-dialect:" + hashlib.sha256(f"{base_url}\n{model}".encode()).hexdigest()[:32]
 
 
 def dialects_forget() -> None:

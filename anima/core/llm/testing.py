@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from anima.core.llm.dialects import PROBE_ANSWER, PROBE_SCHEMA
+from anima.core.llm.dialects import PROBE_ANSWER, PROBE_SCHEMA, schema_name
 from anima.core.llm.errors import LlmError
+from anima.core.llm.offline import offline_handler_get, offline_purposes
 from anima.core.llm.providers import Completion, LlmRequest, provider_override
 from anima.core.llm.usage import estimate_tokens
 
@@ -262,6 +263,15 @@ def _chunk_body(request: dict, reply: StubReply, delta: dict, finish_reason: str
         "model": request.get("model", "stub"),
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
     }
+
+
+def offline_responder(body: dict) -> str:
+    """A stub ``responder`` that answers a json_schema request as the offline provider would (a model that
+    always answers well), found by the schema's name; for running whole nights over a real socket."""
+    names = {schema_name(purpose): purpose for purpose in offline_purposes()}
+    purpose = names[body["response_format"]["json_schema"]["name"]]
+    payload = json.loads(body["messages"][1]["content"])
+    return json.dumps(offline_handler_get(purpose=purpose)(payload), ensure_ascii=False)
 
 
 def _requested_schema(body: dict, *, native: bool) -> Any:

@@ -9,10 +9,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
-from django.db.models import Count
+from django.db.models import Count, Max
 
 from anima.agent.demo import FIXTURES, SAMPLE_DAYS, demo_meaning_recall, demo_prepared_turn
-from anima.core.models import Component, Entity
+from anima.core.llm.minds import mind_configured, minds_since
+from anima.core.models import AutoLlmRun, Component, Entity
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
 from memory.services import memories_import
@@ -42,11 +43,13 @@ class Command(BaseCommand):
         self._section("4. What is stored")
         self._print_stored()
 
-        self._section("5. Sleep: the nightly cycle for each sample day (offline LLM provider)")
+        self._section(f"5. Sleep: the nightly cycle for each sample day (LLM: {mind_configured().label()})")
+        before = AutoLlmRun.objects.aggregate(last=Max("id"))["last"] or 0
         for day in SAMPLE_DAYS:
             call_command("sleep_cycle", day=day, stdout=self.stdout, stderr=self.stderr)
             self.stdout.write("")
         self._print_slept()
+        self._print_minds(after_id=before)
 
         self._section("6. A prepared turn (system prompt, peers of other conversations, passive recall)")
         demo_prepared_turn(stdout=self.stdout)
@@ -111,6 +114,14 @@ class Command(BaseCommand):
         self.stdout.write("\nglobal:")
         for memory in semantic.filter(person=None).order_by("created_at"):
             self.stdout.write(f"  [{memory.memory_type}] {memory.content} [[anima:{memory.pk}]]")
+
+    def _print_minds(self, *, after_id: int) -> None:
+        """Which mind the nights ran on, as their audit rows say (not as the settings hope)."""
+        minds = minds_since(after_id=after_id)
+        if not minds:
+            self.stdout.write("\nwhich mind ran: no LLM call was made")
+        for mind in minds:
+            self.stdout.write(f"\nwhich mind ran: {mind.label()}; {mind.calls} calls, {mind.tokens} tokens")
 
     def _print_slept(self) -> None:
         for day in SAMPLE_DAYS:
