@@ -160,10 +160,12 @@ def test_an_unreachable_server_is_not_remembered_as_one_that_enforces_nothing(se
 
     with pytest.raises(LlmTransientError, match="cannot reach the LLM server"):
         ask()
+    # The failure is audited like any failed call.
+    assert AutoLlmRun.objects.get().error.startswith("LlmTransientError: cannot reach the LLM server")
     settings.ANIMA_LLM_BASE_URL = server.base_url
     server.reply({"facts": []})
     ask()
-    assert AutoLlmRun.objects.get().dialect == "json_object"
+    assert AutoLlmRun.objects.get(error="").dialect == "json_object"
 
 
 # --- Bounded calls --------------------------------------------------------------------------------

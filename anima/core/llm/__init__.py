@@ -83,7 +83,7 @@ def llm_json(
     deadline = time.monotonic() + settings.ANIMA_LLM_DEADLINE
     provider = provider_get()
     system = f"{identity_context()}\n\n---\n\n{instructions}" if identity else instructions
-    if provider.dialect == JSON_OBJECT:
+    if _dialect(provider, purpose=purpose, run_key=run_key) == JSON_OBJECT:
         system = f"{system}\n\n{schema_instructions(wire)}"
     user = json.dumps(payload, ensure_ascii=False)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -106,9 +106,9 @@ def llm_json(
                 raise
             lengthened, attempt, budget = True, LONGER, budget * 2
         except LlmInvalidOutput as exc:
-            if repaired or call.answer is None:  # None: the server's reply was no answer at all
-                if repaired:
-                    raise LlmRepairFailed(f"{exc} (also after a repair round)") from exc
+            if repaired:
+                raise LlmRepairFailed(f"{exc} (also after a repair round)") from exc
+            if call.answer is None:  # the server's reply was no answer at all: nothing to repair
                 raise
             repaired, attempt = True, REPAIR
             messages = [
@@ -116,6 +116,21 @@ def llm_json(
                 {"role": "assistant", "content": storable(call.answer)},
                 {"role": "user", "content": _repair(exc)},
             ]
+
+
+def _dialect(provider: Provider, *, purpose: str, run_key: str) -> str:
+    """The provider's dialect; a server that could not be asked for it is audited like a failed call."""
+    try:
+        return provider.dialect
+    except LlmError as exc:
+        AutoLlmRun.objects.create(
+            purpose=purpose,
+            provider=provider.name,
+            model=provider.model,
+            run_key=run_key,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        raise
 
 
 def _repair(error: Exception) -> str:

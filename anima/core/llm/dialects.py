@@ -48,15 +48,13 @@ _known: dict[tuple[str, str], str] = {}
 _lock = threading.Lock()
 
 
-def response_format(*, dialect: str, name: str, schema: dict) -> dict | None:
-    """The ``response_format`` of a chat-completions request in ``dialect`` (None for Ollama's native call)."""
+def response_format(*, dialect: str, name: str, schema: dict) -> dict:
+    """The ``response_format`` of a chat-completions request in ``dialect`` (Ollama's native call has none)."""
     if dialect == JSON_SCHEMA:
         return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
     if dialect == JSON_OBJECT_SCHEMA:
         return {"type": "json_object", "schema": schema}
-    if dialect == JSON_OBJECT:
-        return {"type": "json_object"}
-    return None
+    return {"type": "json_object"}
 
 
 def schema_instructions(schema: dict) -> str:

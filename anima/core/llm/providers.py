@@ -49,8 +49,8 @@ class LlmRequest:
     payload: dict
     temperature: float
     max_tokens: int
-    # The answer's schema in the strict form servers enforce; None asks for any JSON object.
-    schema: dict | None = None
+    # The answer's schema in the strict form servers enforce.
+    schema: dict
     # time.monotonic() by which the call must have returned, retries included; None: only the timeout.
     deadline: float | None = None
 
@@ -150,13 +150,12 @@ class OpenAiProvider:
     def _send(self, request: LlmRequest, *, dialect: str, timeout: float) -> Completion:
         if dialect == OLLAMA_FORMAT:
             return _ollama_chat(self, request=request, timeout=timeout)
-        schema = request.schema if request.schema is not None else {"type": "object"}
         response = _openai_client(self.base_url, self.api_key, self.timeout).chat.completions.create(
             model=self.model,
             messages=request.messages,
             temperature=request.temperature,
             max_tokens=request.max_tokens,
-            response_format=response_format(dialect=dialect, name=schema_name(request.purpose), schema=schema),
+            response_format=response_format(dialect=dialect, name=schema_name(request.purpose), schema=request.schema),
             timeout=timeout,
         )
         return _completion_of(response, model=self.model)
@@ -222,7 +221,7 @@ def _ollama_chat(provider: OpenAiProvider, *, request: LlmRequest, timeout: floa
         "model": provider.model,
         "messages": request.messages,
         "stream": False,
-        "format": request.schema if request.schema is not None else "json",
+        "format": request.schema,
         "options": {"temperature": request.temperature, "num_predict": request.max_tokens},
     }
     headers = {"Authorization": f"Bearer {provider.api_key}"}
