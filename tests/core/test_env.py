@@ -9,6 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from anima.core.env import env_bool, env_choice, env_int, env_int_map, env_time_zone, env_url
+from anima.core.llm.dialects import SETTING_CHOICES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,11 +71,8 @@ def test_settings_refuse_a_bad_environment_at_start_up():
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        (
-            "ANIMA_LLM_STRUCTURED",
-            "grammar",
-            "ANIMA_LLM_STRUCTURED must be one of auto, json_schema, json_object_schema",
-        ),
+        # Exactly the dialects the LLM layer speaks (the settings cannot import it to list them).
+        ("ANIMA_LLM_STRUCTURED", "grammar", f"ANIMA_LLM_STRUCTURED must be one of {', '.join(SETTING_CHOICES)},"),
         ("ANIMA_LLM_DEADLINE", "soon", "ANIMA_LLM_DEADLINE must be a number"),
         ("ANIMA_LLM_MAX_TOKENS", "light-sleep.semantic=lots", "light-sleep.semantic must be an integer"),
     ],
