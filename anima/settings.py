@@ -20,6 +20,7 @@ from anima.core.env import (
     env_choice,
     env_float,
     env_int,
+    env_int_map,
     env_list,
     env_networks,
     env_rate,
@@ -233,6 +234,17 @@ ANIMA_LLM_TIMEOUT = env_float("ANIMA_LLM_TIMEOUT", 60.0, minimum=1.0)
 # The language the companion writes its self layer in: "auto" = the majority language of its conversations.
 ANIMA_COMPANION_LANGUAGE = env_choice("ANIMA_COMPANION_LANGUAGE", "auto", choices=("auto", "zh", "en"))
 ANIMA_LLM_MAX_RETRIES = env_int("ANIMA_LLM_MAX_RETRIES", 2, minimum=0, maximum=10)
+# How the answer's schema is sent (anima.core.llm.dialects): probed once per server and model, or named.
+ANIMA_LLM_STRUCTURED = env_choice(
+    "ANIMA_LLM_STRUCTURED",
+    "auto",
+    choices=("auto", "json_schema", "json_object_schema", "ollama_format", "json_object"),
+)
+# One call's whole time, across its retries, repair round and truncation retry (each attempt is also capped
+# by ANIMA_LLM_TIMEOUT): a call never holds a night longer than this.
+ANIMA_LLM_DEADLINE = env_float("ANIMA_LLM_DEADLINE", 300.0, minimum=1.0)
+# Per-purpose answer budgets (purpose=tokens,...) replacing the stage's own; a truncation retry gets twice it.
+ANIMA_LLM_MAX_TOKENS = env_int_map("ANIMA_LLM_MAX_TOKENS", minimum=16, maximum=65536)
 # The chat proxy (POST /v1/chat/completions) strips [[anima:ID]] markers from what clients see unless set.
 ANIMA_PROXY_KEEP_CITATIONS = env_bool("ANIMA_PROXY_KEEP_CITATIONS", False)
 

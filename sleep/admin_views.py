@@ -21,6 +21,7 @@ from anima.core.admin import json_block
 from anima.core.db import row_id_parse
 from anima.core.errors import Unavailable
 from anima.core.forms import RangeDateField
+from anima.core.llm.minds import mind_configured, minds_of_runs
 from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
 from sleep.pipeline import PipelineError
@@ -62,7 +63,9 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
         form = SleepRunForm(initial={"day": sleep_cycle_default_day(), "mode": DeepSleepMode.FULL})
     sleep_runs_reap()  # a run whose process died is shown failed, never "running"
     page = Paginator(PipelineRun.objects.prefetch_related("steps"), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    minds = minds_of_runs(run_keys=[f"{SLEEP_CYCLE.run_key_prefix}:{run.pk}" for run in page])
     for run in page:
+        run.minds = minds.get(f"{SLEEP_CYCLE.run_key_prefix}:{run.pk}", [])
         run.step_rows = list(run.steps.all())
         run.failures = sleep_run_failures(run=run)
         for step in run.step_rows:
@@ -75,6 +78,7 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
         "opts": PipelineRun._meta,
         "through_celery": bool(settings.CELERY_BROKER_URL),
         "can_run": request.user.has_perm("sleep.add_pipelinerun"),
+        "mind": mind_configured(),
     }
     return TemplateResponse(request, "admin/sleep/dashboard.html", context)
 

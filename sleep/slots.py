@@ -1220,9 +1220,14 @@ SLOT_RULE = (
     "key (for many-valued attributes — likes, allergy, diet, activity, event — what it is about, e.g. 'cilantro'; "
     "else empty) and value (the place, job, number…; '+' / '-' for a like or dislike, 'no' for something stopped)."
 )
+_SLOT_REQUIRED = ("attribute", "value")
 SLOT_SCHEMA = schema_object(
-    {field: schema_string(max_length=120) for field in ("subject", "name", "attribute", "key", "value")},
-    required=["attribute", "value"],
+    {
+        field: schema_string(max_length=120, nullable=field not in _SLOT_REQUIRED)
+        for field in ("subject", "name", "attribute", "key", "value")
+    },
+    required=_SLOT_REQUIRED,
+    nullable=True,
 )
 
 

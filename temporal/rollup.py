@@ -27,7 +27,7 @@ from anima.core.text import clip
 from conversations.models import Conversation
 from conversations.selectors import conversation_is_chinese, conversations_persons
 from temporal.privacy import FULL, TOPICS, chunk_topic, cross_person_mode
-from temporal.services import SUMMARY_SCHEMA, summary_clean
+from temporal.services import SUMMARY_SCHEMA, chars_budget, summary_clean
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +162,7 @@ def _merge(summaries: list[str], *, bucket: datetime, max_chars: int) -> str:
             instructions=ROLLUP_INSTRUCTIONS,
             payload={"bucket": bucket_label(bucket), "summaries": summaries, "max_chars": max_chars},
             schema=SUMMARY_SCHEMA,
+            max_tokens=chars_budget(max_chars),
         )
     except LlmError as exc:
         logger.warning("peer rollup for %s: no LLM answer (%s); concatenating", bucket_label(bucket), exc)

@@ -51,21 +51,33 @@ YEAR_INSTRUCTIONS = (
     f"Summarise one year, conversation by conversation, from each one's month summaries (`parts`). {_SECTION_RULES}"
 )
 SUMMARY_SCHEMA = schema_object({"summary": schema_string(max_length=20000)}, required=["summary"])
-SECTIONS_SCHEMA = schema_object(
-    {
-        "sections": schema_array(
-            schema_object(
-                {
-                    "conversation": schema_integer(minimum=0),
-                    "topic": schema_string(max_length=2000),
-                    "summary": schema_string(max_length=20000),
-                },
-                required=["conversation", "topic", "summary"],
+
+
+def sections_schema(count: int) -> dict:
+    """The answer of a window over ``count`` conversations: at most one section each."""
+    return schema_object(
+        {
+            "sections": schema_array(
+                schema_object(
+                    {
+                        "conversation": schema_integer(minimum=0),
+                        "topic": schema_string(max_length=2000),
+                        "summary": schema_string(max_length=20000),
+                    },
+                    required=["conversation", "topic", "summary"],
+                ),
+                max_items=count,
             )
-        )
-    },
-    required=["sections"],
-)
+        },
+        required=["sections"],
+    )
+
+
+def chars_budget(max_chars: int) -> int:
+    """The answer budget of a text of at most ``max_chars``: a token a character (CJK) plus its topic and keys."""
+    return max_chars + 200
+
+
 # A section's share of the window's cap never drops below this.
 MIN_SECTION_CHARS = 100
 
@@ -133,7 +145,8 @@ def _write(
             "max_chars": section_cap,
             "conversations": material,
         },
-        schema=SECTIONS_SCHEMA,
+        schema=sections_schema(len(sources)),
+        max_tokens=len(sources) * chars_budget(section_cap),
         run_key=run_key,
         token_budget=token_budget,
     )

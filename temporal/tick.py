@@ -32,7 +32,7 @@ from temporal.models import TickMark
 from temporal.privacy import TOPIC_RULE, topic_line
 from temporal.rollup import peer_rollups_warm
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, DayConversation, person_label
-from temporal.services import summary_clean
+from temporal.services import chars_budget, summary_clean
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ def messages_digest(
         instructions=CHUNK_INSTRUCTIONS,
         payload={**item.meta(), "earlier_chunks": earlier, "dialogue": dialogue, "max_chars": max_chars},
         schema=CHUNK_SCHEMA,
+        max_tokens=chars_budget(max_chars),
     )
     summary = summary_clean(answer["summary"], max_chars=max_chars)
     if not summary:

@@ -19,6 +19,7 @@ from anima.core import embeddings
 from anima.core.config import config_cache_clear
 from anima.core.db import REPLICA
 from anima.core.llm import providers
+from anima.core.llm.dialects import dialects_forget
 from anima.core.llm.testing import StubLlmServer
 from anima.core.logs import logging_config
 from conversations.services import conversations_import
@@ -34,6 +35,8 @@ def _keyword_only_unless_marked(request, settings):
     settings.ANIMA_EMBEDDINGS = "local" if request.node.get_closest_marker("local_embeddings") else "off"
     # A stub embeddings server of another test may reuse a port, and so a cached query's key.
     embeddings._query_vectors.clear()
+    # So may a stub LLM server of another kind, and so the dialect remembered for its URL.
+    dialects_forget()
 
 
 @pytest.fixture(autouse=True)
@@ -193,6 +196,9 @@ def llm_stub(settings, monkeypatch):
         settings.ANIMA_LLM_BASE_URL = server.base_url
         settings.ANIMA_LLM_MODEL = "stub-model"
         settings.ANIMA_LLM_MAX_RETRIES = 2
+        # Named, so a test's requests are its own (no probe) and its prompt carries no schema; the dialect
+        # tests use ``auto`` against stubs that enforce as real servers do.
+        settings.ANIMA_LLM_STRUCTURED = "json_schema"
         yield server
 
 

@@ -312,7 +312,9 @@ TOOLS: tuple[Tool, ...] = (
             {
                 "query": _text("What to look for."),
                 "memory_types": schema_array(
-                    schema_enum(MEMORY_TYPES), description="Restrict to these sources (default all)."
+                    schema_enum(MEMORY_TYPES),
+                    max_items=len(MEMORY_TYPES),
+                    description="Restrict to these sources (default all).",
                 ),
                 "limit": _LIMIT,
                 "min_score": _MIN_SCORE,

@@ -126,8 +126,19 @@ def llm_token_totals(*, runs: QuerySet[AutoLlmRun]) -> dict[str, list[dict[str, 
 
 @admin.register(AutoLlmRun)
 class AutoLlmRunAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "purpose", "provider", "model", "total_tokens", "latency_ms", "has_error", "run_key")
-    list_filter = ("purpose", "provider", "model", "created_at")
+    list_display = (
+        "created_at",
+        "purpose",
+        "provider",
+        "model",
+        "dialect",
+        "attempt",
+        "total_tokens",
+        "latency_ms",
+        "has_error",
+        "run_key",
+    )
+    list_filter = ("purpose", "provider", "model", "dialect", "attempt", "created_at")
     search_fields = ("purpose", "run_key", "response", "error")
     date_hierarchy = "created_at"
     fields = (
@@ -135,6 +146,7 @@ class AutoLlmRunAdmin(ReadOnlyAdmin):
         "purpose",
         "provider",
         "model",
+        ("dialect", "attempt"),
         "run_key",
         ("prompt_tokens", "completion_tokens", "total_tokens"),
         "latency_ms",

@@ -68,6 +68,23 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_int_map(name: str, *, minimum: int, maximum: int) -> dict[str, int]:
+    """``key=N,key=N`` as a mapping; each N within [minimum, maximum]."""
+    mapping: dict[str, int] = {}
+    for item in env_list(name):
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ImproperlyConfigured(f"{name} must be key=integer pairs separated by commas, got {item!r}")
+        try:
+            value = int(raw.strip())
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {key.strip()} must be an integer, got {raw.strip()!r}") from exc
+        if not minimum <= value <= maximum:
+            raise ImproperlyConfigured(f"{name}: {key.strip()} must be within {minimum}..{maximum}, got {value}")
+        mapping[key.strip()] = value
+    return mapping
+
+
 def env_url(name: str, *, schemes: tuple[str, ...]) -> str:
     """An optional URL; empty string when unset, error when the scheme is unexpected."""
     raw = env_str(name)

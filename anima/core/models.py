@@ -303,6 +303,12 @@ class AutoLlmRun(models.Model):
     purpose = models.CharField(max_length=64, db_index=True)
     provider = models.CharField(max_length=32)
     model = models.CharField(max_length=128, blank=True, default="")
+    # How the answer's schema reached the model: json_schema, json_object_schema, ollama_format, json_object;
+    # "none" where no server was asked (offline).
+    dialect = models.CharField(max_length=32, blank=True, default="")
+    # "" for a stage's first ask, "repair" for the round that showed the model its errors, "longer" for the
+    # retry of a truncated answer with a larger budget.
+    attempt = models.CharField(max_length=16, blank=True, default="")
     prompt = models.JSONField(default=list)
     response = models.TextField(blank=True, default="")
     prompt_tokens = models.IntegerField(default=0)

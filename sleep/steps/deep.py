@@ -54,6 +54,10 @@ _GROUP_STOPWORDS = FUNCTION_WORDS | frozenset(
     "lives used any some more most".split()
 )
 _REASON = schema_string(max_length=300)
+# Bounds on what one round may change in one batch: a batch holds at most deep_sleep_batch_bytes of memory lines
+# (~100 memories); a round that changes more than this is rewriting the store, not consolidating it.
+MAX_CHANGES = 30
+MAX_PARTS = 8
 _COMMON = "Each memory is one compact JSON line. `changes` is the authoritative log of what earlier rounds changed."
 
 CONTRADICTION_INSTRUCTIONS = (
@@ -76,7 +80,8 @@ CONTRADICTION_SCHEMA = schema_object(
                     "reason": _REASON,
                 },
                 required=["id", "kind", "reason"],
-            )
+            ),
+            max_items=MAX_CHANGES,
         )
     },
     required=["expire"],
@@ -94,7 +99,10 @@ _PART = schema_object(
 SPLIT_SCHEMA = schema_object(
     {
         "splits": schema_array(
-            schema_object({"id": schema_integer(), "parts": schema_array(_PART)}, required=["id", "parts"])
+            schema_object(
+                {"id": schema_integer(), "parts": schema_array(_PART, max_items=MAX_PARTS)}, required=["id", "parts"]
+            ),
+            max_items=MAX_CHANGES,
         )
     },
     required=["splits"],
@@ -111,12 +119,13 @@ MERGE_SCHEMA = schema_object(
         "merges": schema_array(
             schema_object(
                 {
-                    "ids": schema_array(schema_integer()),
+                    "ids": schema_array(schema_integer(), max_items=MAX_PARTS),
                     "memory_type": schema_enum(MEMORY_TYPES),
                     "content": schema_string(min_length=1, max_length=1000),
                 },
                 required=["ids", "memory_type", "content"],
-            )
+            ),
+            max_items=MAX_CHANGES,
         )
     },
     required=["merges"],
@@ -127,7 +136,10 @@ PINS_INSTRUCTIONS = (
     f"identity). {_COMMON} "
     'Answer JSON: {"unpin": [{"id", "reason"}], "pin": [{"id", "reason"}]}.'
 )
-_ID_REASONS = schema_array(schema_object({"id": schema_integer(), "reason": _REASON}, required=["id", "reason"]))
+# Pinned memories are at most 40, so no review unpins more.
+_ID_REASONS = schema_array(
+    schema_object({"id": schema_integer(), "reason": _REASON}, required=["id", "reason"]), max_items=40
+)
 PINS_SCHEMA = schema_object({"unpin": _ID_REASONS, "pin": _ID_REASONS}, required=["unpin", "pin"])
 
 
@@ -168,7 +180,9 @@ def _batches(lines: list[str], *, limit: int) -> list[list[str]]:
     return [batch for batch in batches if batch]
 
 
-ROUND_MAX_TOKENS = 8000
+# A round writes at most MAX_CHANGES entries of an id and a short reason (~60 tokens each); a merge's text is
+# one memory. 8000 let a small model generate for half an hour; a cut-off round is asked once with twice this.
+ROUND_MAX_TOKENS = 2000
 
 
 class _Round:
@@ -190,7 +204,6 @@ class _Round:
             schema=schema,
             run_key=self.ctx.run_key,
             token_budget=self.ctx.token_budget,
-            # A round over a large batch may rewrite many entries; a cut-off answer fails the round.
             max_tokens=ROUND_MAX_TOKENS,
         )
 

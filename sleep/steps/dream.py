@@ -130,6 +130,8 @@ def dream(ctx: StepContext) -> dict:
             "people": _people(start=start, end=end),
         },
         schema=DREAM_SCHEMA,
+        # 300-800 characters and a title: about a token a character in Chinese.
+        max_tokens=1000,
         temperature=1.0,
         run_key=ctx.run_key,
         token_budget=ctx.token_budget,

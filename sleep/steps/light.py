@@ -70,6 +70,17 @@ _LANGUAGE_RULE = (
     "an English one English). Writing nothing is a valid answer when nothing is worth keeping."
 )
 _TEXT = schema_string(min_length=1, max_length=600)
+# What one conversation-day yields at most: the demo's richest day gives 6 facts and 3 anchors. A bound keeps a
+# grammar-constrained model from repeating an item until max_tokens (a 0.5B model did, with no bound).
+MAX_FACTS = 20
+MAX_ANCHORS = 8
+# Answer budgets from what each stage writes (a CJK character is about a token, four Latin ones are): a fact is
+# a sentence plus its type, date and slot, ~90 tokens, and a day gives up to a dozen; an anchor ~120 tokens;
+# a narrative 300-600 characters; an outline title ~20 tokens. A cut-off answer is retried once with twice this.
+SEMANTIC_MAX_TOKENS = 1200
+LIMBIC_MAX_TOKENS = 1000
+NARRATIVE_MAX_TOKENS = 800
+OUTLINE_MAX_TOKENS = 1000
 _OCCURRED_AT = schema_date(nullable=True, description="The day the fact is about, YYYY-MM-DD, or null.")
 
 SEMANTIC_INSTRUCTIONS = (
@@ -94,21 +105,27 @@ SEMANTIC_SCHEMA = schema_object(
                     "slot": SLOT_SCHEMA,
                 },
                 required=["memory_type", "content"],
-            )
+            ),
+            max_items=MAX_FACTS,
+            nullable=True,
         ),
         "update": schema_array(
             schema_object(
                 {
                     "id": schema_integer(),
-                    "memory_type": schema_enum(MEMORY_TYPES),
-                    "content": _TEXT,
+                    "memory_type": schema_enum(MEMORY_TYPES, nullable=True),
+                    "content": schema_string(min_length=1, max_length=600, nullable=True),
                     "occurred_at": _OCCURRED_AT,
                 },
                 required=["id"],
-            )
+            ),
+            max_items=MAX_FACTS,
+            nullable=True,
         ),
         "deprecate": schema_array(
-            schema_object({"id": schema_integer(), "reason": schema_string(max_length=300)}, required=["id", "reason"])
+            schema_object({"id": schema_integer(), "reason": schema_string(max_length=300)}, required=["id", "reason"]),
+            max_items=MAX_FACTS,
+            nullable=True,
         ),
     }
 )
@@ -131,11 +148,12 @@ LIMBIC_SCHEMA = schema_object(
                     "valence": schema_number(minimum=-1, maximum=1),
                     "arousal": schema_number(minimum=0, maximum=1),
                     "intensity": schema_number(minimum=0, maximum=1),
-                    "source_segment": schema_string(max_length=600),
-                    "semantic_memory_ids": schema_array(schema_integer()),
+                    "source_segment": schema_string(max_length=600, nullable=True),
+                    "semantic_memory_ids": schema_array(schema_integer(), max_items=MAX_FACTS, nullable=True),
                 },
                 required=["kind", "content", "valence", "arousal", "intensity"],
-            )
+            ),
+            max_items=MAX_ANCHORS,
         )
     },
     required=["anchors"],
@@ -157,7 +175,9 @@ NARRATIVE_SCHEMA = schema_object(
                     "significance": schema_enum(SIGNIFICANCE),
                 },
                 required=["title", "content", "significance"],
-            )
+            ),
+            # One narrative a conversation-day is asked for; a few leave room for a day of two halves.
+            max_items=3,
         )
     },
     required=["narratives"],
@@ -168,7 +188,8 @@ OUTLINE_INSTRUCTIONS = (
     "turning points, milestones, recent narratives. Keep each title short; keep each title's language. "
     'Answer JSON: {"turning_points": [str], "milestones": [str], "recent_narratives": [str]}.'
 )
-_TITLES = schema_array(schema_string(min_length=1, max_length=120))
+# An outline is read in every system prompt: a section longer than this is no outline.
+_TITLES = schema_array(schema_string(min_length=1, max_length=120), max_items=20)
 OUTLINE_SCHEMA = schema_object(
     {"turning_points": _TITLES, "milestones": _TITLES, "recent_narratives": _TITLES},
     required=["turning_points", "milestones", "recent_narratives"],
@@ -393,6 +414,7 @@ def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> t
         ctx,
         purpose="light-sleep.semantic",
         instructions=SEMANTIC_INSTRUCTIONS,
+        max_tokens=SEMANTIC_MAX_TOKENS,
         payload=_payload(
             ctx,
             item,
@@ -475,6 +497,7 @@ def _limbic_stage(
         ctx,
         purpose="light-sleep.limbic",
         instructions=LIMBIC_INSTRUCTIONS,
+        max_tokens=LIMBIC_MAX_TOKENS,
         payload=_payload(ctx, item, facts=[{"id": f.pk, "content": f.content} for f in facts]),
         schema=LIMBIC_SCHEMA,
     )
@@ -523,6 +546,7 @@ def _narrative_stage(
         ctx,
         purpose="light-sleep.narrative",
         instructions=NARRATIVE_INSTRUCTIONS,
+        max_tokens=NARRATIVE_MAX_TOKENS,
         payload=_payload(
             ctx,
             item,
@@ -601,6 +625,7 @@ def autobiography_outline_refresh(ctx: StepContext) -> dict:
             ctx,
             purpose="light-sleep.outline",
             instructions=OUTLINE_INSTRUCTIONS,
+            max_tokens=OUTLINE_MAX_TOKENS,
             payload={
                 "narratives": [
                     {

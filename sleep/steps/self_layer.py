@@ -30,7 +30,8 @@ REFRESHED = [
     SelfBlock.METACOGNITION,
 ]
 LOCKED_BY_DEFAULT = {SelfBlock.EXISTENCE_ANCHOR}
-_BLOCK_TEXT = schema_string(min_length=1, max_length=3000)
+# A block left out (or null) keeps its text.
+_BLOCK_TEXT = schema_string(min_length=1, max_length=3000, nullable=True)
 
 SELF_LAYER_INSTRUCTIONS = (
     "You are the companion revising your self layer after a day. `blocks` holds the current text of each block; "
@@ -163,6 +164,8 @@ def self_layer_refresh(ctx: StepContext) -> dict:
             },
         },
         schema=SELF_LAYER_SCHEMA,
+        # Up to five blocks of a few hundred characters each.
+        max_tokens=2000,
         run_key=ctx.run_key,
         token_budget=ctx.token_budget,
     )

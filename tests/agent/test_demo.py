@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from anima.agent.demo import SAMPLE_DAYS
-from anima.core.models import Entity
+from anima.core.llm.testing import StubLlmServer
+from anima.core.models import AutoLlmRun, Entity
 from conversations.models import Conversation, Message
 from memory.models import LimbicBlock
 from sleep.models import PipelineRun
@@ -39,6 +40,9 @@ def test_demo_imports_the_bilingual_sample_and_is_safe_to_re_run(settings, tmp_p
     assert Message.objects.filter(content__icontains="peanut").exists()
     assert get_user_model().objects.get(username=settings.ANIMA_ADMIN_USERNAME).is_staff
     assert "login: admin / " in first
+    # Which mind ran, as the audit rows say.
+    assert "LLM: offline provider" in first
+    assert re.search(r"which mind ran: offline provider \(offline-extractive: .*\); \d+ calls", first)
 
     assert "conversations.jsonl: 12 lines read, stored 12 conversations, 103 messages\n" in first
     retired = _section(first, "retired facts")
@@ -106,4 +110,23 @@ def test_demo_carries_on_past_a_failed_night_and_says_which_conversation_failed_
     passed = Conversation.objects.get(title="I passed!")
     assert LimbicBlock.objects.filter(source_conversation=passed).exists()
     assert "6. A prepared turn" in output and "7. Recall by meaning" in output
-    assert "openai LLM, model stub-model" in output
+    assert "openai server, model stub-model" in output
+
+
+@pytest.mark.parametrize("persona", ["vllm"])
+def test_demo_against_a_model_server_says_which_model_and_dialect_ran(settings, tmp_path, persona):
+    settings.VAR_DIR = tmp_path
+    with StubLlmServer(persona=persona, responder=offline_responder) as server:
+        settings.ANIMA_LLM_PROVIDER = "openai"
+        settings.ANIMA_LLM_BASE_URL = server.base_url
+        settings.ANIMA_LLM_MODEL = "qwen2.5-0.5b-instruct"
+        settings.ANIMA_LLM_STRUCTURED = "auto"
+        out = _demo()
+
+    assert "offline" not in out.split("5. Sleep")[1].split("6. A prepared turn")[0]
+    assert "LLM: openai server, model qwen2.5-0.5b-instruct, structured output auto" in out
+    ran = re.search(
+        r"which mind ran: openai server, model qwen2.5-0.5b-instruct, structured output json_schema; (\d+)", out
+    )
+    assert ran and int(ran.group(1)) > 0
+    assert set(AutoLlmRun.objects.values_list("provider", "dialect")) == {("openai", "json_schema")}

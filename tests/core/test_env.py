@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from anima.core.env import env_bool, env_choice, env_int, env_rate, env_time_zone, env_url
+from anima.core.env import env_bool, env_choice, env_int, env_int_map, env_rate, env_time_zone, env_url
+from anima.core.llm.dialects import SETTING_CHOICES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,6 +66,39 @@ def test_settings_refuse_a_bad_environment_at_start_up():
     )
     assert result.returncode != 0
     assert "ANIMA_TIME_ZONE must be an IANA time zone" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        # Exactly the dialects the LLM layer speaks (the settings cannot import it to list them).
+        ("ANIMA_LLM_STRUCTURED", "grammar", f"ANIMA_LLM_STRUCTURED must be one of {', '.join(SETTING_CHOICES)},"),
+        ("ANIMA_LLM_DEADLINE", "soon", "ANIMA_LLM_DEADLINE must be a number"),
+        ("ANIMA_LLM_MAX_TOKENS", "light-sleep.semantic=lots", "light-sleep.semantic must be an integer"),
+    ],
+)
+def test_settings_refuse_a_bad_llm_setting_at_start_up(name, value, message):
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**os.environ, name: value, "DJANGO_SETTINGS_MODULE": "anima.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_env_int_map_reads_pairs_and_checks_each(monkeypatch):
+    monkeypatch.setenv("X_BUDGETS", "dream=1000, light-sleep.semantic = 1500")
+    assert env_int_map("X_BUDGETS", minimum=16, maximum=65536) == {"dream": 1000, "light-sleep.semantic": 1500}
+    monkeypatch.setenv("X_BUDGETS", "dream")
+    with pytest.raises(ImproperlyConfigured, match="X_BUDGETS must be key=integer pairs"):
+        env_int_map("X_BUDGETS", minimum=16, maximum=65536)
+    monkeypatch.setenv("X_BUDGETS", "dream=3")
+    with pytest.raises(ImproperlyConfigured, match=r"dream must be within 16\.\.65536, got 3"):
+        env_int_map("X_BUDGETS", minimum=16, maximum=65536)
 
 
 def test_defaults_are_embedded_and_safe(settings):

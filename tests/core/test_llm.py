@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -15,7 +16,9 @@ from anima.core.llm import (
     LlmBudgetReserved,
     LlmError,
     LlmInvalidOutput,
+    LlmRepairFailed,
     LlmTransientError,
+    LlmTruncated,
     llm_json,
     providers,
 )
@@ -45,8 +48,10 @@ FACTS_SCHEMA = {
     "properties": {
         "facts": {
             "type": "array",
+            "maxItems": 10,
             "items": {
                 "type": "object",
+                "additionalProperties": False,
                 "required": ["content", "importance"],
                 "properties": {
                     "content": {"type": "string", "minLength": 1},
@@ -98,7 +103,7 @@ def test_identity_context_reaches_the_model_in_the_system_message(stub):
     assert system["content"].endswith("Extract durable facts.")
     assert user == {"role": "user", "content": '{"dialogue": "用户: 我女儿属虎"}'}
     assert request["model"] == "stub-model"
-    assert request["response_format"] == {"type": "json_object"}
+    assert request["response_format"]["type"] == "json_schema"
 
 
 def test_identity_can_be_left_out_for_non_memory_calls(stub):
@@ -175,24 +180,68 @@ def test_an_unreachable_server_is_a_transient_error(settings, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("content", "finish_reason", "message"),
+    ("content", "message"),
     [
-        ("I think the facts are: none", "stop", "not JSON"),
-        ({"facts": [{"content": "", "importance": 2}]}, "stop", r"\$\.facts\[0\]\.importance: 2 is above"),
-        ({"facts": "none", "note": "x"}, "stop", r"\$\.note: property not allowed"),
-        ('{"facts": [{"content": "女儿', "length", "truncated"),
-        (ANSWER, "length", "truncated"),
+        ("I think the facts are: none", "not JSON"),
+        ({"facts": [{"content": "", "importance": 2}]}, r"\$\.facts\[0\]\.importance: 2 is above"),
+        ({"facts": "none", "note": "x"}, r"\$\.note: property not allowed"),
     ],
 )
-def test_unusable_answers_raise_invalid_output_and_are_audited(stub, content, finish_reason, message):
-    stub.reply(content, finish_reason=finish_reason, **USAGE)
+def test_an_answer_that_breaks_the_schema_gets_one_repair_round_then_a_named_error(stub, content, message):
+    stub.reply(content, **USAGE)
+    stub.reply(content, **USAGE)
 
-    with pytest.raises(LlmInvalidOutput, match=message):
+    with pytest.raises(LlmRepairFailed, match=message):
         ask()
 
+    first, repair = stub.requests
+    # The repair round carries the bad answer and what is wrong with it.
+    assert repair["messages"][:2] == first["messages"]
+    assert repair["messages"][2]["role"] == "assistant"
+    assert re.search(message, repair["messages"][3]["content"])
+    runs = list(AutoLlmRun.objects.order_by("id"))
+    assert [run.attempt for run in runs] == ["", "repair"]
+    assert all("LlmInvalidOutput" in run.error and run.response for run in runs)
+    assert runs[0].total_tokens == 120 and runs[1].total_tokens >= 120  # the repair's prompt is the longer
+
+
+def test_a_repaired_answer_is_returned(stub):
+    stub.reply({"facts": [{"content": "女儿属虎", "importance": 2}]})
+    stub.reply(ANSWER)
+
+    assert ask() == ANSWER
+    assert [(run.attempt, run.error) for run in AutoLlmRun.objects.order_by("id")][1] == ("repair", "")
+
+
+@pytest.mark.parametrize("content", ['{"facts": [{"content": "女儿', ANSWER])
+def test_a_truncated_answer_is_asked_once_more_with_twice_the_budget(stub, content):
+    stub.reply(content, finish_reason="length", **USAGE)
+    stub.reply(content, finish_reason="length", **USAGE)
+
+    with pytest.raises(LlmTruncated, match="truncated"):
+        ask(max_tokens=300)
+
+    assert [request["max_tokens"] for request in stub.requests] == [300, 600]
+    runs = list(AutoLlmRun.objects.order_by("id"))
+    assert [run.attempt for run in runs] == ["", "longer"]
+    assert all(run.error.startswith("LlmTruncated") for run in runs)
+
+
+def test_a_stage_without_a_longer_retry_fails_on_the_first_truncation(stub):
+    stub.reply(ANSWER, finish_reason="length")
+
+    with pytest.raises(LlmTruncated):
+        ask(max_tokens=300, longer_retry=False)
     assert len(stub.requests) == 1
-    run = AutoLlmRun.objects.get()
-    assert "LlmInvalidOutput" in run.error and run.response and run.total_tokens == 120
+
+
+def test_the_answer_budget_of_a_purpose_is_configurable(stub, settings):
+    settings.ANIMA_LLM_MAX_TOKENS = {"light-sleep.semantic": 123}
+    stub.reply(ANSWER, finish_reason="length")
+    stub.reply(ANSWER)
+
+    assert ask(max_tokens=300) == ANSWER
+    assert [request["max_tokens"] for request in stub.requests] == [123, 246]
 
 
 def _chat_completion(content: str) -> str:
@@ -245,6 +294,7 @@ def test_a_malformed_answer_followed_by_a_good_one_succeeds(stub):
 @pytest.mark.parametrize("blank", ["   ", "\n\t", "\u3000"])
 def test_strings_are_stripped_so_a_blank_text_is_refused_where_one_is_required(stub, blank):
     stub.reply({"facts": [{"content": f"  {blank}  ", "importance": 0.5}]})
+    stub.reply({"facts": [{"content": blank, "importance": 0.5}]})
     with pytest.raises(LlmInvalidOutput, match=r"\$\.facts\[0\]\.content: shorter than 1 characters"):
         ask()
     stub.reply({"facts": [{"content": "  女儿属虎\n", "importance": 0.5}]})
@@ -259,10 +309,11 @@ def test_strings_are_stripped_so_a_blank_text_is_refused_where_one_is_required(s
     ],
 )
 def test_an_unusable_answer_from_any_provider_is_invalid_output_and_still_audited(answer, reason):
-    with scripted({"light-sleep.semantic": [answer]}), pytest.raises(LlmInvalidOutput, match=reason):
+    with scripted({"light-sleep.semantic": [answer, answer]}), pytest.raises(LlmInvalidOutput, match=reason):
         ask()
 
-    run = AutoLlmRun.objects.get()
+    assert AutoLlmRun.objects.count() == 2  # the answer and its repair round
+    run = AutoLlmRun.objects.order_by("id").first()
     assert run.error.startswith("LlmInvalidOutput") and "\x00" not in run.response
 
 
@@ -430,7 +481,7 @@ def test_offline_calls_dispatch_on_purpose_and_estimate_tokens(settings):
 
 def test_offline_answers_are_validated_like_http_answers(settings):
     settings.ANIMA_LLM_PROVIDER = "offline"
-    strict = {**FACTS_SCHEMA, "properties": {"facts": {"type": "array", "maxLength": 1, "items": {"type": "string"}}}}
+    strict = {**FACTS_SCHEMA, "properties": {"facts": {"type": "array", "maxItems": 1, "items": {"type": "string"}}}}
 
     with pytest.raises(LlmInvalidOutput, match=r"\$\.facts\[0\]: expected string, got object"):
         ask(purpose="test.echo", payload={"text": "x"}, schema=strict)
@@ -492,7 +543,7 @@ def test_schema_builders_write_the_json_schema_they_name():
             "kind": schema_enum(["a", "b"], description="Which."),
             "text": schema_string(min_length=1, max_length=9),
             "at": schema_string(max_length=40, nullable=True),
-            "ids": schema_array(schema_integer(minimum=1)),
+            "ids": schema_array(schema_integer(minimum=1), max_items=5),
             "score": schema_number(minimum=0, maximum=1),
             "flag": schema_boolean(),
         },
@@ -505,7 +556,7 @@ def test_schema_builders_write_the_json_schema_they_name():
             "kind": {"type": "string", "enum": ["a", "b"], "description": "Which."},
             "text": {"type": "string", "minLength": 1, "maxLength": 9},
             "at": {"type": ["string", "null"], "maxLength": 40},
-            "ids": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+            "ids": {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 5},
             "score": {"type": "number", "minimum": 0, "maximum": 1},
             "flag": {"type": "boolean"},
         },

@@ -10,7 +10,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from sleep.models import PipelineRun, PipelineStepRun, StepStatus
-from tests.factories import ConversationFactory, PipelineRunFactory, PipelineStepRunFactory, UserFactory
+from tests.factories import (
+    AutoLlmRunFactory,
+    ConversationFactory,
+    PipelineRunFactory,
+    PipelineStepRunFactory,
+    UserFactory,
+)
 
 DASHBOARD = "/admin/sleep/dashboard/"
 DAY = dt.date(2026, 7, 18)
@@ -192,3 +198,27 @@ def test_console_links_to_the_sleep_page(admin_client, url_name):
 def test_a_malformed_retry_id_is_a_404_not_an_error(admin_client, value):
     response = admin_client.post("/admin/sleep/dashboard/", {"retry": value})
     assert response.status_code == 404
+
+
+def test_the_sleep_page_says_which_mind_each_run_ran_on_and_which_the_next_will(admin_client, settings):
+    run = PipelineRunFactory(day=DAY, status="succeeded")
+    for _ in range(2):
+        AutoLlmRunFactory(
+            run_key=f"sleep-run:{run.pk}", provider="openai", model="qwen2.5-0.5b", dialect="json_object_schema"
+        )
+    AutoLlmRunFactory(run_key="sleep-run:999999", provider="openai", model="other", dialect="json_schema")
+    settings.ANIMA_LLM_PROVIDER = "openai"
+    settings.ANIMA_LLM_MODEL = "qwen2.5-0.5b"
+    settings.ANIMA_LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.ANIMA_LLM_STRUCTURED = "json_object_schema"
+
+    page = admin_client.get(DASHBOARD).content.decode()
+
+    assert "ran on openai server, model qwen2.5-0.5b, structured output json_object_schema: 2 calls" in page
+    assert "model other" not in page
+    assert "LLM for the next run: openai server, model qwen2.5-0.5b, structured output json_object_schema" in page
+
+
+def test_the_sleep_page_names_the_offline_provider_when_it_is_the_mind(admin_client):
+    page = admin_client.get(DASHBOARD).content.decode()
+    assert "LLM for the next run: offline provider" in page

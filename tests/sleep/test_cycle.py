@@ -210,6 +210,7 @@ class BlankTextProvider:
 
     name = "blank"
     model = "blank"
+    dialect = "none"
 
     def __init__(self, fields: set[str] | None = None) -> None:
         self.fields = fields

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from anima.core.db import REPLICA, replica_reads
 from anima.core.llm import LlmBudgetExceeded, LlmBudgetReserved, llm_json
+from anima.core.llm.schema import schema_object, schema_string
 from anima.core.llm.testing import scripted
 from memory.models import SemanticMemory
 from memory.selectors import memory_recall
@@ -211,7 +212,7 @@ def test_an_exhausted_token_budget_fails_the_step_and_says_so_on_the_run():
                 purpose="dream",
                 instructions="dream",
                 payload={"anchors": ["x" * 400]},
-                schema={"type": "object"},
+                schema=schema_object({"text": schema_string()}, required=["text"]),
                 run_key=ctx.run_key,
                 token_budget=ctx.token_budget,
             )
@@ -268,7 +269,13 @@ def test_runs_left_running_by_a_dead_process_are_closed_when_the_lock_is_next_ta
 
 def test_every_log_record_of_a_run_carries_its_ids_so_a_night_can_be_traced(json_logs):
     def thinking(ctx: StepContext) -> dict:
-        llm_json(purpose="dream", instructions="dream", payload={}, schema={"type": "object"}, run_key=ctx.run_key)
+        llm_json(
+            purpose="dream",
+            instructions="dream",
+            payload={},
+            schema=schema_object({"text": schema_string()}, required=["text"]),
+            run_key=ctx.run_key,
+        )
         logging.getLogger("sleep.steps.test").warning("half way")
         return {}
 

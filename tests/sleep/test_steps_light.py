@@ -195,7 +195,8 @@ def _only_failure(output: dict, conversation) -> dict:
 def test_invalid_semantic_answer_writes_no_memory(leo):
     conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
     bad = {"create": [{"memory_type": "gossip", "content": "Leo 住在杭州"}]}
-    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})):
+    # The answer and its repair round both break the schema.
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad, bad]})):
         output = light_sleep(_ctx())
     failure = _only_failure(output, conversation)
     assert failure["stage"] == "semantic" and failure["error"].startswith(LlmInvalidOutput.__name__)
@@ -206,7 +207,7 @@ def test_invalid_semantic_answer_writes_no_memory(leo):
 def test_an_answer_dated_outside_1900_to_2199_writes_no_memory_and_names_the_field(leo, occurred_at):
     conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
     bad = {"create": [{"memory_type": "world", "content": "Leo 住在杭州", "occurred_at": occurred_at}]}
-    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad]})):
+    with scripted(_quiet_answers(**{"light-sleep.semantic": [bad, bad]})):
         output = light_sleep(_ctx())
     error = _only_failure(output, conversation)["error"]
     assert "$.create[0].occurred_at" in error and "2199-12-31" in error
@@ -221,7 +222,7 @@ def test_invalid_limbic_answer_keeps_stage_one_and_writes_no_anchor(leo):
     answers = _quiet_answers(
         **{
             "light-sleep.semantic": [{"create": [{"memory_type": "experience", "content": "Leo 明天上线"}]}],
-            "light-sleep.limbic": [out_of_range],
+            "light-sleep.limbic": [out_of_range, out_of_range],
         }
     )
     with scripted(answers):

@@ -65,7 +65,8 @@ def test_force_changes_the_existence_anchor():
 def test_autobiography_summary_is_not_the_self_layer_steps_to_write():
     _learned_today()
     SelfLayerBlockFactory(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, content="## Milestones\n- exam passed")
-    with scripted({"self-layer": [{"autobiography_summary": "rewritten"}]}), pytest.raises(LlmInvalidOutput):
+    rewrite = {"autobiography_summary": "rewritten"}
+    with scripted({"self-layer": [rewrite, rewrite]}), pytest.raises(LlmInvalidOutput):  # asked, then repaired
         self_layer_refresh(_ctx())
     assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == "## Milestones\n- exam passed"
 

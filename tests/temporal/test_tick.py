@@ -195,6 +195,7 @@ class SlowProvider:
     """Answers every chunk slowly, so two ticks really overlap on the same conversations."""
 
     name = model = "slow"
+    dialect = "none"
 
     def complete(self, *, request) -> Completion:
         time.sleep(0.05)

@@ -21,3 +21,15 @@ class LlmBudgetExceeded(LlmError):
 
 class LlmBudgetReserved(LlmBudgetExceeded):
     """What is left of the budget is reserved by calls in flight; once they return, there may be room again."""
+
+
+class LlmDeadlineExceeded(LlmTransientError):
+    """The call's total deadline passed (across its retries, repair round and truncation retry)."""
+
+
+class LlmRepairFailed(LlmInvalidOutput):
+    """The answer broke the schema, and so did the one the model gave when shown what was wrong."""
+
+
+class LlmTruncated(LlmInvalidOutput):
+    """The answer was cut off at max_tokens, also after the one retry with a larger budget the stage allows."""

@@ -49,6 +49,12 @@ def offline_handler_get(*, purpose: str) -> OfflineHandler:
         ) from None
 
 
+def offline_purposes() -> list[str]:
+    """Every purpose the offline provider answers."""
+    _discover()
+    return sorted(_handlers)
+
+
 def _discover() -> None:
     global _discovered
     with _discovery_lock:

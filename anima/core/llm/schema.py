@@ -23,18 +23,26 @@ Schema = dict[str, Any]
 # --- Builders ------------------------------------------------------------------------------------
 
 
-def schema_object(properties: dict[str, Schema], *, required: Iterable[str] = (), description: str = "") -> Schema:
+def schema_object(
+    properties: dict[str, Schema], *, required: Iterable[str] = (), nullable: bool = False, description: str = ""
+) -> Schema:
     """An object with these properties and no others; ``required`` names the ones that must be there."""
     required = list(required)
     unknown = [name for name in required if name not in properties]
     if unknown:
         raise ValueError(f"required names no property: {', '.join(unknown)}")
-    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    schema = {
+        "type": _nullable("object", nullable),
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
     return _described(schema, description)
 
 
-def schema_array(items: Schema, *, description: str = "") -> Schema:
-    return _described({"type": "array", "items": items}, description)
+def schema_array(items: Schema, *, max_items: int, nullable: bool = False, description: str = "") -> Schema:
+    """A list of at most ``max_items``: a bound a grammar-constrained model cannot repeat itself past."""
+    return _described({"type": _nullable("array", nullable), "items": items, "maxItems": max_items}, description)
 
 
 def schema_string(
@@ -53,9 +61,12 @@ def schema_date(*, nullable: bool = False, description: str = "") -> Schema:
     return _described({"type": _nullable("string", nullable), "format": "date"}, description)
 
 
-def schema_enum(values: Iterable[str], *, description: str = "") -> Schema:
-    """A string that is one of ``values``."""
-    return _described({"type": "string", "enum": list(values)}, description)
+def schema_enum(values: Iterable[str], *, nullable: bool = False, description: str = "") -> Schema:
+    """A string that is one of ``values`` (or null when ``nullable``)."""
+    values = list(values)
+    return _described(
+        {"type": _nullable("string", nullable), "enum": [*values, None] if nullable else values}, description
+    )
 
 
 def schema_integer(
@@ -64,8 +75,10 @@ def schema_integer(
     return _described(_bounded({"type": _nullable("integer", nullable)}, minimum, maximum), description)
 
 
-def schema_number(*, minimum: float | None = None, maximum: float | None = None, description: str = "") -> Schema:
-    return _described(_bounded({"type": "number"}, minimum, maximum), description)
+def schema_number(
+    *, minimum: float | None = None, maximum: float | None = None, nullable: bool = False, description: str = ""
+) -> Schema:
+    return _described(_bounded({"type": _nullable("number", nullable)}, minimum, maximum), description)
 
 
 def schema_boolean(*, description: str = "") -> Schema:
@@ -88,6 +101,75 @@ def _described(schema: Schema, description: str) -> Schema:
     if description:
         schema["description"] = description
     return schema
+
+
+# --- The form a server enforces ------------------------------------------------------------------
+
+# Checked here after the answer, never sent: a grammar compiler unrolls a length bound into one rule per
+# character (llama-cpp-python's crashed on a maxLength of 2000) and some reject look-around patterns.
+_LOCAL_ONLY = frozenset({"minLength", "maxLength", "pattern"})
+
+
+def schema_strict(schema: Schema) -> Schema:
+    """``schema`` as a server's strict mode and grammar compilers take it.
+
+    Every property is required (an optional one must be nullable: the model answers null for it),
+    every nullable value is ``anyOf [value, null]`` (a type list loses a value's other keywords in
+    some compilers), every array is bounded, and length and pattern constraints stay local.
+    Raises ValueError naming the path of a part that cannot be made strict.
+    """
+    return _strict(schema, "$")
+
+
+def _strict(schema: Schema, where: str) -> Schema:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        types = [name for name in kind if name != "null"]
+        if len(types) != 1 or len(kind) != 2:
+            raise ValueError(f"{where}: a type list must be one type and null, got {kind}")
+        value = {key: item for key, item in schema.items() if key != "description"}
+        value["type"] = types[0]
+        if "enum" in value:
+            value["enum"] = [item for item in value["enum"] if item is not None]
+        return _described({"anyOf": [_strict(value, where), {"type": "null"}]}, schema.get("description", ""))
+    strict = {key: item for key, item in schema.items() if key not in _LOCAL_ONLY}
+    if kind == "object":
+        properties = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False:
+            raise ValueError(f"{where}: an object must forbid additional properties")
+        required = set(schema.get("required", []))
+        for name, item in properties.items():
+            if name not in required and not _accepts_null(item):
+                raise ValueError(f"{where}.{name}: a property must be required or nullable")
+        strict["properties"] = {name: _strict(item, f"{where}.{name}") for name, item in properties.items()}
+        strict["required"] = list(properties)
+    elif kind == "array":
+        if "maxItems" not in schema:
+            raise ValueError(f"{where}: an array must have maxItems")
+        strict["items"] = _strict(schema["items"], f"{where}[]")
+    return strict
+
+
+def _accepts_null(schema: Schema) -> bool:
+    kind = schema.get("type")
+    return kind == "null" or (isinstance(kind, list) and "null" in kind)
+
+
+def optional_nulls_dropped(*, value: Any, schema: Schema) -> Any:
+    """``value`` without the nulls a strict answer gives for properties ``schema`` does not require.
+
+    A caller reads such a property as absent: strict mode makes the model send every property.
+    """
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        properties, required = schema["properties"], set(schema.get("required", []))
+        return {
+            key: optional_nulls_dropped(value=item, schema=properties.get(key, {}))
+            for key, item in value.items()
+            if not (item is None and key not in required)
+        }
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [optional_nulls_dropped(value=item, schema=schema["items"]) for item in value]
+    return value
 
 
 # --- Validation ----------------------------------------------------------------------------------

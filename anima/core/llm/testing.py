@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from anima.core.llm.dialects import PROBE_ANSWER, PROBE_SCHEMA
 from anima.core.llm.errors import LlmError
 from anima.core.llm.providers import Completion, LlmRequest, provider_override
 from anima.core.llm.usage import estimate_tokens
@@ -22,6 +23,7 @@ class ScriptedProvider:
 
     name = "scripted"
     model = "scripted"
+    dialect = "none"
 
     def __init__(self, responses: dict[str, list[Any]]) -> None:
         self._queues = {purpose: collections.deque(answers) for purpose, answers in responses.items()}
@@ -76,13 +78,27 @@ class StubReply:
     gate: threading.Event | None = None
 
 
+# How each kind of server treats a structured-output request, as the real ones do:
+# - lenient: takes every form and enforces none (an old or minimal server);
+# - openai: json_schema must be strict and strict-valid, else 400; an unknown response_format field is 400;
+#   json_object needs the word "json" in the messages, else 400;
+# - llama_cpp (llama-cpp-python): json_schema is HTTP 500; json_object + schema is compiled to a grammar,
+#   and a length or pattern constraint makes its compiler fail (HTTP 500);
+# - vllm: json_schema enforced (strict not checked); a schema beside json_object is ignored;
+# - ollama: json_schema enforced on /v1; native /api/chat enforces ``format``.
+PERSONAS = ("lenient", "openai", "llama_cpp", "vllm", "ollama")
+
+
 @dataclass
 class StubLlmServer:
     """OpenAI-compatible ``POST /v1/chat/completions`` on 127.0.0.1, answering from a queue.
 
     Every request body is recorded in ``requests``. With the queue empty it answers from
-    ``responder(request body)`` when one is given (a reply, or an answer as for ``reply``), else HTTP 500.
-    Every answer comes ``delay`` seconds after its request (requests are served concurrently).
+    ``responder(request body)`` when one is given (a reply, or an answer as for ``reply``); else a
+    server that enforces the request's schema (see ``persona``) answers the least instance of it, and
+    any other HTTP 500. Every answer comes ``delay`` seconds after its request (requests are served
+    concurrently). The dialect probe is answered as ``persona`` would, recorded in ``probes``, and
+    takes nothing from the queue.
     """
 
     requests: list[dict] = field(default_factory=list)
@@ -90,6 +106,8 @@ class StubLlmServer:
     gates_opened: list[bool] = field(default_factory=list)
     responder: Callable[[dict], Any] | None = None
     delay: float = 0.0
+    persona: str = "lenient"
+    probes: list[dict] = field(default_factory=list)
 
     def reply(self, answer: Any, *, finish_reason: str = "stop", prompt_tokens: int = 10, completion_tokens: int = 5):
         content = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
@@ -122,16 +140,35 @@ class StubLlmServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                native = self.path.rstrip("/") == "/api/chat" and stub.persona == "ollama"
+                if not native and self.path.rstrip("/") != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                refused = None if native else _refusal(stub.persona, body)
+                enforced = _enforced_schema(stub.persona, body, native=native)
+                if _requested_schema(body, native=native) == PROBE_SCHEMA:
+                    stub.probes.append(body)
+                    if refused:
+                        return self._send(refused[0], {"error": {"message": refused[1], "type": "stub"}})
+                    answer = {"probe": PROBE_ANSWER} if enforced else {}
+                    return self._answer(body, StubReply(content=json.dumps(answer)), native=native)
                 stub.requests.append(body)
                 time.sleep(stub.delay)
-                if self.path.rstrip("/") != "/v1/chat/completions":
-                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                if refused:
+                    return self._send(refused[0], {"error": {"message": refused[1], "type": "stub"}})
                 try:
                     reply = stub.replies.popleft()
                 except IndexError:
-                    if stub.responder is None:
+                    if stub.responder is not None:
+                        reply = _as_reply(stub.responder(body))
+                    elif enforced is not None:
+                        reply = StubReply(content=json.dumps(least_instance(enforced)))
+                    else:
                         return self._send(500, {"error": {"message": "stub: no reply queued"}})
-                    reply = _as_reply(stub.responder(body))
+                self._answer(body, reply, native=native)
+
+            def _answer(self, body: dict, reply: StubReply, *, native: bool) -> None:
+                if native and reply.raw is None and reply.status == 200:
+                    return self._send(200, _ollama_body(body, reply))
                 if reply.raw is not None:
                     return self._send_bytes(reply.status, reply.raw, reply.content_type)
                 if reply.status != 200:
@@ -224,4 +261,119 @@ def _chunk_body(request: dict, reply: StubReply, delta: dict, finish_reason: str
         "created": 0,
         "model": request.get("model", "stub"),
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def _requested_schema(body: dict, *, native: bool) -> Any:
+    """The schema a request carries, in whichever dialect it came."""
+    if native:
+        return body.get("format") if isinstance(body.get("format"), dict) else None
+    form = body.get("response_format") or {}
+    if form.get("type") == "json_schema":
+        return (form.get("json_schema") or {}).get("schema")
+    return form.get("schema")
+
+
+def _refusal(persona: str, body: dict) -> tuple[int, str] | None:
+    """(status, message) with which ``persona`` refuses the request's structured-output form, None if it takes it."""
+    form = body.get("response_format") or {}
+    kind = form.get("type")
+    if persona == "openai":
+        if kind == "json_schema":
+            spec = form.get("json_schema") or {}
+            if spec.get("strict") is not True:
+                return 400, "stub openai: only strict json_schema is enforced here"
+            problem = _strict_problem(spec.get("schema"), "$")
+            if problem:
+                return 400, f"Invalid schema for response_format '{spec.get('name')}': {problem}"
+        if kind == "json_object" and set(form) != {"type"}:
+            return 400, "Unrecognized request argument supplied: response_format." + ",".join(
+                sorted(set(form) - {"type"})
+            )
+        if kind == "json_object" and "json" not in json.dumps(body.get("messages")).lower():
+            return 400, "'messages' must contain the word 'json' in some form to use 'response_format' json_object"
+    if persona == "llama_cpp":
+        if kind == "json_schema":
+            return 500, "stub llama_cpp: json_schema response_format is not supported"
+        if kind == "json_object" and form.get("schema") is not None and _grammar_hostile(form["schema"]):
+            return 500, "stub llama_cpp: grammar compilation failed"
+    return None
+
+
+def _enforced_schema(persona: str, body: dict, *, native: bool) -> dict | None:
+    """The schema ``persona`` constrains the answer to, None when it constrains nothing."""
+    form = body.get("response_format") or {}
+    kind = form.get("type")
+    if native:
+        return _requested_schema(body, native=True)
+    if kind == "json_schema" and persona in ("openai", "vllm", "ollama"):
+        return (form.get("json_schema") or {}).get("schema")
+    if kind == "json_object" and persona == "llama_cpp" and isinstance(form.get("schema"), dict):
+        return form["schema"]
+    return None
+
+
+def _strict_problem(schema: Any, where: str) -> str | None:
+    """What OpenAI's strict mode refuses in ``schema`` (None: nothing)."""
+    if not isinstance(schema, dict):
+        return f"{where}: not a schema"
+    for branch in schema.get("anyOf", []):
+        problem = _strict_problem(branch, where)
+        if problem:
+            return problem
+    if schema.get("type") == "object":
+        properties = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False:
+            return f"{where}: 'additionalProperties' is required to be supplied and to be false"
+        missing = [name for name in properties if name not in schema.get("required", [])]
+        if missing:
+            return f"{where}: 'required' is required to include every property; missing {missing}"
+        for name, item in properties.items():
+            problem = _strict_problem(item, f"{where}.{name}")
+            if problem:
+                return problem
+    if schema.get("type") == "array":
+        return _strict_problem(schema.get("items"), f"{where}[]")
+    return None
+
+
+def _grammar_hostile(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return bool({"maxLength", "minLength", "pattern"} & set(schema)) or any(
+            _grammar_hostile(item) for item in schema.values()
+        )
+    if isinstance(schema, list):
+        return any(_grammar_hostile(item) for item in schema)
+    return False
+
+
+def least_instance(schema: dict) -> Any:
+    """The smallest value a grammar-constrained model could write for ``schema`` (first choices, fewest items)."""
+    if "anyOf" in schema:
+        return least_instance(schema["anyOf"][0])
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: least_instance(item) for name, item in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [least_instance(schema["items"]) for _ in range(schema.get("minItems", 0))]
+    if kind == "string":
+        return "2026-01-01" if schema.get("format") == "date" else "x" * max(1, schema.get("minLength", 1))
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+def _ollama_body(request: dict, reply: StubReply) -> dict:
+    return {
+        "model": request.get("model", "stub"),
+        "message": {"role": "assistant", "content": reply.content},
+        "done": True,
+        "done_reason": reply.finish_reason,
+        "prompt_eval_count": reply.prompt_tokens,
+        "eval_count": reply.completion_tokens,
     }

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db.models import Count
+from django.db.models import Count, Max
 
 from anima.agent.demo import (
     FIXTURES,
@@ -18,8 +18,8 @@ from anima.agent.demo import (
     demo_meaning_recall,
     demo_prepared_turn,
 )
-from anima.core.llm.providers import provider_get
-from anima.core.models import Component, Entity, MemoryStatus
+from anima.core.llm.minds import mind_configured, minds_since
+from anima.core.models import AutoLlmRun, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
 from memory.services import memories_import
@@ -58,8 +58,8 @@ class Command(BaseCommand):
         self._section("4. What is stored")
         self._print_stored()
 
-        provider = provider_get()
-        self._section(f"5. Sleep: the nightly cycle for each sample day ({provider.name} LLM, model {provider.model})")
+        self._section(f"5. Sleep: the nightly cycle for each sample day (LLM: {mind_configured().label()})")
+        before = AutoLlmRun.objects.aggregate(last=Max("id"))["last"] or 0
         not_slept = {}
         for day in SAMPLE_DAYS:
             try:
@@ -69,6 +69,7 @@ class Command(BaseCommand):
                 not_slept[day] = str(exc)
             self.stdout.write("")
         self._print_slept()
+        self._print_minds(after_id=before)
         self._print_not_slept(not_slept)
 
         self._section("6. A prepared turn (system prompt, peers of other conversations, passive recall)")
@@ -149,6 +150,14 @@ class Command(BaseCommand):
                 self.stdout.write(f"    {sleep_failure_describe(failure=failure)}")
             if not failures:
                 self.stdout.write(f"    {error}")
+
+    def _print_minds(self, *, after_id: int) -> None:
+        """Which mind the nights ran on, as their audit rows say (not as the settings hope)."""
+        minds = minds_since(after_id=after_id)
+        if not minds:
+            self.stdout.write("\nwhich mind ran: no LLM call was made")
+        for mind in minds:
+            self.stdout.write(f"\nwhich mind ran: {mind.label()}; {mind.calls} calls, {mind.tokens} tokens")
 
     def _print_slept(self) -> None:
         for day in SAMPLE_DAYS:
