@@ -103,7 +103,7 @@ def test_demo_carries_on_past_a_failed_night_and_says_which_conversation_failed_
         run = PipelineRun.objects.get(day=night)
         assert run.status == "partial"
         assert f"night {night} (run #{run.pk}, partial)" in output
-    reason = f"light-sleep, conversation #{exam.pk} 'Exam day nerves' of 2026-11-27, stage limbic: LlmInvalidOutput"
+    reason = f"light-sleep, conversation #{exam.pk} 'Exam day nerves' of 2026-11-27, stage limbic: LlmRepairFailed"
     assert output.count(reason) >= 2
     # Every night was slept, and the turn and the recall still ran.
     assert set(PipelineRun.objects.values_list("day", flat=True)) == set(SAMPLE_DAYS)

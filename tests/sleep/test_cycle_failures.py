@@ -77,7 +77,7 @@ def test_a_conversation_whose_stage_fails_is_retried_while_the_rest_of_the_night
         "light-sleep": StepStatus.PARTIAL
     }
     assert run.status == RunStatus.PARTIAL
-    assert f"conversation_id {broken.pk} day {DAY} stage limbic: LlmInvalidOutput" in run.error
+    assert f"conversation_id {broken.pk} day {DAY} stage limbic: LlmRepairFailed" in run.error
     # The other conversations are consolidated, and the later steps ran on them.
     for conversation in (work, home):
         assert LimbicBlock.objects.filter(source_conversation=conversation).exists()
@@ -95,7 +95,7 @@ def test_a_conversation_whose_stage_fails_is_retried_while_the_rest_of_the_night
     assert not LimbicBlock.objects.filter(source_conversation=broken).exists()
     assert not NarrativeBlock.objects.filter(source_conversation=broken).exists()
     mark = LightSleepWatermark.objects.get(conversation=broken, day=DAY)
-    assert (mark.last_message_id, mark.failed_stage) == (0, "limbic") and "LlmInvalidOutput" in mark.error
+    assert (mark.last_message_id, mark.failed_stage) == (0, "limbic") and "LlmRepairFailed" in mark.error
 
     # The API and the console's Sleep page show the night as partial, with the conversation, stage and reason.
     shown = api_client(staff=True).get(f"/api/sleep-runs/{run.pk}/").json()
@@ -107,10 +107,10 @@ def test_a_conversation_whose_stage_fails_is_retried_while_the_rest_of_the_night
         DAY.isoformat(),
         "limbic",
     )
-    assert failure["error"].startswith("LlmInvalidOutput: light-sleep.limbic")
+    assert failure["error"].startswith("LlmRepairFailed: light-sleep.limbic")
     page = admin_client.get("/admin/sleep/dashboard/").content.decode()
     assert '<span class="status-partial">partial</span>' in page
-    assert f'data-conversation="{broken.pk}"' in page and "stage limbic: LlmInvalidOutput" in page
+    assert f'data-conversation="{broken.pk}"' in page and "stage limbic: LlmRepairFailed" in page
     assert f'href="/admin/conversations/conversation/{broken.pk}/change/">conversation #{broken.pk}</a>' in page
 
     # The next night, the model still failing for it: retried, still failed, the watermark still unmoved.
@@ -154,7 +154,7 @@ def test_fanned_out_the_failed_conversation_is_one_partial_item_and_the_join_car
         home.pk: StepStatus.SUCCEEDED,
         broken.pk: StepStatus.PARTIAL,
     }
-    assert items[broken.pk].error.startswith(f"conversation_id {broken.pk} day {DAY} stage limbic: LlmInvalidOutput")
+    assert items[broken.pk].error.startswith(f"conversation_id {broken.pk} day {DAY} stage limbic: LlmRepairFailed")
     assert run.status == RunStatus.PARTIAL and f"conversation_id {broken.pk}" in run.error
     assert run.steps.get(step="light-sleep").status == StepStatus.PARTIAL
     assert set(run.steps.exclude(step="light-sleep").values_list("status", flat=True)) == {StepStatus.SUCCEEDED}

@@ -9,7 +9,7 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anima.core.llm import LlmBudgetExceeded, LlmError, LlmInvalidOutput
+from anima.core.llm import LlmBudgetExceeded, LlmError, LlmRepairFailed
 from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from anima.core.text import is_chinese
@@ -199,7 +199,7 @@ def test_invalid_semantic_answer_writes_no_memory(leo):
     with scripted(_quiet_answers(**{"light-sleep.semantic": [bad, bad]})):
         output = light_sleep(_ctx())
     failure = _only_failure(output, conversation)
-    assert failure["stage"] == "semantic" and failure["error"].startswith(LlmInvalidOutput.__name__)
+    assert failure["stage"] == "semantic" and failure["error"].startswith(LlmRepairFailed.__name__)
     assert not SemanticMemory.objects.exists()
 
 
@@ -392,13 +392,13 @@ def test_a_failed_outline_keeps_the_stored_one_and_the_nights_conversations(leo)
     before = SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content
     conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
     fact = {"memory_type": "world", "content": "Leo 住在杭州"}
-    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [fact]}], "light-sleep.outline": ["not json"]})
+    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [fact]}], "light-sleep.outline": ["not json", "not json"]})
 
     with scripted(answers):
         output = light_sleep(_ctx())
 
     [failure] = output["failures"]
-    assert failure["stage"] == "outline" and failure["error"].startswith("LlmInvalidOutput")
+    assert failure["stage"] == "outline" and failure["error"].startswith("LlmRepairFailed")
     assert output["autobiography_summary"] == {"skipped_reason": "failed"}
     assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == before
     assert LightSleepWatermark.objects.get(conversation=conversation).error == ""
