@@ -47,6 +47,8 @@ from memory.tendency import DayPoint
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
 CITING_MESSAGES_SHOWN = 50
+# A change of these in the change form makes the memory the operator's: sleep leaves it alone afterwards.
+HAND_EDITED_FIELDS = frozenset({"content", "memory_type", "person", "status"})
 
 
 def _memory_action(
@@ -145,6 +147,11 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # a delete is a forget: the forget action lists what goes
         return actions
+
+    def save_model(self, request: HttpRequest, obj: SemanticMemory, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and set(form.changed_data) & HAND_EDITED_FIELDS:
+            memory_services.memory_edit_record(memory=obj, by=_requester(request))
 
     def delete_model(self, request: HttpRequest, obj: SemanticMemory) -> None:
         memory_forget(memory=obj, requested_by=_requester(request), reason=ForgetReason.OPERATOR)
