@@ -14,13 +14,13 @@ from datetime import date
 
 import jieba
 
-from anima.core.text import FUNCTION_WORDS, normalized
+from anima.core.text import FUNCTION_WORDS, clip, normalized
 from conversations.models import Person
 from memory.citations import cited_foreign
 from memory.models import SemanticMemory
 from memory.services import EDITED_BY, PINNED_BY
-from sleep.slots import memory_slot, supersedes
-from temporal.selectors import person_label, persons_named
+from sleep.slots import Slot, memory_slot, slot_checked, supersedes
+from temporal.selectors import DayConversation, person_label, persons_named
 
 # --------------------------------------------------------------------------- comparing texts
 
@@ -258,3 +258,42 @@ def fact_refusal(
             if units_supported(units, said) < USER_SHARE:
                 return "a copy of the assistant's line, not something the person said"
     return citations_refusal(content, person_id=person_id)
+
+
+class FactChecks:
+    """The checks of what the model proposes for one conversation's facts; each refusal goes in the report."""
+
+    def __init__(self, item: DayConversation, report: dict) -> None:
+        self.item = item
+        self.report = report
+        self.dialogue = item.dialogue()
+        person = item.person
+        self.others = list(Person.objects.exclude(pk=person.pk) if person else Person.objects.all())
+
+    def _refuse(self, action: str, what: str | int, reason: str) -> bool:
+        if reason:
+            self.report["refused"].append({"action": action, "what": what, "reason": reason})
+        return bool(reason)
+
+    def fact(self, action: str, content: str) -> bool:
+        """Whether the fact text ``content`` is refused ("" is a change that leaves the text as it is)."""
+        person = self.item.person
+        reason = content and fact_refusal(
+            content, person=person, others=self.others, dialogue=self.dialogue, person_id=person.pk if person else None
+        )
+        return self._refuse(action, clip(content, 120), reason)
+
+    def memory(self, action: str, pk: int, memory: SemanticMemory | None) -> bool:
+        """Whether the model may not change the existing memory ``pk``."""
+        reason = memory_protected(memory) if memory is not None else "not a memory of this conversation"
+        return self._refuse(action, pk, reason)
+
+    def slot(self, fact: dict) -> Slot | None:
+        """The slot a new fact is stored with: what its own text reads; one the model gave that the text does
+        not state is left out (and noted)."""
+        proposed = Slot.from_body({"slot": fact.get("slot")})
+        slot = slot_checked(proposed, text=fact["content"], name=self.item.person_name)
+        if proposed is not None and slot != proposed:
+            said = f"{proposed.attribute}={proposed.value}"
+            self._refuse("slot", clip(fact["content"], 120), f"slot {said} is not what the text states")
+        return slot

@@ -332,7 +332,8 @@ def test_updates_touch_only_passed_fields_of_this_conversations_memories(leo):
     foreign.refresh_from_db()
     assert own.content == "Leo 住在上海" and own.memory_type == MemoryType.WORLD
     assert foreign.content == "Leo 喜欢 Python" and foreign.status == MemoryStatus.ACTIVE
-    assert output["conversations"][0]["semantic"]["rejected_ids"] == [foreign.pk, foreign.pk]
+    refused = output["conversations"][0]["semantic"]["refused"]
+    assert [(r["action"], r["what"]) for r in refused] == [("update", foreign.pk), ("deprecate", foreign.pk)]
 
 
 def _narrative(day: dt.date, title: str, significance: str):
