@@ -135,7 +135,7 @@ def test_deep_sleep_rounds_and_change_log_are_readable(admin_client):
     assert "<strong>contradiction_expiry</strong>: 1 subject groups checked, 1 memories expired" in page
     assert "<strong>split</strong>: skipped: no active memory changed in 24 h" in page
     assert "&quot;content&quot;: &quot;女儿属虎&quot;" in page  # CJK as characters, not \\u escapes
-    assert "<td>expire</td><td>#41</td>" in page
+    assert "<td>expire</td><td><a href='/admin/memory/semanticmemory/41/change/'>#41</a></td>" in page
 
 
 def test_with_a_broker_the_run_is_queued_on_celery_not_run_here(
