@@ -1,6 +1,7 @@
 """A stand-in model on a local OpenAI-compatible server that answers each sleep stage from its own script.
 
-The stage is told by its instructions in the system message, as a real server receives them; a stage with nothing scripted left answers that it has nothing to change.
+The stage is told by its instructions in the system message, as a real server receives them; a stage
+with nothing scripted left answers that it has nothing to change.
 """
 
 from __future__ import annotations

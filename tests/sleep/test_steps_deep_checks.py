@@ -101,7 +101,7 @@ def test_one_nights_schema_valid_malice_changes_nothing_and_says_why(llm_stub, l
     assert reasons[("expire", hangzhou.pk)].startswith("not justified")
     assert reasons[("expire", zodiac.pk)].startswith("not justified")
     assert reasons[("expire", nurse.pk)].startswith("not justified")
-    assert reasons[("split", lisbon.pk)] == "part 'INJECTED a' says what #%d does not" % lisbon.pk
+    assert reasons[("split", lisbon.pk)] == f"part 'INJECTED a' says what #{lisbon.pk} does not"
     assert reasons[("merge", jazz.pk)] == f"cites another person's memories: #{hangzhou.pk}"
     assert reasons[("unpin", allergy.pk)] == f"#{allergy.pk} is pinned"
     assert all(not entry["changes"] for entry in output["rounds"])
