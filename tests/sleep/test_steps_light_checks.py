@@ -109,11 +109,11 @@ def test_an_invented_slot_on_a_junk_fact_never_retires_a_true_one(llm_stub, leo)
     output = light_sleep(_ctx())
     deep_sleep(_ctx())
 
+    true.refresh_from_db()
+    assert true.status == MemoryStatus.ACTIVE
     junk = SemanticMemory.objects.get(content="Leo 今天加班到十点，很累")
     assert "slot" not in junk.body
     assert [r["action"] for r in _semantic(output)["refused"]] == ["slot"]
-    true.refresh_from_db()
-    assert true.status == MemoryStatus.ACTIVE
 
 
 def test_a_slot_stored_without_its_text_never_retires_a_true_fact_offline(leo):
