@@ -209,7 +209,11 @@ def merge_refusal(sources: list[SemanticMemory], content: str) -> str:
 
 
 class NightLimit:
-    """At most a share of the memories active when the night began change in one night (``count`` each)."""
+    """At most a share of the memories active when the night began change in one night.
+
+    A change counts the memories it takes out of what is held: a retire or a split one, a merge of N
+    memories N - 1 (what they said stays, in one memory), a pin or an unpin one.
+    """
 
     def __init__(self, *, inventory: int, share: float, floor: int) -> None:
         self.allowed = max(floor, math.ceil(share * inventory))
@@ -294,6 +298,6 @@ class FactChecks:
         proposed = Slot.from_body({"slot": fact.get("slot")})
         slot = slot_checked(proposed, text=fact["content"], name=self.item.person_name)
         if proposed is not None and slot != proposed:
-            said = f"{proposed.attribute}={proposed.value}"
+            said = f"{proposed.attribute}{f'[{proposed.key}]' if proposed.key else ''}={proposed.value}"
             self._refuse("slot", clip(fact["content"], 120), f"slot {said} is not what the text states")
         return slot

@@ -1236,7 +1236,23 @@ def slot_checked(proposed: Slot | None, *, text: str, name: str = "") -> Slot | 
     read = slot_read(text, name=name)
     if read is None:
         return None
-    return proposed if proposed is not None and restates(proposed, read) else read
+    if proposed is not None and (
+        restates(proposed, read)
+        # The text reads as the same attribute of the same subject, and says the proposed key and value in so many
+        # words: the proposal only reads them more cleanly (「喜欢 TypeScript（以前喜欢 Python）」 likes TypeScript).
+        or (proposed.attribute == read.attribute and same_subject(proposed, read) and _words_stated(proposed, text))
+    ):
+        return proposed
+    return read
+
+
+# Values that stand for a polarity or a state, not words of the text.
+_SYMBOLIC_VALUES = frozenset({"", "+", "-", "0", "no", "done"})
+
+
+def _words_stated(slot: Slot, text: str) -> bool:
+    said = " ".join(text.casefold().split())
+    return all(word in said for word in (slot.key, slot.value) if word not in _SYMBOLIC_VALUES)
 
 
 def memory_slot(memory) -> Slot | None:

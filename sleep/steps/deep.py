@@ -411,7 +411,7 @@ def _slot_restatements(r: _Round) -> None:
                         )
                 continue
             ids = [s.pk for s in sources]
-            if not r.allowed("merge", ids=ids, count=len(sources)):
+            if not r.allowed("merge", ids=ids, count=len(sources) - 1):
                 continue
             richest = max(sources, key=lambda m: (len(m.content), -m.pk))
             slot = memory_slot(richest)
@@ -449,7 +449,8 @@ def _merge_round(r: _Round) -> str:
             for item in answer["merges"]:
                 ids = sorted(set(item["ids"]))
                 sources = [by_id.get(pk) for pk in ids]
-                if not r.allowed("merge", ids=ids, refusal=_merge_refusal(sources, item["content"]), count=len(ids)):
+                refusal = _merge_refusal(sources, item["content"])
+                if not r.allowed("merge", ids=ids, refusal=refusal, count=len(ids) - 1):
                     continue
                 merged = memory_merge(
                     sources=sources,
