@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR
@@ -205,7 +205,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def belief_timeline(self, obj: SemanticMemory) -> SafeString | str:
         """This belief's versions: when each was held, why it ended and the conversation that changed it."""
         versions = memory_versions(memory=obj) if obj.pk else []
-        if len(versions) < 2:
+        if len(versions) < 2 and not (obj.body or {}).get("restored"):
             return "—"
         return format_html(
             "<ol class='anima-timeline'>{}</ol>",
@@ -260,8 +260,22 @@ def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
         conversation = successor.source_conversation
         url = reverse("admin:conversations_conversation_change", args=[conversation.pk])
         changed_in = format_html(" · changed in <a href='{}'>{}</a>", url, conversation)
+    # Retirements an operator undid (a restored night): the memory was not held meanwhile in its own record.
+    undone = format_html_join(
+        "",
+        " · retired ({}{}) and restored {} by {}",
+        (
+            (
+                entry.get("reason") or entry.get("status", ""),
+                f", superseded by #{entry['superseded_by']}" if entry.get("superseded_by") else "",
+                _held_text(datetime.fromisoformat(entry["at"])) if entry.get("at") else "?",
+                entry.get("by", ""),
+            )
+            for entry in (memory.body or {}).get("restored", [])
+        ),
+    )
     return format_html(
-        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}{}",
+        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}{}{}",
         "▶ " if current else "",
         held_from,
         held_to,
@@ -271,6 +285,7 @@ def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
         memory.content[:120],
         f" — {memory.expired_reason}" if memory.expired_reason else "",
         changed_in,
+        undone,
     )
 
 

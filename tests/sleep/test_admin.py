@@ -262,6 +262,9 @@ def test_a_whole_nights_deep_sleep_is_restored_with_one_click_and_stays_restored
         assert (undone["by"], undone["status"]) == ("console:admin", MemoryStatus.EXPIRED)
         assert memory.body["edited_by"] == "console:admin"
     assert berlin.body["restored"][0]["superseded_by"] == munich.pk
+    timeline = admin_client.get(reverse("admin:memory_semanticmemory_change", args=[berlin.pk])).content.decode()
+    assert f"retired (changed, superseded by #{munich.pk}) and restored " in timeline
+    assert "by console:admin" in timeline
     merged.refresh_from_db()
     assert merged.status == MemoryStatus.EXPIRED and "restored by console:admin" in merged.expired_reason
     step.refresh_from_db()
