@@ -52,12 +52,14 @@ HAND_EDITED_FIELDS = frozenset({"content", "memory_type", "person", "status"})
 
 
 def _memory_action(
-    service: Callable[..., SemanticMemory], verb: str, description: str
+    service: Callable[..., SemanticMemory], verb: str, description: str, *, by_operator: bool = False
 ) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet], None]:
+    """An action calling ``service`` on each selected memory (with ``by``, the operator, when ``by_operator``)."""
+
     def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
         count = 0
         for memory in queryset:
-            service(memory=memory)
+            service(memory=memory, **({"by": _requester(request)} if by_operator else {}))
             count += 1
         modeladmin.message_user(request, f"{verb} {count} memor{'y' if count == 1 else 'ies'}.", messages.SUCCESS)
 
@@ -129,7 +131,9 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         _memory_action(memory_services.memory_pin, "Pinned", "Pin selected memories"),
         _memory_action(memory_services.memory_unpin, "Unpinned", "Unpin selected memories"),
         _memory_action(memory_services.memory_deprecate, "Deprecated", "Deprecate selected memories"),
-        _memory_action(memory_services.memory_restore, "Restored", "Restore selected memories to active"),
+        _memory_action(
+            memory_services.memory_restore, "Restored", "Restore selected memories to active", by_operator=True
+        ),
         forget_memories,
     ]
     fieldsets = (

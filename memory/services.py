@@ -488,7 +488,7 @@ def memory_restore(*, memory: SemanticMemory, by: str = "", note: str = "") -> S
     With ``by`` (an operator) the retirement undone is kept in the body's ``restored`` list (when, why it had
     ended, what had superseded it, ``note``) for belief history, and the memory counts as edited by them.
     """
-    if by:
+    if by and memory.status != MemoryStatus.ACTIVE:
         undone = {
             "at": timezone.now().isoformat(),
             "by": by,
