@@ -2,7 +2,9 @@
 
 1 contradiction_expiry, 2 split, 3 merge, 4 pin_maintenance. Nothing is ever deleted:
 retired rows become ``expired`` with a reason and the id that superseded them, so
-every change can be restored. The model may only act on ids it was shown.
+every change can be restored (a whole night at once: ``sleep.services``). The model may
+only act on ids it was shown, and only as ``sleep.checks`` finds the memories themselves
+justify; each refused proposal is recorded in its round's ``refused`` with the reason.
 """
 
 from __future__ import annotations

@@ -198,3 +198,27 @@ def test_a_night_changes_at_most_its_share_of_the_inventory(llm_stub, maya):
     assert output["changes_allowed"] == 2
     limit = [r for r in _refused(output) if r["reason"].startswith("the night's change limit is reached")]
     assert len(limit) == 2 and limit[0]["reason"] == "the night's change limit is reached (2 of 8 memories)"
+
+
+def test_the_pin_review_takes_back_its_own_pins_only(llm_stub, maya):
+    operators = _memory(maya, "Maya is allergic to peanuts", pinned=True)
+    chosen = _memory(maya, "Maya carries an epinephrine pen")
+    stages_script(
+        llm_stub,
+        {
+            PINS_INSTRUCTIONS: [
+                {"unpin": [], "pin": [{"id": chosen.pk, "reason": "safety"}]},
+                {"unpin": [{"id": chosen.pk, "reason": "x"}, {"id": operators.pk, "reason": "x"}], "pin": []},
+            ]
+        },
+    )
+
+    deep_sleep(_ctx())
+    chosen.refresh_from_db()
+    assert chosen.pinned and chosen.body["pinned_by"] == "deep-sleep"
+    output = deep_sleep(_ctx())
+
+    chosen.refresh_from_db()
+    operators.refresh_from_db()
+    assert not chosen.pinned and operators.pinned
+    assert _refused(output) == [{"action": "unpin", "ids": [operators.pk], "reason": f"#{operators.pk} is pinned"}]
