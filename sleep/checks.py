@@ -240,9 +240,7 @@ COPY_SHARE = 0.8
 USER_SHARE = 0.5
 
 
-def fact_refusal(
-    content: str, *, person: Person | None, others: list[Person], dialogue: list[dict], person_id: int | None
-) -> str:
+def fact_refusal(content: str, *, person: Person | None, others: list[Person], dialogue: list[dict]) -> str:
     """Why a fact may not be stored about ``person`` ("" when it may).
 
     It must be about its person: not told in the first or second person (the assistant's voice, or the
@@ -261,7 +259,7 @@ def fact_refusal(
         if turn["role"] == "assistant" and units_supported(units, text_units(turn["content"])) >= COPY_SHARE:
             if units_supported(units, said) < USER_SHARE:
                 return "a copy of the assistant's line, not something the person said"
-    return citations_refusal(content, person_id=person_id)
+    return citations_refusal(content, person_id=person.pk if person else None)
 
 
 class FactChecks:
@@ -281,10 +279,7 @@ class FactChecks:
 
     def fact(self, action: str, content: str) -> bool:
         """Whether the fact text ``content`` is refused ("" is a change that leaves the text as it is)."""
-        person = self.item.person
-        reason = content and fact_refusal(
-            content, person=person, others=self.others, dialogue=self.dialogue, person_id=person.pk if person else None
-        )
+        reason = content and fact_refusal(content, person=self.item.person, others=self.others, dialogue=self.dialogue)
         return self._refuse(action, clip(content, 120), reason)
 
     def memory(self, action: str, pk: int, memory: SemanticMemory | None) -> bool:
