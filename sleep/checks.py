@@ -158,9 +158,12 @@ def citations_refusal(text: str, *, person_id: int | None) -> str:
 
 # --------------------------------------------------------------------------- splits and merges
 
-# A part of a split may add a connecting word or two to what its source says, not facts of its own: measured on
-# the bundled test splits, honest parts are 0.8-1.0 supported, invented ones ("INJECTED a") 0.0-0.3.
-PART_SUPPORT = 0.7
+# A part of a split may reword its source a little, not add facts of its own. Measured on two sources
+# (「Leo 住在杭州，在阿里巴巴工作，女儿小雨属虎。」 and an English twin): sentences of the source score 1.0,
+# paraphrases 0.6-0.75 (「Leo 在阿里巴巴上班」 0.67, 「Leo 的女儿叫小雨」 0.6, "Maya has a cat named Miso"
+# 0.75), a part adding a fact 0.5 ("Maya is a night-shift nurse" from "works nights at the children's
+# hospital") and invented ones 0.0 ("INJECTED a").
+PART_SUPPORT = 0.6
 # Together the parts must keep most of what the source said.
 SPLIT_COVERAGE = 0.6
 # Each source of a merge shares at least this much of what it says with the others, or they with it (beyond the

@@ -7,7 +7,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from anima.core.text import FUNCTION_WORDS
-from sleep.checks import negates, text_units
+from sleep.checks import negates, split_refusal, text_units
+from tests.factories import SemanticMemoryFactory
 
 DENIALS = [
     ("Maya is allergic to peanuts", "Maya is not allergic to peanuts"),
@@ -52,3 +53,33 @@ def test_a_negated_statement_denies_it_whatever_it_is_about(thing):
 
 def test_only_a_name_in_common_is_no_contradiction():
     assert not negates("Maya", "Maya is not here", names=["Maya"])
+
+
+SOURCE_ZH = "Leo 住在杭州，在阿里巴巴工作，女儿小雨属虎。"
+SOURCE_EN = "Maya works nights at the children's hospital. She lives in Lisbon with her cat Miso."
+
+
+@pytest.mark.parametrize(
+    ("source", "parts"),
+    [
+        (SOURCE_ZH, ["Leo 住在杭州", "Leo 在阿里巴巴上班", "Leo 的女儿叫小雨，属虎"]),
+        (SOURCE_EN, ["Maya works nights at the children's hospital", "Maya lives in Lisbon with her cat Miso"]),
+    ],
+)
+def test_a_split_into_its_own_facts_reworded_a_little_is_a_split(source, parts):
+    memory = SemanticMemoryFactory(content=source)
+    assert split_refusal(memory, [{"content": part} for part in parts]) == ""
+
+
+@pytest.mark.parametrize(
+    ("source", "parts", "reason"),
+    [
+        (SOURCE_EN, ["INJECTED a", "INJECTED b"], "part 'INJECTED a' says what #{pk} does not"),
+        (SOURCE_EN, ["Maya is a night-shift nurse", "Maya has a cat"], "part 'Maya is a night-shift nurse' says what"),
+        (SOURCE_ZH, ["Leo 住在杭州", "Leo 住在杭州"], "a split needs two different parts"),
+        (SOURCE_ZH, ["Leo 住在杭州", "Leo 的女儿"], "the parts leave out most of #{pk}"),
+    ],
+)
+def test_a_split_saying_something_else_or_dropping_most_is_refused(source, parts, reason):
+    memory = SemanticMemoryFactory(content=source)
+    assert split_refusal(memory, [{"content": part} for part in parts]).startswith(reason.format(pk=memory.pk))
