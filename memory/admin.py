@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR
@@ -48,15 +48,19 @@ from memory.tendency import DayPoint
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.
 CITED_ID_RE = re.compile(r"#?([0-9]{1,18})")
 CITING_MESSAGES_SHOWN = 50
+# A change of these in the change form makes the memory the operator's: sleep leaves it alone afterwards.
+HAND_EDITED_FIELDS = frozenset({"content", "memory_type", "person", "status"})
 
 
 def _memory_action(
-    service: Callable[..., SemanticMemory], verb: str, description: str
+    service: Callable[..., SemanticMemory], verb: str, description: str, *, by_operator: bool = False
 ) -> Callable[[admin.ModelAdmin, HttpRequest, QuerySet], None]:
+    """An action calling ``service`` on each selected memory (with ``by``, the operator, when ``by_operator``)."""
+
     def action(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
         count = 0
         for memory in queryset:
-            service(memory=memory)
+            service(memory=memory, **({"by": _requester(request)} if by_operator else {}))
             count += 1
         modeladmin.message_user(request, f"{verb} {count} memor{'y' if count == 1 else 'ies'}.", messages.SUCCESS)
 
@@ -129,7 +133,9 @@ class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
         _memory_action(memory_services.memory_pin, "Pinned", "Pin selected memories"),
         _memory_action(memory_services.memory_unpin, "Unpinned", "Unpin selected memories"),
         _memory_action(memory_services.memory_deprecate, "Deprecated", "Deprecate selected memories"),
-        _memory_action(memory_services.memory_restore, "Restored", "Restore selected memories to active"),
+        _memory_action(
+            memory_services.memory_restore, "Restored", "Restore selected memories to active", by_operator=True
+        ),
         forget_memories,
     ]
     fieldsets = (
@@ -151,6 +157,11 @@ class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # a delete is a forget: the forget action lists what goes
         return actions
+
+    def save_model(self, request: HttpRequest, obj: SemanticMemory, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and set(form.changed_data) & HAND_EDITED_FIELDS:
+            memory_services.memory_edit_record(memory=obj, by=_requester(request))
 
     def delete_model(self, request: HttpRequest, obj: SemanticMemory) -> None:
         memory_forget(memory=obj, requested_by=_requester(request), reason=ForgetReason.OPERATOR)
@@ -208,7 +219,7 @@ class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
     def belief_timeline(self, obj: SemanticMemory) -> SafeString | str:
         """This belief's versions: when each was held, why it ended and the conversation that changed it."""
         versions = memory_versions(memory=obj) if obj.pk else []
-        if len(versions) < 2:
+        if len(versions) < 2 and not (obj.body or {}).get("restored"):
             return "—"
         return format_html(
             "<ol class='anima-timeline'>{}</ol>",
@@ -266,8 +277,22 @@ def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
         ended = format_html(" — {}, in <a href='{}'>{}</a>", memory.expired_reason or "superseded", url, conversation)
     elif memory.expired_reason:
         ended = f" — {memory.expired_reason}"
+    # Retirements an operator undid (a restored night): the memory was not held meanwhile in its own record.
+    undone = format_html_join(
+        "",
+        " · retired ({}{}) and restored {} by {}",
+        (
+            (
+                entry.get("reason") or entry.get("status", ""),
+                f", superseded by #{entry['superseded_by']}" if entry.get("superseded_by") else "",
+                _held_text(datetime.fromisoformat(entry["at"])) if entry.get("at") else "?",
+                entry.get("by", ""),
+            )
+            for entry in (memory.body or {}).get("restored", [])
+        ),
+    )
     return format_html(
-        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}",
+        "{}{} → {} · <a href='{}'>#{}</a> [{}] {}{}{}",
         "▶ " if current else "",
         held_from,
         held_to,
@@ -276,6 +301,7 @@ def _version_html(memory: SemanticMemory, *, current: bool) -> SafeString:
         memory.status,
         memory.content[:120],
         ended,
+        undone,
     )
 
 

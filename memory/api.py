@@ -151,7 +151,8 @@ class MemoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Des
     @extend_schema(request=None, responses={200: SemanticMemorySerializer})
     @action(detail=True, methods=["post"])
     def restore(self, request: Request, pk: str) -> Response:
-        return self._curate(request, memory_restore)
+        # Restored by an operator's hand: the memory is theirs now, and no later night retires it again.
+        return self._curate(request, lambda memory: memory_restore(memory=memory, by=_requester(request)))
 
     @extend_schema(request=None, responses={200: SemanticMemorySerializer})
     @action(detail=True, methods=["post"])

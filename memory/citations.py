@@ -33,6 +33,18 @@ def cited_ids(text: str) -> set[int]:
     return {int(match) for match in CITATION_RE.findall(text or "")}
 
 
+def cited_foreign(*, text: str, person_id: int | None) -> list[int]:
+    """The ids ``text`` cites of entities that belong to someone other than ``person_id``.
+
+    A text written about a person may cite that person's entities and global (person-less) ones only.
+    """
+    ids = cited_ids(text)
+    if not ids:
+        return []
+    owners = Entity.objects.filter(pk__in=ids).values_list("pk", "person_id")
+    return sorted(pk for pk, owner in owners if owner is not None and owner != person_id)
+
+
 def reference_weight(*, message_at: datetime, now: datetime) -> int:
     return 2 if now - message_at < RECENT_WINDOW else 1
 

@@ -427,12 +427,35 @@ class MemoryChanges(TypedDict, total=False):
     occurred_at: str | None
 
 
-def memory_update(*, memory: SemanticMemory, changes: MemoryChanges) -> SemanticMemory:
-    """Change a memory's content, type or occurred_at; what ``changes`` leaves out stays as it is."""
+# Body keys recording who last edited a memory by hand (an operator): the nightly model never changes it after.
+EDITED_BY, EDITED_AT = "edited_by", "edited_at"
+# Body key of a pin the nightly pin review made (it may take back its own pins, never anyone else's).
+PINNED_BY = "pinned_by"
+
+
+def _edit_recorded(memory: SemanticMemory, by: str) -> None:
+    memory.body = {**(memory.body or {}), EDITED_BY: by, EDITED_AT: timezone.now().isoformat()}
+
+
+def memory_edit_record(*, memory: SemanticMemory, by: str) -> SemanticMemory:
+    """Record that ``by`` (an operator, e.g. ``console:admin``) edited the memory by hand."""
+    _edit_recorded(memory, by)
+    memory.save(update_fields=["body", "updated_at"])
+    return memory
+
+
+def memory_update(*, memory: SemanticMemory, changes: MemoryChanges, edited_by: str = "") -> SemanticMemory:
+    """Change a memory's content, type or occurred_at; what ``changes`` leaves out stays as it is.
+
+    ``edited_by`` names the operator making the change: the memory is then theirs, and sleep leaves it alone.
+    """
     unknown = set(changes) - set(MemoryChanges.__annotations__)
     if unknown:
         raise ValidationError({name: f"{name} cannot be changed here" for name in sorted(unknown)})
     fields = ["updated_at"]
+    if edited_by:
+        _edit_recorded(memory, edited_by)
+        fields.append("body")
     if "content" in changes:
         memory.content = _content_valid(changes["content"])
         fields.append("content")
@@ -443,6 +466,7 @@ def memory_update(*, memory: SemanticMemory, changes: MemoryChanges) -> Semantic
         memory.body = {**memory.body, "occurred_at": changes["occurred_at"]}
         memory.valid_from = memory_valid_from(body=memory.body, created_at=memory.created_at)
         fields += ["body", "valid_from"]
+    fields = list(dict.fromkeys(fields))
     memory.full_clean(validate_constraints=False)
     memory.save(update_fields=fields)
     return memory
@@ -458,13 +482,28 @@ def memory_deprecate(*, memory: SemanticMemory, reason: str = "") -> SemanticMem
     return memory
 
 
-def memory_restore(*, memory: SemanticMemory) -> SemanticMemory:
-    """Back to active, whatever retired it (deprecation or expiry); its one validity span reopens."""
+def memory_restore(*, memory: SemanticMemory, by: str = "", note: str = "") -> SemanticMemory:
+    """Back to active, whatever retired it (deprecation or expiry); its one validity span reopens.
+
+    With ``by`` (an operator) the retirement undone is kept in the body's ``restored`` list (when, why it had
+    ended, what had superseded it, ``note``) for belief history, and the memory counts as edited by them.
+    """
+    if by and memory.status != MemoryStatus.ACTIVE:
+        undone = {
+            "at": timezone.now().isoformat(),
+            "by": by,
+            "status": memory.status,
+            "reason": memory.expired_reason,
+            "superseded_by": memory.superseded_by_id,
+            **({"note": note} if note else {}),
+        }
+        _edit_recorded(memory, by)
+        memory.body = {**memory.body, "restored": [*memory.body.get("restored", []), undone]}
     memory.status = MemoryStatus.ACTIVE
     memory.expired_reason = ""
     memory.superseded_by = None
     memory.valid_to = None
-    memory.save(update_fields=["status", "expired_reason", "superseded_by", "valid_to", "updated_at"])
+    memory.save(update_fields=["status", "expired_reason", "superseded_by", "valid_to", "body", "updated_at"])
     return memory
 
 
@@ -608,15 +647,19 @@ def memory_merge(
     return merged
 
 
-def memory_pin(*, memory: SemanticMemory) -> SemanticMemory:
+def memory_pin(*, memory: SemanticMemory, by: str = "") -> SemanticMemory:
+    """Pin the memory; ``by`` names a pin the nightly review made (an operator's pin names nobody)."""
     memory.pinned = True
-    memory.save(update_fields=["pinned", "updated_at"])
+    body = {k: v for k, v in (memory.body or {}).items() if k != PINNED_BY}
+    memory.body = {**body, PINNED_BY: by} if by else body
+    memory.save(update_fields=["pinned", "body", "updated_at"])
     return memory
 
 
 def memory_unpin(*, memory: SemanticMemory) -> SemanticMemory:
     memory.pinned = False
-    memory.save(update_fields=["pinned", "updated_at"])
+    memory.body = {k: v for k, v in (memory.body or {}).items() if k != PINNED_BY}
+    memory.save(update_fields=["pinned", "body", "updated_at"])
     return memory
 
 

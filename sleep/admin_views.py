@@ -26,7 +26,7 @@ from sleep.cycle import SLEEP_CYCLE, sleep_cycle_default_day
 from sleep.models import DeepSleepMode, PipelineRun, PipelineStepRun, StepStatus
 from sleep.pipeline import PipelineError
 from sleep.selectors import sleep_run_failures
-from sleep.services import sleep_cycle_request, sleep_runs_reap
+from sleep.services import deep_sleep_changes, deep_sleep_night_restore, sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import sleep_run_dispatch
 
 RUNS_PER_PAGE = 15
@@ -54,6 +54,8 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
             raise PermissionDenied
         if "retry" in request.POST:
             return _retry(request)
+        if "restore_night" in request.POST:
+            return _restore_night(request)
         form = SleepRunForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
@@ -70,6 +72,7 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
         run.failures = sleep_run_failures(run=run)
         for step in run.step_rows:
             step.rendered_output = step_output_render(step=step)
+            step.restorable = bool(deep_sleep_changes(step_run=step)) and not step.output.get("restored")
     context = {
         **admin.site.each_context(request),
         "title": "Sleep",
@@ -79,6 +82,7 @@ def sleep_dashboard(request: HttpRequest) -> HttpResponse:
         "through_celery": bool(settings.CELERY_BROKER_URL),
         "can_run": request.user.has_perm("sleep.add_pipelinerun"),
         "mind": mind_configured(),
+        "can_restore": request.user.has_perm("memory.change_semanticmemory"),
     }
     return TemplateResponse(request, "admin/sleep/dashboard.html", context)
 
@@ -101,6 +105,28 @@ def _retry(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(reverse("admin:sleep_dashboard"))
 
 
+def _restore_night(request: HttpRequest) -> HttpResponse:
+    """Undo every memory change of one night's deep sleep (the button beside its changes)."""
+    if not request.user.has_perm("memory.change_semanticmemory"):
+        raise PermissionDenied
+    row_id = row_id_parse(request.POST.get("restore_night", ""))
+    if row_id is None:
+        raise Http404("no such step run")
+    step_run = get_object_or_404(PipelineStepRun, pk=row_id)
+    try:
+        outcome = deep_sleep_night_restore(step_run=step_run, by=f"console:{request.user.get_username()}")
+    except PipelineError as exc:
+        messages.error(request, f"Not restored: {exc}")
+    else:
+        skipped = f", {len(outcome['skipped'])} left as they are (changed since)" if outcome["skipped"] else ""
+        messages.success(
+            request,
+            f"Restored the night of run {step_run.run_id}: {len(outcome['restored'])} memories back, "
+            f"{len(outcome['retired'])} the night made retired, {len(outcome['pins'])} pins reversed{skipped}.",
+        )
+    return HttpResponseRedirect(reverse("admin:sleep_dashboard"))
+
+
 def _start(request: HttpRequest, *, day: dt.date, step: str | None, force: bool, mode: str) -> None:
     """Queue the run (a worker with a broker, else a background thread); the outcome becomes a message."""
     what = f"{step or 'full cycle'} for {day}" + (" (force)" if force else "") + f", mode {mode}"
@@ -119,38 +145,67 @@ def _start(request: HttpRequest, *, day: dt.date, step: str | None, force: bool,
 
 
 def step_output_render(*, step: PipelineStepRun) -> SafeString:
-    """A step's output for reading: deep sleep as per-round summaries with their change logs, else JSON."""
+    """A step's output for reading: deep sleep as per-round summaries with their change logs and what was
+    refused (and why), else JSON."""
     rounds = step.output.get("rounds") if isinstance(step.output, dict) else None
     if not isinstance(rounds, list):
         return json_block(step.output) if step.output else format_html("{}", "—")
-    rest = {key: value for key, value in step.output.items() if key != "rounds"}
+    rest = {key: value for key, value in step.output.items() if key not in {"rounds", "restored"}}
+    restored = step.output.get("restored")
     return format_html(
-        "{}<ol class='anima-rounds'>{}</ol>",
+        "{}{}<ol class='anima-rounds'>{}</ol>",
         format_html("<div>{}</div>", ", ".join(f"{key}: {value}" for key, value in rest.items())) if rest else "",
-        format_html_join("", "<li><strong>{}</strong>: {}{}</li>", (_round_parts(r) for r in rounds)),
+        format_html(
+            "<div class='anima-restored'>Restored {} by {}: {}</div>",
+            restored.get("at", ""),
+            restored.get("by", ""),
+            json_block({k: v for k, v in restored.items() if k not in {"at", "by"}}),
+        )
+        if isinstance(restored, dict)
+        else "",
+        format_html_join("", "<li><strong>{}</strong>: {}{}{}</li>", (_round_parts(r) for r in rounds)),
     )
 
 
-def _round_parts(entry: dict[str, Any]) -> tuple[str, str, SafeString]:
+def _ids_html(ids: list[int]) -> SafeString:
+    return format_html_join(
+        ", ", "<a href='{}'>#{}</a>", ((reverse("admin:memory_semanticmemory_change", args=[i]), i) for i in ids)
+    )
+
+
+def _round_parts(entry: dict[str, Any]) -> tuple[str, str, SafeString, SafeString]:
     changes = entry.get("changes") or []
-    if not changes:
-        return entry.get("round", "?"), entry.get("summary", ""), SafeString("")
-    rows = format_html_join(
-        "",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-        (
+    refused = entry.get("refused") or []
+    table = SafeString("")
+    if changes:
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
-                change.get("action", ""),
-                ", ".join(f"#{i}" for i in change.get("ids", [])),
-                json_block(change.get("before")),
-                json_block(change.get("after")),
-            )
-            for change in changes
-        ),
-    )
-    table = format_html(
-        "<table class='anima-changes'><thead><tr><th>action</th><th>ids</th><th>before</th><th>after</th></tr>"
-        "</thead><tbody>{}</tbody></table>",
-        rows,
-    )
-    return entry.get("round", "?"), entry.get("summary", ""), table
+                (
+                    change.get("action", ""),
+                    _ids_html(change.get("ids", [])),
+                    json_block(change.get("before")),
+                    json_block(change.get("after")),
+                )
+                for change in changes
+            ),
+        )
+        table = format_html(
+            "<table class='anima-changes'><thead><tr><th>action</th><th>ids</th><th>before</th><th>after</th></tr>"
+            "</thead><tbody>{}</tbody></table>",
+            rows,
+        )
+    refusals = SafeString("")
+    if refused:
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((r.get("action", ""), _ids_html(r.get("ids", [])), r.get("reason", "")) for r in refused),
+        )
+        refusals = format_html(
+            "<table class='anima-refused'><thead><tr><th>refused</th><th>ids</th><th>why</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            rows,
+        )
+    return entry.get("round", "?"), entry.get("summary", ""), table, refusals

@@ -8,14 +8,26 @@ import zoneinfo
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from anima.core.config import config_get
+from anima.core.models import MemoryStatus
 from conversations.models import Message
+from memory.models import SemanticMemory
+from memory.services import memory_expire, memory_pin, memory_restore, memory_unpin
 from sleep.cycle import CATCH_UP_MAX_DAYS, SLEEP_CYCLE, sleep_cycle_default_day, sleep_cycle_mode
-from sleep.models import ACTIVE_STATUSES, DeepSleepMode, PipelineItemRun, PipelineRun, RunStatus, RunTrigger
+from sleep.models import (
+    ACTIVE_STATUSES,
+    DeepSleepMode,
+    PipelineItemRun,
+    PipelineRun,
+    PipelineStepRun,
+    RunStatus,
+    RunTrigger,
+)
 from sleep.pipeline import (
     PipelineError,
     pipeline_execute,
@@ -287,3 +299,107 @@ def schedules_setup() -> list[tuple[str, str]]:
             task.save()
         results.append((schedule.name, f"updated ({', '.join(changed)})" if changed else "unchanged"))
     return results
+
+
+# --- Reviewing a night's deep sleep -----------------------------------------------------------------------------
+
+DEEP_SLEEP_STEP = "deep-sleep"
+
+
+def deep_sleep_changes(*, step_run: PipelineStepRun) -> list[dict]:
+    """The changes one deep sleep made, in the order it made them ([] for any other step)."""
+    output = step_run.output if isinstance(step_run.output, dict) else {}
+    if step_run.step != DEEP_SLEEP_STEP or not isinstance(output.get("rounds"), list):
+        return []
+    return [change for entry in output["rounds"] for change in entry.get("changes") or []]
+
+
+def deep_sleep_night_restore(*, step_run: PipelineStepRun, by: str) -> dict:
+    """Undo every change one deep sleep made, the last first, through the memory services.
+
+    A retired memory is active again (its retirement kept in its belief history, and it counts as
+    edited by ``by``, so no later night retires it again); a memory the night made (a merge, split
+    parts) is retired; a pin or an unpin is reversed. What changed since (forgotten, retired or
+    restored meanwhile) is left as it is and listed as skipped. A night is restored once; the
+    outcome is kept in the step's output under ``restored``. Raises ``PipelineError`` naming why
+    when there is nothing to restore.
+    """
+    with transaction.atomic():
+        step_run = PipelineStepRun.objects.select_for_update().select_related("run").get(pk=step_run.pk)
+        changes = deep_sleep_changes(step_run=step_run)
+        if not changes:
+            raise PipelineError(f"{step_run.step} #{step_run.attempt} of run {step_run.run_id} changed no memory")
+        if done := step_run.output.get("restored"):
+            raise PipelineError(f"the night of {step_run.run.day} was restored already ({done['at']}, {done['by']})")
+        undo = _NightUndo(by=by, note=f"deep sleep of {step_run.run.day} (run {step_run.run_id}) restored by {by}")
+        for change in reversed(changes):
+            undo.change(change)
+        outcome = {"at": timezone.now().isoformat(), "by": by, **undo.outcome()}
+        step_run.output = {**step_run.output, "restored": outcome}
+        step_run.save(update_fields=["output"])
+    return outcome
+
+
+class _NightUndo:
+    def __init__(self, *, by: str, note: str) -> None:
+        self.by, self.note = by, note
+        self.restored: list[int] = []
+        self.retired: list[int] = []
+        self.pins: list[int] = []
+        self.skipped: list[dict] = []
+        self.memories = SemanticMemory.objects.select_for_update()
+
+    def change(self, change: dict) -> None:
+        ids = list(change.get("ids") or [])
+        action = change.get("action")
+        if action == "expire" and ids:
+            self._restore(ids[0])
+        elif action == "split" and ids:
+            for pk in ids[1:]:
+                self._retire(pk)
+            self._restore(ids[0])
+        elif action == "merge" and len(ids) >= 2:
+            self._retire(ids[-1])
+            for pk in ids[:-1]:
+                self._restore(pk)
+        elif action in {"pin", "unpin"} and ids:
+            self._pin(ids[0], pinned=action == "unpin")
+
+    def _get(self, pk: int) -> SemanticMemory | None:
+        memory = self.memories.filter(pk=pk).first()
+        if memory is None:
+            self.skipped.append({"id": pk, "reason": "no longer stored (forgotten)"})
+        return memory
+
+    def _restore(self, pk: int) -> None:
+        memory = self._get(pk)
+        if memory is None:
+            return
+        if memory.status == MemoryStatus.ACTIVE:
+            self.skipped.append({"id": pk, "reason": "already active"})
+            return
+        memory_restore(memory=memory, by=self.by, note=self.note)
+        self.restored.append(pk)
+
+    def _retire(self, pk: int) -> None:
+        memory = self._get(pk)
+        if memory is None:
+            return
+        if memory.status != MemoryStatus.ACTIVE:
+            self.skipped.append({"id": pk, "reason": f"already {memory.status}"})
+            return
+        memory_expire(memory=memory, reason=self.note)
+        self.retired.append(pk)
+
+    def _pin(self, pk: int, *, pinned: bool) -> None:
+        memory = self._get(pk)
+        if memory is None:
+            return
+        if memory.pinned == pinned:
+            self.skipped.append({"id": pk, "reason": "pinned" if pinned else "not pinned"})
+            return
+        (memory_pin if pinned else memory_unpin)(memory=memory)
+        self.pins.append(pk)
+
+    def outcome(self) -> dict:
+        return {"restored": self.restored, "retired": self.retired, "pins": self.pins, "skipped": self.skipped}

@@ -1231,9 +1231,36 @@ SLOT_SCHEMA = schema_object(
 )
 
 
+def slot_checked(proposed: Slot | None, *, text: str, name: str = "") -> Slot | None:
+    """The slot a fact may merge or retire by: the one its own text reads to.
+
+    A proposed slot (a model's answer, or one stored with the fact) counts only where the text
+    says the same (it may add what the text leaves implicit, such as a relative's name); one the
+    text does not state is dropped, so an invented slot can never supersede a true fact.
+    """
+    read = slot_read(text, name=name)
+    if read is None:
+        return None
+    if proposed is not None and (
+        restates(proposed, read)
+        # The text reads as the same attribute of the same subject, and says the proposed key and value in so many
+        # words: the proposal only reads them more cleanly (「喜欢 TypeScript（以前喜欢 Python）」 likes TypeScript).
+        or (proposed.attribute == read.attribute and same_subject(proposed, read) and _words_stated(proposed, text))
+    ):
+        return proposed
+    return read
+
+
+# Values that stand for a polarity or a state, not words of the text.
+_SYMBOLIC_VALUES = frozenset({"", "+", "-", "0", "no", "done"})
+
+
+def _words_stated(slot: Slot, text: str) -> bool:
+    said = " ".join(text.casefold().split())
+    return all(word in said for word in (slot.key, slot.value) if word not in _SYMBOLIC_VALUES)
+
+
 def memory_slot(memory) -> Slot | None:
-    """The slot a semantic memory fills: as stored with it, else read from its content."""
-    stored = Slot.from_body(memory.body)
-    if stored is not None:
-        return stored
-    return slot_read(memory.content, name=person_label(memory.person) if memory.person_id else "")
+    """The slot a semantic memory fills, as its content reads (the stored one where the content agrees)."""
+    name = person_label(memory.person) if memory.person_id else ""
+    return slot_checked(Slot.from_body(memory.body), text=memory.content, name=name)

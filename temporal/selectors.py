@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import cached_property
@@ -48,6 +51,25 @@ def person_label(person: Person | None) -> str:
     if person.display_name and person.display_name != person.slug:
         return person.display_name
     return person.slug.replace("-", " ").title()
+
+
+def _name_pattern(person: Person) -> re.Pattern:
+    """A person's names (label, display name, slug) as whole words, capitalised as prose writes a name (so the
+    name "Will" is not the word "will"); a Chinese name wherever it stands."""
+    names = {n for n in (person_label(person), person.display_name, person.slug.replace("-", " ").title()) if n}
+    return _names_pattern(tuple(sorted(names, key=len, reverse=True)))
+
+
+# A night checks every fact and summary section against everyone's names: each set is compiled once.
+@functools.lru_cache(maxsize=4096)
+def _names_pattern(names: tuple[str, ...]) -> re.Pattern:
+    spelled = [rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])" if n.isascii() else re.escape(n) for n in names]
+    return re.compile("|".join(spelled))
+
+
+def persons_named(text: str, *, persons: Iterable[Person]) -> list[Person]:
+    """Those of ``persons`` whom ``text`` names."""
+    return [person for person in persons if _name_pattern(person).search(text)]
 
 
 @dataclass

@@ -16,9 +16,16 @@ from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
 from anima.core.text import clip
+from conversations.models import Person
 from temporal.models import TemporalSummary, Window
 from temporal.privacy import FULL, TOPIC_RULE, sections_render, summary_sections, topic_line
-from temporal.selectors import day_conversations, person_label, temporal_summaries, temporal_summary_get
+from temporal.selectors import (
+    day_conversations,
+    person_label,
+    persons_named,
+    temporal_summaries,
+    temporal_summary_get,
+)
 
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:好的|好|收到|明白了?|当然|没问题|以下是[^：:\n]{0,20}|"
@@ -105,6 +112,19 @@ class SectionSource:
         }
 
 
+def section_refusal(text: str, *, source: SectionSource, persons: list[Person]) -> str:
+    """Why a section may not be stored: it names someone who is neither its conversation's person nor named in
+    the conversation itself (a model mixing two conversations' people in one section)."""
+    strangers = [
+        person
+        for person in persons_named(text, persons=persons)
+        if person.pk != source.person_id and not persons_named(f"{source.title}\n{source.source}", persons=[person])
+    ]
+    if not strangers:
+        return ""
+    return "names " + ", ".join(person_label(p) for p in strangers) + ", who is not in this conversation"
+
+
 def temporal_summary_upsert(*, window: Window, period_start: date, sections: list[dict]) -> TemporalSummary:
     """Overwrite the (window, period_start) summary with ``sections``, creating it on first write.
 
@@ -156,11 +176,15 @@ def _write(
     # A re-run (late messages, --force) whose answer leaves a conversation out keeps its earlier section.
     stored = temporal_summary_get(window=window, period_start=period_start)
     earlier = {s.get("conversation_id"): s for s in (stored.body.get("sections") or [] if stored else [])}
-    sections, written, kept = [], 0, 0
+    sections, written, kept, refused = [], 0, 0, []
+    persons = list(Person.objects.all())
     for index, source in enumerate(sources):
         item = answered.get(index)
         # The model was told the cap; an answer over it is hard-cut. A topic line is validated whoever wrote it.
         text = summary_clean(item["summary"], max_chars=section_cap) if item else ""
+        if text and (reason := section_refusal(text, source=source, persons=persons)):
+            refused.append({"conversation_id": source.conversation_id, "reason": reason})
+            text = ""
         if text:
             sections.append({**source.meta(), "topic": topic_line(item["topic"], source=source.source), "text": text})
             written += 1
@@ -168,6 +192,8 @@ def _write(
             sections.append(earlier[source.conversation_id])
             kept += 1
     outcome = {"window": str(window), "period_start": period_start.isoformat()}
+    if refused:
+        outcome["refused"] = refused
     if not written:
         return {**outcome, "skipped_reason": "empty_summary"}
     row = temporal_summary_upsert(window=window, period_start=period_start, sections=sections)

@@ -96,6 +96,12 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "dialogue_max_chars": Field(int, 120_000, 1000, 1_000_000, "light sleep: dialogue cap per conversation"),
         "deep_sleep_warn_bytes": Field(int, 10_000, 1000, 10_000_000),
         "deep_sleep_batch_bytes": Field(int, 300_000, 10_000, 10_000_000),
+        "deep_sleep_change_share": Field(
+            float, 0.2, 0.0, 1.0, "deep sleep: at most this share of the active memories changes in one night"
+        ),
+        "deep_sleep_min_changes": Field(
+            int, 5, 0, 100_000, "deep sleep: changes a night may always make, however few memories there are"
+        ),
         "dream_min_intensity": Field(float, 0.5, 0.0, 1.0),
         "limbic_min_intensity": Field(float, 0.3, 0.0, 1.0),
     },

@@ -2,7 +2,9 @@
 
 1 contradiction_expiry, 2 split, 3 merge, 4 pin_maintenance. Nothing is ever deleted:
 retired rows become ``expired`` with a reason and the id that superseded them, so
-every change can be restored. The model may only act on ids it was shown.
+every change can be restored (a whole night at once: ``sleep.services``). The model may
+only act on ids it was shown, and only as ``sleep.checks`` finds the memories themselves
+justify; each refused proposal is recorded in its round's ``refused`` with the reason.
 """
 
 from __future__ import annotations
@@ -10,27 +12,32 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from datetime import date, datetime, timedelta
-from itertools import chain, combinations
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 
-import jieba
-import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
 from anima.core.config import config_get
-from anima.core.embeddings import EmbeddingsUnavailable
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_enum, schema_integer, schema_object, schema_string
 from anima.core.models import MemoryStatus, MemoryType
-from anima.core.text import FUNCTION_WORDS, content_key
-from memory.embedding import memory_vectors
+from anima.core.text import content_key
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
+from sleep.checks import (
+    NightLimit,
+    citations_refusal,
+    memory_protected,
+    memory_when,
+    merge_refusal,
+    retire_refusal,
+    split_refusal,
+)
 from sleep.context import StepContext
-from sleep.slots import Slot, memory_slot, restates, same_slot, slot_resolved, slots_aliased, supersedes
+from sleep.slots import Slot, memory_slot, restates, slot_resolved, slots_aliased, supersedes
+from sleep.steps.deep_groups import memory_owner, merge_candidates, subject_groups
 
 logger = logging.getLogger(__name__)
 
@@ -38,21 +45,12 @@ RECENT = timedelta(hours=24)
 SENTENCE_MARKS = "。！？.!?；;"
 SPLIT_MIN_CHARS = 50
 CHANGE_REASON = "changed"
+# Who a pin of the nightly pin review is by (it may take back its own pins, never an operator's).
+PIN_REVIEW = "deep-sleep"
 # Slots whose value never changes over time: a second value is a contradiction, not a change.
 IMMUTABLE_ATTRIBUTES = frozenset({"zodiac", "birthday", "origin"})
-# Cosine from which two memories of one person are asked about together (contradiction) or offered as merge
-# candidates. Measured with bench/offline_mind.py on the bundled local model: facts stating the same thing
-# score 0.89-1.0, but unrelated facts of one person reach 0.98 (p99 0.97), so closeness alone never merges
-# anything; it only adds the closest pairs (about 1 in 100) to what keywords and slots already group.
-CONTRADICTION_COSINE = 0.97
-DUPLICATE_COSINE = 0.97
 MEMORY_TYPES = list(MemoryType.values)
 
-# Relation and time words (and function words): sharing one says nothing about sharing a subject.
-_GROUP_STOPWORDS = FUNCTION_WORDS | frozenset(
-    "喜欢 更喜欢 以前 今年 周末 一名 最近 经常 很多 就是 认为 now really likes like loves love prefers prefer works "
-    "lives used any some more most".split()
-)
 _REASON = schema_string(max_length=300)
 # Bounds on what one round may change in one batch: a batch holds at most deep_sleep_batch_bytes of memory lines
 # (~100 memories); a round that changes more than this is rewriting the store, not consolidating it.
@@ -186,12 +184,13 @@ ROUND_MAX_TOKENS = 2000
 
 
 class _Round:
-    def __init__(self, ctx: StepContext, *, log: list[dict], now: datetime) -> None:
+    def __init__(self, ctx: StepContext, *, log: list[dict], now: datetime, limit: NightLimit) -> None:
         self.ctx = ctx
         self.log = log
         self.now = now
+        self.limit = limit
         self.changes: list[dict] = []
-        self.rejected: list[int] = []
+        self.refused: list[dict] = []
         config = config_get(section="sleep")
         self.warn_bytes = config["deep_sleep_warn_bytes"]
         self.batch_bytes = config["deep_sleep_batch_bytes"]
@@ -217,106 +216,24 @@ class _Round:
     def record(self, action: str, *, before: str, after: str, ids: Iterable[int], **extra) -> None:
         self.changes.append({"action": action, "before": before, "after": after, "ids": list(ids), **extra})
 
+    def refuse(self, action: str, *, ids: Iterable[int | None], reason: str) -> None:
+        self.refused.append({"action": action, "ids": [pk for pk in ids if pk is not None], "reason": reason})
 
-def subject_keywords(memory: SemanticMemory) -> set[str]:
-    """Content words of a memory, without its person's name: two memories sharing one share a subject."""
-    names = set()
-    if memory.person:
-        names = {memory.person.slug.casefold(), (memory.person.display_name or "").casefold()}
-    words = set()
-    for token in jieba.cut(memory.content):
-        word = token.strip().casefold()
-        if word in names or word in _GROUP_STOPWORDS or not any(ch.isalnum() for ch in word):
-            continue
-        if len(word) >= 2 if not word.isascii() else len(word) >= 3:
-            words.add(word.rstrip("s") if word.isascii() and len(word) > 3 else word)
-    return words
+    def allowed(self, action: str, *, ids: list[int | None], refusal: str = "", count: int = 1) -> bool:
+        """Whether a change of ``count`` memories may go ahead: not when a check gave a ``refusal``, nor past the
+        night's change limit. A refused change is recorded with its reason."""
+        refusal = refusal or self.limit.take(count)
+        if refusal:
+            self.refuse(action, ids=ids, reason=refusal)
+        return not refusal
 
 
-def memory_owner(memory: SemanticMemory) -> str:
-    """Whose fact this is: a person, else the one conversation it came from (unknown humans never mix)."""
-    if memory.person_id:
-        return f"person:{memory.person_id}"
-    if memory.source_conversation_id:
-        return f"conversation:{memory.source_conversation_id}"
-    return "global"
-
-
-def _union_groups(memories: list[SemanticMemory], links: Iterable[tuple[int, int]]) -> list[list[SemanticMemory]]:
-    """Connected components (size ≥ 2) of ``memories`` under the id pairs ``links``."""
-    parent = {m.pk: m.pk for m in memories}
-
-    def find(pk: int) -> int:
-        while parent[pk] != pk:
-            parent[pk] = parent[parent[pk]]
-            pk = parent[pk]
-        return pk
-
-    for a, b in links:
-        parent[find(a)] = find(b)
-    groups: dict[int, list[SemanticMemory]] = {}
-    for memory in memories:
-        groups.setdefault(find(memory.pk), []).append(memory)
-    return [group for group in groups.values() if len(group) >= 2]
-
-
-def _keyword_links(memories: list[SemanticMemory]) -> Iterator[tuple[int, int]]:
-    owners: dict[tuple[str, str], int] = {}
-    for memory in memories:
-        for word in subject_keywords(memory):
-            key = (memory_owner(memory), word)
-            if key in owners:
-                yield memory.pk, owners[key]
-            else:
-                owners[key] = memory.pk
-
-
-def _slot_links(memories: list[SemanticMemory]) -> Iterator[tuple[int, int]]:
-    slotted = [(m, memory_slot(m)) for m in memories]
-    slotted = [(m, slot) for m, slot in slotted if slot is not None]
-    for (a, slot_a), (b, slot_b) in combinations(slotted, 2):
-        if memory_owner(a) == memory_owner(b) and same_slot(slot_a, slot_b):
-            yield a.pk, b.pk
-
-
-def similar_pairs(memories: list[SemanticMemory], *, threshold: float) -> list[tuple[int, int, float]]:
-    """Pairs of one owner's memories whose embeddings' cosine is at least ``threshold``; [] without embeddings.
-
-    The vectors are the backfill's stored ones where they exist (``memory_vectors``): a night embeds only
-    what changed since, and compares each owner's memories among themselves only.
-    """
-    by_owner: dict[str, list[SemanticMemory]] = {}
-    for memory in memories:
-        by_owner.setdefault(memory_owner(memory), []).append(memory)
-    compared = [group for group in by_owner.values() if len(group) >= 2]
-    if not compared:
-        return []
-    try:
-        vectors = memory_vectors(memories=[memory for group in compared for memory in group])
-    except EmbeddingsUnavailable:
-        return []
-    pairs = []
-    for group in compared:
-        group = [memory for memory in group if memory.pk in vectors]  # one deleted meanwhile has none
-        if len(group) < 2:
-            continue
-        matrix = np.array([vectors[memory.pk] for memory in group], dtype=np.float64)
-        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)  # stored ones are half floats
-        cosines = matrix @ matrix.T
-        for i, j in combinations(range(len(group)), 2):
-            if cosines[i, j] >= threshold:
-                pairs.append((group[i].pk, group[j].pk, float(cosines[i, j])))
-    return pairs
-
-
-def subject_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
-    """Memories of one person about one subject: a shared keyword, the same slot or close embeddings."""
-    similar = ((a, b) for a, b, _ in similar_pairs(memories, threshold=CONTRADICTION_COSINE))
-    return _union_groups(memories, chain(_keyword_links(memories), _slot_links(memories), similar))
+def _shown(memory: SemanticMemory | None) -> str:
+    return "" if memory is not None and memory.status == MemoryStatus.ACTIVE else "not an active memory it was shown"
 
 
 def _chronological(memories: Iterable[SemanticMemory]) -> list[SemanticMemory]:
-    return sorted(memories, key=lambda m: (m.source_day or date.min, (m.body or {}).get("observed_at") or "", m.pk))
+    return sorted(memories, key=memory_when)
 
 
 def _told_together(a: SemanticMemory, b: SemanticMemory) -> bool:
@@ -356,7 +273,7 @@ def _slot_changes(r: _Round) -> None:
                 ),
                 None,
             )
-            if newer is None:
+            if newer is None or not r.allowed("expire", ids=[older.pk, newer.pk], refusal=memory_protected(older)):
                 continue
             kind, reason = "change", CHANGE_REASON
             if old_slot.attribute in IMMUTABLE_ATTRIBUTES:
@@ -384,25 +301,37 @@ def _contradiction_round(r: _Round) -> str:
         with transaction.atomic():
             for item in answer["expire"]:
                 memory = by_id.get(item["id"])
-                successor = by_id.get(item["superseded_by"]) if item.get("superseded_by") is not None else None
-                valid_successor = item.get("superseded_by") is None or (
-                    successor is not None and successor is not memory and successor.status == MemoryStatus.ACTIVE
-                )
-                # Only ids of the group shown may be retired, and each only once.
-                if memory is None or memory.status != MemoryStatus.ACTIVE or not valid_successor:
-                    r.rejected.append(item["id"])
-                    continue
+                named = item.get("superseded_by")
+                successor = by_id.get(named) if named is not None else None
                 reason = CHANGE_REASON if item["kind"] == "change" else f"contradiction: {item['reason']}".strip()
+                refusal = _expire_refusal(memory, successor, named=named, reason=reason)
+                if not r.allowed("expire", ids=[item["id"], named], refusal=refusal):
+                    continue
                 memory_expire(memory=memory, reason=reason, superseded_by=successor)
                 r.record(
                     "expire",
                     before=memory.content,
-                    after=successor.content if successor else "",
-                    ids=[memory.pk] + ([successor.pk] if successor else []),
+                    after=successor.content,
+                    ids=[memory.pk, successor.pk],
                     kind=item["kind"],
                     reason=reason,
                 )
     return f"{len(groups)} subject groups checked, {len(r.changes)} memories expired"
+
+
+def _expire_refusal(
+    memory: SemanticMemory | None, successor: SemanticMemory | None, *, named: int | None, reason: str
+) -> str:
+    """Only ids of the group shown may be retired, each once, and only as the two texts justify."""
+    if named is not None and (successor is None or successor is memory):
+        return "its successor is not another memory of the group shown"
+    return (
+        _shown(memory)
+        or (_shown(successor) if successor is not None else "")
+        or memory_protected(memory)
+        or retire_refusal(memory, successor)
+        or citations_refusal(reason, person_id=memory.person_id)
+    )
 
 
 def _split_candidates(memories: list[SemanticMemory], *, incremental: bool, now: datetime) -> list[SemanticMemory]:
@@ -430,8 +359,8 @@ def _split_round(r: _Round) -> str:
         with transaction.atomic():
             for item in answer["splits"]:
                 source = by_id.get(item["id"])
-                if source is None or source.status != MemoryStatus.ACTIVE or len(item["parts"]) < 2:
-                    r.rejected.append(item["id"])
+                refusal = _shown(source) or memory_protected(source) or split_refusal(source, item["parts"])
+                if not r.allowed("split", ids=[item["id"]], refusal=refusal):
                     continue
                 # The source's updated_at is in the id: a split that an operator restored can split again.
                 version = int(source.updated_at.timestamp() * 1000)
@@ -456,9 +385,8 @@ def _split_round(r: _Round) -> str:
     return f"{len(candidates)} candidates, {len(r.changes)} split"
 
 
-def _slot_restatements(r: _Round) -> None:
-    """Memories restating one fact (same slot, same value, or the same text) merge into one, whoever answers."""
-    memories = _chronological(_active())
+def _restatement_groups(memories: list[SemanticMemory]) -> list[list[SemanticMemory]]:
+    """One owner's memories restating one fact (same slot and value, or the same text), oldest first."""
     slots = {m.pk: memory_slot(m) for m in memories}
     groups: list[list[SemanticMemory]] = []
     for memory in memories:
@@ -479,27 +407,44 @@ def _slot_restatements(r: _Round) -> None:
             groups.append([memory])
         else:
             group.append(memory)
+    return [g for g in groups if len(g) >= 2]
+
+
+def _slot_restatements(r: _Round) -> None:
+    """Memories restating one fact merge into one, whoever answers; a pinned or hand-edited one stays as it is
+    and the others retire into it."""
     with transaction.atomic():
-        for sources in (g for g in groups if len(g) >= 2):
+        for sources in _restatement_groups(_chronological(_active())):
+            kept = next((s for s in sources if memory_protected(s)), None)
+            if kept is not None:
+                for source in (s for s in sources if not memory_protected(s)):
+                    if r.allowed("expire", ids=[source.pk, kept.pk]):
+                        reason = f"restates #{kept.pk}"
+                        memory_expire(memory=source, reason=reason, superseded_by=kept)
+                        r.record(
+                            "expire", before=source.content, after=kept.content, ids=[source.pk, kept.pk], reason=reason
+                        )
+                continue
+            ids = [s.pk for s in sources]
+            if not r.allowed("merge", ids=ids, count=len(sources) - 1):
+                continue
             richest = max(sources, key=lambda m: (len(m.content), -m.pk))
-            versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
+            slot = memory_slot(richest)
             merged = memory_merge(
                 sources=sources,
                 content=richest.content,
                 memory_type=richest.memory_type,
-                external_id=f"ds:merge:{hashlib.sha1(versions.encode()).hexdigest()[:16]}",
-                body={"slot": slots[richest.pk].as_body()} if slots[richest.pk] is not None else None,
+                external_id=_merge_id(sources),
+                body={"slot": slot.as_body()} if slot is not None else None,
             )
-            ids = [s.pk for s in sources]
             r.record(
                 "merge", before=" | ".join(s.content for s in sources), after=merged.content, ids=[*ids, merged.pk]
             )
 
 
-def merge_candidates(memories: list[SemanticMemory]) -> list[list[int]]:
-    """Groups of one owner's memories whose embeddings are close enough to say the same thing."""
-    pairs = [(a, b) for a, b, _ in similar_pairs(memories, threshold=DUPLICATE_COSINE)]
-    return [sorted(m.pk for m in group) for group in _union_groups(memories, pairs)]
+def _merge_id(sources: list[SemanticMemory]) -> str:
+    versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
+    return f"ds:merge:{hashlib.sha1(versions.encode()).hexdigest()[:16]}"
 
 
 def _merge_round(r: _Round) -> str:
@@ -519,25 +464,30 @@ def _merge_round(r: _Round) -> str:
             for item in answer["merges"]:
                 ids = sorted(set(item["ids"]))
                 sources = [by_id.get(pk) for pk in ids]
-                if (
-                    len(ids) < 2
-                    or any(s is None or s.status != MemoryStatus.ACTIVE for s in sources)
-                    or len({memory_owner(s) for s in sources}) != 1
-                ):
-                    r.rejected.extend(ids)
+                refusal = _merge_refusal(sources, item["content"])
+                if not r.allowed("merge", ids=ids, refusal=refusal, count=len(ids) - 1):
                     continue
-                versions = ",".join(f"{s.pk}@{s.updated_at.timestamp()}" for s in sources)
-                digest = hashlib.sha1(versions.encode()).hexdigest()[:16]
                 merged = memory_merge(
                     sources=sources,
                     content=item["content"],
                     memory_type=item["memory_type"],
-                    external_id=f"ds:merge:{digest}",
+                    external_id=_merge_id(sources),
                 )
                 r.record(
                     "merge", before=" | ".join(s.content for s in sources), after=merged.content, ids=[*ids, merged.pk]
                 )
     return f"{len(r.changes)} merges"
+
+
+def _merge_refusal(sources: list[SemanticMemory | None], content: str) -> str:
+    if len(sources) < 2:
+        return "a merge needs two or more memories"
+    for source in sources:
+        if refusal := _shown(source) or memory_protected(source):
+            return refusal
+    if len({memory_owner(s) for s in sources}) != 1:
+        return "memories of different people"
+    return merge_refusal(sources, content)
 
 
 def _pin_round(r: _Round) -> str:
@@ -559,17 +509,25 @@ def _pin_round(r: _Round) -> str:
         for item in answer["unpin"]:
             memory = pinned_by_id.get(item["id"])
             if memory is None or not memory.pinned:
-                r.rejected.append(item["id"])
+                refusal = "not a pinned memory it was shown"
+            else:
+                # A retired memory's pin is moot; an active one keeps a pin someone else gave it.
+                active = memory.status == MemoryStatus.ACTIVE
+                refusal = memory_protected(memory, own_pin_ok=True) if active else ""
+            if not r.allowed("unpin", ids=[item["id"]], refusal=refusal):
                 continue
             memory_unpin(memory=memory)
             pinned_count -= memory.status == MemoryStatus.ACTIVE
             r.record("unpin", before=memory.content, after="", ids=[memory.pk], reason=item["reason"])
         for item in answer["pin"]:
             memory = active_by_id.get(item["id"])
-            if memory is None or memory.pinned or pinned_count >= RESIDENT_PINNED_HARD_CAP:
-                r.rejected.append(item["id"])
+            refusal = "" if memory is not None and not memory.pinned else "not an unpinned active memory"
+            refusal = refusal or (
+                "" if pinned_count < RESIDENT_PINNED_HARD_CAP else "the pinned memories are at their cap"
+            )
+            if not r.allowed("pin", ids=[item["id"]], refusal=refusal):
                 continue
-            memory_pin(memory=memory)
+            memory_pin(memory=memory, by=PIN_REVIEW)
             pinned_count += 1
             r.record("pin", before="", after=memory.content, ids=[memory.pk], reason=item["reason"])
     return f"{len(pinned)} pinned reviewed, {len(r.changes)} changed"
@@ -587,17 +545,22 @@ INCREMENTAL_SKIPPABLE = {"contradiction_expiry", "merge"}
 def deep_sleep(ctx: StepContext) -> dict:
     now = timezone.now()
     log: list[dict] = []
+    config = config_get(section="sleep")
+    inventory = active_semantic_memories().count()
+    limit = NightLimit(
+        inventory=inventory, share=config["deep_sleep_change_share"], floor=config["deep_sleep_min_changes"]
+    )
     quiet = not active_semantic_memories().filter(updated_at__gte=now - RECENT).exists()
     rounds = []
     for name, run in ROUNDS:
         if ctx.mode == "incremental" and quiet and name in INCREMENTAL_SKIPPABLE:
             rounds.append({"round": name, "summary": "skipped: no active memory changed in 24 h", "changes": []})
             continue
-        r = _Round(ctx, log=log, now=now)
+        r = _Round(ctx, log=log, now=now, limit=limit)
         summary = run(r)
         log.extend(r.changes)
         entry = {"round": name, "summary": summary, "changes": r.changes}
-        if r.rejected:
-            entry["rejected_ids"] = r.rejected
+        if r.refused:
+            entry["refused"] = r.refused
         rounds.append(entry)
-    return {"mode": ctx.mode, "rounds": rounds}
+    return {"mode": ctx.mode, "changes_allowed": limit.allowed, "inventory": inventory, "rounds": rounds}

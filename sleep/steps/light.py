@@ -34,7 +34,7 @@ from anima.core.llm.schema import (
     schema_string,
 )
 from anima.core.models import BlockTag, Entity, MemoryStatus, MemoryType
-from anima.core.text import content_key
+from anima.core.text import clip, content_key
 from memory.models import (
     ContentBlock,
     LimbicBlock,
@@ -44,10 +44,11 @@ from memory.models import (
     SemanticMemory,
 )
 from memory.services import diary_block_create, diary_entries_ensure, memory_create, memory_deprecate, memory_update
+from sleep.checks import FactChecks, citations_refusal
 from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.pipeline import FAILURES
-from sleep.slots import SLOT_RULE, SLOT_SCHEMA, Slot, memory_slot, restates, slot_read
+from sleep.slots import SLOT_RULE, SLOT_SCHEMA, memory_slot, restates
 from temporal.selectors import DayConversation, day_conversation_ids, day_conversations, dialogue_messages
 
 logger = logging.getLogger(__name__)
@@ -398,6 +399,14 @@ def _diary_block_once(
     report["created"].append(block.pk)
 
 
+def _cites_others(report: dict, item: DayConversation, text: str) -> bool:
+    """Whether ``text`` cites another person's memories (then it is refused, and the report says why)."""
+    reason = citations_refusal(text, person_id=item.person.pk if item.person else None)
+    if reason:
+        report.setdefault("refused", []).append({"what": clip(text, 120), "reason": reason})
+    return bool(reason)
+
+
 def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> tuple[list[SemanticMemory], dict]:
     conversation = item.conversation
     if not late and _stage_rows(SemanticMemory, ctx.day, item, "semantic"):
@@ -423,13 +432,16 @@ def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> t
         schema=SEMANTIC_SCHEMA,
     )
     observed_at = moment_iso(item.messages[0].created_at)
-    report = {"created": [], "updated": [], "deprecated": [], "duplicates": 0, "rejected_ids": []}
+    report = {"created": [], "updated": [], "deprecated": [], "duplicates": 0, "refused": []}
+    refused = FactChecks(item, report)
     with transaction.atomic():
         known = {content_key(m.content) for m in existing.values()}
         held = [slot for slot in (memory_slot(m) for m in existing.values()) if slot is not None]
         for fact in answer.get("create", []):
+            if refused.fact("create", fact["content"]):
+                continue
             external_id = _external_id(ctx.day, item, "semantic", fact["content"])
-            slot = Slot.from_body({"slot": fact.get("slot")}) or slot_read(fact["content"], name=item.person_name)
+            slot = refused.slot(fact)
             if (
                 content_key(fact["content"]) in known
                 or SemanticMemory.objects.filter(external_id=external_id).exists()
@@ -457,18 +469,18 @@ def _semantic_stage(ctx: StepContext, item: DayConversation, *, late: bool) -> t
             report["created"].append(memory.pk)
         for change in answer.get("update", []):
             memory = existing.get(change["id"])
-            if memory is None:
-                report["rejected_ids"].append(change["id"])
+            if refused.memory("update", change["id"], memory) or refused.fact("update", change.get("content", "")):
                 continue
             memory_update(memory=memory, changes={k: v for k, v in change.items() if k != "id"})
             report["updated"].append(memory.pk)
         for change in answer.get("deprecate", []):
             memory = existing.get(change["id"])
-            if memory is None:
-                report["rejected_ids"].append(change["id"])
+            if refused.memory("deprecate", change["id"], memory):
                 continue
             memory_deprecate(memory=memory, reason=change["reason"])
             report["deprecated"].append(memory.pk)
+    if not report["refused"]:
+        del report["refused"]
     return _day_facts(item, ctx.day), report
 
 
@@ -508,6 +520,8 @@ def _limbic_stage(
         for anchor in answer["anchors"]:
             if anchor["intensity"] < min_intensity:
                 report["refused_low_intensity"] += 1
+                continue
+            if _cites_others(report, item, anchor["content"]):
                 continue
             kept.append(anchor)
             # Limbic blocks are append-only (a trigger refuses UPDATE): existing ones are never touched.
@@ -561,6 +575,8 @@ def _narrative_stage(
     report = {"created": [], "duplicates": 0}
     with transaction.atomic():
         for narrative in answer["narratives"]:
+            if _cites_others(report, item, f"{narrative['title']}\n{narrative['content']}"):
+                continue
             _diary_block_once(
                 report,
                 ctx,

@@ -80,6 +80,10 @@ def test_deprecate_restore_pin_unpin():
     assert deprecated["status"] == "deprecated" and deprecated["body"]["deprecated_reason"] == "wrong"
     assert restored["status"] == "active"
     assert pinned["pinned"] is True and unpinned["pinned"] is False
+    # Restored by an operator: the retirement undone stays in the record, and the memory is theirs now.
+    [undone] = restored["body"]["restored"]
+    assert (undone["status"], undone["reason"]) == ("deprecated", "wrong") and undone["by"].startswith("api:")
+    assert restored["body"]["edited_by"] == undone["by"]
 
 
 def test_physical_delete_by_staff():

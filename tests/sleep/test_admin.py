@@ -5,16 +5,24 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils import timezone
 
+from anima.core.models import MemoryStatus
+from memory.models import SemanticMemory
+from sleep.context import StepContext
 from sleep.models import PipelineRun, PipelineStepRun, StepStatus
+from sleep.services import deep_sleep_changes
+from sleep.steps import deep_sleep
 from tests.factories import (
     AutoLlmRunFactory,
     ConversationFactory,
+    PersonFactory,
     PipelineRunFactory,
     PipelineStepRunFactory,
+    SemanticMemoryFactory,
     UserFactory,
 )
 
@@ -142,7 +150,7 @@ def test_deep_sleep_rounds_and_change_log_are_readable(admin_client):
     assert "<strong>contradiction_expiry</strong>: 1 subject groups checked, 1 memories expired" in page
     assert "<strong>split</strong>: skipped: no active memory changed in 24 h" in page
     assert "&quot;content&quot;: &quot;女儿属虎&quot;" in page  # CJK as characters, not \\u escapes
-    assert "<td>expire</td><td>#41</td>" in page
+    assert "<td>expire</td><td><a href='/admin/memory/semanticmemory/41/change/'>#41</a></td>" in page
 
 
 def test_with_a_broker_the_run_is_queued_on_celery_not_run_here(
@@ -222,3 +230,87 @@ def test_the_sleep_page_says_which_mind_each_run_ran_on_and_which_the_next_will(
 def test_the_sleep_page_names_the_offline_provider_when_it_is_the_mind(admin_client):
     page = admin_client.get(DASHBOARD).content.decode()
     assert "LLM for the next run: offline provider" in page
+
+
+def _deep_sleep_night(**step) -> PipelineStepRun:
+    """A deep sleep carried out now (offline mind), stored as a run's step as the pipeline stores it."""
+    output = deep_sleep(StepContext(run_id=0, day=DAY, mode="full", force=False, run_key="test", token_budget=None))
+    return PipelineStepRunFactory(step="deep-sleep", status=StepStatus.SUCCEEDED, output=output, **step)
+
+
+def test_a_memory_edited_in_the_console_is_the_operators_and_deep_sleep_leaves_it_alone(admin_client):
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    memory = SemanticMemoryFactory(person=maya, content="Maya lives in Berlin", source_day=dt.date(2026, 11, 1))
+    newer = SemanticMemoryFactory(person=maya, content="Maya moved to Munich", source_day=dt.date(2026, 11, 20))
+    data = {
+        "content": "Maya lives in Berlin-Mitte",
+        "memory_type": memory.memory_type,
+        "status": memory.status,
+        "person": maya.pk,
+        "source_day": "2026-11-01",
+        "body": "{}",
+    }
+    response = admin_client.post(reverse("admin:memory_semanticmemory_change", args=[memory.pk]), data)
+    assert response.status_code == 302
+
+    step = _deep_sleep_night()
+
+    memory.refresh_from_db()
+    newer.refresh_from_db()
+    assert memory.body["edited_by"] == "console:admin"
+    assert memory.status == newer.status == MemoryStatus.ACTIVE
+    assert step.output["rounds"][0]["refused"] == [
+        {"action": "expire", "ids": [memory.pk, newer.pk], "reason": f"#{memory.pk} was edited by console:admin"}
+    ]
+    page = admin_client.get(DASHBOARD).content.decode()
+    assert "was edited by console:admin</td>" in page
+
+
+def test_a_whole_nights_deep_sleep_is_restored_with_one_click_and_stays_restored(admin_client):
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    berlin = SemanticMemoryFactory(person=maya, content="Maya lives in Berlin", source_day=dt.date(2026, 11, 1))
+    munich = SemanticMemoryFactory(person=maya, content="Maya moved to Munich", source_day=dt.date(2026, 11, 20))
+    vegetarian = [SemanticMemoryFactory(person=maya, content="Maya is vegetarian") for _ in range(2)]
+    step = _deep_sleep_night()
+    merged = SemanticMemory.objects.get(content="Maya is vegetarian", status=MemoryStatus.ACTIVE)
+    assert [c["action"] for c in deep_sleep_changes(step_run=step)] == ["expire", "merge"]
+    assert f'name="restore_night" value="{step.pk}"' in admin_client.get(DASHBOARD).content.decode()
+
+    response = admin_client.post(DASHBOARD, {"restore_night": step.pk}, follow=True)
+
+    restored = f"Restored the night of run {step.run_id}: 3 memories back, 1 the night made retired, 0 pins reversed."
+    assert restored in _messages(response)
+    for memory in (berlin, *vegetarian):
+        memory.refresh_from_db()
+        assert memory.status == MemoryStatus.ACTIVE and memory.superseded_by_id is None
+        # Belief history keeps what was undone; the memory is the operator's now.
+        [undone] = memory.body["restored"]
+        assert (undone["by"], undone["status"]) == ("console:admin", MemoryStatus.EXPIRED)
+        assert memory.body["edited_by"] == "console:admin"
+    assert berlin.body["restored"][0]["superseded_by"] == munich.pk
+    timeline = admin_client.get(reverse("admin:memory_semanticmemory_change", args=[berlin.pk])).content.decode()
+    assert f"retired (changed, superseded by #{munich.pk}) and restored " in timeline
+    assert "by console:admin" in timeline
+    merged.refresh_from_db()
+    assert merged.status == MemoryStatus.EXPIRED and "restored by console:admin" in merged.expired_reason
+    step.refresh_from_db()
+    assert sorted(step.output["restored"]["restored"]) == sorted([berlin.pk, *(m.pk for m in vegetarian)])
+    page = admin_client.get(DASHBOARD).content.decode()
+    assert f'name="restore_night" value="{step.pk}"' not in page and "Restored " in page
+
+    again = admin_client.post(DASHBOARD, {"restore_night": step.pk}, follow=True)
+    assert any("was restored already" in m for m in _messages(again))
+
+    # The next night does not undo the operator's restore.
+    _deep_sleep_night()
+    berlin.refresh_from_db()
+    assert berlin.status == MemoryStatus.ACTIVE
+
+
+def test_restoring_a_night_needs_the_right_to_change_memories(client):
+    user = UserFactory(is_staff=True)
+    # May run the sleep cycle, not change memories.
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_pipelinerun", "add_pipelinerun"]))
+    client.force_login(user)
+    step = PipelineStepRunFactory(step="deep-sleep", output={"rounds": [{"round": "merge", "changes": []}]})
+    assert client.post(DASHBOARD, {"restore_night": step.pk}).status_code == 403

@@ -16,7 +16,8 @@ from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep, light_sleep
-from sleep.steps.deep import CHANGE_REASON, memory_owner, merge_candidates, similar_pairs, subject_groups
+from sleep.steps.deep import CHANGE_REASON
+from sleep.steps.deep_groups import memory_owner, merge_candidates, similar_pairs, subject_groups
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -102,7 +103,9 @@ def test_the_model_may_only_retire_ids_of_the_group_it_was_shown(leo, maya):
     assert len(groups) == 1
     assert str(a.pk) in groups[0] and str(b.pk) in groups[0] and "Maya" not in groups[0]
     assert _status(bystander) == MemoryStatus.ACTIVE
-    assert output["rounds"][0]["rejected_ids"] == [bystander.pk]
+    assert output["rounds"][0]["refused"] == [
+        {"action": "expire", "ids": [bystander.pk, b.pk], "reason": "not an active memory it was shown"}
+    ]
 
 
 def test_a_change_over_time_expires_the_older_preference_as_a_change(leo):
@@ -131,7 +134,7 @@ def test_a_change_over_time_expires_the_older_preference_as_a_change(leo):
 
 
 def test_merge_keeps_every_source_restorable_and_unions_provenance(leo, maya):
-    first = _memory(maya, "Maya is allergic to peanuts", observed="2026-10-05T18:24:00+08:00", pinned=True)
+    first = _memory(maya, "Maya is allergic to peanuts", observed="2026-10-05T18:24:00+08:00")
     second = SemanticMemoryFactory(
         person=maya,
         content="Maya is allergic to peanuts",
@@ -142,7 +145,7 @@ def test_merge_keeps_every_source_restorable_and_unions_provenance(leo, maya):
     output = deep_sleep(_ctx())
 
     merged = SemanticMemory.objects.get(status=MemoryStatus.ACTIVE, person=maya)
-    assert merged.content == "Maya is allergic to peanuts" and merged.pinned
+    assert merged.content == "Maya is allergic to peanuts"
     assert merged.body["observed_at"] == "2026-10-05T18:24:00+08:00"
     assert 77 in merged.body["source_conversations"]
     for source in (first, second):

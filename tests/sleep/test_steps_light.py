@@ -344,7 +344,8 @@ def test_updates_touch_only_passed_fields_of_this_conversations_memories(leo):
     foreign.refresh_from_db()
     assert own.content == "Leo 住在上海" and own.memory_type == MemoryType.WORLD
     assert foreign.content == "Leo 喜欢 Python" and foreign.status == MemoryStatus.ACTIVE
-    assert output["conversations"][0]["semantic"]["rejected_ids"] == [foreign.pk, foreign.pk]
+    refused = output["conversations"][0]["semantic"]["refused"]
+    assert [(r["action"], r["what"]) for r in refused] == [("update", foreign.pk), ("deprecate", foreign.pk)]
 
 
 def _narrative(day: dt.date, title: str, significance: str):
@@ -392,7 +393,9 @@ def test_a_failed_outline_keeps_the_stored_one_and_the_nights_conversations(leo)
     before = SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content
     conversation = _talk(leo, [(Role.USER, "我住在杭州。")])
     fact = {"memory_type": "world", "content": "Leo 住在杭州"}
-    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [fact]}], "light-sleep.outline": ["not json", "not json"]})
+    answers = _quiet_answers(
+        **{"light-sleep.semantic": [{"create": [fact]}], "light-sleep.outline": ["not json", "not json"]}
+    )
 
     with scripted(answers):
         output = light_sleep(_ctx())

@@ -1,0 +1,85 @@
+"""What makes two facts contradict explicitly, and what a split or merge may say, in both languages."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from anima.core.text import FUNCTION_WORDS
+from sleep.checks import negates, split_refusal, text_units
+from tests.factories import SemanticMemoryFactory
+
+DENIALS = [
+    ("Maya is allergic to peanuts", "Maya is not allergic to peanuts"),
+    ("Maya works at the bakery", "Maya no longer works at the bakery"),
+    ("Maya likes coffee", "Maya prefers green tea (used to like coffee)"),
+    ("Leo 喜欢猫", "Leo 不再喜欢猫了"),
+    ("Leo 住在杭州", "Leo 已经不住在杭州了"),
+    ("Leo 喜欢 Python", "Leo 现在更喜欢 TypeScript（以前喜欢 Python）"),
+    ("Leo 会开车", "Leo 不会开车"),
+]
+UNRELATED = [
+    ("Leo lives in Hangzhou", "Leo works at a bank in Hangzhou"),
+    ("Maya is a nurse", "Maya bought new nurse shoes"),
+    ("Maya likes tea", "Maya does not like opera"),
+    ("Leo 特别喜欢猫", "Leo 喜欢猫"),
+    ("Leo 的女儿小雨属虎", "Leo 的女儿小雨今年四岁"),
+    ("Leo 觉得这家店不错", "Leo 觉得这家店很贵"),
+    ("Maya is not a morning person", "Maya is not allergic to peanuts"),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), DENIALS)
+def test_one_text_denying_the_other_is_an_explicit_contradiction_either_way(a, b):
+    assert negates(a, b, names=["Maya", "Leo"]) and negates(b, a, names=["Maya", "Leo"])
+
+
+@pytest.mark.parametrize(("a", "b"), UNRELATED)
+def test_texts_sharing_words_without_denying_each_other_do_not_contradict(a, b):
+    assert not negates(a, b, names=["Maya", "Leo"])
+
+
+@given(st.text(max_size=200))
+def test_no_text_contradicts_itself(text):
+    assert not negates(text, text)
+
+
+@given(st.from_regex(r"[a-z]{4,12}", fullmatch=True))
+def test_a_negated_statement_denies_it_whatever_it_is_about(thing):
+    assume(thing not in FUNCTION_WORDS and text_units(thing))
+    assert negates(f"Maya collects {thing}", f"Maya does not collect {thing} any more", names=["Maya"])
+
+
+def test_only_a_name_in_common_is_no_contradiction():
+    assert not negates("Maya", "Maya is not here", names=["Maya"])
+
+
+SOURCE_ZH = "Leo 住在杭州，在阿里巴巴工作，女儿小雨属虎。"
+SOURCE_EN = "Maya works nights at the children's hospital. She lives in Lisbon with her cat Miso."
+
+
+@pytest.mark.parametrize(
+    ("source", "parts"),
+    [
+        (SOURCE_ZH, ["Leo 住在杭州", "Leo 在阿里巴巴上班", "Leo 的女儿叫小雨，属虎"]),
+        (SOURCE_EN, ["Maya works nights at the children's hospital", "Maya lives in Lisbon with her cat Miso"]),
+    ],
+)
+def test_a_split_into_its_own_facts_reworded_a_little_is_a_split(source, parts):
+    memory = SemanticMemoryFactory(content=source)
+    assert split_refusal(memory, [{"content": part} for part in parts]) == ""
+
+
+@pytest.mark.parametrize(
+    ("source", "parts", "reason"),
+    [
+        (SOURCE_EN, ["INJECTED a", "INJECTED b"], "part 'INJECTED a' says what #{pk} does not"),
+        (SOURCE_EN, ["Maya is a night-shift nurse", "Maya has a cat"], "part 'Maya is a night-shift nurse' says what"),
+        (SOURCE_ZH, ["Leo 住在杭州", "Leo 住在杭州"], "a split needs two different parts"),
+        (SOURCE_ZH, ["Leo 住在杭州", "Leo 的女儿"], "the parts leave out most of #{pk}"),
+    ],
+)
+def test_a_split_saying_something_else_or_dropping_most_is_refused(source, parts, reason):
+    memory = SemanticMemoryFactory(content=source)
+    assert split_refusal(memory, [{"content": part} for part in parts]).startswith(reason.format(pk=memory.pk))
