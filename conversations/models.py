@@ -20,11 +20,20 @@ def person_slug_valid(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= PERSON_SLUG_MAX_LENGTH and slugify(value) == value
 
 
+class Language(models.TextChoices):
+    """The languages prompts are framed in (headings, instructions); memories keep the language they were written in."""
+
+    ZH = "zh", "Chinese"
+    EN = "en", "English"
+
+
 class Person(models.Model):
     """One human, whatever channels they use; memories aggregate per person."""
 
     slug = models.SlugField(max_length=64, unique=True)
     display_name = models.CharField(max_length=200, blank=True, default="")
+    # The language their prompts are framed in; blank: what their conversations are held in.
+    language = models.CharField(max_length=8, choices=Language.choices, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -204,6 +213,8 @@ class HistoryEntry(SegmentedTextModel):
     timestamp = models.DateTimeField(default=timezone.now, db_index=True)
     content = models.TextField()
     channel = models.CharField(max_length=64, blank=True, default="")
+    # An imported record's session key as its file wrote it (nanobot's ``telegram:12345678``), written back whole.
+    session_key = models.CharField(max_length=255, blank=True, default="")
     person = models.ForeignKey(Person, null=True, blank=True, on_delete=models.PROTECT, related_name="history")
     conversation = models.ForeignKey(
         Conversation, null=True, blank=True, on_delete=models.PROTECT, related_name="history_entries"

@@ -364,14 +364,15 @@ class MemoryReferenceAdmin(ReadOnlyAdmin):
 
 @admin.register(SelfLayerBlock)
 class SelfLayerBlockAdmin(admin.ModelAdmin):
-    list_display = ("key", "locked", "updated_at")
-    fields = ("key", "content", "locked")
+    list_display = ("key", "language", "locked", "updated_at")
+    list_filter = ("language",)
+    fields = ("key", "language", "content", "locked")
 
     def get_readonly_fields(self, request: HttpRequest, obj: SelfLayerBlock | None = None) -> tuple[str, ...]:
         # A locked block (the existence anchor) changes only after an explicit unlock: save unlocked first.
         if obj is None:
             return ()
-        return ("key", "content") if obj.locked else ("key",)
+        return ("key", "language", "content") if obj.locked else ("key", "language")
 
 
 MOOD_CHART_DAYS = 60

@@ -18,8 +18,8 @@ from anima.core.config import config_get
 from anima.core.db import read_alias, replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.access import Access
-from conversations.models import Conversation, Person
-from conversations.selectors import conversation_is_chinese, conversation_person
+from conversations.models import Conversation, Language, Person
+from conversations.selectors import companion_language, conversation_language, conversation_person
 from memory.citations import cited_ids
 from memory.models import EmotionalTendency, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
@@ -177,21 +177,40 @@ def _person_scope(person: Person | None, *, global_only: bool = False) -> Q:
     return Q(person__isnull=True) | Q(person=person)
 
 
-def self_layer_text(*, viewer_ids: frozenset[int] | None = None) -> str:
-    """The six self-layer blocks as prompt text (empty blocks left out).
+def self_layer_blocks(*, language: str | None = None) -> list[SelfLayerBlock]:
+    """One non-empty version of each self-layer block, in block order: the one in ``language`` (default: the
+    companion's), else the companion's language's, else any, so a language not written yet still has a self."""
+    primary = companion_language()
+    wanted = [language or primary, primary]
+
+    def preference(block: SelfLayerBlock) -> int:
+        return wanted.index(block.language) if block.language in wanted else len(wanted)
+
+    chosen: dict[str, SelfLayerBlock] = {}
+    for block in SelfLayerBlock.objects.exclude(content="").order_by("id"):
+        if block.key not in chosen or preference(block) < preference(chosen[block.key]):
+            chosen[block.key] = block
+    order = list(SelfBlock.values)
+    return sorted(chosen.values(), key=lambda block: order.index(block.key))
+
+
+def self_layer_text(*, viewer_ids: frozenset[int] | None = None, language: str | None = None) -> str:
+    """The six self-layer blocks as prompt text (empty blocks left out), headed in ``language`` (default: the
+    companion's), each block in that language where it is written in it (``self_layer_blocks``).
 
     ``viewer_ids``: the persons it is shown to (None: the companion's own calls and the operator, who see
     everything). The autobiography summary lists the titles of every person's narratives; shown to
     persons, a bullet stays only when its narratives are theirs or nobody's, and one no narrative
     matches is left out.
     """
+    language = language or companion_language()
     parts = []
-    for block in SelfLayerBlock.objects.exclude(content="").order_by("id"):
+    for block in self_layer_blocks(language=language):
         content = block.content
         if viewer_ids is not None and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
             content = _outline_for(content, viewer_ids=viewer_ids)
         if content:
-            parts.append(f"## {block.get_key_display()}\n{content}")
+            parts.append(f"## {block.heading(language)}\n{content}")
     return "\n\n".join(parts)
 
 
@@ -494,6 +513,10 @@ class PassiveRecall:
         return {"role": "assistant", "name": self.NAME, "content": self.text}
 
 
+# What the passive_memory_context message says its lines are, in the conversation's language.
+PASSIVE_HEADING = {"en": "Possibly relevant memories:", "zh": "可能相关的记忆："}
+
+
 def passive_recall(*, conversation: Conversation, user_message: str, person: Person | None = None) -> PassiveRecall:
     """Semantic memories relevant to ``user_message``, cut by score; never persisted.
 
@@ -550,7 +573,8 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         hits.append(hit)
         lines.append(line)
         used += len(line) + 1
-    text = "Possibly relevant memories:\n" + "\n".join(lines) if lines else ""
+    heading = PASSIVE_HEADING[conversation_language(conversation=conversation, pending=user_message)]
+    text = heading + "\n" + "\n".join(lines) if lines else ""
     return PassiveRecall(hits=hits, text=text)
 
 
@@ -611,5 +635,5 @@ def emotional_tendency_line(*, conversation: Conversation, today: date) -> str:
     return tendency_line(
         name=person.display_name or person.slug,
         mood=tendency.mood,
-        chinese=conversation_is_chinese(conversation=conversation),
+        chinese=conversation_language(conversation=conversation) == Language.ZH,
     )

@@ -74,11 +74,11 @@ from anima.core.forgotten import (
 from anima.core.forgotten import MEMORY as FORGOTTEN_MEMORY
 from anima.core.jsonvalue import JsonValueError, json_loads, unstorable
 from anima.core.models import MemoryType
-from anima.core.text import MAX_TEXT_CHARS
-from conversations.models import HistoryEntry, Identity, Person, person_slug_valid
+from anima.core.text import MAX_TEXT_CHARS, is_chinese
+from conversations.models import HistoryEntry, Identity, Language, Person, person_slug_valid
 from conversations.services import history_append, identity_map, person_ensure
 from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
-from memory.selectors import active_semantic_memories
+from memory.selectors import active_semantic_memories, self_layer_blocks
 from memory.services import memory_create, memory_pin, same_content_key
 
 SOUL = "SOUL.md"
@@ -320,7 +320,7 @@ def _source_title(channel: str, external_id: str) -> str:
 
 def _workspace_files(*, tz: tzinfo) -> dict[str, str]:
     files: dict[str, str] = {}
-    files[SOUL] = _soul_markdown({block.key: block.content for block in SelfLayerBlock.objects.all()})
+    files[SOUL] = _soul_markdown({block.key: block.content for block in self_layer_blocks()})
     memories = list(active_semantic_memories().select_related("person").order_by("id"))
     global_memories = [m for m in memories if m.person_id is None]
     files[USER] = _memory_markdown("USER", [m for m in global_memories if m.memory_type == MemoryType.PREFERENCE])
@@ -895,7 +895,10 @@ def _all_memories(files: _PersonFiles):
 
 def _import_soul(blocks: dict[str, str], counts: Counter, *, force: bool) -> None:
     for key, content in blocks.items():
-        block, _ = SelfLayerBlock.objects.get_or_create(key=key, defaults={"locked": key == SelfBlock.EXISTENCE_ANCHOR})
+        language = Language.ZH if is_chinese(content) else Language.EN
+        block, _ = SelfLayerBlock.objects.get_or_create(
+            key=key, language=language, defaults={"locked": key == SelfBlock.EXISTENCE_ANCHOR}
+        )
         if block.content == content:
             continue
         if block.locked and block.content and not force:

@@ -376,7 +376,7 @@ def test_an_outline_answer_without_a_title_leaves_the_stored_outline():
 
 def test_autobiography_outline_without_narratives_says_so():
     autobiography_outline_refresh(_ctx())
-    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE
+    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE["en"]
 
 
 @settings(max_examples=60, deadline=None)

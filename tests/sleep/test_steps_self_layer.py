@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from anima.agent.turn import system_prompt_build
+from anima.agent.turn import FRAMING, system_prompt_build
 from anima.core.llm import LlmInvalidOutput
 from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag
@@ -94,12 +94,15 @@ def test_the_offline_self_layer_speaks_the_companions_language_whatever_the_day(
     assert {key: is_chinese(text) for key, text in merged.items()} == {key: language == "zh" for key in merged}
 
 
-def test_the_first_run_seeds_an_editable_existence_anchor_in_the_majority_language():
+def test_the_first_run_seeds_an_editable_existence_anchor_in_each_language_in_use():
     for text in ("我住在杭州。", "好的。", "Hi!"):
         MessageFactory(content=text)
     self_layer_refresh(_ctx())
-    anchor = SelfLayerBlock.objects.get(key=SelfBlock.EXISTENCE_ANCHOR)
-    assert is_chinese(anchor.content) and "Anima" in anchor.content and anchor.locked
+    # The majority's first; the English conversation has its own.
+    anchors = {block.language: block for block in SelfLayerBlock.objects.filter(key=SelfBlock.EXISTENCE_ANCHOR)}
+    assert set(anchors) == {"zh", "en"}
+    assert is_chinese(anchors["zh"].content) and not is_chinese(anchors["en"].content)
+    assert all("Anima" in anchor.content and anchor.locked for anchor in anchors.values())
 
 
 # --- Privacy between people: every person's prompt carries the self layer, so it holds nobody's day ---
@@ -164,7 +167,7 @@ def test_the_offline_self_layer_holds_nothing_of_anyones_day(settings, language)
     assert _found(blocks, language=language, slug="leo") == _found(blocks, language=language, slug="maya") == []
     for viewer, other in (("maya", "leo"), ("leo", "maya")):
         prompt = system_prompt_build(conversation=people[viewer], now=timezone.now())
-        assert "# Self" in prompt
+        assert FRAMING[language]["self"] in prompt
         assert _found(prompt, language=language, slug=other) == []
 
 
