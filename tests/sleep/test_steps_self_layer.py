@@ -245,3 +245,43 @@ def test_the_offline_answer_for_such_a_day_is_kept_whole(settings):
     assert output["refused_personal"] == [] and "metacognition" in output["changed"]
     blocks = "\n".join(SelfLayerBlock.objects.values_list("content", flat=True))
     assert DAY.isoformat() in blocks and "李明" not in blocks and story[11:24] not in blocks
+
+
+# --- One self layer per language in use: a prompt reads the one in its conversation's language -------
+
+
+def _two_languages_in_use():
+    """A mostly-Chinese companion (three Chinese conversations) that also talks English with someone."""
+    for _ in range(3):
+        MessageFactory(conversation=ConversationFactory(title=""), content="今天上线很顺利，我终于可以休息了。")
+    MessageFactory(conversation=ConversationFactory(title=""), content="I passed my Portuguese exam today!")
+    _learned_today()
+
+
+def test_the_nightly_step_writes_each_block_in_every_language_in_use_with_the_offline_provider():
+    _two_languages_in_use()
+
+    output = self_layer_refresh(_ctx())
+
+    assert output["languages"] == ["zh", "en"]  # the companion's first
+    written = {(b.key, b.language): b.content for b in SelfLayerBlock.objects.exclude(content="")}
+    for key in ("existence_anchor", "self_model", "personality_baseline", "direction", "metacognition"):
+        assert is_chinese(written[(key, "zh")]) and not is_chinese(written[(key, "en")]), key
+
+
+def test_a_model_writes_a_language_version_from_the_blocks_another_language_holds():
+    _two_languages_in_use()
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, language="zh", content="我记得和我说话的人。")
+    answers = [
+        {"self_model": "我记得和我说话的人，也记得他们在意的事。"},
+        {"self_model": "I remember the people I talk with."},
+    ]
+
+    with scripted({"self-layer": answers}) as provider:
+        self_layer_refresh(_ctx())
+
+    chinese, english = (call.payload for call in provider.calls)
+    assert (chinese["language"], english["language"]) == ("zh", "en")
+    assert english["blocks"]["self_model"] == "" and english["other_language"]["self_model"].startswith("我记得")
+    versions = dict(SelfLayerBlock.objects.filter(key=SelfBlock.SELF_MODEL).values_list("language", "content"))
+    assert versions == {"zh": answers[0]["self_model"], "en": answers[1]["self_model"]}
