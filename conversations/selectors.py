@@ -65,13 +65,17 @@ def history_search(
     elif global_only:
         entries = entries.filter(person__isnull=True)
     if private:
-        # A global entry is someone's when the same consolidation also wrote it to a person's timeline.
+        # A global entry is someone's when the same consolidation also wrote it to a person's timeline, or the same
+        # import copied it there (a record of their session).
         someones = HistoryEntry.objects.filter(
             conversation=OuterRef("conversation"), timestamp=OuterRef("timestamp"), person__isnull=False
         )
+        copied = HistoryEntry.objects.filter(
+            session_key=OuterRef("session_key"), timestamp=OuterRef("timestamp"), person__isnull=False
+        ).exclude(session_key="")
         if person is not None:
-            someones = someones.exclude(person=person)
-        entries = entries.exclude(Q(person__isnull=True) & Exists(someones))
+            someones, copied = someones.exclude(person=person), copied.exclude(person=person)
+        entries = entries.exclude(Q(person__isnull=True) & (Exists(someones) | Exists(copied)))
     text = (text or "").strip()
     query = search_query_build(text=text) if _WORD_RE.search(text) else None
     if query is None:

@@ -31,6 +31,7 @@ from memory.models import (
     NarrativeBlock,
     SelfLayerBlock,
     SemanticMemory,
+    WorkspaceText,
 )
 from memory.mood_chart import mood_chart_svg
 from memory.search import QuerySyntaxError, SearchTimeout
@@ -360,6 +361,14 @@ class ContentBlockAdmin(admin.ModelAdmin):
 class MemoryReferenceAdmin(ReadOnlyAdmin):
     list_display = ("entity", "message", "weight", "created_at")
     raw_id_fields = ("entity", "message")
+
+
+@admin.register(WorkspaceText)
+class WorkspaceTextAdmin(ReadOnlyAdmin):
+    """What an imported workspace file held that Anima cannot place: written back verbatim on export."""
+
+    list_display = ("path", "updated_at")
+    fields = ("path", "content", "updated_at")
 
 
 @admin.register(SelfLayerBlock)

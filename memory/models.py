@@ -163,6 +163,22 @@ class SelfLayerBlock(models.Model):
         return SELF_BLOCK_ZH[self.key] if language == Language.ZH else self.get_key_display()
 
 
+class WorkspaceText(models.Model):
+    """What an imported workspace file held that Anima cannot place (nanobot's own SOUL.md persona, free-form
+    Markdown), kept verbatim so an export writes it back as it was."""
+
+    path = models.CharField(max_length=255, unique=True)  # the file, relative to the workspace root
+    content = models.TextField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "workspace_texts"
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.path
+
+
 class Mood(models.TextChoices):
     """How a notable week differs from the usual days (``memory.tendency`` says when a week is notable)."""
 

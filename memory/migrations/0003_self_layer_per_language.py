@@ -35,4 +35,17 @@ class Migration(migrations.Migration):
             model_name='selflayerblock',
             constraint=models.UniqueConstraint(fields=('key', 'language'), name='self_layer_block_key_language'),
         ),
+        migrations.CreateModel(
+            name='WorkspaceText',
+            fields=[
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('path', models.CharField(max_length=255, unique=True)),
+                ('content', models.TextField()),
+                ('updated_at', models.DateTimeField(auto_now=True)),
+            ],
+            options={
+                'db_table': 'workspace_texts',
+                'ordering': ['path'],
+            },
+        ),
     ]

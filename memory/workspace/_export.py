@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from anima.core.models import MemoryType
 from conversations.models import HistoryEntry, Person
-from memory.models import SelfBlock
+from memory.models import SelfBlock, WorkspaceText
 from memory.selectors import active_semantic_memories, self_layer_blocks
 from memory.workspace._layout import (
     _YAML_PLAIN,
@@ -29,6 +29,7 @@ from memory.workspace._layout import (
     PERSONS,
     PINNED,
     SOUL,
+    SOUL_TITLE,
     USER,
     _escaped,
     _session_channel,
@@ -55,12 +56,15 @@ def _memory_markdown(title: str, memories) -> str:
     return "".join(parts)
 
 
-def _soul_markdown(blocks: dict[str, str]) -> str:
-    parts = ["# SOUL\n"]
+def _soul_markdown(blocks: dict[str, str], *, kept: str | None = None) -> str:
+    """Anima's title and a ``## <key>`` section per block; or, for a SOUL.md Anima could not place all of, what it
+    kept verbatim and the sections of the blocks that hold text (the file stays the one its agent wrote)."""
+    parts = [SOUL_TITLE if kept is None else kept]
     for key in SelfBlock.values:
         content = blocks.get(key, "")
         if not content.strip():
-            parts.append(f"\n## {key}\n")
+            if kept is None:
+                parts.append(f"\n## {key}\n")
             continue
         lines = [
             _escaped(line, reads_as_syntax=_soul_heading(line) is not None) for line in content.strip("\n").split("\n")
@@ -70,8 +74,10 @@ def _soul_markdown(blocks: dict[str, str]) -> str:
 
 
 def _session_key(entry: HistoryEntry, *, accounts: dict[tuple[int, str], list[str]] | None) -> str:
-    """The global timeline names the channel; a person's entry its conversation's account, or the person's
-    only account on its channel."""
+    """An imported record's own key, whole; else the global timeline names the channel, a person's entry its
+    conversation's account, or the person's only account on its channel."""
+    if entry.session_key:
+        return entry.session_key
     channel = _session_channel(entry.channel)
     if accounts is None:
         return channel
@@ -132,7 +138,8 @@ def _identity_yaml(persons: list[Person]) -> str:
 
 def _workspace_files(*, tz: tzinfo) -> dict[str, str]:
     files: dict[str, str] = {}
-    files[SOUL] = _soul_markdown({block.key: block.content for block in self_layer_blocks()})
+    kept = WorkspaceText.objects.filter(path=SOUL).values_list("content", flat=True).first()
+    files[SOUL] = _soul_markdown({block.key: block.content for block in self_layer_blocks()}, kept=kept)
     memories = list(active_semantic_memories().select_related("person").order_by("id"))
     global_memories = [m for m in memories if m.person_id is None]
     files[USER] = _memory_markdown("USER", [m for m in global_memories if m.memory_type == MemoryType.PREFERENCE])

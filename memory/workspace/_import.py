@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,15 @@ from anima.core.forgotten import MEMORY as FORGOTTEN_MEMORY
 from anima.core.text import is_chinese
 from conversations.models import HistoryEntry, Identity, Language, Person
 from conversations.services import history_append, identity_map, person_ensure
-from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
+from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory, WorkspaceText
 from memory.selectors import active_semantic_memories
 from memory.services import memory_create, memory_pin, same_content_key
 from memory.workspace._layout import (
     HISTORY,
     IDENTITY_MAP,
     PERSONS,
+    SOUL,
+    SOUL_TITLE,
     WorkspaceError,
     WorkspaceImport,
     _Findings,
@@ -43,7 +46,9 @@ from memory.workspace._parse import _workspace_parse
 
 
 def _route_history(workspace: _Workspace, findings: _Findings) -> None:
-    """Send each global entry whose session account belongs to a person to that person's history.
+    """Copy each global entry whose session account belongs to a person into that person's history, as nanobot's
+    person-memory sidecar does; the global timeline keeps it where nanobot put it. A copy the person's own file
+    already holds (an export of both) is not made twice.
 
     An account belongs to whom the workspace's identity map says, else the database's identities.
     A person's own entry may not name someone else's account.
@@ -56,21 +61,23 @@ def _route_history(workspace: _Workspace, findings: _Findings) -> None:
         for account in files.ids:
             owners[account] = slug
     unmapped: set[tuple[str, str]] = set()
-    kept = []
+    held = {slug: Counter(map(_history_key, files.history)) for slug, files in workspace.persons.items()}
     for item in workspace.history:
         owner = owners.get((item.channel, item.chat_id)) if item.chat_id else None
         if owner is not None:
-            workspace.persons.setdefault(owner, _PersonFiles()).history.append(item)
+            theirs = held.setdefault(owner, Counter())
+            if theirs[_history_key(item)] > 0:
+                theirs[_history_key(item)] -= 1
+            else:
+                workspace.persons.setdefault(owner, _PersonFiles()).history.append(replace(item))
             continue
         if item.chat_id and (item.channel, item.chat_id) not in unmapped:
             unmapped.add((item.channel, item.chat_id))
             findings.warn(
                 item.name,
                 item.line,
-                f"session {item.channel}:{item.chat_id} is not mapped to a person; its entries are global history",
+                f"session {item.channel}:{item.chat_id} is not mapped to a person; its entries are global history only",
             )
-        kept.append(item)
-    workspace.history = kept
     for slug, files in workspace.persons.items():
         for item in files.history:
             owner = owners.get((item.channel, item.chat_id)) if item.chat_id else None
@@ -103,6 +110,8 @@ def workspace_import(
     counts = result.counts
     with transaction.atomic():
         _import_soul(workspace.soul, counts, force=force)
+        if workspace.soul_preamble is not None:
+            _keep_verbatim(SOUL, workspace.soul_preamble, counts)
         _import_memories(workspace.memories, person=None, counts=counts, held=_memories_held(person=None))
         _import_history(workspace.history, person=None, counts=counts)
         for slug, files in workspace.persons.items():
@@ -204,6 +213,20 @@ def _import_soul(blocks: dict[str, str], counts: Counter, *, force: bool) -> Non
         counts["self_blocks"] += 1
 
 
+def _keep_verbatim(path: str, text: str, counts: Counter) -> None:
+    """Keep what ``path`` holds that Anima cannot place, as written: the file's state (Anima's own title, or nothing,
+    is nothing to keep)."""
+    held = WorkspaceText.objects.filter(path=path).first()
+    if text in ("", SOUL_TITLE.rstrip("\n"), SOUL_TITLE):
+        if held is not None:
+            held.delete()
+            counts["kept_verbatim"] += 1
+        return
+    if held is None or held.content != text:
+        WorkspaceText.objects.update_or_create(path=path, defaults={"content": text})
+        counts["kept_verbatim"] += 1
+
+
 def _memories_held(*, person: Person | None) -> dict[str, list[SemanticMemory]]:
     """``person``'s active memories (the global ones for None) by what counts as the same fact, oldest first."""
     held: dict[str, list[SemanticMemory]] = {}
@@ -261,6 +284,11 @@ def _minute(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(second=0, microsecond=0)
 
 
+def _history_key(item: _HistoryItem) -> tuple[datetime, str, str]:
+    """What makes two history entries the same one: minute, text and channel."""
+    return (_minute(item.timestamp), item.content, item.channel)
+
+
 def _import_history(items: list[_HistoryItem], *, person: Person | None, counts: Counter) -> None:
     """Append the entries the database does not hold yet (same minute, text and channel), as many as the file has."""
     if not items:
@@ -274,9 +302,15 @@ def _import_history(items: list[_HistoryItem], *, person: Person | None, counts:
         ).values_list("timestamp", "content", "channel")
     )
     for item in items:
-        key = (_minute(item.timestamp), item.content, item.channel)
+        key = _history_key(item)
         if existing[key] > 0:
             existing[key] -= 1
             continue
-        history_append(content=item.content, timestamp=item.timestamp, channel=item.channel, person=person)
+        history_append(
+            content=item.content,
+            timestamp=item.timestamp,
+            channel=item.channel,
+            person=person,
+            session_key=item.session_key,
+        )
         counts["history"] += 1

@@ -24,6 +24,8 @@ PINNED = "[pinned] "
 ESCAPE = "\\"
 INDENT = "  "
 HISTORY_KEYS = ("cursor", "timestamp", "content", "session_key")
+# What SOUL.md holds before its first block when Anima wrote it: its title.
+SOUL_TITLE = "# SOUL\n"
 # Anima wrote the channel under this key before it followed nanobot's record; still read.
 _OLD_CHANNEL_KEY = "channel"
 NANOBOT_TIMESTAMP = "%Y-%m-%d %H:%M"
@@ -75,6 +77,8 @@ class _HistoryItem:
     content: str
     channel: str
     chat_id: str = ""
+    # The record's session key as written (``telegram:-100123:topic:42``): kept whole and written back.
+    session_key: str = ""
 
 
 @dataclass
@@ -90,6 +94,8 @@ class _PersonFiles:
 @dataclass
 class _Workspace:
     soul: dict[str, str] = field(default_factory=dict)
+    # What SOUL.md holds before its first self-layer block, verbatim (None: no SOUL.md).
+    soul_preamble: str | None = None
     memories: list[_MemoryItem] = field(default_factory=list)
     history: list[_HistoryItem] = field(default_factory=list)
     persons: dict[str, _PersonFiles] = field(default_factory=dict)
@@ -105,6 +111,10 @@ class _Findings:
 
     def warn(self, name: str, line: int, message: str) -> None:
         self.warnings.append(f"{name}:{line}: {message}")
+
+    def warned(self, name: str) -> bool:
+        """True when a warning about file ``name`` was given already."""
+        return any(warning.startswith(f"{name}:") for warning in self.warnings)
 
 
 def _escaped(line: str, *, reads_as_syntax: bool) -> str:

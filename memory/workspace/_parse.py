@@ -79,10 +79,17 @@ def _unescaped(line: str) -> str:
     return line[len(ESCAPE) :] if line.startswith(ESCAPE) else line
 
 
-def _parse_soul(text: str, name: str, findings: _Findings) -> dict[str, str]:
+def _parse_soul(text: str, name: str, findings: _Findings) -> tuple[str, dict[str, str]]:
+    """SOUL.md as (what precedes its first self-layer block, verbatim; the blocks).
+
+    The text before the first block is what Anima cannot place (nanobot's own persona, free-form Markdown): it is
+    kept as written, without the one line break an export puts before the first block.
+    """
     blocks: dict[str, list[str]] = {}
     current: str | None = None
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    preamble = len(lines)
+    for number, line in enumerate(lines, start=1):
         if not _text_ok(line, name, number, findings):
             continue
         heading = _soul_heading(line)
@@ -91,13 +98,18 @@ def _parse_soul(text: str, name: str, findings: _Findings) -> dict[str, str]:
                 findings.error(name, number, f"block {heading!r} appears twice")
             current = heading
             blocks[current] = []
+            preamble = min(preamble, number - 1)
         elif current is not None:
             blocks[current].append(_unescaped(line))
-        elif line.strip() and not line.startswith("# "):
+        elif line.strip() and not line.startswith("# ") and preamble == len(lines) and not findings.warned(name):
             findings.warn(
-                name, number, f"text outside a self-layer block (## <{'|'.join(SelfBlock.values)}>) is not imported"
+                name,
+                number,
+                f"text outside a self-layer block (## <{'|'.join(SelfBlock.values)}>) is kept as written and "
+                "exported again; it is not part of the self layer",
             )
-    return {key: "\n".join(lines).strip("\n") for key, lines in blocks.items()}
+    kept = "\n".join(lines[:preamble])
+    return kept, {key: "\n".join(lines).strip("\n") for key, lines in blocks.items()}
 
 
 def _memory_type_of(heading: str) -> str | None:
@@ -215,8 +227,10 @@ def _history_item(
             channel, chat_id = session_key_parse(key)
         if len(channel) > 64:
             findings.error(name, number, "the channel of session_key is longer than 64 characters")
+        elif len(key or "") > 255:
+            findings.error(name, number, "session_key is longer than 255 characters")
         elif timestamp is not None:
-            return _HistoryItem(name, number, raw_cursor, timestamp, content, channel, chat_id)
+            return _HistoryItem(name, number, raw_cursor, timestamp, content, channel, chat_id, key or "")
     return None
 
 
@@ -362,7 +376,7 @@ def _workspace_parse(root: Path, findings: _Findings, tz: tzinfo) -> _Workspace:
     if not root.is_dir():
         raise WorkspaceError([f"{root}: not a directory"])
     if (text := _read(root, SOUL, findings)) is not None:
-        workspace.soul = _parse_soul(text, SOUL, findings)
+        workspace.soul_preamble, workspace.soul = _parse_soul(text, SOUL, findings)
     if (text := _read(root, USER, findings)) is not None:
         workspace.memories += _parse_memories(text, USER, findings, default_type=MemoryType.PREFERENCE)
     if (text := _read(root, MEMORY, findings)) is not None:
