@@ -210,9 +210,9 @@ def languages_in_use(*, since: datetime) -> list[str]:
 def conversation_language(*, conversation: Conversation, pending: str = "") -> str:
     """ "zh" or "en": the one language a conversation's prompts are framed in (headings, instructions).
 
-    Its person's setting, if they have one; else the majority of its latest user messages (with ``pending``, the
-    message of the turn being prepared, not stored yet); a conversation with none yet is held in its person's
-    language (their other conversations), else its title's, else the companion's.
+    Its person's setting, if they have one; else the majority of its latest user messages; a conversation with none
+    yet is held in the language of ``pending`` (the message of the turn being prepared, not stored yet), else its
+    person's (their other conversations), else its title's, else the companion's.
     """
     person = conversation_person(conversation=conversation)
     if person is not None and person.language:
@@ -222,7 +222,7 @@ def conversation_language(*, conversation: Conversation, pending: str = "") -> s
         .order_by("-created_at", "-id")
         .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
     )
-    found = _language_of([pending, *texts])
+    found = _language_of(texts or [pending])
     if found is None and person is not None:
         theirs = (
             Message.objects.filter(
