@@ -177,10 +177,11 @@ def _person_scope(person: Person | None, *, global_only: bool = False) -> Q:
     return Q(person__isnull=True) | Q(person=person)
 
 
-def self_layer_blocks(*, language: str | None = None) -> list[SelfLayerBlock]:
+def self_layer_blocks(*, language: str | None = None, primary: str | None = None) -> list[SelfLayerBlock]:
     """One non-empty version of each self-layer block, in block order: the one in ``language`` (default: the
-    companion's), else the companion's language's, else any, so a language not written yet still has a self."""
-    primary = companion_language()
+    companion's), else the one in the companion's language (``primary``, read when not given), else any, so a
+    language not written yet still has a self."""
+    primary = primary or companion_language()
     wanted = [language or primary, primary]
 
     def preference(block: SelfLayerBlock) -> int:
@@ -203,9 +204,10 @@ def self_layer_text(*, viewer_ids: frozenset[int] | None = None, language: str |
     persons, a bullet stays only when its narratives are theirs or nobody's, and one no narrative
     matches is left out.
     """
-    language = language or companion_language()
+    primary = companion_language()
+    language = language or primary
     parts = []
-    for block in self_layer_blocks(language=language):
+    for block in self_layer_blocks(language=language, primary=primary):
         content = block.content
         if viewer_ids is not None and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
             content = _outline_for(content, viewer_ids=viewer_ids)
