@@ -519,12 +519,14 @@ class PassiveRecall:
 PASSIVE_HEADING = {"en": "Possibly relevant memories:", "zh": "可能相关的记忆："}
 
 
-def passive_recall(*, conversation: Conversation, user_message: str, person: Person | None = None) -> PassiveRecall:
+def passive_recall(
+    *, conversation: Conversation, user_message: str, person: Person | None = None, language: str | None = None
+) -> PassiveRecall:
     """Semantic memories relevant to ``user_message``, cut by score; never persisted.
 
-    ``person`` is the human behind the conversation (default: ``conversation.person``); with
-    none, only global memories are candidates. Only memories a keyword branch found are offered
-    unasked, and only those whose calibrated score (the chance that it is relevant) is at least min_score;
+    ``person`` is the human behind the conversation (default: ``conversation.person``); with none, only
+    global memories are candidates. ``language`` frames the message (``conversation_language``, read when
+    not given). Only memories a keyword branch found are offered unasked, and only those whose calibrated score (the chance that it is relevant) is at least min_score;
     without vectors (keyword-only recall, whose scores are not that telling), those within min_relative_score
     of the best. Skipped for cron conversations.
     """
@@ -575,7 +577,7 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         hits.append(hit)
         lines.append(line)
         used += len(line) + 1
-    heading = PASSIVE_HEADING[conversation_language(conversation=conversation, pending=user_message)]
+    heading = PASSIVE_HEADING[language or conversation_language(conversation=conversation, pending=user_message)]
     text = heading + "\n" + "\n".join(lines) if lines else ""
     return PassiveRecall(hits=hits, text=text)
 

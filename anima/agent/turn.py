@@ -272,7 +272,9 @@ def prepare_turn(
     blocks = peer_blocks(conversation=conversation, now=now, language=language)
     messages.extend(_timeline(view=view, blocks=blocks, language=language))
     person = conversation_person(conversation=conversation)
-    passive = passive_recall(conversation=conversation, user_message=user_message, person=person).as_message()
+    passive = passive_recall(
+        conversation=conversation, user_message=user_message, person=person, language=language
+    ).as_message()
     if passive:
         messages.append(passive)
     messages.append({"role": Role.USER.value, "name": "", "content": user_message})

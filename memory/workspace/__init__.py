@@ -2,7 +2,7 @@
 
 ::
 
-    SOUL.md                         self-layer blocks, one ``## <key>`` section each
+    SOUL.md                         self-layer blocks, one ``## <key>`` section each (see below)
     USER.md                         global ``preference`` memories (what the user wants)
     memory/MEMORY.md                every other global semantic memory, by type
     memory/history.jsonl            global timeline, nanobot's record (see below)
@@ -16,10 +16,17 @@ The root files and ``memory/history.jsonl`` are the ones nanobot's ``MemoryStore
 here: nanobot-ai 0.3.5). A history line is nanobot's record ``{"cursor", "timestamp", "content",
 "session_key"?}``: the timestamp is ``YYYY-MM-DD HH:MM`` in local time (ANIMA_TIME_ZONE, or the time
 zone given), the session key ``<channel>:<chat id>`` (``telegram:12345678``) or just the channel,
-left out when there is none. On import a session key's channel account leads to its person (by the
-identity map, the workspace's or the database's), so a nanobot timeline lands in each person's
-history; entries are read in cursor order. nanobot's legacy ``memory/HISTORY.md`` (``[YYYY-MM-DD
-HH:MM] text`` paragraphs) is read when ``history.jsonl`` is missing or empty, as nanobot migrates it.
+left out when there is none. On import a global record stays global, its session key kept whole
+(``telegram:-100123:topic:42`` too) and written back as it came; when the key's channel account
+belongs to a person (by the identity map, the workspace's or the database's) the person's history also
+gets a copy, as nanobot's person-memory sidecar does. Entries are read in cursor order. nanobot's legacy
+``memory/HISTORY.md`` (``[YYYY-MM-DD HH:MM] text`` paragraphs) is read when ``history.jsonl`` is
+missing or empty, as nanobot migrates it.
+
+``SOUL.md`` holds one version of each block (the companion's language's, else another's); a block is
+imported as the version in the language it is written in. What precedes the first block (nanobot's own
+persona: free-form Markdown) is not Anima's to place: it is kept verbatim and exported again in front of
+the blocks that hold text, so nanobot's file comes back as it was.
 
 Memory files are Markdown lists under ``## <memory_type>`` headings; an item is ``- text``
 (``- [pinned] text`` when pinned), further lines of one memory are indented two spaces. A text
