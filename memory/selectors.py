@@ -527,8 +527,9 @@ def passive_recall(
     ``person`` is the human behind the conversation (default: ``conversation.person``); with none, only
     global memories are candidates. ``language`` frames the message (``conversation_language``, read when
     not given). Only memories a keyword branch found are offered unasked, and only those whose calibrated
-    score (the chance that it is relevant) is at least min_score; without vectors (keyword-only recall, whose scores are not that telling), those within min_relative_score
-    of the best. Skipped for cron conversations.
+    score (the chance that it is relevant) is at least min_score; without vectors (keyword-only recall,
+    whose scores are not that telling), those within min_relative_score of the best. Skipped for cron
+    conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron or not (user_message or "").strip():
