@@ -27,6 +27,26 @@ class Language(models.TextChoices):
     EN = "en", "English"
 
 
+# A person's prompts are framed in their language: when their setting changes, their conversations' snapshots and
+# frozen peer blocks go (the next turn renders them in the new language), theirs by person or by a mapped account.
+_LANGUAGE_CHANGED = """
+IF OLD.language IS NOT DISTINCT FROM NEW.language THEN
+    RETURN NULL;
+END IF;
+WITH dropped AS (
+    UPDATE conversations c SET system_prompt = '', system_prompt_built_at = NULL
+    WHERE c.person_id = NEW.id
+       OR (c.person_id IS NULL AND EXISTS (
+            SELECT 1 FROM identities i
+            WHERE i.person_id = NEW.id AND i.external_id = c.chat_id
+              AND i.channel = COALESCE(NULLIF(c.channel, ''), c.platform)))
+    RETURNING c.id
+)
+DELETE FROM conversation_peer_blocks WHERE conversation_id IN (SELECT id FROM dropped);
+RETURN NULL;
+"""
+
+
 class Person(models.Model):
     """One human, whatever channels they use; memories aggregate per person."""
 
@@ -39,6 +59,14 @@ class Person(models.Model):
     class Meta:
         db_table = "persons"
         ordering = ["slug"]
+        triggers = [
+            pgtrigger.Trigger(
+                name="persons_language_drops_their_prompts",
+                when=pgtrigger.After,
+                operation=pgtrigger.Update,
+                func=_LANGUAGE_CHANGED,
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.display_name or self.slug

@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 
 from anima.agent.turn import prepare_turn
 from anima.core.models import MemoryType
+from conversations.models import Person
 from conversations.selectors import conversation_language
 from memory.models import SelfBlock
 from memory.selectors import passive_recall
 from memory.services import memory_create
 from tests.factories import (
     ConversationFactory,
+    IdentityFactory,
     MessageFactory,
     PersonFactory,
     SelfLayerBlockFactory,
@@ -151,6 +153,21 @@ def test_the_persons_setting_wins_over_what_the_conversation_is_held_in():
     system = _system(_conversation(maya, EN_SAYS), "What should I cook?")
 
     assert "## 时间摘要" in system and "## 记忆引用" in system and "## Memory citations" not in system
+
+
+def test_changing_a_persons_language_drops_their_prompt_snapshots_wherever_it_is_changed():
+    _, maya, _ = _companion(majority="en")
+    own, mapped = _conversation(maya, EN_SAYS), ConversationFactory(person=None, channel="telegram", chat_id="777")
+    IdentityFactory(person=maya, channel="telegram", external_id="777")
+    MessageFactory(conversation=mapped, content="Hello from Telegram")
+    assert "## Memory citations" in _system(own, "hi") and "## Memory citations" in _system(mapped, "hi")
+
+    Person.objects.filter(pk=maya.pk).update(language="zh")  # any path: console, API, a bulk update
+
+    for conversation in (own, mapped):
+        conversation.refresh_from_db()
+        assert conversation.system_prompt == ""
+        assert "## 记忆引用" in _system(conversation, "hi")  # the same day: no wait for the 02:00 rebuild
 
 
 def test_a_conversation_without_messages_is_framed_in_its_persons_language_else_the_message_else_the_companions():
