@@ -195,9 +195,11 @@ def self_layer_blocks(*, language: str | None = None, primary: str | None = None
     return sorted(chosen.values(), key=lambda block: order.index(block.key))
 
 
-def self_layer_text(*, viewer_ids: frozenset[int] | None = None, language: str | None = None) -> str:
-    """The six self-layer blocks as prompt text (empty blocks left out), headed in ``language`` (default: the
-    companion's), each block in that language where it is written in it (``self_layer_blocks``).
+def self_layer_text(
+    *, viewer_ids: frozenset[int] | None = None, language: str | None = None, headings: str | None = None
+) -> str:
+    """The six self-layer blocks as prompt text (empty blocks left out), each in ``language`` (default: the
+    companion's) where it is written in it (``self_layer_blocks``), headed in ``headings`` (default: ``language``).
 
     ``viewer_ids``: the persons it is shown to (None: the companion's own calls and the operator, who see
     everything). The autobiography summary lists the titles of every person's narratives; shown to
@@ -212,7 +214,7 @@ def self_layer_text(*, viewer_ids: frozenset[int] | None = None, language: str |
         if viewer_ids is not None and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
             content = _outline_for(content, viewer_ids=viewer_ids)
         if content:
-            parts.append(f"## {block.heading(language)}\n{content}")
+            parts.append(f"## {block.heading(headings or language)}\n{content}")
     return "\n\n".join(parts)
 
 
@@ -238,8 +240,11 @@ def _outline_for(content: str, *, viewer_ids: frozenset[int]) -> str:
 
 
 def identity_context() -> str:
-    """Who is thinking: the self layer's blocks and the resident memories, with their citations."""
-    self_layer = self_layer_text() or "(self layer empty)"
+    """Who is thinking: the self layer's blocks and the resident memories, with their citations.
+
+    The companion's own calls: its self layer in its own language, framed in English like their instructions.
+    """
+    self_layer = self_layer_text(headings=Language.EN) or "(self layer empty)"
     resident = "\n".join(resident_memory_lines()) or "(no resident memories)"
     return f"# Identity context\n\n{self_layer}\n\n## Resident memory\n{resident}"
 
