@@ -14,7 +14,7 @@ import pgtrigger
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import Entity, MemoryStatus, MemoryType
@@ -798,3 +798,27 @@ def test_a_global_record_of_someones_session_is_theirs_to_search_and_goes_when_t
     assert "Leo said he moved to Berlin." in seen_by_leo
     person_forget(person=leo, messages=True)
     assert list(HistoryEntry.objects.values_list("content", flat=True)) == ["A summary without a session"]
+
+
+_SOUL_LINE = st.one_of(
+    _TEXT,
+    st.sampled_from(["# Soul", "## Core Principles", "## self_model", "- [pinned] x", "\\## direction", "", "\r"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_SOUL_LINE, min_size=1, max_size=8), newline=st.booleans())
+def test_any_soul_md_text_before_the_first_block_comes_back_verbatim(tmp_path_factory, lines, newline):
+    # What precedes the first block heading is what Anima cannot place.
+    cut = next((i for i, line in enumerate(lines) if line == "## self_model"), len(lines))
+    text = "\n".join(lines[:cut]) + ("\n" if newline else "")
+    assume(text.strip("\n") not in ("", "# SOUL") and "\n## self_model" not in f"\n{text}")
+    soul = (text if text.endswith("\n") else f"{text}\n") + "## self_model\n\nI listen.\n"
+    _empty_database()
+    root = tmp_path_factory.mktemp("ws")
+    NanobotWorkspace(root / "nb").write_soul(soul)
+
+    workspace_import(root=root / "nb")
+    workspace_export(root=root / "out")
+
+    assert (root / "out" / "SOUL.md").read_bytes() == soul.encode()
