@@ -220,11 +220,11 @@ def _keep_verbatim(path: str, text: str, counts: Counter) -> None:
     if text in ("", SOUL_TITLE.rstrip("\n"), SOUL_TITLE):
         if held is not None:
             held.delete()
-            counts["kept_verbatim"] += 1
+            counts["texts_kept_as_written"] += 1
         return
     if held is None or held.content != text:
         WorkspaceText.objects.update_or_create(path=path, defaults={"content": text})
-        counts["kept_verbatim"] += 1
+        counts["texts_kept_as_written"] += 1
 
 
 def _memories_held(*, person: Person | None) -> dict[str, list[SemanticMemory]]:
