@@ -38,7 +38,7 @@ class IdentityInline(admin.TabularInline):
 
 @admin.register(Person)
 class PersonAdmin(admin.ModelAdmin):
-    list_display = ("slug", "display_name", "created_at", "forget_link")
+    list_display = ("slug", "display_name", "language", "created_at", "forget_link")
     search_fields = ("slug", "display_name", "identities__external_id")
     inlines = [IdentityInline]
 

@@ -20,16 +20,53 @@ def person_slug_valid(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= PERSON_SLUG_MAX_LENGTH and slugify(value) == value
 
 
+class Language(models.TextChoices):
+    """The languages prompts are framed in (headings, instructions); memories keep the language they were written in."""
+
+    ZH = "zh", "Chinese"
+    EN = "en", "English"
+
+
+# A person's prompts are framed in their language: when their setting changes, their conversations' snapshots and
+# frozen peer blocks go (the next turn renders them in the new language), theirs by person or by a mapped account.
+_LANGUAGE_CHANGED = """
+IF OLD.language IS NOT DISTINCT FROM NEW.language THEN
+    RETURN NULL;
+END IF;
+WITH dropped AS (
+    UPDATE conversations c SET system_prompt = '', system_prompt_built_at = NULL
+    WHERE c.person_id = NEW.id
+       OR (c.person_id IS NULL AND EXISTS (
+            SELECT 1 FROM identities i
+            WHERE i.person_id = NEW.id AND i.external_id = c.chat_id
+              AND i.channel = COALESCE(NULLIF(c.channel, ''), c.platform)))
+    RETURNING c.id
+)
+DELETE FROM conversation_peer_blocks WHERE conversation_id IN (SELECT id FROM dropped);
+RETURN NULL;
+"""
+
+
 class Person(models.Model):
     """One human, whatever channels they use; memories aggregate per person."""
 
     slug = models.SlugField(max_length=64, unique=True)
     display_name = models.CharField(max_length=200, blank=True, default="")
+    # The language their prompts are framed in; blank: what their conversations are held in.
+    language = models.CharField(max_length=8, choices=Language.choices, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "persons"
         ordering = ["slug"]
+        triggers = [
+            pgtrigger.Trigger(
+                name="persons_language_drops_their_prompts",
+                when=pgtrigger.After,
+                operation=pgtrigger.Update,
+                func=_LANGUAGE_CHANGED,
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.display_name or self.slug
@@ -204,6 +241,8 @@ class HistoryEntry(SegmentedTextModel):
     timestamp = models.DateTimeField(default=timezone.now, db_index=True)
     content = models.TextField()
     channel = models.CharField(max_length=64, blank=True, default="")
+    # An imported record's session key as its file wrote it (nanobot's ``telegram:12345678``), written back whole.
+    session_key = models.CharField(max_length=255, blank=True, default="")
     person = models.ForeignKey(Person, null=True, blank=True, on_delete=models.PROTECT, related_name="history")
     conversation = models.ForeignKey(
         Conversation, null=True, blank=True, on_delete=models.PROTECT, related_name="history_entries"

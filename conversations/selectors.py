@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from datetime import date, datetime
 
+from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import Exists, F, FloatField, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Coalesce, NullIf
@@ -13,12 +14,14 @@ from django.db.models.functions import Coalesce, NullIf
 from anima.core.calendar import moment_bound
 from anima.core.models import FTS_CONFIG
 from anima.core.search_query import search_query_build
-from anima.core.text import is_chinese
-from conversations.models import Conversation, HistoryEntry, Identity, Message, Person, Role
+from anima.core.text import is_chinese, without_addresses
+from conversations.models import Conversation, HistoryEntry, Identity, Language, Message, Person, Platform, Role
 
 HISTORY_MAX_LIMIT = 200
 # How many of a conversation's latest messages tell its language.
 LANGUAGE_SAMPLE_MESSAGES = 20
+# Messages read to find the language most of the companion's conversations are held in.
+COMPANION_SAMPLE_MESSAGES = 500
 _WORD_RE = re.compile(r"\w+")
 
 
@@ -62,13 +65,17 @@ def history_search(
     elif global_only:
         entries = entries.filter(person__isnull=True)
     if private:
-        # A global entry is someone's when the same consolidation also wrote it to a person's timeline.
+        # A global entry is someone's when the same consolidation also wrote it to a person's timeline, or the same
+        # import copied it there (a record of their session).
         someones = HistoryEntry.objects.filter(
             conversation=OuterRef("conversation"), timestamp=OuterRef("timestamp"), person__isnull=False
         )
+        copied = HistoryEntry.objects.filter(
+            session_key=OuterRef("session_key"), timestamp=OuterRef("timestamp"), person__isnull=False
+        ).exclude(session_key="")
         if person is not None:
-            someones = someones.exclude(person=person)
-        entries = entries.exclude(Q(person__isnull=True) & Exists(someones))
+            someones, copied = someones.exclude(person=person), copied.exclude(person=person)
+        entries = entries.exclude(Q(person__isnull=True) & (Exists(someones) | Exists(copied)))
     text = (text or "").strip()
     query = search_query_build(text=text) if _WORD_RE.search(text) else None
     if query is None:
@@ -158,11 +165,72 @@ def conversations_persons(*, conversation_ids: Iterable[int]) -> dict[int, int |
     return owners
 
 
-def conversation_is_chinese(*, conversation: Conversation) -> bool:
-    """Whether the conversation is held in Chinese, judged by its latest user messages (else its title)."""
+def _language_of(texts: Iterable[str]) -> str | None:
+    """ "zh" or "en" by the majority script of ``texts`` (``is_chinese``), None when they hold no letter."""
+    text = without_addresses("\n".join(texts))
+    if not any(char.isalpha() for char in text):
+        return None
+    return Language.ZH if is_chinese(text) else Language.EN
+
+
+def companion_language() -> str:
+    """The companion's own language: ANIMA_COMPANION_LANGUAGE, else the majority of its recent dialogue ("en" when
+    there is none). Its own calls speak it, and a prompt falls back to it."""
+    if settings.ANIMA_COMPANION_LANGUAGE != "auto":
+        return settings.ANIMA_COMPANION_LANGUAGE
+    recent = (
+        Message.objects.filter(role__in=(Role.USER, Role.ASSISTANT))
+        .exclude(conversation__platform__in=(Platform.CRON, Platform.DEBUG))
+        .order_by("-id")
+        .values_list("content", flat=True)[:COMPANION_SAMPLE_MESSAGES]
+    )
+    votes = [language for text in recent if (language := _language_of([text])) is not None]
+    return Language.ZH if votes and votes.count(Language.ZH) * 2 >= len(votes) else Language.EN
+
+
+def languages_in_use(*, since: datetime) -> list[str]:
+    """The companion's language first, then the other languages conversations with user messages since ``since``
+    are held in (``conversation_language``): what the self layer is kept in."""
+    languages = [companion_language()]
+    active = (
+        Conversation.objects.filter(messages__role=Role.USER, messages__created_at__gte=since)
+        .exclude(platform__in=(Platform.CRON, Platform.DEBUG))
+        .select_related("person")
+        .distinct()
+    )
+    for conversation in active.iterator():
+        language = conversation_language(conversation=conversation)
+        if language not in languages:
+            languages.append(language)
+            if len(languages) == len(Language.values):
+                break
+    return languages
+
+
+def conversation_language(*, conversation: Conversation, pending: str = "") -> str:
+    """ "zh" or "en": the one language a conversation's prompts are framed in (headings, instructions).
+
+    Its person's setting, if they have one; else the majority of its latest user messages; a conversation with none
+    yet is held in the language of ``pending`` (the message of the turn being prepared, not stored yet), else its
+    person's (their other conversations), else its title's, else the companion's.
+    """
+    person = conversation_person(conversation=conversation)
+    if person is not None and person.language:
+        return person.language
     texts = list(
         Message.objects.filter(conversation=conversation, role=Role.USER)
         .order_by("-created_at", "-id")
         .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
     )
-    return is_chinese("\n".join(texts) or conversation.title)
+    found = _language_of(texts or [pending])
+    if found is None and person is not None:
+        theirs = (
+            Message.objects.filter(
+                conversation__in=Conversation.objects.filter(conversations_of_persons(person_ids=[person.pk])),
+                role=Role.USER,
+            )
+            .order_by("-created_at", "-id")
+            .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
+        )
+        found = _language_of(theirs)
+    return found or _language_of([conversation.title]) or companion_language()

@@ -123,7 +123,7 @@ class PersonSerializer(StrictModelSerializer):
 
     class Meta:
         model = Person
-        fields = ["id", "slug", "display_name", "identities", "created_at"]
+        fields = ["id", "slug", "display_name", "language", "identities", "created_at"]
         read_only_fields = ["created_at"]
 
     def validate_slug(self, value: str) -> str:

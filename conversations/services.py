@@ -430,12 +430,17 @@ def history_append(
     channel: str = "",
     person: Person | None = None,
     conversation: Conversation | None = None,
+    session_key: str = "",
 ) -> HistoryEntry:
-    """Append one timeline entry (global when ``person`` is None); entries are never changed afterwards."""
+    """Append one timeline entry (global when ``person`` is None); entries are never changed afterwards.
+
+    ``session_key``: an imported record's, as its file wrote it (written back whole on export).
+    """
     entry = HistoryEntry(
         content=text_bounded(content, field="content"),
         timestamp=timestamp or timezone.now(),
         channel=channel,
+        session_key=text_bounded(session_key, field="session_key", limit=255),
         person=person,
         conversation=conversation,
     )

@@ -31,6 +31,7 @@ from memory.models import (
     NarrativeBlock,
     SelfLayerBlock,
     SemanticMemory,
+    WorkspaceText,
     diary_reading_order,
 )
 from memory.mood_chart import mood_chart_span, mood_chart_svg
@@ -437,16 +438,25 @@ class MemoryReferenceAdmin(ReadOnlyAdmin):
     raw_id_fields = ("entity", "message")
 
 
+@admin.register(WorkspaceText)
+class WorkspaceTextAdmin(ReadOnlyAdmin):
+    """What an imported workspace file held that Anima cannot place: written back verbatim on export."""
+
+    list_display = ("path", "updated_at")
+    fields = ("path", "content", "updated_at")
+
+
 @admin.register(SelfLayerBlock)
 class SelfLayerBlockAdmin(admin.ModelAdmin):
-    list_display = ("key", "locked", "updated_at")
-    fields = ("key", "content", "locked")
+    list_display = ("key", "language", "locked", "updated_at")
+    list_filter = ("language",)
+    fields = ("key", "language", "content", "locked")
 
     def get_readonly_fields(self, request: HttpRequest, obj: SelfLayerBlock | None = None) -> tuple[str, ...]:
         # A locked block (the existence anchor) changes only after an explicit unlock: save unlocked first.
         if obj is None:
             return ()
-        return ("key", "content") if obj.locked else ("key",)
+        return ("key", "language", "content") if obj.locked else ("key", "language")
 
 
 MOOD_CHART_DAYS = 60

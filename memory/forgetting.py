@@ -61,6 +61,7 @@ from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
 from memory.selectors import memory_version_ids
 from memory.services import emotional_tendencies_refresh, memory_restore
 from memory.tendency import MONTH_DAYS
+from memory.workspace import session_key_parse
 from temporal.models import TemporalSummary, Window
 from temporal.services import temporal_summary_upsert
 
@@ -449,7 +450,18 @@ def _conversations(person: Person):
 
 
 def _history_rows(person: Person):
-    return HistoryEntry.objects.filter(Q(person=person) | Q(conversation__in=_conversations(person)))
+    return HistoryEntry.objects.filter(
+        Q(person=person) | Q(conversation__in=_conversations(person)) | Q(pk__in=_global_records_of(person))
+    )
+
+
+def _global_records_of(person: Person) -> list[int]:
+    """Global entries an import kept under the session key of one of the person's accounts (their copies are theirs)."""
+    accounts = set(person.identities.values_list("channel", "external_id"))
+    if not accounts:
+        return []
+    keyed = HistoryEntry.objects.filter(person__isnull=True).exclude(session_key="").values_list("pk", "session_key")
+    return [pk for pk, key in keyed if session_key_parse(key) in accounts]
 
 
 def _history(person: Person) -> list[tuple[int, str]]:

@@ -9,6 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from anima.core.models import BlockTag, Component, ComponentKind, ComponentManager, Entity, MemoryStatus
+from conversations.models import Language
 
 
 class ComponentProxy(ComponentKind, Entity):
@@ -138,10 +139,25 @@ class SelfBlock(models.TextChoices):
     AUTOBIOGRAPHY_SUMMARY = "autobiography_summary", "Autobiography summary"
 
 
-class SelfLayerBlock(models.Model):
-    """One of the six self-layer blocks carried by every memory-processing LLM call."""
+# Each block's heading in a prompt framed in Chinese (``SelfBlock`` labels are the English ones).
+SELF_BLOCK_ZH = {
+    "existence_anchor": "存在之锚",
+    "self_model": "自我认知",
+    "personality_baseline": "性格基调",
+    "direction": "方向",
+    "metacognition": "元认知",
+    "autobiography_summary": "自传摘要",
+}
 
-    key = models.CharField(max_length=32, choices=SelfBlock.choices, unique=True)
+
+class SelfLayerBlock(models.Model):
+    """One of the six self-layer blocks carried by every memory-processing LLM call, in one language.
+
+    A block is kept per language in use: a prompt reads the version in its conversation's language.
+    """
+
+    key = models.CharField(max_length=32, choices=SelfBlock.choices)
+    language = models.CharField(max_length=8, choices=Language.choices, default=Language.EN)
     content = models.TextField(blank=True, default="")
     # existence_anchor is locked: it changes only with an explicit force.
     locked = models.BooleanField(default=False)
@@ -150,9 +166,30 @@ class SelfLayerBlock(models.Model):
     class Meta:
         db_table = "self_layer_blocks"
         ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["key", "language"], name="self_layer_block_key_language")]
 
     def __str__(self) -> str:
-        return self.get_key_display()
+        return f"{self.get_key_display()} ({self.language})"
+
+    def heading(self, language: str) -> str:
+        """The block's heading in a prompt framed in ``language``."""
+        return SELF_BLOCK_ZH[self.key] if language == Language.ZH else self.get_key_display()
+
+
+class WorkspaceText(models.Model):
+    """What an imported workspace file held that Anima cannot place (nanobot's own SOUL.md persona, free-form
+    Markdown), kept verbatim so an export writes it back as it was."""
+
+    path = models.CharField(max_length=255, unique=True)  # the file, relative to the workspace root
+    content = models.TextField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "workspace_texts"
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.path
 
 
 class Mood(models.TextChoices):

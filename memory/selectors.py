@@ -17,8 +17,8 @@ from anima.core.config import config_get
 from anima.core.db import read_alias, replica_reads
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.access import Access
-from conversations.models import Conversation, Person
-from conversations.selectors import conversation_is_chinese, conversation_person
+from conversations.models import Conversation, Language, Person
+from conversations.selectors import companion_language, conversation_language, conversation_person
 from memory.citations import cited_ids
 from memory.models import EmotionalTendency, LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
@@ -176,21 +176,44 @@ def _person_scope(person: Person | None, *, global_only: bool = False) -> Q:
     return Q(person__isnull=True) | Q(person=person)
 
 
-def self_layer_text(*, viewer_ids: frozenset[int] | None = None) -> str:
-    """The six self-layer blocks as prompt text (empty blocks left out).
+def self_layer_blocks(*, language: str | None = None, primary: str | None = None) -> list[SelfLayerBlock]:
+    """One non-empty version of each self-layer block, in block order: the one in ``language`` (default: the
+    companion's), else the one in the companion's language (``primary``, read when not given), else any, so a
+    language not written yet still has a self."""
+    primary = primary or companion_language()
+    wanted = [language or primary, primary]
+
+    def preference(block: SelfLayerBlock) -> int:
+        return wanted.index(block.language) if block.language in wanted else len(wanted)
+
+    chosen: dict[str, SelfLayerBlock] = {}
+    for block in SelfLayerBlock.objects.exclude(content="").order_by("id"):
+        if block.key not in chosen or preference(block) < preference(chosen[block.key]):
+            chosen[block.key] = block
+    order = list(SelfBlock.values)
+    return sorted(chosen.values(), key=lambda block: order.index(block.key))
+
+
+def self_layer_text(
+    *, viewer_ids: frozenset[int] | None = None, language: str | None = None, headings: str | None = None
+) -> str:
+    """The six self-layer blocks as prompt text (empty blocks left out), each in ``language`` (default: the
+    companion's) where it is written in it (``self_layer_blocks``), headed in ``headings`` (default: ``language``).
 
     ``viewer_ids``: the persons it is shown to (None: the companion's own calls and the operator, who see
     everything). The autobiography summary lists the titles of every person's narratives; shown to
     persons, a bullet stays only when its narratives are theirs or nobody's, and one no narrative
     matches is left out.
     """
+    primary = companion_language()
+    language = language or primary
     parts = []
-    for block in SelfLayerBlock.objects.exclude(content="").order_by("id"):
+    for block in self_layer_blocks(language=language, primary=primary):
         content = block.content
         if viewer_ids is not None and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
             content = _outline_for(content, viewer_ids=viewer_ids)
         if content:
-            parts.append(f"## {block.get_key_display()}\n{content}")
+            parts.append(f"## {block.heading(headings or language)}\n{content}")
     return "\n\n".join(parts)
 
 
@@ -216,8 +239,11 @@ def _outline_for(content: str, *, viewer_ids: frozenset[int]) -> str:
 
 
 def identity_context() -> str:
-    """Who is thinking: the self layer's blocks and the resident memories, with their citations."""
-    self_layer = self_layer_text() or "(self layer empty)"
+    """Who is thinking: the self layer's blocks and the resident memories, with their citations.
+
+    The companion's own calls: its self layer in its own language, framed in English like their instructions.
+    """
+    self_layer = self_layer_text(headings=Language.EN) or "(self layer empty)"
     resident = "\n".join(resident_memory_lines()) or "(no resident memories)"
     return f"# Identity context\n\n{self_layer}\n\n## Resident memory\n{resident}"
 
@@ -493,14 +519,21 @@ class PassiveRecall:
         return {"role": "assistant", "name": self.NAME, "content": self.text}
 
 
-def passive_recall(*, conversation: Conversation, user_message: str, person: Person | None = None) -> PassiveRecall:
+# What the passive_memory_context message says its lines are, in the conversation's language.
+PASSIVE_HEADING = {"en": "Possibly relevant memories:", "zh": "可能相关的记忆："}
+
+
+def passive_recall(
+    *, conversation: Conversation, user_message: str, person: Person | None = None, language: str | None = None
+) -> PassiveRecall:
     """Semantic memories relevant to ``user_message``, cut by score; never persisted.
 
-    ``person`` is the human behind the conversation (default: ``conversation.person``); with
-    none, only global memories are candidates. Only memories a keyword branch found are offered
-    unasked, and only those whose calibrated score (the chance that it is relevant) is at least min_score;
-    without vectors (keyword-only recall, whose scores are not that telling), those within min_relative_score
-    of the best. Skipped for cron conversations.
+    ``person`` is the human behind the conversation (default: ``conversation.person``); with none, only
+    global memories are candidates. ``language`` frames the message (``conversation_language``, read when
+    not given). Only memories a keyword branch found are offered unasked, and only those whose calibrated
+    score (the chance that it is relevant) is at least min_score; without vectors (keyword-only recall,
+    whose scores are not that telling), those within min_relative_score of the best. Skipped for cron
+    conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron or not (user_message or "").strip():
@@ -549,7 +582,8 @@ def passive_recall(*, conversation: Conversation, user_message: str, person: Per
         hits.append(hit)
         lines.append(line)
         used += len(line) + 1
-    text = "Possibly relevant memories:\n" + "\n".join(lines) if lines else ""
+    heading = PASSIVE_HEADING[language or conversation_language(conversation=conversation, pending=user_message)]
+    text = heading + "\n" + "\n".join(lines) if lines else ""
     return PassiveRecall(hits=hits, text=text)
 
 
@@ -610,5 +644,5 @@ def emotional_tendency_line(*, conversation: Conversation, today: date) -> str:
     return tendency_line(
         name=person.display_name or person.slug,
         mood=tendency.mood,
-        chinese=conversation_is_chinese(conversation=conversation),
+        chinese=conversation_language(conversation=conversation) == Language.ZH,
     )

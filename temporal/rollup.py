@@ -24,8 +24,8 @@ from anima.core.calendar import bucket_label, closed_buckets
 from anima.core.config import config_get
 from anima.core.llm import LlmError, llm_json
 from anima.core.text import clip
-from conversations.models import Conversation
-from conversations.selectors import conversation_is_chinese, conversations_persons
+from conversations.models import Conversation, Language
+from conversations.selectors import conversation_language, conversations_persons
 from temporal.privacy import FULL, TOPICS, chunk_topic, cross_person_mode
 from temporal.services import SUMMARY_SCHEMA, chars_budget, summary_clean
 
@@ -177,7 +177,7 @@ def peer_rollups_warm(*, day: date, now: datetime) -> int:
     mode = cross_person_mode()
     # A viewer with no chunk in the bucket sees everyone, in either language; one with a chunk sees everyone else.
     viewers = [(None, False), (None, True)] + [
-        (pk, conversation_is_chinese(conversation=conversation))
+        (pk, conversation_language(conversation=conversation) == Language.ZH)
         for pk, conversation in Conversation.objects.in_bulk(list(chunks)).items()
     ]
     warmed = 0

@@ -160,14 +160,24 @@ def _period_lines(
     return lines
 
 
+# The section's heading and its periods' (yesterday … earlier), in the language the prompt is framed in.
+TEMPORAL_HEADINGS = {
+    "zh": ("时间摘要", ("昨天", "近 7 天", "近 30 天", "近 90 天", "近一年", "更早")),
+    "en": (
+        "Time summaries",
+        ("Yesterday", "Last 7 days", "Last 30 days", "Last 90 days", "Last year", "Earlier"),
+    ),
+}
+
+
 def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozenset[int] | None, chinese: bool) -> str:
-    """The system prompt's 「## 时间摘要」 (yesterday and earlier, rolling), cut at ``max_chars``; "" when empty.
+    """The system prompt's time summaries (yesterday and earlier, rolling), cut at ``max_chars``; "" when empty.
 
     昨天 = day −1; 近 7 天 = days −7…−2; 近 30 天 = days −30…−8; 近 90 天 and 近一年 = month
     summaries starting in [−90, −30) and [−365, −90); 更早 = years before the one a year ago.
     ``viewer_ids`` are the persons whose sections the reader sees in full (None: everyone's); the
-    others' follow ``memory.temporal_summary.cross_person``, their topic lines in the reader's language
-    (``chinese``).
+    others' follow ``memory.temporal_summary.cross_person``. Headings and topic lines are in the reader's
+    language (``chinese``: 「## 时间摘要」, else "## Time summaries"); the summaries' own text as written.
     """
 
     def ago(days: int) -> date:
@@ -187,15 +197,18 @@ def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozense
         )
 
     year_ago = ago(365)
-    parts = [
-        ("昨天", lines(Window.DAY, ago(1), today, 10)),
-        ("近 7 天", lines(Window.DAY, ago(7), ago(1), 10)),
-        ("近 30 天", lines(Window.DAY, ago(30), ago(7), 10)),
-        ("近 90 天", lines(Window.MONTH, ago(90), ago(30), 7)),
-        ("近一年", lines(Window.MONTH, year_ago, ago(90), 7)),
-        ("更早", lines(Window.YEAR, date(1, 1, 1), date(year_ago.year, 1, 1), 4)),
+    heading, titles = TEMPORAL_HEADINGS["zh" if chinese else "en"]
+    found = [
+        lines(Window.DAY, ago(1), today, 10),
+        lines(Window.DAY, ago(7), ago(1), 10),
+        lines(Window.DAY, ago(30), ago(7), 10),
+        lines(Window.MONTH, ago(90), ago(30), 7),
+        lines(Window.MONTH, year_ago, ago(90), 7),
+        lines(Window.YEAR, date(1, 1, 1), date(year_ago.year, 1, 1), 4),
     ]
-    body = "\n\n".join(f"### {title}\n" + "\n".join(found) for title, found in parts if found)
+    body = "\n\n".join(
+        f"### {title}\n" + "\n".join(period) for title, period in zip(titles, found, strict=True) if period
+    )
     if not body:
         return ""
-    return clip(f"## 时间摘要\n\n{body}", max_chars)
+    return clip(f"## {heading}\n\n{body}", max_chars)

@@ -17,6 +17,7 @@ from anima.core.models import (
     RuntimeConfig,
     RuntimeConfigChange,
 )
+from anima.core.text import is_chinese
 from conversations.models import (
     Conversation,
     HistoryEntry,
@@ -203,10 +204,12 @@ class MemoryReferenceFactory(factory.django.DjangoModelFactory):
 class SelfLayerBlockFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = SelfLayerBlock
-        django_get_or_create = ("key",)
+        django_get_or_create = ("key", "language")
 
     key = SelfBlock.SELF_MODEL
     content = "I am Anima, a companion who remembers."
+    # The language the content is written in.
+    language = factory.LazyAttribute(lambda block: "zh" if is_chinese(block.content) else "en")
 
 
 class AutoLlmRunFactory(factory.django.DjangoModelFactory):

@@ -2,7 +2,7 @@
 
 Order, built for a stable prefix (the LLM's KV cache):
 1. the system prompt snapshot — self layer, resident memory, person memory, the person's notable
-   emotional tendency (one line), 「## 时间摘要」, citation rule — rebuilt only on the first turn
+   emotional tendency (one line), the time summaries, citation rule — rebuilt only on the first turn
    after a local 02:00 boundary, so the nightly tendency changes the prefix at most once a day;
 2. the conversation: the live short-term summary, then the raw messages it does not cover;
 3. one ``temporal_summary_peers`` assistant message per closed half-hour bucket of today (and of
@@ -11,6 +11,9 @@ Order, built for a stable prefix (the LLM's KV cache):
    (``PeerBlock``) the first time it is rendered, so later activity elsewhere only ever adds
    blocks for newer buckets;
 4. the runtime-only tail: ``passive_memory_context`` and the new user message.
+
+Headings and framing are in the conversation's one language (``conversation_language``); memories, summaries
+and the self layer's blocks in the language they were written in (the self layer is kept per language).
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from django.utils import timezone
 from anima.agent.stm import ShortTermView, short_term_prepare
 from anima.core.calendar import BUCKET, closed_buckets, local_day
 from anima.core.config import config_get
-from conversations.models import Conversation, PeerBlock, Person, Role
+from conversations.models import Conversation, Language, PeerBlock, Person, Role
 from conversations.selectors import (
-    conversation_is_chinese,
+    conversation_language,
     conversation_person,
     conversations_persons,
     conversations_resolving_to,
@@ -52,15 +55,38 @@ ENSURE_ATTEMPTS = 3
 # What decides a conversation's person (conversation_person), re-read when a snapshot write is refused.
 PERSON_FIELDS = ("person", "channel", "platform", "chat_id")
 
-CITATION_RULE = (
-    "## Memory citations\n"
-    "Whenever a reply uses a semantic memory — from the resident list, a memory_recall or "
-    "memory_semantic_search semantic hit, or a marker in an earlier message — append its [[anima:ID]] "
-    "marker at the end of the reply body, one per memory used. Session, limbic and autobiographical hits "
-    "take no marker.\n"
-    "回复用到语义记忆（常驻列表、memory_recall / memory_semantic_search 的语义结果、或之前消息中的标记）时，"
-    "在回复正文末尾附上每条记忆的 [[anima:ID]]。"
-)
+# What the prompt says around the memories, in the conversation's language (``conversation_language``): the
+# memories themselves stay in the language they were written in.
+FRAMING = {
+    Language.EN: {
+        "self": "# Self",
+        "resident": "## Resident memory",
+        "about": "## About {name}",
+        "citations": (
+            "## Memory citations\n"
+            "Whenever a reply uses a semantic memory — from the resident list, a memory_recall or "
+            "memory_semantic_search semantic hit, or a marker in an earlier message — append its [[anima:ID]] "
+            "marker at the end of the reply body, one per memory used. Session, limbic and autobiographical hits "
+            "take no marker."
+        ),
+        "peers": "Other conversations {start}–{end}:",
+        "others": "Other people, topics only:",
+        "summary": "Conversation so far:",
+    },
+    Language.ZH: {
+        "self": "# 自我",
+        "resident": "## 常驻记忆",
+        "about": "## 关于 {name}",
+        "citations": (
+            "## 记忆引用\n"
+            "回复用到语义记忆（常驻列表、memory_recall / memory_semantic_search 的语义结果、或之前消息中的标记）时，"
+            "在回复正文末尾附上每条记忆的 [[anima:ID]] 标记，每条用到的记忆一个。会话、情绪和自传类结果不加标记。"
+        ),
+        "peers": "其他会话 {start}–{end}：",
+        "others": "其他人，仅话题：",
+        "summary": "此前的对话：",
+    },
+}
 
 
 def rebuild_boundary(*, now: datetime) -> datetime:
@@ -84,23 +110,29 @@ def _person_memories(person: Person, *, exclude: set[int]) -> list[SemanticMemor
     )
 
 
-def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
-    """The full system prompt as of ``now`` (no peers of today: those live on the timeline)."""
+def system_prompt_build(*, conversation: Conversation, now: datetime, pending: str = "") -> str:
+    """The full system prompt as of ``now`` (no peers of today: those live on the timeline).
+
+    Framed in the conversation's language (``pending``: the message of the turn, for a conversation without any yet).
+    """
     person = conversation_person(conversation=conversation)
     today = local_day(now)
+    language = conversation_language(conversation=conversation, pending=pending)
+    framing = FRAMING[language]
     # What is someone's is shown to this conversation's person only (others' narrative titles, sections).
     viewer_ids = frozenset({person.pk}) if person else frozenset()
     sections = []
-    self_layer = self_layer_text(viewer_ids=viewer_ids)
+    self_layer = self_layer_text(viewer_ids=viewer_ids, language=language)
     if self_layer:
-        sections.append(f"# Self\n\n{self_layer}")
+        sections.append(f"{framing['self']}\n\n{self_layer}")
     resident = resident_memories(person=person, global_only=True)
     if resident:
-        sections.append(f"## Resident memory\n{_memory_lines(resident)}")
+        sections.append(f"{framing['resident']}\n{_memory_lines(resident)}")
     if person is not None:
         about = _person_memories(person, exclude={memory.pk for memory in resident})
         if about:
-            sections.append(f"## About {person.display_name or person.slug}\n{_memory_lines(about)}")
+            name = person.display_name or person.slug
+            sections.append(f"{framing['about'].format(name=name)}\n{_memory_lines(about)}")
         # Only this conversation's own person, and only when their week stood out.
         tendency = emotional_tendency_line(conversation=conversation, today=today)
         if tendency:
@@ -112,15 +144,15 @@ def system_prompt_build(*, conversation: Conversation, now: datetime) -> str:
             today=today,
             max_chars=config["system_prompt_chars"],
             viewer_ids=viewer_ids,
-            chinese=conversation_is_chinese(conversation=conversation),
+            chinese=language == Language.ZH,
         )
         if section:
             sections.append(section)
-    sections.append(CITATION_RULE)
+    sections.append(framing["citations"])
     return "\n\n".join(sections)
 
 
-def system_prompt_ensure(*, conversation: Conversation, now: datetime) -> str:
+def system_prompt_ensure(*, conversation: Conversation, now: datetime, pending: str = "") -> str:
     """The stored snapshot, rebuilt when it predates the latest 02:00 boundary or was dropped (new person, forget)."""
     prompt = ""
     for _ in range(ENSURE_ATTEMPTS):
@@ -128,7 +160,7 @@ def system_prompt_ensure(*, conversation: Conversation, now: datetime) -> str:
         if conversation.system_prompt and built_at is not None and built_at >= rebuild_boundary(now=now):
             return conversation.system_prompt
         person = conversation_person(conversation=conversation)
-        prompt = system_prompt_build(conversation=conversation, now=now)
+        prompt = system_prompt_build(conversation=conversation, now=now, pending=pending)
         # Conditional write: of two turns racing over the boundary the first snapshot wins, and one built
         # for a person the conversation no longer resolves to (changed meanwhile) is never stored.
         updated = (
@@ -144,16 +176,16 @@ def system_prompt_ensure(*, conversation: Conversation, now: datetime) -> str:
     return prompt
 
 
-def _peer_text(*, bucket: datetime, rollups: dict[str, str]) -> str:
+def _peer_text(*, bucket: datetime, rollups: dict[str, str], language: str) -> str:
     """The block's text: the viewer's own other conversations in full, other people's as topic lines."""
     if not rollups:
         return ""
-    start = timezone.localtime(bucket)
-    parts = [f"Other conversations {start:%H:%M}–{start + BUCKET:%H:%M} (其他会话):"]
+    start, framing = timezone.localtime(bucket), FRAMING[language]
+    parts = [framing["peers"].format(start=f"{start:%H:%M}", end=f"{start + BUCKET:%H:%M}")]
     if OWN in rollups:
         parts.append(rollups[OWN])
     if OTHER in rollups:
-        parts.append(f"Other people, topics only (他人话题):\n{rollups[OTHER]}")
+        parts.append(f"{framing['others']}\n{rollups[OTHER]}")
     return "\n".join(parts)
 
 
@@ -163,7 +195,9 @@ def _frozen(stored: QuerySet[PeerBlock]) -> dict[datetime, tuple[str, datetime]]
     }
 
 
-def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[datetime, datetime, str]]:
+def peer_blocks(
+    *, conversation: Conversation, now: datetime, language: str | None = None
+) -> list[tuple[datetime, datetime, str]]:
     """(bucket end, place on the timeline, text) for today's closed buckets with peer activity, as first rendered.
 
     Until the 02:00 rebuild yesterday's blocks stay too, so midnight does not break the prefix.
@@ -181,7 +215,7 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
         chunks = {day: day_chunks_by_conversation(day=day) for day in {local_day(bucket) for bucket in missing}}
         owners = conversations_persons(conversation_ids={pk for by_day in chunks.values() for pk in by_day})
         viewer = conversation_person(conversation=conversation)
-        chinese = conversation_is_chinese(conversation=conversation)
+        language = language or conversation_language(conversation=conversation)
         new = []
         for bucket in missing:
             day = local_day(bucket)
@@ -192,9 +226,9 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
                 owners=owners,
                 viewer_id=conversation.pk,
                 viewer_person_id=viewer.pk if viewer else None,
-                chinese=chinese,
+                chinese=language == Language.ZH,
             )
-            text = _peer_text(bucket=bucket, rollups=rollups)
+            text = _peer_text(bucket=bucket, rollups=rollups, language=language)
             new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))
         # A concurrent turn may have frozen some first: theirs stand, so re-read.
         PeerBlock.objects.bulk_create(new, ignore_conflicts=True)
@@ -208,12 +242,11 @@ def peer_blocks(*, conversation: Conversation, now: datetime) -> list[tuple[date
     ]
 
 
-def _timeline(*, view: ShortTermView, blocks: list[tuple[datetime, datetime, str]]) -> list[dict]:
+def _timeline(*, view: ShortTermView, blocks: list[tuple[datetime, datetime, str]], language: str) -> list[dict]:
     rendered = []
     if view.summary:
-        rendered.append(
-            {"role": Role.ASSISTANT.value, "name": SUMMARY_NAME, "content": f"Conversation so far:\n{view.summary}"}
-        )
+        content = f"{FRAMING[language]['summary']}\n{view.summary}"
+        rendered.append({"role": Role.ASSISTANT.value, "name": SUMMARY_NAME, "content": content})
     # Blocks of buckets the summary already stands for are left out with the messages of that time.
     pending = [(at, text) for end, at, text in blocks if view.summary_until is None or end > view.summary_until]
     for message in view.messages:
@@ -232,12 +265,16 @@ def prepare_turn(
     Stores the user message (at ``now``) unless ``store`` is false.
     """
     now = now or timezone.now()
-    system = system_prompt_ensure(conversation=conversation, now=now)
+    system = system_prompt_ensure(conversation=conversation, now=now, pending=user_message)
     view = short_term_prepare(conversation=conversation, now=now)
+    language = conversation_language(conversation=conversation, pending=user_message)
     messages = [{"role": Role.SYSTEM.value, "name": "", "content": system}]
-    messages.extend(_timeline(view=view, blocks=peer_blocks(conversation=conversation, now=now)))
+    blocks = peer_blocks(conversation=conversation, now=now, language=language)
+    messages.extend(_timeline(view=view, blocks=blocks, language=language))
     person = conversation_person(conversation=conversation)
-    passive = passive_recall(conversation=conversation, user_message=user_message, person=person).as_message()
+    passive = passive_recall(
+        conversation=conversation, user_message=user_message, person=person, language=language
+    ).as_message()
     if passive:
         messages.append(passive)
     messages.append({"role": Role.USER.value, "name": "", "content": user_message})

@@ -1,4 +1,4 @@
-"""Offline answer of the self-layer refresh: the blocks to revise, in the language the day was lived in.
+"""Offline answer of the self-layer refresh: the blocks to revise, in the language asked for.
 
 Everyone the companion talks with reads the self layer, so it is written from counts and feelings only:
 no narrative title, fact or name of anyone's day.
@@ -12,7 +12,7 @@ from anima.core.text import is_chinese
 
 @offline_handler("self-layer")
 def self_layer_answer(payload: dict) -> dict:
-    # The whole self layer speaks one language: the companion's (configured, or its conversations' majority).
+    # One call writes one language's version of the self layer (the step asks once per language in use).
     today, blocks = payload["today"], payload["blocks"]
     zh = payload.get("language") == "zh"
     counts = (len(today["facts"]), len(today["anchors"]), len(today["narratives"]))

@@ -35,6 +35,8 @@ from anima.core.llm.schema import (
 )
 from anima.core.models import BlockTag, Entity, MemoryStatus, MemoryType
 from anima.core.text import clip, content_key
+from conversations.models import Language
+from conversations.selectors import languages_in_use
 from memory.models import (
     ContentBlock,
     LimbicBlock,
@@ -56,7 +58,7 @@ logger = logging.getLogger(__name__)
 MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
 SIGNIFICANCE = ["normal", "milestone", "turning_point"]
-NO_OUTLINE = "(No autobiography summary yet)"
+NO_OUTLINE = {"en": "(No autobiography summary yet)", "zh": "（还没有自传摘要）"}
 # Every row light sleep writes has an external id "ls:<day>:<conversation id>:<stage>:<content key>".
 LIGHT_SLEEP_ID_PREFIX = "ls:"
 OUTLINE_NORMAL_MAX_AGE = timedelta(days=30)
@@ -200,6 +202,10 @@ OUTLINE_SECTIONS = (
     ("milestones", "Milestones"),
     ("recent_narratives", "Recent narratives"),
 )
+# The outline's headings in a self layer written in Chinese (its titles keep their own language).
+OUTLINE_SECTIONS_ZH = {"turning_points": "转折点", "milestones": "里程碑", "recent_narratives": "近来的经历"}
+# How far back a conversation counts as in use: the outline is kept in the languages of these.
+OUTLINE_LANGUAGE_WINDOW = timedelta(days=30)
 
 
 def light_sleep(ctx: StepContext) -> dict:
@@ -657,12 +663,22 @@ def autobiography_outline_refresh(ctx: StepContext) -> dict:
         if not any(answer[key] for key, _ in OUTLINE_SECTIONS):
             # There are narratives to outline: an answer without one title is no outline, the stored one stays.
             return {"narratives": len(narratives), "skipped_reason": "empty_answer"}
-        content = "\n\n".join(
-            f"## {heading}\n" + "\n".join(f"- {title.strip()}" for title in answer[key])
-            for key, heading in OUTLINE_SECTIONS
-            if answer[key]
+    since = day_start(ctx.day + timedelta(days=1)) - OUTLINE_LANGUAGE_WINDOW
+    chars = 0
+    # One outline per language in use: the headings in it, the titles as the narratives wrote them.
+    for language in languages_in_use(since=since):
+        content = _outline_text(answer, language=language) if narratives else NO_OUTLINE[language]
+        SelfLayerBlock.objects.update_or_create(
+            key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, language=language, defaults={"content": content}
         )
-    else:
-        content = NO_OUTLINE
-    SelfLayerBlock.objects.update_or_create(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, defaults={"content": content})
-    return {"narratives": len(narratives), "chars": len(content)}
+        chars = chars or len(content)
+    return {"narratives": len(narratives), "chars": chars}
+
+
+def _outline_text(answer: dict, *, language: str) -> str:
+    return "\n\n".join(
+        f"## {OUTLINE_SECTIONS_ZH[key] if language == Language.ZH else heading}\n"
+        + "\n".join(f"- {title.strip()}" for title in answer[key])
+        for key, heading in OUTLINE_SECTIONS
+        if answer[key]
+    )

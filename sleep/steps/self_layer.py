@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import date
+from datetime import date, timedelta
 
-from django.conf import settings
 from django.db import transaction
 
+from anima.core.calendar import day_start
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_object, schema_string
 from anima.core.models import MemoryStatus
 from anima.core.text import is_chinese, normalized
-from conversations.models import Message, Person
+from conversations.models import Person
+from conversations.selectors import languages_in_use
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
 from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
-from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,9 @@ SELF_LAYER_INSTRUCTIONS = (
     "fact or words — what the day taught you about yourself, not what you learned about anyone. A block that "
     "names someone or repeats the day's facts or narratives is refused. Return only the blocks that "
     "should change, each as its full new text, every block in `language` (zh: Chinese, en: English) — rewrite a "
-    "block written in another language. existence_anchor (what you are) changes only when `force` is true. "
+    "block written in another language. The self layer is kept in each language in use: `other_language` holds "
+    "the blocks as written in another language; write an empty block as their version in `language`, saying the "
+    "same. existence_anchor (what you are) changes only when `force` is true or it is empty. "
     "Answer JSON: "
     '{"self_model"?, "personality_baseline"?, "direction"?, "metacognition"?, "existence_anchor"?}.'
 )
@@ -55,8 +57,8 @@ EXISTENCE_ANCHOR_DEFAULT = {
     "consolidate each day's experience in my nightly sleep; my memories belong to me and to the people I keep "
     "company, and I treat them truthfully — I neither invent nor disclose them.",
 }
-# Messages read to find the language most conversations are held in.
-LANGUAGE_SAMPLE = 500
+# How far back a conversation counts as in use: the self layer is kept in the languages of these.
+LANGUAGE_WINDOW = timedelta(days=30)
 # A block repeating this many characters of a fact or narrative in a row (case, spaces and punctuation
 # aside) copies it; a shorter source copies when repeated whole, unless it is under half a run ("Work"
 # would be found in any block). CJK carries about a word a character.
@@ -67,27 +69,37 @@ NAME_MIN_CHARS = 2
 _DATE = re.compile(r"(\d{4})\s*[-/.年]\s*(\d{1,2})\s*[-/.月]\s*(\d{1,2})\s*日?")
 
 
-def companion_language() -> str:
-    """ "zh" or "en": the configured companion language, else the majority language of recent dialogue."""
-    if settings.ANIMA_COMPANION_LANGUAGE != "auto":
-        return settings.ANIMA_COMPANION_LANGUAGE
-    recent = (
-        Message.objects.filter(role__in=DIALOGUE_ROLES)
-        .exclude(conversation__platform__in=EXCLUDED_PLATFORMS)
-        .order_by("-id")
-        .values_list("content", flat=True)[:LANGUAGE_SAMPLE]
-    )
-    votes = [is_chinese(text) for text in recent if text.strip()]
-    return "zh" if votes and sum(votes) * 2 >= len(votes) else "en"
-
-
 def _blocks(*, language: str) -> dict[str, SelfLayerBlock]:
+    """The refreshed blocks in ``language``, created where missing (locked as the other languages' are)."""
+    locked = (
+        set(SelfLayerBlock.objects.filter(key__in=REFRESHED, locked=True).values_list("key", flat=True))
+        | LOCKED_BY_DEFAULT
+    )
     for key in REFRESHED:
-        block, _ = SelfLayerBlock.objects.get_or_create(key=key, defaults={"locked": key in LOCKED_BY_DEFAULT})
-        if key == SelfBlock.EXISTENCE_ANCHOR and not block.content.strip():
+        block, _ = SelfLayerBlock.objects.get_or_create(key=key, language=language, defaults={"locked": key in locked})
+        if key == SelfBlock.EXISTENCE_ANCHOR and not block.content.strip() and not _anchor_written_elsewhere(language):
             block.content = EXISTENCE_ANCHOR_DEFAULT[language]
             block.save(update_fields=["content", "updated_at"])
-    return {block.key: block for block in SelfLayerBlock.objects.filter(key__in=REFRESHED)}
+    return {block.key: block for block in SelfLayerBlock.objects.filter(key__in=REFRESHED, language=language)}
+
+
+def _anchor_written_elsewhere(language: str) -> bool:
+    """True when another language's anchor is an operator's own text: the default would contradict it, so this
+    language's version is left to the model to write from it (``other_language``)."""
+    return any(
+        content.strip() and content != EXISTENCE_ANCHOR_DEFAULT.get(other)
+        for other, content in SelfLayerBlock.objects.filter(key=SelfBlock.EXISTENCE_ANCHOR)
+        .exclude(language=language)
+        .values_list("language", "content")
+    )
+
+
+def _other_language(*, language: str) -> dict[str, str]:
+    """The blocks as written in the other languages, for a model writing a version of them in ``language``."""
+    return {
+        block.key: block.content
+        for block in SelfLayerBlock.objects.filter(key__in=REFRESHED).exclude(language=language).exclude(content="")
+    }
 
 
 def _names_pattern() -> re.Pattern | None:
@@ -137,6 +149,7 @@ def _personal(text: str, *, names: re.Pattern | None, sources: list[str], day: d
 
 
 def self_layer_refresh(ctx: StepContext) -> dict:
+    """Revise the self layer in each language in use (the companion's first): one model call per language."""
     facts = list(
         SemanticMemory.objects.filter(
             source_day=ctx.day, status=MemoryStatus.ACTIVE, external_id__startswith=LIGHT_SLEEP_ID_PREFIX
@@ -144,10 +157,34 @@ def self_layer_refresh(ctx: StepContext) -> dict:
     )
     anchors = list(LimbicBlock.objects.filter(source_day=ctx.day))
     narratives = list(NarrativeBlock.objects.filter(source_day=ctx.day))
-    language = companion_language()
-    blocks = _blocks(language=language)
+    since = day_start(ctx.day + timedelta(days=1)) - LANGUAGE_WINDOW
+    languages = languages_in_use(since=since)
+    for language in languages:
+        _blocks(language=language)
     if not (facts or anchors or narratives):
         return {"skipped_reason": "nothing_new"}
+    names = _names_pattern()
+    sources = [f.content for f in facts] + [text for n in narratives for text in (n.title, n.content)]
+    sources = [_without_day(source, day=ctx.day) for source in sources]
+    today = {
+        "facts": [f.content for f in facts],
+        # Feelings as valence and intensity only: an anchor's text says who it was about.
+        "anchors": [{k: (a.body or {}).get(k) for k in ("valence", "intensity")} for a in anchors],
+        "narratives": [n.content for n in narratives],
+    }
+    report: dict[str, list[str]] = {"changed": [], "refused_locked": [], "refused_personal": []}
+    for language in languages:
+        outcome = _refresh_language(ctx, language=language, today=today, names=names, sources=sources)
+        for key, blocks in outcome.items():
+            # With several languages a block is named with its language ("self_model:zh").
+            report[key].extend(f"{block}:{language}" if len(languages) > 1 else block for block in blocks)
+    return {"languages": languages, **report} if len(languages) > 1 else report
+
+
+def _refresh_language(
+    ctx: StepContext, *, language: str, today: dict, names: re.Pattern | None, sources: list[str]
+) -> dict[str, list[str]]:
+    blocks = _blocks(language=language)
     answer = llm_json(
         purpose="self-layer",
         instructions=SELF_LAYER_INSTRUCTIONS,
@@ -156,12 +193,8 @@ def self_layer_refresh(ctx: StepContext) -> dict:
             "language": language,
             "force": ctx.force,
             "blocks": {key: block.content for key, block in blocks.items()},
-            # Feelings as valence and intensity only: an anchor's text says who it was about.
-            "today": {
-                "facts": [f.content for f in facts],
-                "anchors": [{k: (a.body or {}).get(k) for k in ("valence", "intensity")} for a in anchors],
-                "narratives": [n.content for n in narratives],
-            },
+            "other_language": _other_language(language=language),
+            "today": today,
         },
         schema=SELF_LAYER_SCHEMA,
         # Up to five blocks of a few hundred characters each.
@@ -169,14 +202,12 @@ def self_layer_refresh(ctx: StepContext) -> dict:
         run_key=ctx.run_key,
         token_budget=ctx.token_budget,
     )
-    names = _names_pattern()
-    sources = [f.content for f in facts] + [text for n in narratives for text in (n.title, n.content)]
-    sources = [_without_day(source, day=ctx.day) for source in sources]
     changed, refused, personal = [], [], []
     with transaction.atomic():
         for key, text in answer.items():
             block = blocks[key]
-            if block.locked and not ctx.force:
+            # A locked block is written once per language (a version of the others'), then changes only with force.
+            if block.locked and block.content.strip() and not ctx.force:
                 refused.append(key)
                 continue
             if _personal(text, names=names, sources=sources, day=ctx.day):

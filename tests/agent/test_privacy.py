@@ -51,8 +51,8 @@ def people():
     return leo, maya, leo_tg, leo_web, maya_chat
 
 
-def prompt_text(conversation) -> str:
-    messages = prepare_turn(conversation=conversation, user_message="早上好", now=at("10:40"), store=False)
+def prompt_text(conversation, message: str = "早上好") -> str:
+    messages = prepare_turn(conversation=conversation, user_message=message, now=at("10:40"), store=False)
     return "\n".join(message["content"] for message in messages)
 
 
@@ -68,7 +68,7 @@ def test_another_persons_prompt_has_topic_lines_never_contact_data_numbers_or_ve
         assert clause not in seen_by_maya, clause
     # ...they mention his conversation as a topic.
     assert "## 时间摘要" in seen_by_maya and "Leo: " in seen_by_maya
-    assert "Other people, topics only" in seen_by_maya
+    assert "其他人，仅话题：" in seen_by_maya  # Maya's conversation is held in Chinese
     # Leo's own prompt, from his other conversation, still has his own content in full.
     assert EMAIL in seen_by_leo and "杭州出差" in seen_by_leo
     assert MAYA_SAID not in seen_by_leo and "下周三" not in seen_by_leo
@@ -128,7 +128,7 @@ def test_another_persons_topic_line_is_general_themes_never_their_rarest_words()
     MessageFactory(conversation=maya_chat, role=Role.USER, content=said, created_at=at("20:00", "2026-11-27"))
     temporal_summary_write_day(day=date(2026, 11, 27))
 
-    seen_in_english = prompt_text(ConversationFactory(person=leo, title="Leo on the web"))
+    seen_in_english = prompt_text(ConversationFactory(person=leo, title="Leo on the web"), "Good morning")
     seen_in_chinese = prompt_text(ConversationFactory(person=leo, title="杂事"))
 
     assert "Maya: travel" in seen_in_english and "Maya: 旅行" in seen_in_chinese  # the viewer's language

@@ -345,13 +345,15 @@ def test_the_time_summary_section_rolls_from_yesterday_back_to_years_and_is_capp
     system = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00"))[0]["content"]
 
     assert "today is not summarised yet" not in system and "this year so far" not in system
-    order = ["## 时间摘要", "### 近 30 天", "- 2026-11-10:\n  - day −18", "### 近 90 天", "- 2026-10:\n  - October"]
-    order += ["### 近一年", "- 2026-05:\n  - May", "### 更早", "- 2024:\n  - Year 2024"]
+    # An English conversation: English headings.
+    order = ["## Time summaries", "### Last 30 days", "- 2026-11-10:\n  - day −18", "### Last 90 days"]
+    order += ["- 2026-10:\n  - October", "### Last year", "- 2026-05:\n  - May"]
+    order += ["### Earlier", "- 2024:\n  - Year 2024"]
     assert [system.index(part) for part in order] == sorted(system.index(part) for part in order)
 
     summary("day", date(2026, 11, 29), "长" * 9000)
     rebuilt = prepare_turn(conversation=conversation, user_message="hi", now=at("03:00", "2026-11-30"))[0]["content"]
-    section = rebuilt[rebuilt.index("## 时间摘要") : rebuilt.index("## Memory citations")]
+    section = rebuilt[rebuilt.index("## Time summaries") : rebuilt.index("## Memory citations")]
     assert 5000 < len(section.strip()) <= 6000
 
 

@@ -14,12 +14,13 @@ import pgtrigger
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import Entity, MemoryStatus, MemoryType
 from conversations.models import HistoryEntry, Identity, Person
 from conversations.selectors import history_search
+from memory.forgetting import person_forget
 from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.selectors import memory_recall
 from memory.services import memory_create, memory_remember
@@ -528,7 +529,8 @@ def test_what_anima_does_not_understand_is_a_warning_with_its_line_and_the_rest_
 
     assert err.getvalue().splitlines() == [
         "warning: SOUL.md:3: text outside a self-layer block (## <existence_anchor|self_model|personality_baseline|"
-        "direction|metacognition|autobiography_summary>) is not imported",
+        "direction|metacognition|autobiography_summary>) is kept as written and exported again; it is not part of "
+        "the self layer",
         "warning: memory/MEMORY.md:3: not a list item ('- <memory>') or its indented continuation; not imported",
         "warning: memory/MEMORY.md:5: 'User Information' is not a memory type; its items are imported as world",
         "warning: memory/MEMORY.md:14: not a list item ('- <memory>') or its indented continuation; not imported",
@@ -628,8 +630,12 @@ def test_a_workspace_nanobot_wrote_imports_with_its_history_identities_and_facts
         ("2026-03-01 09:30", "telegram", "Leo plans a trip to Rome in May."),
     ]
     assert _timeline(maya) == [("2026-03-01 09:32", "telegram", "Maya asked about trains to Lisbon.")]
+    # The global timeline keeps every record where nanobot put it; the persons' have their copies.
     assert [(channel, content[:18]) for _, channel, content in _timeline(None)] == [
+        ("telegram", "Leo said he moved "),
+        ("telegram", "Leo plans a trip t"),
         ("", "A summary without "),
+        ("telegram", "Maya asked about t"),
         ("telegram", "Group chat summary"),
         ("cli", "[RAW] 2 messages\n["),
     ]
@@ -640,7 +646,7 @@ def test_a_workspace_nanobot_wrote_imports_with_its_history_identities_and_facts
     assert [entry.content for entry in history_search(text="Rome", person=leo)] == ["Leo plans a trip to Rome in May."]
     warnings = err.getvalue()
     assert "session telegram:-1001234567890 is not mapped to a person" in warnings
-    assert "SOUL.md:3: text outside a self-layer block" in warnings  # nanobot's persona is not Anima's
+    assert "SOUL.md:3: text outside a self-layer block" in warnings  # nanobot's persona is not Anima's: kept as is
     assert sum(workspace_import(root=tmp_path / "nb").counts.values()) == 0
 
 
@@ -703,5 +709,116 @@ def test_an_export_is_a_workspace_nanobot_reads_back_and_appends_to(tmp_path):
 
     counts = workspace_import(root=root).counts
 
-    assert counts == {"history": 1}
-    assert HistoryEntry.objects.get(content="Leo 说他下周去罗马").person.slug == "leo"
+    # nanobot's new record: kept in the global timeline, and copied into Leo's.
+    assert counts == {"history": 2}
+    records = HistoryEntry.objects.filter(content="Leo 说他下周去罗马")
+    assert sorted((e.person.slug if e.person else "", e.session_key) for e in records) == [
+        ("", "telegram:12345678"),
+        ("leo", "telegram:12345678"),
+    ]
+
+
+# --- nanobot files kept whole: what Anima cannot place goes back as it came ---------------------------
+
+NANOBOT_TEMPLATES = Path(__file__).resolve().parent.parent / "fixtures" / "nanobot"
+
+
+@pytest.mark.parametrize("template", ["SOUL.md", "legacy-SOUL.md"])
+def test_nanobots_own_soul_md_comes_back_byte_identical(tmp_path, template):
+    original = (NANOBOT_TEMPLATES / template).read_bytes()
+    nanobot = NanobotWorkspace(tmp_path / "nb")
+    nanobot.write_soul(original.decode("utf-8"))
+
+    workspace_import(root=tmp_path / "nb")
+    workspace_export(root=tmp_path / "out")
+
+    assert (tmp_path / "out" / "SOUL.md").read_bytes() == original
+
+
+def test_nanobots_soul_md_keeps_its_text_verbatim_beside_the_self_layer_anima_writes(tmp_path):
+    original = (NANOBOT_TEMPLATES / "SOUL.md").read_bytes()
+    NanobotWorkspace(tmp_path / "nb").write_soul(original.decode("utf-8"))
+    workspace_import(root=tmp_path / "nb")
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, content="I remember the people I talk with.")
+
+    workspace_export(root=tmp_path / "first")
+    first = (tmp_path / "first" / "SOUL.md").read_bytes()
+    _empty_database()
+    workspace_import(root=tmp_path / "first")
+    workspace_export(root=tmp_path / "second")
+
+    # nanobot's text first, as it was; then the blocks that hold text (no empty headings in nanobot's file).
+    assert first == original + b"\n## self_model\n\nI remember the people I talk with.\n"
+    assert (tmp_path / "second" / "SOUL.md").read_bytes() == first
+    assert SelfLayerBlock.objects.get(key=SelfBlock.SELF_MODEL).content == "I remember the people I talk with."
+    assert sum(workspace_import(root=tmp_path / "second").counts.values()) == 0
+
+
+def _nanobot_history(root: Path) -> NanobotWorkspace:
+    """nanobot's journal: two records of Leo's Telegram account (one in a forum topic), one without a session."""
+    nanobot = NanobotWorkspace(root)
+    nanobot.append_history("Leo said he moved to Berlin.", session_key="telegram:12345678", at=_minutes(0))
+    nanobot.append_history("A summary without a session", at=_minutes(1))
+    nanobot.append_history("Leo asked about Rome.", session_key="telegram:12345678:topic:7", at=_minutes(2))
+    (root / "memory" / "identity_map.yaml").write_text(LEO_ACCOUNT_MAP, encoding="utf-8")
+    return nanobot
+
+
+def test_a_global_record_stays_where_nanobot_put_it_with_its_session_key_whole(tmp_path):
+    _nanobot_history(tmp_path / "nb")
+    original = (tmp_path / "nb" / "memory" / "history.jsonl").read_bytes()
+
+    workspace_import(root=tmp_path / "nb")
+    workspace_export(root=tmp_path / "out")
+
+    assert (tmp_path / "out" / "memory" / "history.jsonl").read_bytes() == original
+    # Leo's history has its copies, each naming his session as nanobot did.
+    leo = [json.loads(line) for line in (tmp_path / "out" / "memory" / "persons" / "leo" / "history.jsonl").open()]
+    assert [(row["content"], row["session_key"]) for row in leo] == [
+        ("Leo said he moved to Berlin.", "telegram:12345678"),
+        ("Leo asked about Rome.", "telegram:12345678:topic:7"),
+    ]
+    assert sum(workspace_import(root=tmp_path / "out").counts.values()) == 0  # its own export writes nothing
+    _empty_database()
+    workspace_import(root=tmp_path / "out")
+    workspace_export(root=tmp_path / "again")
+    assert _files(tmp_path / "again") == _files(tmp_path / "out")
+
+
+def test_a_global_record_of_someones_session_is_theirs_to_search_and_goes_when_they_are_forgotten(tmp_path):
+    _nanobot_history(tmp_path / "nb")
+    maya = PersonFactory(slug="maya")
+    workspace_import(root=tmp_path / "nb")
+    leo = Person.objects.get(slug="leo")
+
+    seen_by_maya = [e.content for e in history_search(person=maya, with_global=True, private=True)]
+    seen_by_leo = [e.content for e in history_search(person=leo, with_global=True, private=True)]
+
+    assert seen_by_maya == ["A summary without a session"]
+    assert "Leo said he moved to Berlin." in seen_by_leo
+    person_forget(person=leo, messages=True)
+    assert list(HistoryEntry.objects.values_list("content", flat=True)) == ["A summary without a session"]
+
+
+_SOUL_LINE = st.one_of(
+    _TEXT,
+    st.sampled_from(["# Soul", "## Core Principles", "## self_model", "- [pinned] x", "\\## direction", "", "\r"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_SOUL_LINE, min_size=1, max_size=8), newline=st.booleans())
+def test_any_soul_md_text_before_the_first_block_comes_back_verbatim(tmp_path_factory, lines, newline):
+    # What precedes the first block heading is what Anima cannot place.
+    cut = next((i for i, line in enumerate(lines) if line == "## self_model"), len(lines))
+    text = "\n".join(lines[:cut]) + ("\n" if newline else "")
+    assume(text.strip("\n") not in ("", "# SOUL") and "\n## self_model" not in f"\n{text}")
+    soul = (text if text.endswith("\n") else f"{text}\n") + "## self_model\n\nI listen.\n"
+    _empty_database()
+    root = tmp_path_factory.mktemp("ws")
+    NanobotWorkspace(root / "nb").write_soul(soul)
+
+    workspace_import(root=root / "nb")
+    workspace_export(root=root / "out")
+
+    assert (root / "out" / "SOUL.md").read_bytes() == soul.encode()

@@ -410,7 +410,7 @@ def test_a_failed_outline_keeps_the_stored_one_and_the_nights_conversations(leo)
 
 def test_autobiography_outline_without_narratives_says_so():
     autobiography_outline_refresh(_ctx())
-    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE
+    assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == NO_OUTLINE["en"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from anima.agent.turn import system_prompt_build
+from anima.agent.turn import FRAMING, system_prompt_build
 from anima.core.llm import LlmInvalidOutput
 from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag
@@ -95,12 +95,15 @@ def test_the_offline_self_layer_speaks_the_companions_language_whatever_the_day(
     assert {key: is_chinese(text) for key, text in merged.items()} == {key: language == "zh" for key in merged}
 
 
-def test_the_first_run_seeds_an_editable_existence_anchor_in_the_majority_language():
+def test_the_first_run_seeds_an_editable_existence_anchor_in_each_language_in_use():
     for text in ("我住在杭州。", "好的。", "Hi!"):
         MessageFactory(content=text)
     self_layer_refresh(_ctx())
-    anchor = SelfLayerBlock.objects.get(key=SelfBlock.EXISTENCE_ANCHOR)
-    assert is_chinese(anchor.content) and "Anima" in anchor.content and anchor.locked
+    # The majority's first; the English conversation has its own.
+    anchors = {block.language: block for block in SelfLayerBlock.objects.filter(key=SelfBlock.EXISTENCE_ANCHOR)}
+    assert set(anchors) == {"zh", "en"}
+    assert is_chinese(anchors["zh"].content) and not is_chinese(anchors["en"].content)
+    assert all("Anima" in anchor.content and anchor.locked for anchor in anchors.values())
 
 
 # --- Privacy between people: every person's prompt carries the self layer, so it holds nobody's day ---
@@ -165,7 +168,7 @@ def test_the_offline_self_layer_holds_nothing_of_anyones_day(settings, language)
     assert _found(blocks, language=language, slug="leo") == _found(blocks, language=language, slug="maya") == []
     for viewer, other in (("maya", "leo"), ("leo", "maya")):
         prompt = system_prompt_build(conversation=people[viewer], now=timezone.now())
-        assert "# Self" in prompt
+        assert FRAMING[language]["self"] in prompt
         assert _found(prompt, language=language, slug=other) == []
 
 
@@ -243,3 +246,43 @@ def test_the_offline_answer_for_such_a_day_is_kept_whole(settings):
     assert output["refused_personal"] == [] and "metacognition" in output["changed"]
     blocks = "\n".join(SelfLayerBlock.objects.values_list("content", flat=True))
     assert DAY.isoformat() in blocks and "李明" not in blocks and story[11:24] not in blocks
+
+
+# --- One self layer per language in use: a prompt reads the one in its conversation's language -------
+
+
+def _two_languages_in_use():
+    """A mostly-Chinese companion (three Chinese conversations) that also talks English with someone."""
+    for _ in range(3):
+        MessageFactory(conversation=ConversationFactory(title=""), content="今天上线很顺利，我终于可以休息了。")
+    MessageFactory(conversation=ConversationFactory(title=""), content="I passed my Portuguese exam today!")
+    _learned_today()
+
+
+def test_the_nightly_step_writes_each_block_in_every_language_in_use_with_the_offline_provider():
+    _two_languages_in_use()
+
+    output = self_layer_refresh(_ctx())
+
+    assert output["languages"] == ["zh", "en"]  # the companion's first
+    written = {(b.key, b.language): b.content for b in SelfLayerBlock.objects.exclude(content="")}
+    for key in ("existence_anchor", "self_model", "personality_baseline", "direction", "metacognition"):
+        assert is_chinese(written[(key, "zh")]) and not is_chinese(written[(key, "en")]), key
+
+
+def test_a_model_writes_a_language_version_from_the_blocks_another_language_holds():
+    _two_languages_in_use()
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, language="zh", content="我记得和我说话的人。")
+    answers = [
+        {"self_model": "我记得和我说话的人，也记得他们在意的事。"},
+        {"self_model": "I remember the people I talk with."},
+    ]
+
+    with scripted({"self-layer": answers}) as provider:
+        self_layer_refresh(_ctx())
+
+    chinese, english = (call.payload for call in provider.calls)
+    assert (chinese["language"], english["language"]) == ("zh", "en")
+    assert english["blocks"]["self_model"] == "" and english["other_language"]["self_model"].startswith("我记得")
+    versions = dict(SelfLayerBlock.objects.filter(key=SelfBlock.SELF_MODEL).values_list("language", "content"))
+    assert versions == {"zh": answers[0]["self_model"], "en": answers[1]["self_model"]}
