@@ -14,15 +14,17 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import openai
 from django.conf import settings
 
 from anima.core.jsonvalue import unstorable
 from anima.core.llm.errors import LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.offline import offline_handler_get
 from anima.core.llm.usage import estimate_tokens
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +84,9 @@ class OpenAiProvider:
         self.max_retries = max_retries
 
     def complete(self, *, request: LlmRequest) -> Completion:
+        # The openai package costs half a second to import: only a process that calls an LLM server pays it.
+        import openai
+
         client = _openai_client(self.base_url, self.api_key, self.timeout)
         attempt = 0
         while True:
@@ -141,11 +146,15 @@ def _reported(value: object) -> int | None:
 
 @functools.lru_cache(maxsize=4)
 def _openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    import openai
+
     # Retries are ours (counted and logged above), so the client's own are off.
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
 
 def _describe(exc: openai.OpenAIError) -> str:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return "LLM request timed out"
     if isinstance(exc, openai.APIConnectionError):
