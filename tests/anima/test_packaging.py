@@ -38,9 +38,14 @@ def _locked(path: Path) -> dict[str, list[str]]:
     return locked
 
 
-def test_requirements_txt_installs_the_dev_lock():
-    lines = [line for line in (REPO / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
-    assert [line for line in lines if line.strip()] == ["-r requirements/dev.txt"]
+def test_requirements_txt_installs_the_dev_lock_and_repeats_only_its_pins():
+    text = (REPO / "requirements.txt").read_text()
+    assert "\n-r requirements/dev.txt\n" in f"\n{text}"
+    repeated, dev = _locked(REPO / "requirements.txt"), _locked(REQUIREMENTS / "dev.txt")
+    assert repeated, "urllib3 pinned beside the lock, for the pip of a fresh Python 3.11 venv"
+    assert {name: (_pins(REPO / "requirements.txt")[name], sorted(hashes)) for name, hashes in repeated.items()} == {
+        name: (_pins(REQUIREMENTS / "dev.txt")[name], sorted(dev[name])) for name in repeated
+    }
 
 
 def test_every_locked_requirement_has_hashes():
