@@ -8,10 +8,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jieba
 from django.conf import settings
 from rank_bm25 import BM25Okapi
 
+from anima.core.segmentation import jieba_get
 from conversations.models import Conversation
 from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
 from memory.selectors import passive_recall
@@ -25,7 +25,7 @@ _WORD_RE = re.compile(r"\w")
 
 def bm25_tokens(text: str) -> list[str]:
     """jieba's search tokens, lower-cased, punctuation left out: BM25's words (zh and en alike)."""
-    return [token.lower() for token in jieba.cut_for_search(text) if _WORD_RE.search(token)]
+    return [token.lower() for token in jieba_get().cut_for_search(text) if _WORD_RE.search(token)]
 
 
 class Bm25:
