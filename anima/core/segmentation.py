@@ -60,6 +60,7 @@ def segmentation_load(*, tags: bool = False) -> None:
 
 def word_tags(text: str) -> list[tuple[str, str]]:
     """``text``'s words with jieba's part-of-speech tags ("a…" adjectives, "m" numerals, "q" measure words…)."""
+    segmentation_load()  # the dictionary it needs, loaded with jieba's log quiet
     return [(pair.word, pair.flag) for pair in importlib.import_module("jieba.posseg").cut(text)]
 
 
