@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from rank_bm25 import BM25Okapi
 
 from anima.core.segmentation import jieba_get
 from conversations.models import Conversation
@@ -32,6 +31,8 @@ class Bm25:
     """rank_bm25's Okapi BM25 over ``documents`` (key, text)."""
 
     def __init__(self, documents: Sequence[tuple[str, str]]) -> None:
+        from rank_bm25 import BM25Okapi  # a development package: production installs leave it out
+
         self.keys = [key for key, _ in documents]
         self._index = BM25Okapi([bm25_tokens(text) for _, text in documents])
 
