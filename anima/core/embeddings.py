@@ -22,13 +22,14 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import openai
 from django.conf import settings
 
 from anima.core.cache import ProcessLru
-from anima.core.e5 import E5, Kind
+
+if TYPE_CHECKING:
+    from anima.core.e5 import Kind
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,9 @@ class _LocalProvider:
         if self._engine is None or self._pid != os.getpid():
             with self._lock:
                 if self._engine is None or self._pid != os.getpid():
+                    # numpy and ONNX Runtime load here, not at start-up: a command that embeds nothing skips them.
+                    from anima.core.e5 import E5
+
                     self._engine = E5(threads=settings.ANIMA_EMBEDDINGS_THREADS)
                     self._pid = os.getpid()
         return self._engine
@@ -88,6 +92,9 @@ class _LocalProvider:
 
 class _OpenAiProvider:
     def __init__(self) -> None:
+        # The openai package costs half a second to import: only a process that uses this provider pays it.
+        import openai
+
         self.model = EmbeddingModel(name=settings.ANIMA_EMBEDDINGS_MODEL, dim=settings.ANIMA_EMBEDDINGS_DIM)
         self._client = openai.OpenAI(
             base_url=settings.ANIMA_EMBEDDINGS_BASE_URL,
@@ -97,6 +104,8 @@ class _OpenAiProvider:
         )
 
     def embed(self, texts: list[str], *, kind: Kind) -> list[list[float]]:
+        import openai
+
         try:
             response = self._client.embeddings.create(model=self.model.name, input=texts, encoding_format="float")
         except openai.OpenAIError as exc:

@@ -8,26 +8,36 @@ stems it inside the database.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import re
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
-import jieba
 from django.db.models import QuerySet
 
 from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS
 
 logger = logging.getLogger(__name__)
 
-jieba.setLogLevel(logging.WARNING)
 _init_lock = threading.Lock()
 # Runs of non-ASCII text go through jieba; ASCII words (emails, URLs, versions, code) stay whole.
 _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
 _initialized = False
+
+
+@functools.cache
+def jieba_get() -> ModuleType:
+    """The jieba module, imported on first use: its import (pkg_resources with it) is a sixth of a second that
+    every process would pay at start-up, most of which never segment a word (``manage.py help``, a migration)."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
 
 
 def segmentation_load(*, tags: bool = False) -> None:
@@ -44,12 +54,13 @@ def segmentation_load(*, tags: bool = False) -> None:
         return
     with _init_lock:
         if not _initialized:
-            jieba.initialize()
+            jieba_get().initialize()
             _initialized = True
 
 
 def word_tags(text: str) -> list[tuple[str, str]]:
     """``text``'s words with jieba's part-of-speech tags ("a…" adjectives, "m" numerals, "q" measure words…)."""
+    segmentation_load()  # the dictionary it needs, loaded with jieba's log quiet
     return [(pair.word, pair.flag) for pair in importlib.import_module("jieba.posseg").cut(text)]
 
 
@@ -85,7 +96,7 @@ def segment_text(text: str | None) -> str | None:
                 tokens.extend(run.split())
             else:
                 segmentation_load()
-                tokens.extend(token for token in (t.strip() for t in jieba.cut_for_search(run)) if token)
+                tokens.extend(token for token in (t.strip() for t in jieba_get().cut_for_search(run)) if token)
         return " ".join(tokens + _characters(tokens))
     except Exception:
         logger.warning("segmentation failed; storing NULL fts_segmented", exc_info=True)

@@ -8,10 +8,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jieba
 from django.conf import settings
-from rank_bm25 import BM25Okapi
 
+from anima.core.segmentation import jieba_get
 from conversations.models import Conversation
 from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
 from memory.selectors import passive_recall
@@ -25,13 +24,15 @@ _WORD_RE = re.compile(r"\w")
 
 def bm25_tokens(text: str) -> list[str]:
     """jieba's search tokens, lower-cased, punctuation left out: BM25's words (zh and en alike)."""
-    return [token.lower() for token in jieba.cut_for_search(text) if _WORD_RE.search(token)]
+    return [token.lower() for token in jieba_get().cut_for_search(text) if _WORD_RE.search(token)]
 
 
 class Bm25:
     """rank_bm25's Okapi BM25 over ``documents`` (key, text)."""
 
     def __init__(self, documents: Sequence[tuple[str, str]]) -> None:
+        from rank_bm25 import BM25Okapi  # a development package: production installs leave it out
+
         self.keys = [key for key, _ in documents]
         self._index = BM25Okapi([bm25_tokens(text) for _, text in documents])
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from itertools import chain, combinations
 
-import jieba
-import numpy as np
-
 from anima.core.embeddings import EmbeddingsUnavailable
+from anima.core.segmentation import jieba_get
 from anima.core.text import FUNCTION_WORDS
 from memory.embedding import memory_vectors
 from memory.models import SemanticMemory
@@ -38,7 +36,7 @@ def subject_keywords(memory: SemanticMemory) -> set[str]:
     if memory.person:
         names = {memory.person.slug.casefold(), (memory.person.display_name or "").casefold()}
     words = set()
-    for token in jieba.cut(memory.content):
+    for token in jieba_get().cut(memory.content):
         word = token.strip().casefold()
         if word in names or word in _GROUP_STOPWORDS or not any(ch.isalnum() for ch in word):
             continue
@@ -110,6 +108,8 @@ def similar_pairs(memories: list[SemanticMemory], *, threshold: float) -> list[t
         vectors = memory_vectors(memories=[memory for group in compared for memory in group])
     except EmbeddingsUnavailable:
         return []
+    import numpy as np  # here, not at start-up: only the night's deep sleep compares vectors
+
     pairs = []
     for group in compared:
         group = [memory for memory in group if memory.pk in vectors]  # one deleted meanwhile has none

