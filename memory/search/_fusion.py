@@ -17,6 +17,7 @@ from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_t
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from anima.core.vectors import vector_literal, vectors_available
+from memory.search._context import neighbours_pull
 from memory.search._sources import SourceSpec
 from memory.search._sql import dense_fetch, dense_statement, search_fetch, search_statement
 from memory.search._stats import branch_plans
@@ -104,7 +105,10 @@ def hybrid_search(
                 dense=dense, sources=sources, pool=pool, using=alias, waiting=_waiting(rows, limit=limit)
             )
             rows += dense_rows
-    return score_fuse(rows=rows, unseen=unseen)
+        hits = score_fuse(rows=rows, unseen=unseen)
+        if neighbours_pull(hits=hits, sources=sources, using=alias):
+            hits.sort(key=hit_order)
+    return hits
 
 
 def _waiting(rows: Sequence[tuple], *, limit: int) -> dict[str, list[int]]:
@@ -306,7 +310,12 @@ def score_fuse(
             dense_z *= dense_scale
         hit.keyword_z, hit.dense_z = keyword_z, dense_z
         hit.score = _calibrated(keyword_z=keyword_z, dense_z=dense_z, dense="dense" in branch_lowest)
-    return sorted(hits.values(), key=lambda hit: (-hit.score, -hit.z, min(hit.ranks.values()), hit.source, hit.id))
+    return sorted(hits.values(), key=hit_order)
+
+
+def hit_order(hit: Hit) -> tuple:
+    """Score first, the fused z breaking ties, then the best rank and the row."""
+    return (-hit.score, -hit.z, min(hit.ranks.values()), hit.source, hit.id)
 
 
 def _extreme(n: int) -> float:
