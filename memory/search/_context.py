@@ -50,10 +50,8 @@ def neighbours_pull(*, hits: list, sources: Sequence[SourceSpec], using: str) ->
         if hit.source not in lines:
             continue
         own = before_pull[(hit.source, hit.id)]
-        best = max(
-            (before_pull[(hit.source, other)] for other in beside.get(hit.id, ()) if (hit.source, other) in before_pull),
-            default=own,
-        )
+        around = [(hit.source, other) for other in beside.get(hit.id, ())]
+        best = max((before_pull[key] for key in around if key in before_pull), default=own)
         if best > own:
             hit.score = 1.0 / (1.0 + math.exp(-(own + NEIGHBOUR_PULL * (best - own))))
             changed = True

@@ -12,7 +12,7 @@ from django.utils import timezone
 from conversations.models import Role
 from memory.search import message_source
 from memory.search._context import NEIGHBOUR_PULL, neighbours_pull
-from memory.search._fusion import Hit
+from memory.search._fusion import MAX_QUERY_LINES, Hit, _lines_combined, query_lines
 from memory.selectors import memory_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory
 
@@ -72,3 +72,22 @@ def test_recall_returns_lines_in_the_order_of_their_pulled_scores():
     found = memory_recall(query="city spring", person=person, memory_types=["session"])
     scores = [hit["score"] for hit in found]
     assert len(found) >= 2 and scores == sorted(scores, reverse=True)
+
+
+def test_a_query_of_several_lines_is_also_matched_by_its_last_lines():
+    assert query_lines("what is my cat called?") == []
+    lines = [f"line {n}" for n in range(12)]
+    assert query_lines("\n".join(["", *lines, "  "])) == lines[-MAX_QUERY_LINES:]
+
+
+def test_a_rows_similarity_is_the_mean_of_the_whole_querys_and_its_nearest_lines():
+    whole = [("semantic", 1, 0.5), ("semantic", 2, 0.8), ("semantic", 9, None)]
+    by_line = [[("semantic", 1, 0.9), ("semantic", 3, 0.7)], [("semantic", 1, 0.6), ("semantic", 2, 0.4)]]
+
+    combined = {(source, row_id): sim for source, row_id, sim in _lines_combined(whole=whole, by_line=by_line)}
+
+    assert combined[("semantic", 1)] == pytest.approx((0.5 + 0.9) / 2)  # its nearest line counts
+    # Not returned by a search: that search's lowest similarity (0.7 for the first line, 0.5 for the whole).
+    assert combined[("semantic", 2)] == pytest.approx((0.8 + 0.7) / 2)
+    assert combined[("semantic", 3)] == pytest.approx((0.5 + 0.7) / 2)
+    assert combined[("semantic", 9)] is None  # no vector yet: left for the keyword branches
