@@ -58,7 +58,8 @@ from anima.core.redaction import Fact, Lexemes, Passages, Redactor, forget_redac
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
 from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
-from memory.selectors import memory_version_ids
+from memory.search import KEYWORD_BRANCHES
+from memory.selectors import AUTOBIOGRAPHICAL, LIMBIC, SEMANTIC, SESSION, memory_recall, memory_version_ids
 from memory.services import emotional_tendencies_refresh, memory_restore
 from memory.tendency import MONTH_DAYS
 from memory.workspace import session_key_parse
@@ -97,11 +98,13 @@ class PlannedRow:
 
 @dataclass
 class ForgetPlan:
-    """What a forget will take (the console's confirmation page, ``forget`` without ``--yes``)."""
+    """What a forget will take (the console's confirmation page, ``forget`` without ``--yes``), and what it leaves
+    that may say the same in other words (``review``: found by recall, changed by nobody but the operator)."""
 
     kind: str
     target_id: int
     rows: list[PlannedRow]
+    review: list[PlannedRow] = field(default_factory=list)
 
 
 # --- What a forget takes ---------------------------------------------------------------------------
@@ -327,12 +330,49 @@ def _run(
 
 
 def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> ForgetPlan:
-    """What ``memory_forget`` would take, without taking it."""
+    """What ``memory_forget`` would take, without taking it, and the rows left that may paraphrase it."""
     memories = _taken([memory.pk])
     rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
     rows += [PlannedRow("entities", m.pk, m.content[:120], "restore") for m in _restored({m.pk for m in memories})]
     rows += _planned(_redactor(memories), messages=messages, memories=memories)
-    return ForgetPlan(kind=MEMORY, target_id=memory.pk, rows=rows)
+    review = memory_forget_paraphrases(memory=memory, messages=messages, taken=rows)
+    return ForgetPlan(kind=MEMORY, target_id=memory.pk, rows=rows, review=review)
+
+
+# Rows recall finds for a forgotten text that share its words without quoting it are listed for review, not
+# removed: taking text by resemblance alone would also take what only resembles it. Recall's order (dense
+# similarity among them) puts the likeliest paraphrases first.
+PARAPHRASE_LIMIT = 10
+
+
+def memory_forget_paraphrases(
+    *, memory: SemanticMemory, messages: bool = False, taken: Iterable[PlannedRow] = ()
+) -> list[PlannedRow]:
+    """Rows that may say what ``memory`` (and its versions) says in other words: what recall finds for their
+    texts by words (a keyword branch found it), scoped to the memory's person, in recall's order, apart from
+    the rows a forget takes (``taken``). Messages only with ``messages`` (otherwise they stay anyway)."""
+    memories = _taken([memory.pk])
+    skip = {("entities", m.pk) for m in memories} | {(row.table, row.pk) for row in taken}
+    redactor = _redactor(memories)
+    types = [SEMANTIC, LIMBIC, AUTOBIOGRAPHICAL] + ([SESSION] if messages else [])
+    found: dict[tuple[str, int], PlannedRow] = {}
+    for version in memories:
+        hits = memory_recall(
+            query=version.content,
+            memory_types=types,
+            person=version.person,
+            global_only=version.person is None,
+            limit=PARAPHRASE_LIMIT,
+        )
+        for hit in hits:
+            if not hit["ranks"].keys() & set(KEYWORD_BRANCHES):
+                continue  # resembling in the model's space only: too loose to point an operator at
+            key = (Message._meta.db_table if hit["memory_type"] == SESSION else "entities", hit["id"])
+            if key in skip or key in found or redactor.text(hit["snippet"]) != hit["snippet"]:
+                continue  # taken by the forget itself
+            label = f"{hit['memory_type']} #{hit['id']} (score {hit['score']:.2f}): {hit['snippet'][:100]}"
+            found[key] = PlannedRow(key[0], key[1], label, "review")
+    return list(found.values())
 
 
 def _persons(memories: list[SemanticMemory]) -> set[int]:

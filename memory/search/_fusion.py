@@ -17,6 +17,7 @@ from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_t
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from anima.core.vectors import vector_literal, vectors_available
+from memory.search._context import neighbours_pull
 from memory.search._sources import SourceSpec
 from memory.search._sql import dense_fetch, dense_statement, search_fetch, search_statement
 from memory.search._stats import branch_plans
@@ -104,7 +105,10 @@ def hybrid_search(
                 dense=dense, sources=sources, pool=pool, using=alias, waiting=_waiting(rows, limit=limit)
             )
             rows += dense_rows
-    return score_fuse(rows=rows, unseen=unseen)
+        hits = score_fuse(rows=rows, unseen=unseen)
+        if neighbours_pull(hits=hits, sources=sources, using=alias):
+            hits.sort(key=hit_order)
+    return hits
 
 
 def _waiting(rows: Sequence[tuple], *, limit: int) -> dict[str, list[int]]:
@@ -148,8 +152,21 @@ def _keyword_rows(
 @dataclass(frozen=True)
 class _DenseQuery:
     model: EmbeddingModel
-    vector: list[float]
+    vectors: list[list[float]]  # the whole query's, then its lines' (query_lines)
     seconds: float  # embedding it took: the dense branch's time includes it
+
+
+# A query of several lines (a stretch of dialogue, a pasted note) is also matched line by line: one vector for the
+# whole blurs what any one line asks about. A row's similarity is then the mean of its similarity to the whole and
+# to its nearest line (R@10 of dense recall on MADial, whose queries are dialogues: zh 62.5 -> 70.4, en 53.5 ->
+# 59.5). The last lines are the ones kept: the end of a dialogue is what the next turn answers.
+MAX_QUERY_LINES = 8
+
+
+def query_lines(text: str) -> list[str]:
+    """The lines a query of several lines is also matched by (none for a one-line query)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-MAX_QUERY_LINES:] if len(lines) > 1 else []
 
 
 _embedders: dict[int, ThreadPoolExecutor] = {}
@@ -181,11 +198,11 @@ def _query_vector(*, text: str, model: EmbeddingModel) -> _DenseQuery | None:
     """``text`` embedded as a query, or None (logged) when the provider cannot answer: recall goes on keyword-only."""
     started = time.perf_counter()
     try:
-        (vector,) = embed_texts([text], kind="query")
+        vectors = embed_texts([text, *query_lines(text)], kind="query")
     except EmbeddingsUnavailable as exc:
         logger.warning("dense recall skipped, keywords only: %s", exc)
         return None
-    return _DenseQuery(model=model, vector=vector, seconds=time.perf_counter() - started)
+    return _DenseQuery(model=model, vectors=vectors, seconds=time.perf_counter() - started)
 
 
 def _dense_rows(
@@ -197,7 +214,12 @@ def _dense_rows(
         return [], set()
     sql, params = statement
     started = time.perf_counter()
-    found = dense_fetch(sql, {**params, "qvec": vector_literal(dense.vector)}, pool=pool, using=using)
+    whole, *lines = dense.vectors
+    found = dense_fetch(sql, {**params, "qvec": vector_literal(whole)}, pool=pool, using=using)
+    if lines:
+        sql, params = dense_statement(sources=sources, model=dense.model, pool=pool)
+        by_line = [dense_fetch(sql, {**params, "qvec": vector_literal(line)}, pool=pool, using=using) for line in lines]
+        found = _lines_combined(whole=found, by_line=by_line)
     observe_recall(branch="dense", seconds=dense.seconds + time.perf_counter() - started)
     unseen = {(source, row_id) for source, row_id, similarity in found if similarity is None}
     rows, ranks = [], {}
@@ -207,6 +229,23 @@ def _dense_rows(
         ranks[source] = ranks.get(source, 0) + 1
         rows.append((source, "dense", row_id, ranks[source], similarity))
     return rows, unseen
+
+
+def _lines_combined(*, whole: list[tuple], by_line: list[list[tuple]]) -> list[tuple]:
+    """(source, id, similarity) rows: the mean of each row's similarity to the whole query and to its nearest line.
+
+    A row one search did not return counts that search's lowest similarity (it is below everything it returned).
+    Rows of ``whole`` without a vector (similarity NULL) are kept as they are.
+    """
+    pools = [{(source, row_id): sim for source, row_id, sim in found if sim is not None} for found in (whole, *by_line)]
+    floors = [min(pool.values(), default=0.0) for pool in pools]
+    keys = {key for pool in pools for key in pool}
+    lines = list(zip(pools[1:], floors[1:], strict=True))
+    combined = [
+        (*key, (pools[0].get(key, floors[0]) + max(pool.get(key, floor) for pool, floor in lines)) / 2.0)
+        for key in keys
+    ]
+    return combined + [row for row in whole if row[2] is None]
 
 
 # Fusion weights, chosen on both dev sets (MADial zh and en, LoCoMo) among general methods (docs/benchmarks.md):
@@ -306,7 +345,12 @@ def score_fuse(
             dense_z *= dense_scale
         hit.keyword_z, hit.dense_z = keyword_z, dense_z
         hit.score = _calibrated(keyword_z=keyword_z, dense_z=dense_z, dense="dense" in branch_lowest)
-    return sorted(hits.values(), key=lambda hit: (-hit.score, -hit.z, min(hit.ranks.values()), hit.source, hit.id))
+    return sorted(hits.values(), key=hit_order)
+
+
+def hit_order(hit: Hit) -> tuple:
+    """Score first, the fused z breaking ties, then the best rank and the row."""
+    return (-hit.score, -hit.z, min(hit.ranks.values()), hit.source, hit.id)
 
 
 def _extreme(n: int) -> float:

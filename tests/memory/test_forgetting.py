@@ -21,7 +21,8 @@ from anima.agent.turn import prepare_turn, system_prompt_ensure
 from anima.api.testing import api_client, api_token, operator_client
 from anima.core.models import AutoLlmRun, BlockTag, Entity, ForgetTombstone, MemoryStatus
 from conversations.models import Conversation, HistoryEntry, Message, PeerBlock, Person, Role
-from memory.forgetting import memory_forget, person_forget, person_forget_plan
+from memory.embedding import embed_backfill_run
+from memory.forgetting import memory_forget, memory_forget_plan, person_forget, person_forget_plan
 from memory.models import EmotionalTendency, SemanticMemory
 from memory.selectors import memory_recall
 from memory.services import MemoryPart, emotional_tendencies_refresh, memory_merge, memory_split
@@ -486,3 +487,34 @@ def test_the_console_confirms_with_the_list_then_forgets(admin_client):
     assert "Forget leo" in person_page
     admin_client.post(reverse("admin:memory_forget_person", args=["leo"]), {"confirm": "yes", "messages": "1"})
     assert not Person.objects.filter(slug="leo").exists()
+
+
+@pytest.mark.local_embeddings
+def test_what_may_say_the_fact_in_other_words_is_listed_for_review_and_left_to_the_operator(admin_client):
+    ada = PersonFactory(slug="ada", display_name="Ada")
+    memory = SemanticMemoryFactory(person=ada, content="Ada lives in Reykjavik")
+    talk = ConversationFactory(person=ada)
+    said = {
+        "paraphrase": "My home is Reykjavik, by the old harbour.",
+        "unrelated": "I bought new running shoes today, they are bright green.",
+    }
+    messages = {key: MessageFactory(conversation=talk, role=Role.USER, content=text) for key, text in said.items()}
+    bo = PersonFactory(slug="bo", display_name="Bo")
+    elsewhere = MessageFactory(conversation=ConversationFactory(person=bo), role=Role.USER, content=said["paraphrase"])
+    assert embed_backfill_run().embedded >= 3
+
+    plan = memory_forget_plan(memory=memory, messages=True)
+
+    reviewed = {(row.table, row.pk) for row in plan.review}
+    assert ("messages", messages["paraphrase"].pk) in reviewed
+    assert ("messages", messages["unrelated"].pk) not in reviewed
+    assert ("messages", elsewhere.pk) not in reviewed  # somebody else's words are not hers to review
+    selected = {"action": "forget_memories", "_selected_action": [memory.pk], "messages": "1"}
+    page = admin_client.post(reverse("admin:memory_semanticmemory_changelist"), selected).content.decode()
+    assert "May say it in other words" in page and said["paraphrase"] in page
+    # The word matcher does not take it: the forget leaves it, and says so.
+    out = StringIO()
+    call_command("forget", "--memory", str(memory.pk), "--messages", "--yes", stdout=out)
+    assert "may say it in other words" in out.getvalue() and f"messages #{messages['paraphrase'].pk}" in out.getvalue()
+    assert Message.objects.get(pk=messages["paraphrase"].pk).content == said["paraphrase"]
+    assert not SemanticMemory.objects.filter(pk=memory.pk).exists()

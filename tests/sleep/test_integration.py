@@ -26,7 +26,7 @@ from sleep.services import sleep_cycle_request, sleep_runs_reap
 from sleep.tasks import run_sleep_cycle
 from sleep.testing import light_sleep_responder, sleep_purpose
 from tests.celery_worker import celery_worker, worker_database_url
-from tests.factories import ConversationFactory, MessageFactory, RuntimeConfigFactory
+from tests.factories import ConversationFactory, MessageFactory, RuntimeConfigFactory, SemanticMemoryFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -268,3 +268,51 @@ def test_the_nights_token_budget_holds_across_worker_processes(worker_queue):
     assert run.steps.get().error.startswith("token budget exhausted")
     # 6 conversations x 3 calls x 700 tokens would be 12,600.
     assert budget <= spent <= budget + processes * call
+
+
+def _deep_sleep_running(run: PipelineRun):
+    return run.steps.filter(step="deep-sleep", finished_at__isnull=True).exists() and _blocked_on_a_lock()
+
+
+def test_a_worker_killed_mid_deep_sleep_of_a_fanned_out_run_has_the_run_finished_by_the_redelivered_task(
+    worker_queue,
+):
+    queue, log = worker_queue
+    conversation = ConversationFactory()
+    held = SemanticMemoryFactory(
+        person=conversation.person, content="我住在杭州。", source_day=DAY - dt.timedelta(days=30)
+    )
+    _talk(conversation, "我搬家了，现在住在成都。", "好的，记住了：你现在住在成都。")
+    run = sleep_cycle_request(day=DAY)
+    # Deep sleep retires the old residence when it meets the new one: hold that row, and it waits there.
+    with psycopg.connect(worker_database_url()) as blocker, celery_worker(queue, log, ANIMA_SLEEP_FANOUT="1") as doomed:
+        blocker.execute("SELECT id FROM entities WHERE id = %s FOR UPDATE", [held.pk])
+        run_sleep_cycle.apply_async(kwargs={"run_id": run.pk}, queue=queue)
+        _until("the worker blocked mid deep sleep", lambda: _deep_sleep_running(run), log)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        blocker.rollback()
+
+    _until(
+        "the dead run detected",
+        lambda: sleep_runs_reap() or PipelineRun.objects.get(pk=run.pk).status == "failed",
+        log,
+        30,
+    )
+    assert PipelineRun.objects.get(pk=run.pk).error.startswith("interrupted")
+    time.sleep(2)
+    carried_on = PipelineRun.objects.filter(pk=run.pk, finished_at__isnull=False).exclude(
+        error__startswith="interrupted"
+    )
+    with celery_worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1", ANIMA_SLEEP_FANOUT="1"):
+        finished = _until("the run carried on by the redelivered task", carried_on.first, log)
+
+    assert finished.status == "succeeded", list(finished.steps.values("step", "status", "error"))
+    assert PipelineRun.objects.count() == 1
+    deep = list(finished.steps.filter(step="deep-sleep").order_by("attempt").values_list("status", "error"))
+    assert [status for status, _ in deep] == ["failed", "succeeded"] and deep[0][1].startswith("interrupted")
+    # Light sleep was not done again: one fact of the new residence, the old one retired once.
+    assert finished.steps.filter(step="light-sleep").count() == 1
+    assert SemanticMemory.objects.filter(source_conversation=conversation).count() == 1
+    held.refresh_from_db()
+    assert held.status == "expired"

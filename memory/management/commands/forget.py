@@ -6,7 +6,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from anima.core.models import ForgetReason
 from conversations.models import Person
-from memory.forgetting import ForgetPlan, memory_forget, memory_forget_plan, person_forget, person_forget_plan
+from memory.forgetting import (
+    ForgetPlan,
+    PlannedRow,
+    memory_forget,
+    memory_forget_paraphrases,
+    memory_forget_plan,
+    person_forget,
+    person_forget_plan,
+)
 from memory.models import SemanticMemory
 
 
@@ -15,7 +23,8 @@ class Command(BaseCommand):
         "Forget one memory (--memory ID) or everything about one person (--person SLUG) everywhere: its "
         "versions, the diary, summaries, digests and audit rows that quote or cite it, and with --messages the "
         "messages that stated it (for --person: their conversations, accounts and the person). Lists what "
-        "will go and asks first, unless --yes."
+        "will go and asks first, unless --yes; for --memory, also lists what may say it in other words (found by "
+        "recall, left for you to review)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -32,16 +41,23 @@ class Command(BaseCommand):
             target = SemanticMemory.objects.filter(pk=memory).first()
             if target is None:
                 raise CommandError(f"no semantic memory #{memory}")
-            plan = memory_forget_plan(memory=target, messages=messages)
         else:
             target = Person.objects.filter(slug=person).first()
             if target is None:
                 raise CommandError(f"unknown person {person!r}")
-            plan = person_forget_plan(person=target, messages=messages)
+        review: list[PlannedRow] = []
         if not yes:
+            if memory is not None:
+                plan = memory_forget_plan(memory=target, messages=messages)
+            else:
+                plan = person_forget_plan(person=target, messages=messages)
             self._show(plan)
             if input("Forget all of this? [y/N] ").strip().lower() not in {"y", "yes"}:
                 raise CommandError("nothing forgotten")
+            review = plan.review
+        elif memory is not None:
+            # Found before the forget, while the texts to look for still exist.
+            review = memory_forget_paraphrases(memory=target, messages=messages)
         fields = {"messages": messages, "requested_by": "manage.py forget"}
         if reason:
             fields["reason"] = reason
@@ -51,13 +67,22 @@ class Command(BaseCommand):
             tombstone = person_forget(person=target, **fields)
         summary = {"tombstone": tombstone.pk, "kind": tombstone.kind, "target_id": tombstone.target_id}
         if options["json"]:
-            self.stdout.write(json.dumps({**summary, "entity_ids": tombstone.entity_ids, "counts": tombstone.counts}))
+            left = [{"table": row.table, "id": row.pk, "label": row.label} for row in review]
+            summary |= {"entity_ids": tombstone.entity_ids, "counts": tombstone.counts, "review": left}
+            self.stdout.write(json.dumps(summary, ensure_ascii=False))
             return
         self.stdout.write(f"forgot {tombstone.kind} #{tombstone.target_id} (tombstone #{tombstone.pk})")
         for table, counts in tombstone.counts.items():
             self.stdout.write(f"  {table}: {counts['deleted']} deleted, {counts['redacted']} redacted")
+        self._rows("Left as they are, may say it in other words (review them; forget or edit what does):", review)
 
     def _show(self, plan: ForgetPlan) -> None:
-        self.stdout.write(f"Forgetting {plan.kind} #{plan.target_id} takes:")
-        for row in plan.rows:
+        self._rows(f"Forgetting {plan.kind} #{plan.target_id} takes:", plan.rows)
+        self._rows("It leaves these, which may say it in other words (review them after):", plan.review)
+
+    def _rows(self, heading: str, rows: list[PlannedRow]) -> None:
+        if not rows:
+            return
+        self.stdout.write(heading)
+        for row in rows:
             self.stdout.write(f"  {row.action:<8} {row.table} #{row.pk}  {' '.join(row.label.split())[:120]}")

@@ -1,0 +1,93 @@
+"""A chat line is judged with the turns beside it (memory.search._context)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+from django.db import DEFAULT_DB_ALIAS
+from django.utils import timezone
+
+from conversations.models import Role
+from memory.search import message_source
+from memory.search._context import NEIGHBOUR_PULL, neighbours_pull
+from memory.search._fusion import MAX_QUERY_LINES, Hit, _lines_combined, query_lines
+from memory.selectors import memory_recall
+from tests.factories import ConversationFactory, MessageFactory, PersonFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1 - p))
+
+
+def _lines(conversation, *texts: str):
+    start = timezone.now() - dt.timedelta(hours=1)
+    roles = (Role.USER, Role.ASSISTANT)
+    return [
+        MessageFactory(
+            conversation=conversation, role=roles[i % 2], content=text, created_at=start + dt.timedelta(minutes=i)
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
+def test_a_line_is_pulled_halfway_toward_its_better_neighbour_and_never_pushed_down():
+    person = PersonFactory()
+    question, answer, later = _lines(
+        ConversationFactory(person=person), "What did you get for your birthday?", "A red bike!", "Anyway, dinner."
+    )
+    (elsewhere,) = _lines(ConversationFactory(person=person), "Just a line.")
+    scores = {question.pk: 0.8, answer.pk: 0.1, later.pk: 0.05, elsewhere.pk: 0.1}
+    hits = [Hit(source="session", id=pk, score=score) for pk, score in scores.items()]
+    source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
+
+    assert neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS)
+
+    after = {hit.id: hit.score for hit in hits}
+    assert after[question.pk] == 0.8  # its neighbour is weaker: it keeps its score
+    expected = _logit(0.1) + NEIGHBOUR_PULL * (_logit(0.8) - _logit(0.1))
+    assert _logit(after[answer.pk]) == pytest.approx(expected)
+    assert after[later.pk] > 0.05 and after[later.pk] < after[answer.pk]  # pulled toward the answer, less far
+    assert after[elsewhere.pk] == 0.1  # another conversation's line is nobody's neighbour
+
+
+def test_other_sources_are_left_as_they_are():
+    hits = [Hit(source="semantic", id=1, score=0.3), Hit(source="semantic", id=2, score=0.9)]
+    source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
+    assert not neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS)
+    assert [hit.score for hit in hits] == [0.3, 0.9]
+
+
+def test_recall_returns_lines_in_the_order_of_their_pulled_scores():
+    person = PersonFactory()
+    _lines(
+        ConversationFactory(person=person),
+        "Which city did you move to in spring?",
+        "Lisbon, near the river, and the city is lovely in spring.",
+        "Spring cleaning is done.",
+    )
+    found = memory_recall(query="city spring", person=person, memory_types=["session"])
+    scores = [hit["score"] for hit in found]
+    assert len(found) >= 2 and scores == sorted(scores, reverse=True)
+
+
+def test_a_query_of_several_lines_is_also_matched_by_its_last_lines():
+    assert query_lines("what is my cat called?") == []
+    lines = [f"line {n}" for n in range(12)]
+    assert query_lines("\n".join(["", *lines, "  "])) == lines[-MAX_QUERY_LINES:]
+
+
+def test_a_rows_similarity_is_the_mean_of_the_whole_querys_and_its_nearest_lines():
+    whole = [("semantic", 1, 0.5), ("semantic", 2, 0.8), ("semantic", 9, None)]
+    by_line = [[("semantic", 1, 0.9), ("semantic", 3, 0.7)], [("semantic", 1, 0.6), ("semantic", 2, 0.4)]]
+
+    combined = {(source, row_id): sim for source, row_id, sim in _lines_combined(whole=whole, by_line=by_line)}
+
+    assert combined[("semantic", 1)] == pytest.approx((0.5 + 0.9) / 2)  # its nearest line counts
+    # Not returned by a search: that search's lowest similarity (0.7 for the first line, 0.5 for the whole).
+    assert combined[("semantic", 2)] == pytest.approx((0.8 + 0.7) / 2)
+    assert combined[("semantic", 3)] == pytest.approx((0.5 + 0.7) / 2)
+    assert combined[("semantic", 9)] is None  # no vector yet: left for the keyword branches
