@@ -212,7 +212,7 @@ def test_one_conversations_broken_answers_leave_the_others_consolidated_by_the_p
         run = _wait_for_finished_run(log)
 
     assert run.status == "partial", list(run.steps.values("step", "status", "error"))
-    assert f"conversation_id {broken.pk} day {DAY} stage limbic: LlmInvalidOutput" in run.error
+    assert f"conversation_id {broken.pk} day {DAY} stage limbic: LlmRepairFailed" in run.error
     light = run.steps.get()
     assert light.status == "partial" and light.output["autobiography_summary"]["chars"] > 0
     assert sorted(light.items.values_list("item", "status")) == sorted(
