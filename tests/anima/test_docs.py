@@ -2,13 +2,15 @@
 
 A block is tagged by an HTML comment on the line before its fence (``<!-- docs-test: NAME -->``), which
 the site does not render. Blocks run in bash as a reader would paste them, ``python`` being this
-interpreter and every ``curl`` failing on an HTTP error unless the example prints the status itself.
+interpreter (first on the PATH, so ``python … &`` and ``$!`` mean what they mean in a shell) and every
+``curl`` failing on an HTTP error unless the example prints the status itself.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -32,6 +34,7 @@ RUN_IN_ORDER = [
     "getting-started.md:api",
     "concepts.md:belief",
     "api.md:scopes",
+    "agents.md:mcp",
     "workspace.md:workspace",
     "workspace.md:imports",
 ]
@@ -39,7 +42,6 @@ TAGGED = re.compile(r"<!-- docs-test: (?P<name>[\w-]+) -->\n```bash\n(?P<body>.*
 # The address the docs give for `python manage.py runserver`.
 DOCS_ADDRESS = "127.0.0.1:8000"
 PREAMBLE = """set -euo pipefail
-python() { "$ANIMA_TEST_PYTHON" "$@"; }
 curl() { case " $* " in *" -w "*) command curl "$@" ;; *) command curl --fail-with-body "$@" ;; esac; }
 """
 
@@ -56,12 +58,15 @@ def tagged_blocks() -> dict[str, str]:
     }
 
 
-def run_blocks(*bodies: str, address: str) -> subprocess.CompletedProcess:
+def run_blocks(*bodies: str, address: str, bin_dir: Path) -> subprocess.CompletedProcess:
     script = PREAMBLE + "\n".join(bodies).replace(DOCS_ADDRESS, address)
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python").unlink(missing_ok=True)
+    (bin_dir / "python").symlink_to(sys.executable)
     return subprocess.run(
         ["bash", "-c", script],
         cwd=settings.BASE_DIR,
-        env=served_env(ANIMA_TEST_PYTHON=sys.executable),
+        env=served_env(PATH=f"{bin_dir}:{os.environ.get('PATH', '')}"),
         capture_output=True,
         text=True,
         timeout=600,
@@ -79,7 +84,9 @@ def test_the_docs_examples_run_as_written_on_the_demo_data_without_teaching_a_le
     demo_conversations = set(Conversation.objects.values_list("pk", flat=True))
 
     with runserver(log=tmp_path / "runserver.log") as app:
-        done = run_blocks(*(blocks[name] for name in RUN_IN_ORDER), address=app.url.removeprefix("http://"))
+        done = run_blocks(
+            *(blocks[name] for name in RUN_IN_ORDER), address=app.url.removeprefix("http://"), bin_dir=tmp_path / "bin"
+        )
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
 
     assert "Maya is allergic to peanuts" in done.stdout  # the CLI tour's recall
@@ -93,6 +100,8 @@ def test_the_docs_examples_run_as_written_on_the_demo_data_without_teaching_a_le
     # The agent token bound to Leo reads his memories and is refused Maya's.
     assert '"Leo 的女儿小雨属虎"' in done.stdout
     assert "\n403\n" in done.stdout
+    # The same token over MCP (HTTP, the official SDK): Leo's memories, and Maya's refused.
+    assert "maya refused: True" in done.stdout and done.stdout.count("小雨属虎") >= 2
     # A workspace exported and imported back into the database it came from writes nothing.
     assert "imported /tmp/anima-workspace: nothing new" in done.stdout
     # The imports: a conversation with its messages and a fact, then found by recall.
