@@ -90,6 +90,25 @@ def _blocked_on_a_lock() -> bool:
         return cursor.fetchone()[0] > 0
 
 
+def _carried_on_after_its_worker_died(run: PipelineRun, queue: str, log, *, fan_out: str) -> PipelineRun:
+    """The run of a killed worker: detected and shown interrupted, then finished by a second worker."""
+    # Nobody works on it any more: detected (the advisory lock died with the worker) and shown failed...
+    _until(
+        "the dead run detected",
+        lambda: sleep_runs_reap() or PipelineRun.objects.get(pk=run.pk).status == "failed",
+        log,
+        30,
+    )
+    assert PipelineRun.objects.get(pk=run.pk).error.startswith("interrupted")
+    # ...until the broker hands the unacknowledged task to a second worker, which carries the same run on.
+    time.sleep(2)
+    carried_on = PipelineRun.objects.filter(pk=run.pk, finished_at__isnull=False).exclude(
+        error__startswith="interrupted"
+    )
+    with celery_worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1", ANIMA_SLEEP_FANOUT=fan_out):
+        return _until("the run carried on by the second worker", carried_on.first, log)
+
+
 def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_the_same_run(worker_queue):
     queue, log = worker_queue
     first = ConversationFactory()
@@ -111,21 +130,7 @@ def test_a_worker_killed_mid_cycle_loses_nothing_and_a_second_worker_finishes_th
         doomed.wait()
         blocker.rollback()  # the dead worker's blocked statement may end now: its transaction never commits
 
-    # Nobody works on it any more: detected (the advisory lock died with the worker) and shown failed...
-    _until(
-        "the dead run detected",
-        lambda: sleep_runs_reap() or PipelineRun.objects.get(pk=run.pk).status == "failed",
-        log,
-        30,
-    )
-    assert PipelineRun.objects.get(pk=run.pk).error.startswith("interrupted")
-    # ...until the broker hands the unacknowledged task to a second worker, which carries the same run on.
-    time.sleep(2)
-    carried_on = PipelineRun.objects.filter(pk=run.pk, finished_at__isnull=False).exclude(
-        error__startswith="interrupted"
-    )
-    with celery_worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1", ANIMA_SLEEP_FANOUT="0"):
-        finished = _until("the run carried on by the second worker", carried_on.first, log)
+    finished = _carried_on_after_its_worker_died(run, queue, log, fan_out="0")
 
     assert finished.pk == run.pk and finished.status == "succeeded", list(
         finished.steps.values("step", "status", "error")
@@ -293,19 +298,7 @@ def test_a_worker_killed_mid_deep_sleep_of_a_fanned_out_run_has_the_run_finished
         doomed.wait()
         blocker.rollback()
 
-    _until(
-        "the dead run detected",
-        lambda: sleep_runs_reap() or PipelineRun.objects.get(pk=run.pk).status == "failed",
-        log,
-        30,
-    )
-    assert PipelineRun.objects.get(pk=run.pk).error.startswith("interrupted")
-    time.sleep(2)
-    carried_on = PipelineRun.objects.filter(pk=run.pk, finished_at__isnull=False).exclude(
-        error__startswith="interrupted"
-    )
-    with celery_worker(queue, log, ANIMA_BROKER_VISIBILITY_TIMEOUT="1", ANIMA_SLEEP_FANOUT="1"):
-        finished = _until("the run carried on by the redelivered task", carried_on.first, log)
+    finished = _carried_on_after_its_worker_died(run, queue, log, fan_out="1")
 
     assert finished.status == "succeeded", list(finished.steps.values("step", "status", "error"))
     assert PipelineRun.objects.count() == 1

@@ -27,16 +27,6 @@ def _ctx(mode: str = "full") -> StepContext:
     return StepContext(run_id=0, day=DAY, mode=mode, force=False, run_key="test", token_budget=None)
 
 
-@pytest.fixture
-def leo():
-    return PersonFactory(slug="leo", display_name="Leo")
-
-
-@pytest.fixture
-def maya():
-    return PersonFactory(slug="maya", display_name="Maya")
-
-
 def _memory(person, content, *, observed: str, **kwargs):
     return SemanticMemoryFactory(person=person, content=content, body={"observed_at": observed}, **kwargs)
 

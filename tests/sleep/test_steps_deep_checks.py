@@ -11,7 +11,7 @@ from memory.models import SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep
 from sleep.steps.deep import CONTRADICTION_INSTRUCTIONS, MERGE_INSTRUCTIONS, PINS_INSTRUCTIONS, SPLIT_INSTRUCTIONS
-from tests.factories import PersonFactory, RuntimeConfigFactory, SemanticMemoryFactory
+from tests.factories import RuntimeConfigFactory, SemanticMemoryFactory
 from tests.sleep.stages import stages_script
 
 DAY = dt.date(2026, 11, 26)
@@ -19,16 +19,6 @@ DAY = dt.date(2026, 11, 26)
 
 def _ctx() -> StepContext:
     return StepContext(run_id=0, day=DAY, mode="full", force=False, run_key="test", token_budget=None)
-
-
-@pytest.fixture
-def leo():
-    return PersonFactory(slug="leo", display_name="Leo")
-
-
-@pytest.fixture
-def maya():
-    return PersonFactory(slug="maya", display_name="Maya")
 
 
 def _memory(person, content, *, day: int = 1, body: dict | None = None, **kwargs):

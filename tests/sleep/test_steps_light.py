@@ -27,7 +27,6 @@ from tests.factories import (
     DiaryEntryFactory,
     IdentityFactory,
     MessageFactory,
-    PersonFactory,
     SemanticMemoryFactory,
 )
 
@@ -47,16 +46,6 @@ def _talk(person, lines, *, day: dt.date = DAY, platform: str = Platform.WEB, ho
     for minute, (role, content) in enumerate(lines):
         MessageFactory(conversation=conversation, role=role, content=content, created_at=_at(day, minute, hour))
     return conversation
-
-
-@pytest.fixture
-def leo():
-    return PersonFactory(slug="leo", display_name="Leo")
-
-
-@pytest.fixture
-def maya():
-    return PersonFactory(slug="maya", display_name="Maya")
 
 
 def _quiet_answers(**overrides):

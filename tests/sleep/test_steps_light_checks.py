@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pytest
 from django.utils import timezone
 
 from anima.core.models import MemoryStatus
@@ -13,7 +12,7 @@ from memory.models import NarrativeBlock, SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep, light_sleep
 from sleep.steps.light import NARRATIVE_INSTRUCTIONS, SEMANTIC_INSTRUCTIONS
-from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
+from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
 from tests.sleep.stages import stages_script
 
 DAY = dt.date(2026, 11, 26)
@@ -33,16 +32,6 @@ def _talk(person, lines):
             created_at=timezone.make_aware(dt.datetime.combine(DAY, dt.time(21, minute))),
         )
     return conversation
-
-
-@pytest.fixture
-def leo():
-    return PersonFactory(slug="leo", display_name="Leo")
-
-
-@pytest.fixture
-def maya():
-    return PersonFactory(slug="maya", display_name="Maya")
 
 
 def _facts(*contents, slot: dict | None = None) -> dict:
