@@ -11,10 +11,14 @@ from anima.core.text import clip, is_chinese, normalized, sentences, text_keywor
 from sleep import slots
 from sleep.offline._shared import bigrams
 from sleep.slots import Slot
+from sleep.slots import _chinese as zh_grammar
+from sleep.slots import _english as en_grammar
+from sleep.slots import _slot as slot_model
+from sleep.slots import _values as slot_values
 
 # ---------------------------------------------------------------- stage 1: facts
 #
-# Each sentence is cut into clauses; each clause is read with the slot grammar (sleep/slots.py):
+# Each sentence is cut into clauses; each clause is read with the slot grammar (sleep/slots/):
 # a subject (the speaker, a relative or pet, a name) and one predicate. A clause that reads
 # becomes a fact in the third person, naming the speaker; a clause without a subject of its own
 # borrows the previous one's, and a pronoun that points nowhere leaves the clause out.
@@ -46,14 +50,14 @@ _ZH_ORDINAL = re.compile(
 _ZH_ONE_OF = re.compile(r"^(?:另外|另|其中)?一(?:只|个|条|位|头|匹)")
 # 「一只猫叫咪咪」: a counted relative or pet
 _ZH_COUNTED = re.compile(
-    rf"^(?:{slots._ZH_NUM}|几)\s*(?:个|只|条|位|头|匹)\s*(?:{slots._ZH_REL}|{slots._ZH_PET_WORDS})"
+    rf"^(?:{zh_grammar._ZH_NUM}|几)\s*(?:个|只|条|位|头|匹)\s*(?:{zh_grammar._ZH_REL}|{zh_grammar._ZH_PET_WORDS})"
 )
 # The relation words a fact names its subject with, by slot relation.
 _EN_RELATION_WORDS = {
     "child": "child",
     "dog_or_cat": "pet",
 }
-_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(slots._ZH_RELATIONS.items()))} | {"child": "孩子"}
+_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(zh_grammar._ZH_RELATIONS.items()))} | {"child": "孩子"}
 
 
 @dataclass
@@ -85,8 +89,8 @@ def _named(relation: str, names: list[str], name: str, *, chinese: bool) -> list
 
 
 # "I have a dog called Rex and a cat named Luna": each thing had is a clause of its own.
-_EN_HAD = re.compile(rf"^(?P<head>.*?\b{slots.EN_HAVE})\s+(?P<things>.+)$", re.I)
-_EN_COUNTED = rf"{slots.EN_COUNT}\s"
+_EN_HAD = re.compile(rf"^(?P<head>.*?\b{slot_values.EN_HAVE})\s+(?P<things>.+)$", re.I)
+_EN_COUNTED = rf"{slot_values.EN_COUNT}\s"
 _EN_THINGS_SPLIT = re.compile(rf"\s*,?\s+and\s+(?={_EN_COUNTED})|\s*,\s*(?={_EN_COUNTED})", re.I)
 
 
@@ -98,7 +102,7 @@ def _en_clauses(sentence: str) -> list[str]:
         sentence = sentence[lead.end() :]
     clauses = []
     for clause in _EN_CLAUSE_SPLIT.split(sentence):
-        clause = slots.en_now_dropped(_EN_LEADING.sub("", clause.strip()).strip())
+        clause = en_grammar.en_now_dropped(_EN_LEADING.sub("", clause.strip()).strip())
         if not clause:
             continue
         clause = clause[0].upper() + clause[1:] if clause[:2].casefold() == "i " else clause
@@ -121,7 +125,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         had = facts[-1][2].attribute.startswith("count:") or facts[-1][2].attribute == "exists" if facts else False
         if had and re.match(_EN_COUNTED, clause, re.I):
             clause = f"I have {clause}"  # "…, and a cat named Luna" goes on with the list of what they have
-        names = slots.en_names(clause) if listing else []
+        names = en_grammar.en_names(clause) if listing else []
         if names:
             # "We have two cats, Miso and Tofu": one named alone stands for the count ("We have a cat, Miso")
             if len(names) == 1 and facts[-1][2].attribute == f"count:{listing}" and facts[-1][2].value == "1":
@@ -132,11 +136,11 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         reading = slots.en_read(clause, name="", subject_hint=said.hint)
         text = clause
         listed = re.search(r"\s(?:named|called)\s+(.+)$", clause) if reading else None
-        if listed and reading.slot.attribute.startswith("count:") and slots.en_names(listed.group(1)):
+        if listed and reading.slot.attribute.startswith("count:") and en_grammar.en_names(listed.group(1)):
             # "I have two cats named Miso and Tofu": the count, then each one named
             relation = reading.slot.attribute.split(":", 1)[1]
             facts.append(("world", third_person_en(clause[: listed.start()], name), reading.slot))
-            facts.extend(_named(relation, slots.en_names(listed.group(1)), name, chinese=False))
+            facts.extend(_named(relation, en_grammar.en_names(listed.group(1)), name, chinese=False))
             said.hint, said.hint_text = (relation, ""), ""
             listing = relation
             continue
@@ -155,13 +159,13 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                 facts.append(("world", f"{_subject_text(slot, name, chinese=False)} is {age}", slot))
             continue
         if reading is None:
-            subject = slots._en_subjects(clause, name="")
-            if subject and subject[0] != slots.SELF:
+            subject = en_grammar._en_subjects(clause, name="")
+            if subject and subject[0] != slot_model.SELF:
                 said.hint = (subject[0], subject[1].casefold())
                 said.hint_text = _subject_text(Slot(subject[0], subject[1].casefold(), "", "", ""), name, chinese=False)
             continue
         slot = reading.slot
-        if slot.attribute == "name" and slot.subject == slots.SELF:
+        if slot.attribute == "name" and slot.subject == slot_model.SELF:
             if slot.value.casefold() != name.casefold():
                 facts.append(("world", f"{name} also goes by {slot.value.title()}", slot))
             continue
@@ -171,7 +175,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             verb = "is" if "'" in first else ""
             text = f"{said.hint_text} {verb} {rest}".replace("  ", " ") if said.hint_text else text
         content = third_person_en(text, name)
-        if slot.subject not in (slots.SELF, ""):
+        if slot.subject not in (slot_model.SELF, ""):
             said.hint = (slot.subject, slot.name)
             said.hint_text = _subject_text(slot, name, chinese=False)
         elif slot.subject == "" and slot.name:
@@ -192,7 +196,7 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         return facts
     clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！!；;\n ")) if c.strip()]
     for clause in clauses:
-        clause = slots._ZH_LEADING.sub("", clause).strip()
+        clause = zh_grammar._ZH_LEADING.sub("", clause).strip()
         if not clause or _ZH_FILLER.match(clause):
             continue
         past = re.match(r"^(?:以前|过去|之前)我?(?:很|最|特别|也)?(?:喜欢|爱)\s*(.+)$", clause)
@@ -200,7 +204,7 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             said.past_like = past.group(1)  # 「以前我喜欢 X」 sets up a change stated next
             continue
         one_of = _ZH_ONE_OF.sub("", clause)
-        names = slots.zh_names(one_of) if said.hint and said.hint[0] and not said.hint[1] else []
+        names = zh_grammar.zh_names(one_of) if said.hint and said.hint[0] and not said.hint[1] else []
         counted = facts[-1][2].value if facts and facts[-1][2].attribute.startswith("count:") else ""
         if names and one_of == clause and not re.match(r"^(?:分别|都)?(?:叫|名)", clause):
             names = names if counted == str(len(names)) else []  # bare names: as many as were just counted
@@ -219,20 +223,20 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             which = ordinal.group("which")[:1] if ordinal.group("which")[:1] in "大小" else ordinal.group("which")
             facts.append(("world", f"{name}的{which}{word}叫{ordinal.group('name')}", slot))
             continue
-        reading = slots.zh_read(clause, name="")
+        reading = zh_grammar.zh_read(clause, name="")
         text = clause
         listed = re.search(r"(?:叫做|叫|名叫|名字叫|名字是)(.+)$", clause) if reading else None
-        if listed and reading.slot.attribute.startswith("count:") and slots.zh_names(listed.group(1)):
+        if listed and reading.slot.attribute.startswith("count:") and zh_grammar.zh_names(listed.group(1)):
             # 「我养了两只猫叫咪咪和豆豆」: the count, then each one named
             relation = reading.slot.attribute.split(":", 1)[1]
             content = third_person_zh(clause[: listed.start()], name).rstrip("，, ")
             facts.append(("world", content, reading.slot))
-            facts.extend(_named(relation, slots.zh_names(listed.group(1)), name, chinese=True))
+            facts.extend(_named(relation, zh_grammar.zh_names(listed.group(1)), name, chinese=True))
             said.hint = (relation, "")
             said.hint_text = _subject_text(Slot(relation, "", "", "", ""), name, chinese=True)
             continue
         if reading is None and said.hint is not None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
-            hinted = slots._zh_reading(said.hint[0], said.hint[1], clause)
+            hinted = zh_grammar._zh_reading(said.hint[0], said.hint[1], clause)
             if hinted is not None and hinted.slot.attribute != "activity":
                 if facts and facts[-1][2].attribute.startswith("count:") and hinted.slot.attribute == "name":
                     # 「我养了一只柯基，叫豆豆」: the count and the name are one fact
@@ -244,15 +248,15 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                     reading, text = hinted, f"{said.hint_text}{clause}"
         elif reading is None and said.hint is None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
             # A clause with no subject of its own speaks for the speaker (「不吃香菜」, 「在一家游戏公司做策划」).
-            reading = slots.zh_read("我" + clause, name="")
+            reading = zh_grammar.zh_read("我" + clause, name="")
             text = "我" + clause
         elif reading is None and re.match(r"^(?:他|她|它)", clause) and said.hint:
-            reading = slots.zh_read(clause, name="", subject_hint=said.hint)
+            reading = zh_grammar.zh_read(clause, name="", subject_hint=said.hint)
             if reading is not None:
                 text = said.hint_text + clause[1:]
         if reading is None:
-            subject = slots._zh_subject(slots._ZH_TIME_LEAD.sub("", clause), name="")
-            if subject and subject[0] != slots.SELF:
+            subject = zh_grammar._zh_subject(zh_grammar._ZH_TIME_LEAD.sub("", clause), name="")
+            if subject and subject[0] != slot_model.SELF:
                 said.hint = (subject[0], subject[1])
                 said.hint_text = _subject_text(Slot(subject[0], subject[1], "", "", ""), name, chinese=True)
                 continue
@@ -262,12 +266,12 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                 facts.append((kind, f"{content}，{third_person_zh(clause, name).rstrip('了 ')}", slot))
             continue
         slot = reading.slot
-        if slot.attribute == "name" and slot.subject == slots.SELF:
+        if slot.attribute == "name" and slot.subject == slot_model.SELF:
             if slot.value != name.casefold():
                 facts.append(("world", f"{name}也叫{slot.value}", slot))
             continue
         content = third_person_zh(text, name).rstrip("了 ")
-        if slot.subject not in (slots.SELF, ""):
+        if slot.subject not in (slot_model.SELF, ""):
             said.hint, said.hint_text = (slot.subject, slot.name), _subject_text(slot, name, chinese=True)
         elif slot.subject == "" and slot.name:
             said.hint, said.hint_text = ("", slot.name), slot.name

@@ -1,0 +1,603 @@
+"""The English slot grammar: a subject (the person, a relative or pet, optionally named), then one predicate
+per attribute."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sleep.slots._slot import SELF, Slot
+from sleep.slots._values import EN_COUNT, EN_HAVE, EN_NUMBER_WORDS, head_value, number_value, value_normalized
+
+# ---------------------------------------------------------------- English grammar
+
+_EN_RELATIONS = {
+    "daughter": "daughter",
+    "son": "son",
+    "kid": "child",
+    "kids": "child",
+    "child": "child",
+    "children": "child",
+    "boy": "son",
+    "girl": "daughter",
+    "wife": "wife",
+    "husband": "husband",
+    "partner": "partner",
+    "boyfriend": "partner",
+    "girlfriend": "partner",
+    "fiance": "partner",
+    "fiancé": "partner",
+    "fiancée": "partner",
+    "mum": "mother",
+    "mom": "mother",
+    "mother": "mother",
+    "dad": "father",
+    "father": "father",
+    "brother": "brother",
+    "sister": "sister",
+    "grandson": "grandson",
+    "granddaughter": "granddaughter",
+    "grandma": "grandmother",
+    "grandmother": "grandmother",
+    "grandpa": "grandfather",
+    "grandfather": "grandfather",
+    "aunt": "aunt",
+    "uncle": "uncle",
+    "cousin": "cousin",
+    "niece": "niece",
+    "nephew": "nephew",
+    "cat": "cat",
+    "kitten": "cat",
+    "dog": "dog",
+    "puppy": "dog",
+    "rabbit": "rabbit",
+    "bunny": "rabbit",
+    "hamster": "hamster",
+    "parrot": "parrot",
+    "bird": "bird",
+    "turtle": "turtle",
+    "tortoise": "turtle",
+    "fish": "fish",
+    "horse": "horse",
+    "lizard": "lizard",
+    "snake": "snake",
+}
+# Breeds name a dog or a cat without saying which.
+_EN_BREEDS = re.compile(
+    r"\b(retriever|labrador|lab|poodle|corgi|terrier|spaniel|beagle|bulldog|collie|husky|shepherd|dachshund|"
+    r"pug|chihuahua|greyhound|whippet|schnauzer|shiba|tabby|siamese|persian|ragdoll|maine coon|sphynx)\b",
+    re.I,
+)
+_EN_CATEGORIES = {
+    "movie": "film",
+    "film": "film",
+    "band": "band",
+    "group": "band",
+    "singer": "singer",
+    "artist": "artist",
+    "musician": "artist",
+    "song": "song",
+    "album": "album",
+    "book": "book",
+    "novel": "book",
+    "author": "author",
+    "writer": "author",
+    "show": "show",
+    "series": "show",
+    "tv show": "show",
+    "color": "colour",
+    "colour": "colour",
+    "food": "food",
+    "dish": "food",
+    "meal": "food",
+    "drink": "drink",
+    "game": "game",
+    "sport": "sport",
+    "team": "team",
+    "city": "city",
+    "place": "place",
+    "animal": "animal",
+    "flower": "flower",
+    "season": "season",
+    "restaurant": "restaurant",
+    "language": "language",
+    "programming language": "language",
+    "podcast": "podcast",
+    "actor": "actor",
+    "actress": "actor",
+    "director": "director",
+    "fruit": "fruit",
+    "snack": "snack",
+    "cuisine": "cuisine",
+}
+# Words that follow "I'm a …" without naming an occupation.
+_EN_NOT_JOBS = frozenset(
+    "bit little lot fan huge big mess wreck night morning people person bundle sucker fool total complete real "
+    "natural born terrible good bad great quick slow light heavy early late".split()
+)
+_EN_STATES = {
+    "retired": ("status", "retired"),
+    "unemployed": ("job", "unemployed"),
+    "married": ("marital", "married"),
+    "single": ("marital", "single"),
+    "divorced": ("marital", "divorced"),
+    "engaged": ("marital", "engaged"),
+    "widowed": ("marital", "widowed"),
+    "pregnant": ("status", "pregnant"),
+    "vegetarian": ("diet", "vegetarian"),
+    "vegan": ("diet", "vegan"),
+    "pescatarian": ("diet", "pescatarian"),
+    "lactose intolerant": ("allergy:lactose", "+"),
+    "gluten intolerant": ("allergy:gluten", "+"),
+    "gluten-free": ("restriction:gluten", "+"),
+    "left-handed": ("handedness", "left"),
+    "right-handed": ("handedness", "right"),
+}
+_EN_FREQUENCY = re.compile(
+    r"\b(?:every|each)\s+\w+|\b(?:daily|weekly|nightly|monthly|usually|always|often|normally|regularly|"
+    r"sometimes|mostly|most (?:days|mornings|evenings|nights|weekends))\b|"
+    r"\bon (?:mon|tue|wed|thu|fri|sat|sun)\w*days?\b|"
+    r"\b(?:once|twice|three times) a (?:day|week|month)\b|\bat (?:the )?weekends?\b",
+    re.I,
+)
+_EN_HABIT_VERBS = (
+    r"play|practi[cs]e|knit|sew|paint|draw|swim|run|jog|cycle|bike|ride|hike|climb|surf|ski|skate|dance|sing|"
+    r"cook|bake|garden|read|write|meditate|pray|volunteer|teach|study|go|walk|train|lift|box|fish|row|sail|"
+    r"collect|brew|journal|blog|stream|skateboard|golf|do"
+)
+# Words saying a statement holds now ("these days my favourite band is …"): they leave its slot as it is.
+_EN_NOW = (
+    r"(?:these days|nowadays|lately|recently|currently|now|right now|just now|at the moment|at present|for now|"
+    r"as of (?:now|today)|these past (?:few )?(?:days|weeks|months))"
+)
+
+
+def en_now_dropped(clause: str) -> str:
+    """``clause`` without a leading "these days" / "lately" / "now": the fact it states is the same."""
+    return re.sub(rf"^{_EN_NOW}\b,?\s*", "", clause, flags=re.I)
+
+
+_EN_SUBJECT_WORDS = r"I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|we|we're|we’re|we've|we’ve"
+_EN_NAME = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
+_NOT_NAMES = frozenset(
+    "I He She They We It This That There Here My Our Your His Her Their The A An And But So Or Oh Ok Okay Yes No "
+    "Also Just Still Now Today Tomorrow Yesterday Then Well Hey Hi Thanks Thank Sorry Please Maybe What Why How "
+    "When Where Who Which Got Big New Funny Quick Honestly Actually Anyway Btw Lol Haha Plus Not Can Do Does Did "
+    "Is Are Was Were Will Would Should Could Have Has Had Monday Tuesday Wednesday Thursday Friday Saturday Sunday "
+    "January February March April May June July August September October November December".split()
+)
+# A hedged or hypothetical clause states nothing yet.
+_EN_HEDGE = re.compile(
+    r"\b(?:not sure|don't know|do not know|wonder|wondering|if I|whether|maybe I|might|should I|could I|would I|"
+    r"do you|did you|are you|have you|can you|what if|imagine|pretend|suppose|my friend|friends?\b|someone)\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One fact read from a clause: its slot, and the memory type its attribute makes it."""
+
+    slot: Slot
+
+    @property
+    def memory_type(self) -> str:
+        attribute = self.slot.attribute
+        if attribute in {"activity", "event"}:
+            return "experience"
+        return "preference" if attribute.startswith(("likes", "favourite")) else "world"
+
+
+def _en_relation(word: str) -> str:
+    word = word.casefold()
+    for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "cats", "puppies"
+        if form in _EN_RELATIONS:
+            return _EN_RELATIONS[form]
+    breed = _EN_BREEDS.search(word)
+    return "dog_or_cat:" + breed.group(1).casefold() if breed else ""
+
+
+def _en_thing(text: str) -> str:
+    """What a like / restriction / plan is about: the noun phrase, lightly normalised ("peanuts" → "peanut")."""
+    text = re.split(
+        r"[,;]|\s+(?:because|but|so|since|which|when|as|and I|, I|more than|than|so much|a lot|like crazy)\b", text
+    )[0]
+    text = value_normalized(text)
+    text = re.sub(r"^(?:to |eating |having |drinking |playing |the |a |an )", "", text)
+    words = text.split()
+    if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
+        words[-1] = words[-1][:-1]
+    return " ".join(words[:4])
+
+
+_EN_ACTIVITY_LEAD = re.compile(
+    r"^(?:(?:go|goes|going|went|for|a|an|the|to|up|training|train|trains|planning|plan|trip|playing|play|plays|"
+    r"doing|do|does|practi[cs]ing|practi[cs]e|saving|save|learning|learn|taking|take|some|my|our)\s+)+",
+    re.I,
+)
+_EN_ACTIVITY_TAIL = re.compile(
+    r"\s+(?:in|on|at|before|after|while|with|during|every|each|from|near|around|by|this|next)\s.*$", re.I
+)
+
+
+def activity_key(text: str) -> str:
+    """What an activity is, as a stable key: "go for a run before work" → "run", 「每周末都去爬山」 stays itself."""
+    short = _EN_ACTIVITY_TAIL.sub("", _EN_ACTIVITY_LEAD.sub("", text.strip() + " ").strip())
+    return value_normalized(short) or value_normalized(text)
+
+
+_EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (attribute, re.compile(pattern, re.I))
+    for attribute, pattern in (
+        ("name", r"^(?:name is|'s name is|am called|'m called|go by|call me)\s+(?P<value>[A-Z][\w-]+)"),
+        ("email", r"^(?:e-?mail(?: address)?|email)(?:'s| is|:)\s*(?:now\s+)?(?P<value>\S+@\S+?)[.,]?(?:\s|$)"),
+        ("phone", r"^(?:phone(?: number)?|number|mobile|cell)(?:'s| is|:)\s*(?P<value>[+\d][\d\s()-]{5,})"),
+        ("birthday", r"^birthday(?:'s| is)\s+(?:on\s+)?(?P<value>[^,.;!?]+)"),
+        (
+            "age",
+            r"^(?:am|is|'m|'s|turned|just turned|will be|'ll be|is turning|'s turning|turns)\s+"
+            r"(?P<value>\d{1,3})(?!\s*(?:%|percent|km|miles|kg|lbs|minutes|hours|times|o'clock|pm|am|:|\.\d|,\d|-year))",
+        ),
+        ("age", r"^(?:am|is|'m|'s)\s+(?P<value>\d{1,3})-year-old\b"),
+        (
+            "age",
+            # Spelled out, the number must end the clause ("she's seven", "he turned eight years old"): "is one
+            # of my friends" is no age.
+            rf"^(?:am|is|'m|'s|turned|just turned|will be|'ll be|is turning|'s turning|turns)\s+"
+            rf"(?P<value>{EN_NUMBER_WORDS})(?:\s+years?\s+old)?(?:\s+(?:now|already|today|this year))?\s*[.!?]*\s*$",
+        ),
+        ("zodiac", r"^(?:was|were)\s+born\s+in\s+the\s+year\s+of\s+the\s+(?P<value>[a-z]+)"),
+        (
+            "residence",
+            r"^(?:now\s+|currently\s+|still\s+)?(?:live|lives|living|am living|'m living|'ve been living|"
+            r"reside|resides|am based|'m based|is based|'s based|am staying|'m staying|stay|stays)\s+"
+            r"(?:in|at|near|outside|on|by)\s+(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "residence",
+            r"^(?:just\s+|finally\s+|recently\s+)?(?:moved|relocated|'ve moved|have moved|'ve relocated|"
+            r"has moved|'s moved|(?:am|'m|are|'re|is|'s)\s+(?:moving|relocating|going to move)|"
+            r"(?:will|'ll)\s+(?:be moving|move))\s+(?:back\s+)?(?:to|into|over to)\s+(?P<value>[^,.;!?]+)",
+        ),
+        ("origin", r"^(?:am|'m|is|'s|come|comes|was born)\s+(?:originally\s+)?(?:from|in)\s+(?P<value>[A-Z][^,.;!?]*)"),
+        (
+            "workplace",
+            r"^(?:now\s+|currently\s+|still\s+)?(?:work|works|working|am working|'m working)\s+"
+            r"(?:from home\s+)?(?:at|for|in)\s+(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "job",
+            r"^(?:now\s+|currently\s+|still\s+|just\s+|recently\s+)?(?:work|works|am working|'m working|"
+            r"(?:have\s+|'ve\s+)?(?:started|began|begun) working)\s+as\s+(?:an?\s+)?(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "job",
+            # A new job told as news: "just started a new job as a pharmacist", "got a position as a nurse".
+            r"^(?:just\s+|recently\s+)?(?:have\s+|'ve\s+)?(?:started|began|begun|got|took|landed|accepted)\s+"
+            r"(?:(?:a|my)\s+(?:new\s+|first\s+)?|(?:new|first)\s+)(?:job|position|role)\s+as\s+(?:an?\s+)?"
+            r"(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "uses",
+            r"^(?:now\s+)?(?:mainly|mostly|mostly just|primarily|usually|mainly just)\s+"
+            r"(?:use|uses|work with|works with|"
+            r"code in|codes in|write|writes|program in)\s+(?P<value>[^,.;!?]+)",
+        ),
+        ("job", r"^(?:job is|job's|occupation is)\s+(?:an?\s+)?(?P<value>[^,.;!?]+)"),
+        ("job", r"^(?:teach|teaches)\s+(?P<value>[^,.;!?]+)"),
+        ("job", r"^(?:am|'m|is|'s)\s+(?:now\s+|still\s+|currently\s+)?(?:an?|the)\s+(?P<value>[^,.;!?]+)"),
+        (
+            "state",
+            r"^(?:am|'m|is|'s)\s+(?:now\s+|still\s+|currently\s+|happily\s+|recently\s+|)(?P<value>"
+            + "|".join(re.escape(k) for k in _EN_STATES)
+            + r")\b",
+        ),
+        (
+            "allergy",
+            r"^(?:am|'m|is|'s)\s+(?:very\s+|severely\s+|badly\s+|really\s+|deathly\s+)?allergic\s+to\s+(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "allergy",
+            r"^(?:have|has|'ve got|have got)\s+(?:an?\s+)?(?:severe\s+|bad\s+|mild\s+)?(?P<value>[\w -]+?)\s+allergy",
+        ),
+        (
+            "restriction",
+            r"^(?:can't|cannot|can not|don't|do not|doesn't|does not|never|try not to|must not|mustn't|"
+            r"shouldn't|am not allowed to|'m not allowed to|is not allowed to)\s+(?:eat|eats|drink|drinks|have|touch|"
+            r"stomach|digest|tolerate)\s+(?P<value>[^,.;!?]+)",
+        ),
+        ("restriction", r"^(?:avoid|avoids|stay away from|stays away from)\s+(?P<value>[^,.;!?]+)"),
+        (
+            "favourite",
+            r"^(?:new\s+|all-time\s+|current\s+|absolute\s+)?(?:favou?rite|fave|favorite)\s+"
+            r"(?P<category>[a-z]+(?: show| language)?)"
+            rf"(?:\s+{_EN_NOW})?\s+(?:is|are|'s|has to be|would be|has been|has become)\s+(?:now\s+)?"
+            r"(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "likes",
+            r"^(?:really\s+|absolutely\s+|totally\s+|just\s+|also\s+|actually\s+|still\s+|kind of\s+|"
+            r"quite\s+|now\s+|truly\s+)*(?P<verb>like|likes|love|loves|enjoy|enjoys|adore|adores|prefer|prefers|"
+            r"am into|'m into|is into|'m obsessed with|am obsessed with|'m a (?:huge |big )?fan of|"
+            r"am a (?:huge |big )?fan of|dig)\s+(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "unlikes",
+            r"^(?:no longer|don't|do not|doesn't|does not)\s+(?:really\s+)?"
+            r"(?:hate|hates|dislike|dislikes|mind|minds)\s+"
+            r"(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "dislikes",
+            r"^(?:really\s+|absolutely\s+|just\s+|also\s+|still\s+|honestly\s+|actually\s+)*"
+            r"(?P<verb>hate|hates|dislike|dislikes|can't stand|cannot stand|can't bear|detest|loathe|"
+            r"don't like|do not like|doesn't like|don't really like|don't enjoy|don't care for|"
+            r"am not a fan of|'m not a fan of|'m not into|am not into|'m not a|am not a|"
+            r"no longer like|no longer love|no longer enjoy)\s+(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "stopped",
+            r"^(?:am no longer|'m no longer|no longer|quit|stopped|gave up|have quit|'ve quit|'ve stopped|"
+            r"have stopped)\s+(?P<value>[^,.;!?]+?)(?:\s+any\s*more|\s+anymore)?$",
+        ),
+        (
+            "plan",
+            r"^(?:am|'m|are|'re|is|'s)\s+(?:planning|going|heading|flying|travelling|traveling|off|"
+            r"saving up|saving|training|preparing|studying|applying|getting married|moving)\s*"
+            r"(?P<value>(?:to|for|on|a|an|up)?\s*[^,.;!?]+)",
+        ),
+        ("plan", r"^(?:plan|plans|intend|hope|want|am hoping|'m hoping)\s+to\s+(?P<value>[^,.;!?]+)"),
+        (
+            "event",
+            r"^(?:have|has|'ve got|got)\s+(?:an?\s+|my\s+)?(?P<value>[\w -]*?(?:appointment|exam|interview|"
+            r"meeting|test|surgery|operation|flight|trip|wedding|party|deadline|concert|match|recital|audition|"
+            r"check-?up|presentation|conference)\b[^,.;!?]*)",
+        ),
+        (
+            "learning",
+            r"^(?:'ve been|have been|am|'m)\s+(?:learning|studying|taking lessons in|practi[cs]ing)\s+"
+            r"(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "habit",
+            rf"^(?:usually\s+|always\s+|often\s+|normally\s+|regularly\s+|sometimes\s+|also\s+|still\s+)*"
+            rf"(?P<value>(?:{_EN_HABIT_VERBS})(?:s|es)?\b[^,.;!?]*)",
+        ),
+        (
+            "has",
+            rf"^{EN_HAVE}\s+(?P<value>{EN_COUNT}\s+[^,.;!?]+)",
+        ),
+        ("passed", r"^(?:passed away|died)\b(?P<value>[^,.;!?]*)"),
+        (
+            "achieved",
+            r"^(?:just\s+|finally\s+)?(?:passed|aced|finished|completed|graduated from|graduated|won|got promoted|"
+            r"got engaged|got married|got the job|got into|got accepted to|got accepted into)\b(?P<value>[^,.;!?]*)",
+        ),
+    )
+)
+
+
+def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
+    """(subject, subject name, rest of the clause, subject text) at the clause start, or None."""
+    name_alias = rf"|{re.escape(name)}(?:'s)?" if name else ""
+    # "My wife and I moved …" includes the speaker; "my family is moving to …" moves the speaker's household
+    # (en_read keeps only where a family lives or comes from).
+    me = rf"(?:I|{re.escape(name)})" if name else "I"
+    household = re.match(
+        rf"^(?P<who>(?:my|our|the{name_alias})\s+(?:whole\s+|entire\s+)?family(?:\s+(?:and|&)\s+{me})?|"
+        rf"(?:my|our{name_alias})\s+[a-z]+\s+(?:and|&)\s+{me})\s+(?P<rest>.*)$",
+        clause,
+        re.I,
+    )
+    if household:
+        return SELF, "", household.group("rest"), household.group("who")
+    match = re.match(
+        rf"^(?P<who>my|our{name_alias}(?=\s))\s+(?:(?:little|older|younger|big|baby|eldest|oldest|"
+        r"youngest|new|two|three|old)\s+)*(?P<rel>(?:golden |black |grey |gray |white |"
+        r"ginger |orange |tabby |rescue )?[a-z]+(?: retriever| coon| shepherd)?)\b(?P<rest>.*)$",
+        clause,
+        re.I,
+    )
+    if match and (not name or match.group("who").casefold() != name.casefold()):
+        relation = _en_relation(match.group("rel").split()[-1])
+        if relation:
+            rest = match.group("rest").strip()
+            pet_name = ""
+            named = re.match(rf"^(?:,\s*)?(?:named |called )?({_EN_NAME})\b(?:,)?\s*(.*)$", rest)
+            if named and named.group(1) not in _NOT_NAMES:
+                pet_name, rest = named.group(1), named.group(2)
+            return relation, pet_name, rest, match.group(0)[: len(match.group(0)) - len(match.group("rest"))]
+        if match.group("rel").casefold() not in {
+            "name",
+            "email",
+            "e-mail",
+            "phone",
+            "birthday",
+            "job",
+            "favourite",
+            "favorite",
+            "fave",
+            "new",
+            "number",
+            "mobile",
+            "occupation",
+            "current",
+            "all",
+            "absolute",
+        }:
+            return None
+        return SELF, "", clause[len(match.group("who")) :].strip(), match.group("who")
+    match = re.match(rf"^(?P<who>{_EN_SUBJECT_WORDS}{name_alias})(?P<rest>(?:\s|'|’).*)?$", clause, re.I)
+    if match:
+        who = match.group("who").replace("’", "'")
+        rest = (match.group("rest") or "").strip()
+        if "'" in who and not who.endswith("'s"):
+            rest = who[who.index("'") :] + " " + rest
+        return SELF, "", rest.strip(), who
+    match = re.match(rf"^(?P<who>{_EN_NAME})(?P<rest>(?:\s|'s\s).*)$", clause)
+    if match and match.group("who") not in _NOT_NAMES and match.group("who") != name:
+        return "", match.group("who"), match.group("rest").strip(), match.group("who")
+    return None
+
+
+def en_names(text: str) -> list[str]:
+    """The names a list of names gives ("Miso and Tofu", "named Rex, Ace and Bo"); [] when it is anything else."""
+    text = re.sub(r"^(?:(?:they're|they are|both)\s+)?(?:named|called)\s+", "", text.strip(), flags=re.I)
+    parts = re.split(r"\s*,\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+", text)
+    return parts if all(re.fullmatch(_EN_NAME, p) and p not in _NOT_NAMES for p in parts) else []
+
+
+def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
+    rest = rest.replace("’", "'")
+    rest = re.sub(r"^(?:'s|is)\s+name\s+is", "name is", rest)
+    rest = re.sub(
+        r"^(?:just|finally|also|still|now|actually|really|recently)\s+(?=(?:turned|moved|relocated))", "", rest
+    )
+    for attribute, pattern in _EN_PREDICATES:
+        match = pattern.search(rest)
+        if not match:
+            continue
+        raw = match.group("value")
+        key = ""
+        if attribute == "name":
+            if subject == SELF:
+                return Reading(Slot(SELF, "", "name", "", value_normalized(raw)))
+            return Reading(Slot(subject, raw.casefold(), "name", "", raw.casefold()))
+        if attribute == "uses":
+            value = _en_thing(raw)
+        elif attribute in {"email", "phone", "birthday", "origin", "workplace", "zodiac"}:
+            value = head_value(raw) if attribute == "origin" else value_normalized(raw)
+        elif attribute == "age":
+            value = number_value(raw)
+        elif attribute == "residence":
+            raw = re.split(r"\s+(?:with|for|because|since|to|when|where|and)\s+", raw)[0]
+            places = [p for p in re.findall(rf"{_EN_NAME}(?:\s+{_EN_NAME})*", raw) if p not in _NOT_NAMES]
+            value = value_normalized(places[-1] if places else head_value(raw))
+        elif attribute == "job":
+            value = head_value(raw)
+            if (
+                not value
+                or value.split()[0] in _EN_NOT_JOBS
+                or _EN_CATEGORIES.get(value.split()[-1])
+                or len(value.split()) > 5
+            ):
+                if "fan of" in raw:
+                    continue
+                return None
+        elif attribute == "state":
+            attribute, value = _EN_STATES[raw.casefold()]
+            if ":" in attribute:
+                attribute, key = attribute.split(":")
+        elif attribute in {"allergy", "restriction"}:
+            key, value = _en_thing(raw), "+"
+            if not key:
+                return None
+            if attribute == "restriction":
+                attribute, key = "diet", f"no {key}"
+        elif attribute == "favourite":
+            category = _EN_CATEGORIES.get(match.group("category").casefold())
+            if not category:
+                return None
+            attribute, value = f"favourite:{category}", value_normalized(raw)
+        elif attribute == "unlikes":
+            attribute, key, value = "likes", _en_thing(raw), "0"
+        elif attribute in {"likes", "dislikes"}:
+            verb = match.group("verb").casefold()
+            key = _en_thing(raw)
+            if not key or key in {"it", "that", "this", "you", "them", "him", "her", "the idea", "the plan"}:
+                return None
+            if verb.endswith("a") and attribute == "dislikes":  # "I'm not a coffee person"
+                key = _en_thing(re.sub(r"\s+(?:person|fan|guy|girl|drinker|eater)\b.*$", "", raw))
+            value = "-" if attribute == "dislikes" else "+"
+            attribute = "likes"
+        elif attribute == "stopped":
+            key, value = _en_thing(re.sub(r"^(?:training for|playing|doing|going to|going)\s+", "", raw)), "no"
+            attribute = "activity"
+        elif attribute in {"plan", "event", "learning", "habit"}:
+            thing = _en_thing(re.sub(r"^(?:to|for|on|up for|a trip to|trip to)\s+", "", raw))
+            if attribute == "habit" and not (_EN_FREQUENCY.search(rest) or re.match(r"^(?:play|plays)\s", raw)):
+                continue
+            key, value = thing, "+"
+            attribute = "activity" if attribute in {"plan", "habit", "learning"} else attribute
+            if attribute == "activity":
+                key = activity_key(key)
+        elif attribute == "has":
+            what = raw.casefold()
+            relation = next((_en_relation(w) for w in re.findall(r"[a-z]+", what) if _en_relation(w)), "")
+            if not relation:
+                return None
+            named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
+            count = re.match(rf"({EN_COUNT})\b", what)
+            if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
+                return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"))
+            counted = "1" if not count or count.group(1) in {"a", "an"} else number_value(count.group(1))
+            return Reading(Slot(SELF, "", f"count:{relation}", "", counted))
+        elif attribute == "passed":
+            attribute, value = "alive", "no"
+        elif attribute == "achieved":
+            if not raw.strip():
+                return None  # "I passed!" says nothing of what
+            key = value_normalized(re.sub(r"^(?:just|finally)\s+", "", match.group(0)))
+            attribute, value = "event", "done"
+        else:
+            value = value_normalized(raw)
+        return Reading(Slot(subject, sub_name.casefold(), attribute, key, value))
+    return None
+
+
+# "Peanuts are a no-go for me", "my doctor told me to avoid salt": a restriction said object first.
+_EN_OBJECT_FIRST = re.compile(
+    r"^(?:(?P<value>[\w' -]{2,30}?)\s+(?:is|are|'s)\s+(?:a\s+)?(?:no-go|no go|off[- ]limits|forbidden|not allowed|"
+    r"a hard no|poison)\s+for me|(?:my\s+)?doctor\s+(?:told|tells|wants|says|said)\s+(?:me\s+)?(?:to\s+)?"
+    r"(?:avoid|cut out|cut down on|stay away from|no)\s+(?P<value2>[^,.;!?]+))",
+    re.I,
+)
+
+
+def _en_favourite_first(clause: str, *, name: str) -> str:
+    """ "Arctic Monkeys are my favourite band" said as "my favourite band is Arctic Monkeys"; "" for anything else."""
+    whose = rf"my|our|{re.escape(name)}'s" if name else "my|our"
+    match = re.match(
+        r"^(?P<value>(?!(?:it|this|that|these|those|they|he|she|which|what|who)\b)[^,;]{1,40}?)\s+"
+        r"(?:is|are|'s|'re|has become|have become|became)\s+(?:now\s+|still\s+|definitely\s+)?"
+        rf"(?:{whose})\s+(?P<favourite>(?:new\s+|current\s+|all-time\s+|absolute\s+)?(?:favou?rite|fave)\s+[a-z]+"
+        rf"(?: show| language)?)(?:\s+{_EN_NOW})?$",
+        clause,
+        re.I,
+    )
+    return f"my {match.group('favourite')} is {match.group('value')}" if match else ""
+
+
+def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None = None) -> Reading | None:
+    """The fact one English clause states about the person (``name`` also stands for "I"), or None.
+
+    ``subject_hint`` (relation, name) stands in for a pronoun subject ("he's 11 now").
+    """
+    clause = en_now_dropped(clause.strip().rstrip(".!;"))
+    if not clause or clause.endswith("?") or _EN_HEDGE.search(clause):
+        return None
+    inverted = _en_favourite_first(clause, name=name)
+    if inverted:
+        clause = inverted
+    restricted = _EN_OBJECT_FIRST.match(clause)
+    if restricted:
+        thing = _en_thing(restricted.group("value") or restricted.group("value2"))
+        return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"))
+    subject = _en_subjects(clause, name=name)
+    if subject is None:
+        if subject_hint and re.match(r"(?:he|she|they|it)\b", clause, re.I):
+            first = clause.split()[0]
+            rest = clause[len(first) :].strip()
+            if "'" in first:
+                rest = first[first.index("'") :] + " " + rest
+            return _en_reading(subject_hint[0], subject_hint[1], rest)
+        return None
+    relation, sub_name, rest, who = subject
+    reading = _en_reading(relation, sub_name, rest)
+    if reading and re.match(r"^(?:my|the)\b.*family$", who, re.I):
+        # "My family lives in …" may be the parents' home, but "my family is moving to …" moves the speaker's
+        # household; "our family" and "Maya's family" (how a stored fact words "we") are the speaker's own.
+        moving = reading.slot.attribute == "residence" and re.search(r"\b(?:mov|relocat)", rest, re.I)
+        if not moving and reading.slot.attribute != "origin":
+            return None
+    return reading
