@@ -332,10 +332,11 @@ def _run(
 def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> ForgetPlan:
     """What ``memory_forget`` would take, without taking it, and the rows left that may paraphrase it."""
     memories = _taken([memory.pk])
+    redactor = _redactor(memories)
     rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
     rows += [PlannedRow("entities", m.pk, m.content[:120], "restore") for m in _restored({m.pk for m in memories})]
-    rows += _planned(_redactor(memories), messages=messages, memories=memories)
-    review = memory_forget_paraphrases(memory=memory, messages=messages, taken=rows)
+    rows += _planned(redactor, messages=messages, memories=memories)
+    review = _paraphrases(memories, redactor=redactor, messages=messages)
     return ForgetPlan(kind=MEMORY, target_id=memory.pk, rows=rows, review=review)
 
 
@@ -345,15 +346,17 @@ def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> For
 PARAPHRASE_LIMIT = 10
 
 
-def memory_forget_paraphrases(
-    *, memory: SemanticMemory, messages: bool = False, taken: Iterable[PlannedRow] = ()
-) -> list[PlannedRow]:
+def memory_forget_paraphrases(*, memory: SemanticMemory, messages: bool = False) -> list[PlannedRow]:
     """Rows that may say what ``memory`` (and its versions) says in other words: what recall finds for their
     texts by words (a keyword branch found it), scoped to the memory's person, in recall's order, apart from
-    the rows a forget takes (``taken``). Messages only with ``messages`` (otherwise they stay anyway)."""
+    what the forget takes (the versions, and what quotes them). Messages only with ``messages`` (otherwise they
+    stay anyway)."""
     memories = _taken([memory.pk])
-    skip = {("entities", m.pk) for m in memories} | {(row.table, row.pk) for row in taken}
-    redactor = _redactor(memories)
+    return _paraphrases(memories, redactor=_redactor(memories), messages=messages)
+
+
+def _paraphrases(memories: list[SemanticMemory], *, redactor: Redactor, messages: bool) -> list[PlannedRow]:
+    skip = {("entities", m.pk) for m in memories}
     types = [SEMANTIC, LIMBIC, AUTOBIOGRAPHICAL] + ([SESSION] if messages else [])
     found: dict[tuple[str, int], PlannedRow] = {}
     for version in memories:
