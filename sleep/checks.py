@@ -241,27 +241,43 @@ _FIRST_OR_SECOND_PERSON = re.compile(
 # A fact this much made of one assistant line, and far less of what the user said, is the assistant's line.
 COPY_SHARE = 0.8
 USER_SHARE = 0.5
+# At least this share of what any fact says must be in the user's own lines, else it is invented (or another
+# conversation's). Rewordings keep half or more ("Maya lives in Lisbon" from "I moved to Lisbon last month" 0.5,
+# 「Leo 的女儿叫小雨」 from 「我女儿小雨属虎」 0.5); what a small model made up keeps none ("Leo is allergic to
+# peanuts" from a Chinese dialogue about work, 0.0).
+GROUNDED_SHARE = 0.4
+_QUESTION = re.compile(r"[?？]\s*$")
 
 
 def fact_refusal(content: str, *, person: Person | None, others: list[Person], dialogue: list[dict]) -> str:
     """Why a fact may not be stored about ``person`` ("" when it may).
 
     It must be about its person: not told in the first or second person (the assistant's voice, or the
-    assistant talking to the user), not about another known person ``others`` unless it names its own; not a
-    copy of what the assistant said that the user did not say; and cite nobody else's memories.
+    assistant talking to the user), not about another known person ``others`` unless it names its own; a
+    statement, not a question; mostly what the user said (beyond names and numbers), not a copy of what the
+    assistant said that the user did not say; and cite nobody else's memories.
     """
     if _FIRST_OR_SECOND_PERSON.match(content):
         return "told as 'I' or 'you', not about the person by name"
     named = persons_named(content, persons=others)
     if named and not (person is not None and persons_named(content, persons=[person])):
         return f"about {person_label(named[0])}, not {person_label(person) or 'this conversation’s person'}"
+    if _QUESTION.search(content):
+        return "a question, not something the person said"
     own = {unit for name in ([person_label(person), person.slug] if person else []) for unit in text_units(name)}
     units = text_units(content) - own
     said = text_units(" ".join(turn["content"] for turn in dialogue if turn["role"] == "user"))
-    for turn in dialogue if units else []:
+    names = {normalized(name) for name in ([person_label(person), person.slug] if person else [])}
+    if not any(not word.isdigit() and normalized(word) not in names for word in _WORD.findall(content)):
+        return "nothing but names and numbers"
+    # Numbers are left out: a model may write the date a "tomorrow" meant, or a figure in digits.
+    words = {unit for unit in units if not unit.isdigit()}
+    for turn in dialogue:
         if turn["role"] == "assistant" and units_supported(units, text_units(turn["content"])) >= COPY_SHARE:
             if units_supported(units, said) < USER_SHARE:
                 return "a copy of the assistant's line, not something the person said"
+    if words and units_supported(words, said) < GROUNDED_SHARE:
+        return "not what the person said: most of it is in none of their lines"
     return citations_refusal(content, person_id=person.pk if person else None)
 
 

@@ -36,8 +36,10 @@ from sleep.checks import (
     split_refusal,
 )
 from sleep.context import StepContext
+from sleep.pipeline import FAILURES
 from sleep.slots import Slot, memory_slot, restates, slot_resolved, slots_aliased, supersedes
 from sleep.steps.deep_groups import memory_owner, merge_candidates, subject_groups
+from sleep.steps.outcome import answer_or_failure
 
 logger = logging.getLogger(__name__)
 
@@ -184,9 +186,12 @@ ROUND_MAX_TOKENS = 2000
 
 
 class _Round:
-    def __init__(self, ctx: StepContext, *, log: list[dict], now: datetime, limit: NightLimit) -> None:
+    def __init__(
+        self, ctx: StepContext, *, log: list[dict], now: datetime, limit: NightLimit, failures: list[dict]
+    ) -> None:
         self.ctx = ctx
         self.log = log
+        self.failures = failures
         self.now = now
         self.limit = limit
         self.changes: list[dict] = []
@@ -196,15 +201,23 @@ class _Round:
         self.batch_bytes = config["deep_sleep_batch_bytes"]
 
     def ask(self, *, purpose: str, instructions: str, schema: dict, payload: dict) -> dict:
-        return llm_json(
-            purpose=purpose,
-            instructions=instructions,
-            payload={**payload, "changes": self.log + self.changes},
-            schema=schema,
-            run_key=self.ctx.run_key,
-            token_budget=self.ctx.token_budget,
-            max_tokens=ROUND_MAX_TOKENS,
+        """The model's answer; one it could not give (after its repair round) proposes nothing and is listed in
+        the step's failures, so the other groups, batches and rounds still go on."""
+        answer = answer_or_failure(
+            lambda: llm_json(
+                purpose=purpose,
+                instructions=instructions,
+                payload={**payload, "changes": self.log + self.changes},
+                schema=schema,
+                run_key=self.ctx.run_key,
+                token_budget=self.ctx.token_budget,
+                max_tokens=ROUND_MAX_TOKENS,
+            ),
+            failures=self.failures,
+            call=purpose,
         )
+        # Every answer of a round is lists of proposals: none is an empty list of each.
+        return answer if answer is not None else {key: [] for key in schema["properties"]}
 
     def memory_batches(self, memories: list[SemanticMemory]) -> list[str]:
         lines = [memory_json_line(m) for m in memories]
@@ -545,6 +558,7 @@ INCREMENTAL_SKIPPABLE = {"contradiction_expiry", "merge"}
 def deep_sleep(ctx: StepContext) -> dict:
     now = timezone.now()
     log: list[dict] = []
+    failures: list[dict] = []
     config = config_get(section="sleep")
     inventory = active_semantic_memories().count()
     limit = NightLimit(
@@ -556,11 +570,12 @@ def deep_sleep(ctx: StepContext) -> dict:
         if ctx.mode == "incremental" and quiet and name in INCREMENTAL_SKIPPABLE:
             rounds.append({"round": name, "summary": "skipped: no active memory changed in 24 h", "changes": []})
             continue
-        r = _Round(ctx, log=log, now=now, limit=limit)
+        r = _Round(ctx, log=log, now=now, limit=limit, failures=failures)
         summary = run(r)
         log.extend(r.changes)
         entry = {"round": name, "summary": summary, "changes": r.changes}
         if r.refused:
             entry["refused"] = r.refused
         rounds.append(entry)
-    return {"mode": ctx.mode, "changes_allowed": limit.allowed, "inventory": inventory, "rounds": rounds}
+    output = {"mode": ctx.mode, "changes_allowed": limit.allowed, "inventory": inventory, "rounds": rounds}
+    return {**output, FAILURES: failures} if failures else output

@@ -27,6 +27,8 @@ from conversations.selectors import conversations_persons
 from memory.models import DreamBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from memory.services import diary_block_create, diary_entries_ensure
 from sleep.context import StepContext
+from sleep.pipeline import FAILURES
+from sleep.steps.outcome import answer_or_failure
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, person_label
 
 TOP_ANCHORS = 3
@@ -115,27 +117,35 @@ def dream(ctx: StepContext) -> dict:
         SemanticMemory.objects.filter(source_day=ctx.day, status=MemoryStatus.ACTIVE).order_by("id")[:TOP_MEMORIES]
     )
     owners = _owners(entities=[*anchors, *narratives, *memories], conversation_ids={pk for _, pk in snippets})
-    answer = llm_json(
-        purpose="dream",
-        instructions=DREAM_INSTRUCTIONS,
-        payload={
-            "day": ctx.day.isoformat(),
-            "anchors": [
-                {"content": a.content, "valence": a.body.get("valence"), "intensity": a.body.get("intensity")}
-                for a in anchors
-            ],
-            "snippets": [text for text, _ in snippets],
-            "narratives": [{"title": n.title, "content": clip(n.content, 400)} for n in narratives],
-            "memories": [m.content for m in memories],
-            "people": _people(start=start, end=end),
-        },
-        schema=DREAM_SCHEMA,
-        # 300-800 characters and a title: about a token a character in Chinese.
-        max_tokens=1000,
-        temperature=1.0,
-        run_key=ctx.run_key,
-        token_budget=ctx.token_budget,
+    failures: list[dict] = []
+    answer = answer_or_failure(
+        lambda: llm_json(
+            purpose="dream",
+            instructions=DREAM_INSTRUCTIONS,
+            payload={
+                "day": ctx.day.isoformat(),
+                "anchors": [
+                    {"content": a.content, "valence": a.body.get("valence"), "intensity": a.body.get("intensity")}
+                    for a in anchors
+                ],
+                "snippets": [text for text, _ in snippets],
+                "narratives": [{"title": n.title, "content": clip(n.content, 400)} for n in narratives],
+                "memories": [m.content for m in memories],
+                "people": _people(start=start, end=end),
+            },
+            schema=DREAM_SCHEMA,
+            # 300-800 characters and a title: about a token a character in Chinese.
+            max_tokens=1000,
+            temperature=1.0,
+            run_key=ctx.run_key,
+            token_budget=ctx.token_budget,
+        ),
+        failures=failures,
+        call="dream",
     )
+    if answer is None:
+        # No dream tonight; the day's other steps go on, and a retry of the step dreams again.
+        return {"skipped_reason": "failed", FAILURES: failures}
     diary = diary_entries_ensure(days=[ctx.day])[ctx.day]
     try:
         with transaction.atomic():

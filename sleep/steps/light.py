@@ -51,6 +51,7 @@ from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.pipeline import FAILURES
 from sleep.slots import SLOT_RULE, SLOT_SCHEMA, memory_slot, restates
+from sleep.steps.outcome import answer_or_failure
 from temporal.selectors import DayConversation, day_conversation_ids, day_conversations, dialogue_messages
 
 logger = logging.getLogger(__name__)
@@ -255,14 +256,8 @@ def light_sleep_join(ctx: StepContext, conversations: list[dict]) -> dict:
     if late:
         output["late"] = late
     failures = [failure for report in (*conversations, *retried, *late) for failure in report.get(FAILURES, [])]
-    try:
-        output["autobiography_summary"] = autobiography_outline_refresh(ctx)
-    except LlmBudgetExceeded:
-        raise
-    except LlmError as exc:
-        logger.warning("light sleep outline of %s failed: %s", ctx.day, exc)
-        output["autobiography_summary"] = {"skipped_reason": "failed"}
-        failures.append({"stage": "outline", "error": f"{type(exc).__name__}: {exc}"})
+    outline = answer_or_failure(lambda: autobiography_outline_refresh(ctx), failures=failures, stage="outline")
+    output["autobiography_summary"] = outline if outline is not None else {"skipped_reason": "failed"}
     if failures:
         output[FAILURES] = failures
     return output

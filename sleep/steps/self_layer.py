@@ -17,7 +17,9 @@ from conversations.models import Person
 from conversations.selectors import languages_in_use
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
+from sleep.pipeline import FAILURES
 from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
+from sleep.steps.outcome import answer_or_failure
 
 logger = logging.getLogger(__name__)
 
@@ -173,12 +175,21 @@ def self_layer_refresh(ctx: StepContext) -> dict:
         "narratives": [n.content for n in narratives],
     }
     report: dict[str, list[str]] = {"changed": [], "refused_locked": [], "refused_personal": []}
+    failures: list[dict] = []
     for language in languages:
-        outcome = _refresh_language(ctx, language=language, today=today, names=names, sources=sources)
-        for key, blocks in outcome.items():
+        # A language the model could not answer for keeps its blocks as they were; the others are revised.
+        outcome = answer_or_failure(
+            lambda language=language: _refresh_language(
+                ctx, language=language, today=today, names=names, sources=sources
+            ),
+            failures=failures,
+            language=language,
+        )
+        for key, blocks in (outcome or {}).items():
             # With several languages a block is named with its language ("self_model:zh").
             report[key].extend(f"{block}:{language}" if len(languages) > 1 else block for block in blocks)
-    return {"languages": languages, **report} if len(languages) > 1 else report
+    output = {"languages": languages, **report} if len(languages) > 1 else report
+    return {**output, FAILURES: failures} if failures else output
 
 
 def _refresh_language(

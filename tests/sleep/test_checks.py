@@ -7,7 +7,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from anima.core.text import FUNCTION_WORDS
-from sleep.checks import negates, split_refusal, text_units
+from conversations.models import Person
+from sleep.checks import fact_refusal, negates, split_refusal, text_units
 from tests.factories import SemanticMemoryFactory
 
 DENIALS = [
@@ -83,3 +84,25 @@ def test_a_split_into_its_own_facts_reworded_a_little_is_a_split(source, parts):
 def test_a_split_saying_something_else_or_dropping_most_is_refused(source, parts, reason):
     memory = SemanticMemoryFactory(content=source)
     assert split_refusal(memory, [{"content": part} for part in parts]).startswith(reason.format(pk=memory.pk))
+
+
+_WORDS = st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=4, max_size=9), min_size=2, max_size=8)
+_HANZI = st.text(alphabet="天地人山水花草猫狗书画茶饭车船家国学工", min_size=3, max_size=16)
+
+
+@given(words=_WORDS, hanzi=_HANZI)
+def test_a_fact_in_the_persons_own_words_is_never_refused_as_made_up(words, hanzi):
+    maya = Person(slug="maya", display_name="Maya")
+    for said, fact in ((" ".join(words), "Maya " + " ".join(words)), (hanzi, "Maya " + hanzi)):
+        assume(text_units(fact) - text_units("Maya"))
+        dialogue = [{"role": "user", "content": said}]
+        assert fact_refusal(fact, person=maya, others=[], dialogue=dialogue) == ""
+
+
+@given(words=_WORDS, other=_WORDS)
+def test_a_fact_sharing_no_word_with_what_the_person_said_is_refused(words, other):
+    maya = Person(slug="maya", display_name="Maya")
+    fact = "Maya " + " ".join(other)
+    assume(text_units(fact) - text_units("Maya") and not text_units(fact) & text_units(" ".join(words)))
+    dialogue = [{"role": "user", "content": " ".join(words)}]
+    assert fact_refusal(fact, person=maya, others=[], dialogue=dialogue).startswith("not what the person said")

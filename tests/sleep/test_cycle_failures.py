@@ -159,3 +159,49 @@ def test_fanned_out_the_failed_conversation_is_one_partial_item_and_the_join_car
     assert run.steps.get(step="light-sleep").status == StepStatus.PARTIAL
     assert set(run.steps.exclude(step="light-sleep").values_list("status", flat=True)) == {StepStatus.SUCCEEDED}
     assert LightSleepWatermark.objects.get(conversation=broken, day=DAY).last_message_id == 0
+
+
+# The calls of the night made once a day (or once per group, batch or language), not per conversation.
+DAY_LEVEL = {
+    "deep-sleep.contradiction",
+    "deep-sleep.split",
+    "deep-sleep.merge",
+    "deep-sleep.pins",
+    "dream",
+    "self-layer",
+    "temporal.day",
+    "light-sleep.outline",
+}
+
+
+def test_day_level_calls_the_model_cannot_answer_leave_the_night_partial_and_every_step_run(night):
+    stub, (work, _, broken), switch = night
+    switch["broken"] = False
+    answered = stub.responder
+
+    def respond(body: dict):
+        # Every answer off the schema, the repaired one too: what a too-small model did all night.
+        return {"content": "valence"} if sleep_purpose(body) in DAY_LEVEL else answered(body)
+
+    stub.responder = respond
+    run = sleep_cycle_run(day=DAY)
+
+    steps = dict(run.steps.values_list("step", "status"))
+    assert set(steps) == set(SLEEP_CYCLE.step_names)  # nothing skipped: a failed call fails no dependant
+    partial = {name for name, status in steps.items() if status == StepStatus.PARTIAL}
+    assert partial == {"light-sleep", "deep-sleep", "dream", "self-layer-refresh", "temporal-summary-day"}
+    assert set(steps.values()) <= {StepStatus.SUCCEEDED, StepStatus.PARTIAL}
+    assert run.status == RunStatus.PARTIAL
+    for step in ("deep-sleep", "dream", "self-layer-refresh", "temporal-summary-day"):
+        assert f"{step}: " in run.error and "LlmRepairFailed" in run.steps.get(step=step).error
+    # What the per-conversation stages wrote is kept, and the steps after the failed ones ran on it.
+    assert LimbicBlock.objects.filter(source_conversation=broken).exists()
+    assert SemanticMemory.objects.filter(source_conversation=work).exists()
+    assert not DreamBlock.objects.filter(parent__source_day=DAY).exists()
+    assert steps["memory-ref-sync"] == steps["temporal-summary-cascade"] == StepStatus.SUCCEEDED
+
+    # Once the model answers, a retry of the night dreams and writes the day summary.
+    stub.responder = answered
+    assert sleep_cycle_run(day=DAY).status == RunStatus.SUCCEEDED
+    assert DreamBlock.objects.filter(parent__source_day=DAY).exists()
+    assert Entity.objects.filter(primary_component=Component.TEMPORAL_SUMMARY, body__window="day").exists()

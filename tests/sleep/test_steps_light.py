@@ -204,7 +204,7 @@ def test_an_answer_dated_outside_1900_to_2199_writes_no_memory_and_names_the_fie
 
 
 def test_invalid_limbic_answer_keeps_stage_one_and_writes_no_anchor(leo):
-    conversation = _talk(leo, [(Role.USER, "我很担心上线。")])
+    conversation = _talk(leo, [(Role.USER, "我很担心明天上线。")])
     out_of_range = {
         "anchors": [{"kind": "spike", "content": "我感到担心", "valence": -3, "arousal": 0.5, "intensity": 0.9}]
     }
@@ -299,7 +299,7 @@ def test_limbic_stage_runs_when_stage_one_wrote_nothing(leo):
 
 
 def test_semantic_dedupe_compares_only_with_the_same_conversation(leo):
-    here = _talk(leo, [(Role.USER, "我住在杭州。")])
+    here = _talk(leo, [(Role.USER, "我住在杭州。我很喜欢徒步。")])
     SemanticMemoryFactory(person=leo, content="Leo 住在杭州", source_conversation=here)
     elsewhere = ConversationFactory(person=leo)
     SemanticMemoryFactory(person=leo, content="Leo 很喜欢徒步", source_conversation=elsewhere)
@@ -459,7 +459,9 @@ def test_late_messages_of_every_slept_conversation_day_are_found_in_one_query(le
 
 def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):
     conversation = _talk(leo, [(Role.USER, "I live in Lisbon. I'm so happy here!")])
-    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [{"memory_type": "world", "content": "x"}]}]})
+    # Worded as the offline provider would not, so that a repeated stage would show.
+    fact = {"memory_type": "world", "content": "Leo is happy living in Lisbon"}
+    answers = _quiet_answers(**{"light-sleep.semantic": [{"create": [fact]}]})
     answers["light-sleep.limbic"] = []  # the model gives no answer: the stage fails
     with scripted(answers):
         output = light_sleep(_ctx())
@@ -473,5 +475,5 @@ def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):
     assert "failures" not in output
     mark.refresh_from_db()
     assert (mark.last_message_id, mark.failed_stage, mark.error) == (conversation.messages.get().pk, "", "")
-    assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["x"]
+    assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["Leo is happy living in Lisbon"]
     assert LimbicBlock.objects.exists()

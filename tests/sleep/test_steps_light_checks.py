@@ -46,6 +46,51 @@ def _semantic(output: dict) -> dict:
     return output["conversations"][0]["semantic"]
 
 
+def test_what_a_small_real_model_made_up_is_not_stored(llm_stub, leo):
+    """SmolLM2-135M-Instruct, served by llama-cpp-python, wrote these for Leo's Chinese conversation about his
+    product launch: an allergy nobody mentioned (in English), a question, two bare dates."""
+    _talk(
+        leo,
+        [
+            (Role.USER, "明天晚上我们的产品要上线了，我是后端负责人。说实话我很担心，最近压力特别大。"),
+            (Role.ASSISTANT, "上线前紧张很正常。现在最让你担心的是哪一块？"),
+            (Role.USER, "主要是支付模块的迁移，还有几个性能问题没查清楚。"),
+        ],
+    )
+    answer = _facts(
+        "Leo is allergic to peanuts",
+        "Leo 最担心的是哪一块？",
+        "2026-11-27",
+        "Leo 2026-11-26",
+        "Leo 是后端负责人，明天晚上产品上线",
+    )
+    stages_script(llm_stub, {SEMANTIC_INSTRUCTIONS: [answer]})
+
+    output = light_sleep(_ctx())
+
+    assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["Leo 是后端负责人，明天晚上产品上线"]
+    reasons = [refusal["reason"] for refusal in _semantic(output)["refused"]]
+    assert reasons == [
+        "not what the person said: most of it is in none of their lines",
+        "a question, not something the person said",
+        "nothing but names and numbers",
+        "nothing but names and numbers",
+    ]
+
+
+def test_a_reworded_fact_is_kept_and_an_inference_beyond_the_words_is_not(llm_stub, maya):
+    lines = ["I'm 34, I moved to Lisbon last month.", "I work nights at the children's hospital."]
+    _talk(maya, [(Role.USER, line) for line in lines])
+    answer = _facts("Maya lives in Lisbon", "Maya is 34", "Maya is a night-shift paediatric nurse")
+    stages_script(llm_stub, {SEMANTIC_INSTRUCTIONS: [answer]})
+
+    output = light_sleep(_ctx())
+
+    assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["Maya lives in Lisbon", "Maya is 34"]
+    [refusal] = _semantic(output)["refused"]
+    assert refusal["what"] == "Maya is a night-shift paediatric nurse"
+
+
 def test_the_assistants_own_lines_are_not_stored_as_the_persons_facts(llm_stub, maya, leo):
     _talk(
         maya,

@@ -6,7 +6,6 @@ import pytest
 from django.utils import timezone
 
 from anima.agent.turn import FRAMING, system_prompt_build
-from anima.core.llm import LlmInvalidOutput
 from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag
 from anima.core.text import is_chinese
@@ -66,8 +65,12 @@ def test_autobiography_summary_is_not_the_self_layer_steps_to_write():
     _learned_today()
     SelfLayerBlockFactory(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, content="## Milestones\n- exam passed")
     rewrite = {"autobiography_summary": "rewritten"}
-    with scripted({"self-layer": [rewrite, rewrite]}), pytest.raises(LlmInvalidOutput):  # asked, then repaired
-        self_layer_refresh(_ctx())
+    with scripted({"self-layer": [rewrite, rewrite]}):  # asked, then repaired
+        output = self_layer_refresh(_ctx())
+    # Refused by the schema: the language's revision is a failure of the step, and nothing is written.
+    [failure] = output["failures"]
+    assert failure["language"] == "en" and failure["error"].startswith("LlmRepairFailed")
+    assert "autobiography_summary: property not allowed" in failure["error"]
     assert SelfLayerBlock.objects.get(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY).content == "## Milestones\n- exam passed"
 
 
