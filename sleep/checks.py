@@ -212,22 +212,30 @@ def merge_refusal(sources: list[SemanticMemory], content: str) -> str:
 
 
 class NightLimit:
-    """At most a share of the memories active when the night began change in one night.
+    """At most a share of each owner's memories active when the night began change in one night.
 
-    A change counts the memories it takes out of what is held: a retire or a split one, a merge of N
-    memories N - 1 (what they said stays, in one memory), a pin or an unpin one.
+    An owner is whose memories they are (a person, else the one conversation they came from): a model that
+    goes wrong on one person's memories cannot retire most of them, and one busy day for many people does not
+    hold back another's changes. A change counts the memories it takes out of what is held: a retire or a
+    split one, a merge of N memories N - 1 (what they said stays, in one memory), a pin or an unpin one.
     """
 
-    def __init__(self, *, inventory: int, share: float, floor: int) -> None:
-        self.allowed = max(floor, math.ceil(share * inventory))
+    def __init__(self, *, inventory: dict[str, int], share: float, floor: int) -> None:
         self.inventory = inventory
-        self.used = 0
+        self.share = share
+        self.floor = floor
+        self.used: dict[str, int] = {}
 
-    def take(self, count: int = 1) -> str:
-        """Reserve ``count`` changes; the reason to refuse when the night has none left."""
-        if self.used + count > self.allowed:
-            return f"the night's change limit is reached ({self.allowed} of {self.inventory} memories)"
-        self.used += count
+    def allowed(self, owner: str) -> int:
+        return max(self.floor, math.ceil(self.share * self.inventory.get(owner, 0)))
+
+    def take(self, count: int = 1, *, owner: str) -> str:
+        """Reserve ``count`` changes of ``owner``'s memories; the reason to refuse when the night has none left."""
+        used = self.used.get(owner, 0)
+        if used + count > self.allowed(owner):
+            held = self.inventory.get(owner, 0)
+            return f"the night's change limit for these memories' owner is reached ({self.allowed(owner)} of {held})"
+        self.used[owner] = used + count
         return ""
 
 

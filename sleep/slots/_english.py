@@ -255,8 +255,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "residence",
-            r"^(?:just\s+|finally\s+|recently\s+)?(?:moved|relocated|'ve moved|have moved|'ve relocated|"
-            r"has moved|'s moved|(?:am|'m|are|'re|is|'s)\s+(?:moving|relocating|going to move)|"
+            r"^(?:just\s+|finally\s+|recently\s+)?(?:moved|relocated|(?:'ve|have|has|'s)\s+(?:moved|relocated)|"
+            r"(?:am|'m|are|'re|is|'s)\s+(?:moving|relocating|going to move)|"
             r"(?:will|'ll)\s+(?:be moving|move))\s+(?:back\s+)?(?:to|into|over to)\s+(?P<value>[^,.;!?]+)",
         ),
         ("origin", r"^(?:am|'m|is|'s|come|comes|was born)\s+(?:originally\s+)?(?:from|in)\s+(?P<value>[A-Z][^,.;!?]*)"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
@@ -235,10 +236,17 @@ class _Round:
     def allowed(self, action: str, *, ids: list[int | None], refusal: str = "", count: int = 1) -> bool:
         """Whether a change of ``count`` memories may go ahead: not when a check gave a ``refusal``, nor past the
         night's change limit. A refused change is recorded with its reason."""
-        refusal = refusal or self.limit.take(count)
+        refusal = refusal or self.limit.take(count, owner=_owner_of(ids))
         if refusal:
             self.refuse(action, ids=ids, reason=refusal)
         return not refusal
+
+
+def _owner_of(ids: list[int | None]) -> str:
+    """Whose memory a change takes out first (a merge's or a split's sources are one owner's: checked before)."""
+    found = SemanticMemory.objects.in_bulk([pk for pk in ids if pk is not None])
+    memory = next((found[pk] for pk in ids if pk in found), None)
+    return memory_owner(memory) if memory is not None else "global"
 
 
 def _shown(memory: SemanticMemory | None) -> str:
@@ -560,7 +568,9 @@ def deep_sleep(ctx: StepContext) -> dict:
     log: list[dict] = []
     failures: list[dict] = []
     config = config_get(section="sleep")
-    inventory = active_semantic_memories().count()
+    inventory = Counter(
+        memory_owner(memory) for memory in active_semantic_memories().only("person", "source_conversation")
+    )
     limit = NightLimit(
         inventory=inventory, share=config["deep_sleep_change_share"], floor=config["deep_sleep_min_changes"]
     )
@@ -577,5 +587,11 @@ def deep_sleep(ctx: StepContext) -> dict:
         if r.refused:
             entry["refused"] = r.refused
         rounds.append(entry)
-    output = {"mode": ctx.mode, "changes_allowed": limit.allowed, "inventory": inventory, "rounds": rounds}
+    allowed = {owner: limit.allowed(owner) for owner in sorted(inventory)}
+    output = {
+        "mode": ctx.mode,
+        "changes_allowed": allowed,
+        "inventory": dict(sorted(inventory.items())),
+        "rounds": rounds,
+    }
     return {**output, FAILURES: failures} if failures else output

@@ -158,6 +158,8 @@ def test_each_pet_or_relative_named_in_a_list_is_a_fact_of_its_own(said, named):
         ("I live in Reno.", "Great news! We'll be moving to Boise in March.", "boise"),
         ("我住在武汉。", "有个好消息，我们下个月要搬到厦门了。", "厦门"),
         ("我住在上海。", "官宣：我们全家搬回长沙了。", "长沙"),
+        ("I live in Lyon.", "Big news: I've relocated to Nantes, new flat and everything.", "nantes"),
+        ("I live in Cork.", "So I have moved to Galway for good.", "galway"),
     ],
 )
 def test_a_household_move_after_a_lead_in_changes_where_the_person_lives(before, after, place):

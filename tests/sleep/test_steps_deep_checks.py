@@ -185,9 +185,37 @@ def test_a_night_changes_at_most_its_share_of_the_inventory(llm_stub, maya):
 
     # 8 memories, a quarter of them: 2 changes, and the slot rules already take what the texts state.
     assert SemanticMemory.objects.filter(status=MemoryStatus.EXPIRED).count() == 2
-    assert output["changes_allowed"] == 2
-    limit = [r for r in _refused(output) if r["reason"].startswith("the night's change limit is reached")]
-    assert len(limit) == 2 and limit[0]["reason"] == "the night's change limit is reached (2 of 8 memories)"
+    assert output["changes_allowed"] == {f"person:{maya.pk}": 2}
+    limit = [r for r in _refused(output) if r["reason"].startswith("the night's change limit")]
+    assert len(limit) == 2
+    assert limit[0]["reason"] == "the night's change limit for these memories' owner is reached (2 of 8)"
+
+
+def test_the_change_limit_is_each_persons_own(llm_stub, maya, leo):
+    RuntimeConfigFactory(section="sleep", values={"deep_sleep_change_share": 0.25, "deep_sleep_min_changes": 1})
+    changes = []
+    for person, things in ((maya, ("tea", "opera", "rain", "chess")), (leo, ("jazz",))):
+        name = person.display_name
+        for thing in things:
+            old = _memory(person, f"{name} likes {thing}")
+            changes.append(
+                {
+                    "id": old.pk,
+                    "superseded_by": _memory(person, f"{name} does not like {thing} any more", day=20).pk,
+                    "kind": "change",
+                    "reason": "x",
+                }
+            )
+    _memory(leo, "Leo lives in Hangzhou")
+    stages_script(llm_stub, {CONTRADICTION_INSTRUCTIONS: [_everywhere(*changes)] * 10})
+
+    output = deep_sleep(_ctx())
+
+    # Maya's many changes use up her own share, not Leo's: his one change still goes through.
+    assert output["changes_allowed"] == {f"person:{maya.pk}": 2, f"person:{leo.pk}": 1}
+    expired = SemanticMemory.objects.filter(status=MemoryStatus.EXPIRED)
+    assert expired.filter(person=maya).count() == 2
+    assert list(expired.filter(person=leo).values_list("content", flat=True)) == ["Leo likes jazz"]
 
 
 def test_the_pin_review_takes_back_its_own_pins_only(llm_stub, maya):
