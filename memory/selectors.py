@@ -599,7 +599,7 @@ def limbic_anchors(*, since: date, until: date, person: Person | None = None) ->
 
     An anchor whose body lacks a numeric valence, arousal or intensity is left out.
     """
-    rows = LimbicBlock.objects.filter(source_day__gte=since, source_day__lte=until)
+    rows = LimbicBlock.anchors.filter(source_day__gte=since, source_day__lte=until)
     if person is not None:
         rows = rows.filter(person=person)
     anchors = []
