@@ -8,9 +8,10 @@ one person's anchors share. The rule, over the 30 days up to the slept day:
 - only strong ones: intensity ≥ ``MIN_INTENSITY`` (0.5, the middle of the scale; a dream needs one above it);
 - the same feeling: the same valence sign (an anchor of valence 0 has none and never recurs as a feeling);
 - about the same matter: its *matter words*, the content words of what it is about (its ``source_segment``,
-  the passage of the dialogue, else its own text), segmented by jieba in both languages, without function,
-  time and filler words, the person's own names, and words that name a feeling (the feeling is compared by
-  its sign, so "anxious" about rent and "anxious" about an exam are two matters);
+  the passage of the dialogue, else its own text), segmented by jieba in both languages (a Chinese compound
+  also stands for the dictionary words inside it, as search segmentation reads it), without function, time
+  and filler words, the person's own names, and words that name a feeling (the feeling is compared by its
+  sign, so "anxious" about rent and "anxious" about an exam are two matters);
 - recurring: a matter word of such anchors on at least ``MIN_DAYS`` (3) distinct days. The anchors holding a
   recurring word are one group; two recurring words held by one anchor join their groups.
 
@@ -40,7 +41,7 @@ from typing import Any
 from django.db import transaction
 
 from anima.core.models import BlockTag, MemoryType
-from anima.core.segmentation import word_tags
+from anima.core.segmentation import word_parts, word_tags
 from anima.core.text import KEYWORD_STOPWORDS, is_chinese
 from conversations.models import Conversation, Language, Person
 from conversations.selectors import conversation_person
@@ -142,8 +143,11 @@ def matter_words(text: str, *, names: Iterable[str] = ()) -> frozenset[str]:
         if word.isascii():
             if len(word) >= 3 and word.isalpha():
                 words.add(word)
-        elif len(word) >= 2 and not tag.startswith(_NOT_MATTER_TAGS):
-            words.add(word)
+            continue
+        # A compound names its parts' matter too: 面试官 (interviewer) is about 面试 (the interview).
+        for part, part_tag in word_parts(word, tag):
+            if len(part) >= 2 and part not in skip and not part_tag.startswith(_NOT_MATTER_TAGS):
+                words.add(part)
     return frozenset(words)
 
 
