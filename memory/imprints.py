@@ -58,8 +58,8 @@ _DIGITS = 4
 
 # jieba's tags of words that never name a matter: time words, numerals, measure words, pronouns, adverbs,
 # prepositions, conjunctions, particles, modal and onomatopoeic words, adjectives and status words (how a
-# thing is, as in 「压力好大」, is the feeling's side), punctuation and locality words.
-_NOT_MATTER_TAGS = ("t", "m", "q", "r", "d", "p", "c", "u", "y", "e", "o", "a", "z", "x", "f")
+# thing is, as in 「压力好大」, is the feeling's side), punctuation, locality and place words (上面, 家里).
+_NOT_MATTER_TAGS = ("t", "m", "q", "r", "d", "p", "c", "u", "y", "e", "o", "a", "z", "x", "f", "s")
 # English has no tags from jieba: words of time and manner that recur whatever the matter.
 _EN_NOT_MATTER = frozenset(
     "still keep keeps kept next last week weeks month months year years day days hour hours first lot stop "
@@ -144,10 +144,13 @@ def matter_words(text: str, *, names: Iterable[str] = ()) -> frozenset[str]:
             if len(word) >= 3 and word.isalpha():
                 words.add(word)
             continue
-        # A compound names its parts' matter too: 面试官 (interviewer) is about 面试 (the interview).
-        for part, part_tag in word_parts(word, tag):
-            if len(part) >= 2 and part not in skip and not part_tag.startswith(_NOT_MATTER_TAGS):
-                words.add(part)
+        # A compound names its parts' matter too: 面试官 (interviewer) is about 面试 (the interview); one made of
+        # words that name none (今天下午: 今天, 下午) names none either.
+        parts = word_parts(word, tag)
+        kept = {p for p, t in parts if len(p) >= 2 and p not in skip and not t.startswith(_NOT_MATTER_TAGS)}
+        if any(p != word for p, _ in parts) and not kept - {word}:
+            continue
+        words.update(kept)
     return frozenset(words)
 
 

@@ -67,7 +67,7 @@ def word_tags(text: str) -> list[tuple[str, str]]:
 def word_parts(word: str, tag: str) -> list[tuple[str, str]]:
     """``word`` (tagged ``tag``) as search segmentation reads it: a word of 3+ characters also holds the dictionary
     words of 2 and 3 characters inside it (面试官 holds 面试), each with its dictionary tag; one jieba only guessed
-    (not in its dictionary, as 今天下午) stands for those parts alone. Other words are themselves."""
+    (not in its dictionary, as 空档期) stands for those parts alone. Other words are themselves."""
     if len(word) <= 2:
         return [(word, tag)]
     segmentation_load()

@@ -6,10 +6,12 @@ import datetime as dt
 
 import pytest
 from django.db import ProgrammingError, transaction
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, Entity, MemoryType
+from memory.admin import IMPRINTS_SECTION
 from memory.forgetting import memory_forget, memory_forget_plan, person_forget, person_forget_plan
 from memory.imprints import (
     MIN_DAYS,
@@ -323,8 +325,27 @@ def test_every_group_is_one_persons_strong_moments_of_one_sign_on_three_days_sha
     [
         ("I'm so anxious about Leo's job interviews!", ["Leo"], {"job", "interview"}),
         ("下周的面试让我很焦虑", [], {"面试"}),
+        # A compound holds its dictionary parts; a compound jieba only guessed (今天下午) stands for them alone.
+        ("今天下午见面试官，我很紧张", [], {"面试官", "面试"}),
         ("乐乐说：房租这个月又涨了，压力好大", ["乐乐"], {"房租"}),
     ],
 )
 def test_matter_words_leave_out_feelings_names_and_function_words(text, names, expected):
     assert matter_words(text, names=names) == expected
+
+
+def test_the_diary_day_shows_its_imprints_after_its_feelings_and_never_as_a_form(admin_client):
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    for day, segment in zip(days_before(3), EN_INTERVIEW, strict=True):
+        anchor(leo, day, segment)
+    imprints_refresh(day=DAY)
+    [imprint] = imprints()
+
+    page = admin_client.get(reverse("admin:memory_diaryentry_change", args=[imprint.parent_id])).content.decode()
+    listing = admin_client.get(reverse("admin:memory_contentblock_changelist"), {"memory_type": "imprint"})
+
+    order = [page.index(text) for text in ("Feelings (", f"{IMPRINTS_SECTION} (1)", f'id="block-{imprint.pk}"')]
+    assert order == sorted(order)
+    assert [block.pk for block in listing.context["cl"].result_list] == [imprint.pk]
+    change = admin_client.get(reverse("admin:memory_contentblock_change", args=[imprint.pk]))
+    assert not change.context["has_change_permission"]
