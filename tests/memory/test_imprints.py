@@ -23,7 +23,7 @@ from memory.imprints import (
     matter_words,
 )
 from memory.models import LimbicBlock
-from memory.selectors import limbic_anchors
+from memory.selectors import LIMBIC, limbic_anchors, memory_recall
 from tests.factories import LimbicAnchorFactory, PersonFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 20)
@@ -349,3 +349,20 @@ def test_the_diary_day_shows_its_imprints_after_its_feelings_and_never_as_a_form
     assert [block.pk for block in listing.context["cl"].result_list] == [imprint.pk]
     change = admin_client.get(reverse("admin:memory_contentblock_change", args=[imprint.pk]))
     assert not change.context["has_change_permission"]
+
+
+def test_recall_finds_a_persons_imprint_for_them_and_never_for_someone_else():
+    leo, maya = PersonFactory(slug="leo", display_name="Leo"), PersonFactory(slug="maya", display_name="Maya")
+    for day, segment in zip(days_before(3), EN_INTERVIEW, strict=True):
+        anchor(leo, day, segment)
+    imprints_refresh(day=DAY)
+    [imprint] = imprints()
+
+    def found(person) -> set[int]:
+        # An unknown human (no person) is a user-facing caller: global memories only.
+        hits = memory_recall(query="interview", memory_types=[LIMBIC], person=person, global_only=person is None)
+        return {hit["id"] for hit in hits}
+
+    assert imprint.pk in found(leo)
+    assert found(maya) == set()
+    assert found(None) == set()
