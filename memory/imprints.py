@@ -47,7 +47,9 @@ from anima.core.text import KEYWORD_STOPWORDS, is_chinese
 from conversations.models import Conversation, Language, Person
 from conversations.selectors import conversation_person
 from memory.models import LimbicBlock
+from memory.selectors import anchor_figures
 from memory.services import diary_block_create, diary_entries_ensure
+from memory.tendency import weighted_mean
 
 WINDOW_DAYS = 30
 MIN_INTENSITY = 0.5
@@ -65,7 +67,9 @@ _NOT_MATTER_TAGS = ("t", "m", "q", "r", "d", "p", "c", "u", "y", "e", "o", "a", 
 _EN_NOT_MATTER = frozenset(
     "still keep keeps kept next last week weeks month months year years day days hour hours first lot stop "
     "can't cant won't wont let lets want wants wanted need needs needed try trying tried make makes made "
-    "say tell told ask asked know knew think thought keep right left back even yet already".split()
+    "say tell told ask asked know knew think thought right left back even yet already honestly literally "
+    "basically seriously totally absolutely pretty kinda sorta guess mean means stuff anyway though everything "
+    "everyone someone somebody people".split()
 )
 # Words naming a feeling (and the light-sleep anchors' own phrasing of one): the feeling is its valence.
 _FEELING_WORDS = frozenset(
@@ -207,11 +211,6 @@ def _joined(recurring: dict[str, list[Moment]]) -> list[ImprintGroup]:
     ]
 
 
-def _weighted(values: Sequence[float], weights: Sequence[float]) -> float:
-    total = sum(weights)
-    return sum(v * w for v, w in zip(values, weights, strict=True)) / total if total else sum(values) / len(values)
-
-
 def imprint_text(group: ImprintGroup) -> str:
     """First person, in the strongest anchor's language, around that anchor's own words."""
     strongest, days = group.strongest, group.days
@@ -230,8 +229,8 @@ def imprint_body(group: ImprintGroup, *, supersedes: Sequence[int] = ()) -> dict
         "days": [day.isoformat() for day in days],
         "first_day": days[0].isoformat(),
         "last_day": days[-1].isoformat(),
-        "valence": round(_weighted([m.valence for m in moments], weights), _DIGITS),
-        "arousal": round(_weighted([m.arousal for m in moments], weights), _DIGITS),
+        "valence": round(weighted_mean([m.valence for m in moments], weights), _DIGITS),
+        "arousal": round(weighted_mean([m.arousal for m in moments], weights), _DIGITS),
         "intensity": round(sum(weights) / len(weights), _DIGITS),
         "peak_intensity": max(weights),
         "strongest_anchor_id": group.strongest.id,
@@ -251,16 +250,12 @@ def imprint_external_id(*, person_id: int, anchor_ids: Sequence[int]) -> str:
 # --- The nightly write ----------------------------------------------------------------------------
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def _moment(block: LimbicBlock) -> Moment | None:
-    body = block.body if isinstance(block.body, dict) else {}
-    values = [_number(body.get(key)) for key in ("valence", "arousal", "intensity")]
-    if None in values or block.source_day is None or block.person_id is None:
+    figures = anchor_figures(block.body)
+    if figures is None or block.source_day is None or block.person_id is None:
         return None
-    valence, arousal, intensity = values
+    valence, arousal, intensity = figures
+    body = block.body
     segment = body.get("source_segment")
     cited = body.get("semantic_memory_ids")
     return Moment(
