@@ -22,7 +22,8 @@ of its strongest anchor, made of that anchor's own words (no model is asked).
 
 A re-run writes nothing new: a group whose anchors all belong to one of the person's imprints is already
 imprinted. A group that grew (a fourth day) is written again as a new imprint naming the ones it replaces in
-``body.supersedes``; readers show the imprints no other imprint supersedes.
+``body.supersedes`` and keeping their anchors (also those now older than the 30 days); readers show the
+imprints no other imprint supersedes.
 
 Why not the dense embeddings: with the bundled multilingual-e5-small, one person's anchors about one matter
 and about others scored alike (``bench/imprint_similarity.py``, six passages per language: English same matter
@@ -312,7 +313,8 @@ def _imprint_write(*, person: Person, group: ImprintGroup) -> LimbicBlock | None
         theirs = list(LimbicBlock.imprints.filter(person=person))
         if any(ids <= _anchor_ids(imprint) for imprint in theirs):
             return None
-        replaced = [imprint.pk for imprint in imprints_current(theirs) if ids & _anchor_ids(imprint)]
+        replaced = [imprint for imprint in imprints_current(theirs) if ids & _anchor_ids(imprint)]
+        group = _with_earlier(group, replaced)
         last_day = group.days[-1]
         diary = diary_entries_ensure(days=[last_day])[last_day]
         return diary_block_create(
@@ -320,10 +322,24 @@ def _imprint_write(*, person: Person, group: ImprintGroup) -> LimbicBlock | None
             tag=BlockTag.LIMBIC,
             memory_type=MemoryType.IMPRINT,
             content=imprint_text(group),
-            body=imprint_body(group, supersedes=replaced),
+            body=imprint_body(group, supersedes=[imprint.pk for imprint in replaced]),
             external_id=imprint_external_id(person_id=person.pk, anchor_ids=group.anchor_ids),
             person=person,
         )
+
+
+def _with_earlier(group: ImprintGroup, replaced: Sequence[LimbicBlock]) -> ImprintGroup:
+    """The group with the anchors of the imprints it replaces that lie before its 30 days: a feeling that has kept
+    coming back for longer than the window is still one imprint, from its first day."""
+    earlier = {pk for imprint in replaced for pk in _anchor_ids(imprint)} - set(group.anchor_ids)
+    moments = [m for m in map(_moment, LimbicBlock.anchors.filter(pk__in=earlier)) if m is not None]
+    if not moments:
+        return group
+    words = {w for imprint in replaced for w in (imprint.body or {}).get("words", []) if isinstance(w, str)}
+    return ImprintGroup(
+        moments=tuple(sorted([*group.moments, *moments], key=lambda m: (m.day, m.id))),
+        words=tuple(sorted(words | set(group.words))),
+    )
 
 
 # --- Reads ----------------------------------------------------------------------------------------

@@ -366,3 +366,22 @@ def test_recall_finds_a_persons_imprint_for_them_and_never_for_someone_else():
     assert imprint.pk in found(leo)
     assert found(maya) == set()
     assert found(None) == set()
+
+
+def test_a_feeling_that_keeps_coming_back_past_the_thirty_days_stays_one_imprint_from_its_first_day():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    days = [DAY - dt.timedelta(days=offset) for offset in (45, 28, 18)]
+    for day, segment in zip(days, EN_INTERVIEW, strict=True):
+        anchor(leo, day, segment)
+    imprints_refresh(day=days[-1])
+    [first] = imprints()
+
+    later = anchor(leo, DAY - dt.timedelta(days=5), "Another interview round, I'm so anxious.")
+    imprints_refresh(day=DAY)  # its 30 days hold the last two of the first three, and the new one
+
+    [current] = imprints_of_person(person=leo)
+    assert current.body["supersedes"] == [first.pk]
+    assert current.body["anchor_ids"] == sorted([*first.body["anchor_ids"], later.pk])
+    assert (current.body["first_day"], len(current.body["days"])) == (days[0].isoformat(), 4)
+    imprints_refresh(day=DAY)
+    assert len(imprints()) == 2
