@@ -18,7 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from anima.core.admin import ReadOnlyAdmin, StoredDetailsMixin, readable_block
-from anima.core.models import BlockTag, ForgetReason
+from anima.core.models import BlockTag, ForgetReason, MemoryType
 from conversations.models import Person
 from memory import services as memory_services
 from memory.forgetting import ForgetPlan, memory_forget, memory_forget_plan, person_forget, person_forget_plan
@@ -361,14 +361,26 @@ def _block_view(block: ContentBlock) -> DiaryBlockView:
     return DiaryBlockView(block=block, figures=figures, details=readable_block(rest) if rest else None)
 
 
+IMPRINTS_SECTION = "Imprints (feelings that kept coming back; limbic memory, never edited)"
+
+
+def _is_imprint(block: ContentBlock) -> bool:
+    return block.tag == BlockTag.LIMBIC and block.memory_type == MemoryType.IMPRINT
+
+
 def diary_day_sections(*, entry: DiaryEntry) -> list[tuple[str, list[DiaryBlockView]]]:
-    """The day as the console reads it: one section per kind of block, in the diary's reading order."""
+    """The day as the console reads it: one section per kind of block, in the diary's reading order; the
+    imprints written under the day (their last day) right after its feelings."""
     blocks = diary_reading_order(entry.blocks.select_related("person"))
-    return [
-        (title, [_block_view(block) for block in blocks if block.tag == tag])
-        for tag, title in DIARY_SECTIONS.items()
-        if any(block.tag == tag for block in blocks)
-    ]
+    sections = []
+    for tag, title in DIARY_SECTIONS.items():
+        views = [_block_view(block) for block in blocks if block.tag == tag and not _is_imprint(block)]
+        if views:
+            sections.append((title, views))
+        imprints = [_block_view(block) for block in blocks if block.tag == tag and _is_imprint(block)]
+        if imprints:
+            sections.append((IMPRINTS_SECTION, imprints))
+    return sections
 
 
 @admin.register(DiaryEntry)
@@ -413,8 +425,8 @@ class DiaryEntryAdmin(admin.ModelAdmin):
 
 @admin.register(ContentBlock)
 class ContentBlockAdmin(StoredDetailsMixin, admin.ModelAdmin):
-    list_display = ("id", "tag", "source_day", "short_content", "person")
-    list_filter = ("tag", "source_day", "person")
+    list_display = ("id", "tag", "memory_type", "source_day", "short_content", "person")
+    list_filter = ("tag", "memory_type", "source_day", "person")
     list_select_related = ("person",)
     search_fields = ("content", "title")
     raw_id_fields = ("parent",)

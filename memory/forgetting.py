@@ -17,7 +17,8 @@ The command, the API, the console and the memory tool all call these two service
    taken, ``anima.core.forgotten``), no content: an import skips what they match.
 
 Forgetting a person also deletes their emotional tendencies and computes again the overall ones whose
-30 days held one of their anchors.
+30 days held one of their anchors. An imprint goes with the person, and with any of its anchors a forget
+deletes (the next night makes it again from the anchors left, if they still recur).
 
 All of it is one transaction: the append-only triggers on limbic blocks and history entries let
 it through because it names its open tombstone, and only then.
@@ -57,6 +58,7 @@ from anima.core.models import (
 from anima.core.redaction import Fact, Lexemes, Passages, Redactor, forget_redaction
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
+from memory.imprints import imprints_of_anchors
 from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
 from memory.search import KEYWORD_BRANCHES
 from memory.selectors import AUTOBIOGRAPHICAL, LIMBIC, SEMANTIC, SESSION, memory_recall, memory_version_ids
@@ -316,6 +318,7 @@ def _run(
             # A history entry quoting what goes is redacted here; its old text, re-imported, would bring it back.
             result.fingerprint(kind=HISTORY, texts=(c.row["content"] for c in swept if c.model is HistoryEntry))
             _apply(swept, result)
+            _imprints_drop(result)
             prefix = config_get(section="memory.temporal_summary")["redis_key_prefix"]
             cache_delete_prefix(prefix=f"{prefix}:peer_roll:")
             tombstone.counts = {
@@ -329,6 +332,16 @@ def _run(
     return tombstone
 
 
+def _imprints_drop(result: ForgetResult) -> None:
+    """Imprints made of an anchor the forget deleted: what they summarise is no longer all there."""
+    table = Entity._meta.db_table
+    gone = imprints_of_anchors(anchor_ids=result.deleted.get(table, ()))
+    LimbicBlock.imprints.filter(pk__in=gone).delete()
+    for pk in gone:
+        result.changed.get(table, set()).discard(pk)
+        result.note(table, pk, deleted=True)
+
+
 def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> ForgetPlan:
     """What ``memory_forget`` would take, without taking it, and the rows left that may paraphrase it."""
     memories = _taken([memory.pk])
@@ -336,6 +349,13 @@ def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> For
     rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
     rows += [PlannedRow("entities", m.pk, m.content[:120], "restore") for m in _restored({m.pk for m in memories})]
     rows += _planned(redactor, messages=messages, memories=memories)
+    deleted = {row.pk for row in rows if row.table == Entity._meta.db_table and row.action == "delete"}
+    rows += [
+        PlannedRow("entities", pk, text[:120], "delete")
+        for pk, text in LimbicBlock.imprints.filter(pk__in=imprints_of_anchors(anchor_ids=deleted))
+        .exclude(pk__in=deleted)
+        .values_list("pk", "content")
+    ]
     review = _paraphrases(memories, redactor=redactor, messages=messages)
     return ForgetPlan(kind=MEMORY, target_id=memory.pk, rows=rows, review=review)
 
@@ -473,7 +493,7 @@ def _tendencies(person: Person):
 
 def _overall_tendencies_counting(person: Person):
     """The overall (person-less) tendencies whose 30 days hold an anchor of theirs: computed again without it."""
-    theirs = LimbicBlock.objects.filter(
+    theirs = LimbicBlock.anchors.filter(
         person=person, source_day__lte=OuterRef("day"), source_day__gt=OuterRef("day") - timedelta(days=MONTH_DAYS)
     )
     return EmotionalTendency.objects.filter(person__isnull=True).filter(Exists(theirs))

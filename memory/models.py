@@ -8,7 +8,7 @@ import pgtrigger
 from django.db import models
 from django.utils import timezone
 
-from anima.core.models import BlockTag, Component, ComponentKind, ComponentManager, Entity, MemoryStatus
+from anima.core.models import BlockTag, Component, ComponentKind, ComponentManager, Entity, MemoryStatus, MemoryType
 from conversations.models import Language
 
 
@@ -51,7 +51,13 @@ class ContentBlock(ComponentProxy):
 
 
 class LimbicBlock(ContentBlock):
+    """Limbic memory: the anchors light sleep writes per conversation, and the imprints made of recurring ones."""
+
     objects = ComponentManager(Component.CONTENT_BLOCK, tag=BlockTag.LIMBIC)
+    # An imprint summarises anchors: whatever reads feelings of a day or a window reads anchors only, or would
+    # count the same moments twice.
+    anchors = ComponentManager(Component.CONTENT_BLOCK, tag=BlockTag.LIMBIC, memory_type__isnull=True)
+    imprints = ComponentManager(Component.CONTENT_BLOCK, tag=BlockTag.LIMBIC, memory_type=MemoryType.IMPRINT)
 
     class Meta:
         proxy = True

@@ -594,22 +594,28 @@ def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def anchor_figures(body: object) -> tuple[float, float, float] | None:
+    """An anchor's (valence, arousal, intensity) from its body; None when one is missing or not a number."""
+    body = body if isinstance(body, dict) else {}
+    values = [_number(body.get(key)) for key in ("valence", "arousal", "intensity")]
+    return None if None in values else (values[0], values[1], values[2])
+
+
 def limbic_anchors(*, since: date, until: date, person: Person | None = None) -> list[Anchor]:
     """The limbic anchors about the days ``since``..``until``: ``person``'s, or everyone's without one.
 
     An anchor whose body lacks a numeric valence, arousal or intensity is left out.
     """
-    rows = LimbicBlock.objects.filter(source_day__gte=since, source_day__lte=until)
+    rows = LimbicBlock.anchors.filter(source_day__gte=since, source_day__lte=until)
     if person is not None:
         rows = rows.filter(person=person)
     anchors = []
     for pk, day, person_id, body in rows.order_by("source_day", "id").values_list(
         "pk", "source_day", "person_id", "body"
     ):
-        body = body if isinstance(body, dict) else {}
-        values = [_number(body.get(key)) for key in ("valence", "arousal", "intensity")]
-        if day is not None and None not in values:
-            valence, arousal, intensity = values
+        figures = anchor_figures(body)
+        if day is not None and figures is not None:
+            valence, arousal, intensity = figures
             anchors.append(
                 Anchor(id=pk, day=day, valence=valence, arousal=arousal, intensity=intensity, person_id=person_id)
             )

@@ -75,8 +75,11 @@ def diary_block_create(
     person: Person | None = None,
     source_conversation: Conversation | None = None,
     source_channel: str = "",
+    memory_type: str | None = None,
 ) -> ContentBlock:
     """Write one limbic, narrative or dream block under its day's diary entry (and about that day).
+
+    ``memory_type`` marks a limbic block that is an imprint (``MemoryType.IMPRINT``); anchors have none.
 
     Validation checks the fields; the constraints stay with the database (limbic blocks
     append-only, one dream a day, unique external ids), so a duplicate raises IntegrityError.
@@ -97,6 +100,7 @@ def diary_block_create(
         person=person,
         source_conversation=source_conversation,
         source_channel=source_channel,
+        memory_type=memory_type,
     )
     block.full_clean(validate_constraints=False)
     block.save()

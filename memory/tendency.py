@@ -92,7 +92,7 @@ class Tendency:
     shifts: list[dict] = field(default_factory=list)
 
 
-def _weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
+def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
     total = sum(weights)
     if total <= 0:
         return sum(values) / len(values)
@@ -111,8 +111,8 @@ def day_points(anchors: Iterable[Anchor]) -> list[DayPoint]:
         points.append(
             DayPoint(
                 day=day,
-                valence=_weighted_mean([a.valence for a in group], weights),
-                arousal=_weighted_mean([a.arousal for a in group], weights),
+                valence=weighted_mean([a.valence for a in group], weights),
+                arousal=weighted_mean([a.arousal for a in group], weights),
                 intensity=sum(weights) / len(weights),
                 anchor_ids=tuple(a.id for a in group),
             )
@@ -139,8 +139,8 @@ def _window(anchors: Sequence[Anchor], points: Sequence[DayPoint]) -> Window:
     return Window(
         anchors=len(anchors),
         days=len(points),
-        valence=_weighted_mean([a.valence for a in anchors], weights),
-        arousal=_weighted_mean([a.arousal for a in anchors], weights),
+        valence=weighted_mean([a.valence for a in anchors], weights),
+        arousal=weighted_mean([a.arousal for a in anchors], weights),
         intensity=sum(weights) / len(weights),
         valence_trend=_slope_per_week(points, "valence"),
         arousal_trend=_slope_per_week(points, "arousal"),

@@ -41,6 +41,7 @@ SLEEP_CYCLE = Pipeline(
         _step("self-layer-refresh", "light-sleep"),
         _step("temporal-summary-day", "light-sleep"),
         _step("emotional-tendency", "light-sleep"),
+        _step("emotional-imprint", "light-sleep"),
         _step("memory-ref-sync", "deep-sleep"),
         _step("temporal-summary-cascade", "deep-sleep"),
     ),

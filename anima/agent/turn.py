@@ -2,7 +2,7 @@
 
 Order, built for a stable prefix (the LLM's KV cache):
 1. the system prompt snapshot — self layer, resident memory, person memory, the person's notable
-   emotional tendency (one line), the time summaries, citation rule — rebuilt only on the first turn
+   emotional tendency (one line) and latest imprints, the time summaries, citation rule — rebuilt only on the first turn
    after a local 02:00 boundary, so the nightly tendency changes the prefix at most once a day;
 2. the conversation: the live short-term summary, then the raw messages it does not cover;
 3. one ``temporal_summary_peers`` assistant message per closed half-hour bucket of today (and of
@@ -34,6 +34,7 @@ from conversations.selectors import (
     conversations_resolving_to,
 )
 from conversations.services import message_create
+from memory.imprints import imprint_prompt_section
 from memory.models import SemanticMemory
 from memory.selectors import (
     active_semantic_memories,
@@ -137,6 +138,9 @@ def system_prompt_build(*, conversation: Conversation, now: datetime, pending: s
         tendency = emotional_tendency_line(conversation=conversation, today=today)
         if tendency:
             sections.append(tendency)
+        imprints = imprint_prompt_section(conversation=conversation, language=language)
+        if imprints:
+            sections.append(imprints)
     config = config_get(section="memory.temporal_summary")
     if config["enabled"]:
         # The person's own sections in full; other people's as memory.temporal_summary.cross_person says.

@@ -64,6 +64,21 @@ def word_tags(text: str) -> list[tuple[str, str]]:
     return [(pair.word, pair.flag) for pair in importlib.import_module("jieba.posseg").cut(text)]
 
 
+def word_parts(word: str, tag: str) -> list[tuple[str, str]]:
+    """``word`` (tagged ``tag``) as search segmentation reads it: a word of 3+ characters also holds the dictionary
+    words of 2 and 3 characters inside it (面试官 holds 面试), each with its dictionary tag; one jieba only guessed
+    (not in its dictionary, as 空档期) stands for those parts alone. Other words are themselves."""
+    if len(word) <= 2:
+        return [(word, tag)]
+    segmentation_load()
+    dictionary = importlib.import_module("jieba.posseg").dt.word_tag_tab
+    parts = [(word, dictionary[word])] if word in dictionary else []
+    for size in (2, 3):
+        spans = (word[start : start + size] for start in range(len(word) - size + 1))
+        parts.extend((span, dictionary[span]) for span in spans if len(word) > size and span in dictionary)
+    return parts
+
+
 def _characters(tokens: list[str]) -> list[str]:
     """The Chinese characters inside ``tokens``' words that are not words of their own there, once each.
 

@@ -106,7 +106,7 @@ def dream(ctx: StepContext) -> dict:
     anchors = sorted(
         # Light sleep stamps each anchor with its day; created_at would also catch the previous
         # night's anchors, written at 02:00 on this day.
-        LimbicBlock.objects.filter(source_day=ctx.day),
+        LimbicBlock.anchors.filter(source_day=ctx.day),
         key=lambda block: (-float((block.body or {}).get("intensity", 0)), block.pk),
     )[:TOP_ANCHORS]
     if not anchors or float(anchors[0].body.get("intensity", 0)) <= threshold:

@@ -157,7 +157,7 @@ def self_layer_refresh(ctx: StepContext) -> dict:
             source_day=ctx.day, status=MemoryStatus.ACTIVE, external_id__startswith=LIGHT_SLEEP_ID_PREFIX
         )
     )
-    anchors = list(LimbicBlock.objects.filter(source_day=ctx.day))
+    anchors = list(LimbicBlock.anchors.filter(source_day=ctx.day))
     narratives = list(NarrativeBlock.objects.filter(source_day=ctx.day))
     since = day_start(ctx.day + timedelta(days=1)) - LANGUAGE_WINDOW
     languages = languages_in_use(since=since)

@@ -134,3 +134,15 @@ def test_any_text_segments_to_tokens_that_keep_every_non_space_character(text):
 @pytest.mark.parametrize("text", ["", "   ", "\n"])
 def test_blank_text_segments_to_empty(text):
     assert segment_text(text) == ""
+
+
+@pytest.mark.parametrize(
+    ("word", "tag", "parts"),
+    [
+        ("面试", "v", {("面试", "v")}),
+        ("面试官", "n", {("面试官", "n"), ("面试", "v")}),
+        ("空档期", "n", {("空档", "b"), ("档期", "n")}),  # a guessed word: its dictionary parts only
+    ],
+)
+def test_word_parts_are_the_dictionary_words_search_segmentation_finds_inside(word, tag, parts):
+    assert set(segmentation.word_parts(word, tag)) == parts

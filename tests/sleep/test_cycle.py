@@ -64,6 +64,7 @@ def test_the_dag_is_the_one_of_the_seeds():
         "self-layer-refresh": ("light-sleep",),
         "temporal-summary-day": ("light-sleep",),
         "emotional-tendency": ("light-sleep",),
+        "emotional-imprint": ("light-sleep",),
         "memory-ref-sync": ("deep-sleep",),
         "temporal-summary-cascade": ("deep-sleep",),
     }
@@ -105,6 +106,7 @@ def test_a_manual_cycle_runs_the_real_steps_in_order_with_the_configured_budget(
         "self-layer-refresh",
         "temporal-summary-day",
         "emotional-tendency",
+        "emotional-imprint",
         "memory-ref-sync",
         "temporal-summary-cascade",
     ]
