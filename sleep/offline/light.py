@@ -6,6 +6,8 @@ import random
 import re
 from dataclasses import dataclass
 
+import jieba
+
 from anima.core.llm.offline import offline_handler
 from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords, third_person_en, third_person_zh
 from sleep import slots
@@ -359,7 +361,9 @@ _EN_EMOTIONS = {
 _ZH_INTENSIFIERS = ("很", "真的", "特别", "非常", "太", "好", "超")
 _EN_INTENSIFIERS = ("so", "really", "completely", "very", "extremely", "totally")
 _ZH_RETROSPECTIVE = re.compile(r"那几天|之前|以前|当时|回头看")
-_ZH_NEGATION = re.compile(r"(?:不|没|别|少)$")
+# The word right before a feeling that takes it back (「不担心」, 「别焦虑」); read as words, so that the 别 of
+# 「特别焦虑」 or the 少 of 「不少」 is no negation.
+_ZH_NEGATIONS = frozenset("不 没 别 少 没有 不太 不再 从不 毫不 并不 不会 不用 甭".split())
 _EN_NEGATION = {"not", "never", "less", "no", "isn't", "wasn't", "don't", "didn't"}
 _FEELINGS = {
     "worry": ("我感到担心，也很牵挂", "I feel worried for {name}"),
@@ -370,12 +374,23 @@ _FEELINGS = {
 }
 
 
+# Words between a negation and the feeling that leave it negated (「不太开心」, 「没那么担心」).
+_ZH_DEGREE = frozenset(_ZH_INTENSIFIERS) | frozenset("太 那么 这么 怎么 是 很 多 大".split())
+
+
+def _zh_negated(before: str) -> bool:
+    words = [word for word in jieba.lcut(before) if word.strip()]
+    while words and words[-1] in _ZH_DEGREE:
+        words.pop()
+    return bool(words) and words[-1] in _ZH_NEGATIONS
+
+
 def _emotion_hits(sentence: str) -> list[tuple[float, float, float, str]]:
     hits = []
     if is_chinese(sentence):
         for word, (valence, arousal, base, family) in _ZH_EMOTIONS.items():
             at = sentence.find(word)
-            if at < 0 or _ZH_NEGATION.search(sentence[:at]):
+            if at < 0 or _zh_negated(sentence[:at]):
                 continue
             before = sentence[max(0, at - 4) : at]
             boost = 0.1 * sum(marker in before for marker in _ZH_INTENSIFIERS) - (0.1 if "有点" in before else 0)

@@ -477,3 +477,22 @@ def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):
     assert (mark.last_message_id, mark.failed_stage, mark.error) == (conversation.messages.get().pk, "", "")
     assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["Leo is happy living in Lisbon"]
     assert LimbicBlock.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("said", "felt"),
+    [
+        ("这周我特别焦虑，项目一直出问题。", True),  # 特别 ends in 别, and is no "don't"
+        ("考试过了，我非常开心！", True),
+        ("别担心，我已经处理好了。", False),
+        ("说实话我不太开心。", False),
+        ("现在我没那么担心了。", False),
+        ("I'm not worried at all.", False),
+    ],
+)
+def test_the_offline_mind_reads_a_feeling_unless_it_is_negated(leo, said, felt):
+    _talk(leo, [(Role.USER, said)])
+
+    light_sleep(_ctx())
+
+    assert LimbicBlock.objects.exists() is felt
