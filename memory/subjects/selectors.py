@@ -8,7 +8,7 @@ from anima.core.models import MemoryType
 from conversations.models import Person
 from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention
 from memory.selectors import active_semantic_memories
-from memory.subjects import PROFILE_KEY
+from memory.subjects import PROFILE_KEY, SOURCE_FACTS_KEY
 
 # The person first, then who is closest to them, then places.
 _KIND_ORDER = [SubjectKind.SELF, SubjectKind.PERSON, SubjectKind.PET, SubjectKind.PLACE, SubjectKind.ORGANISATION]
@@ -66,3 +66,11 @@ def subject_profile(*, subject: Subject) -> SemanticMemory | None:
     if subject.profile_id is None:
         return None
     return active_semantic_memories().filter(pk=subject.profile_id).first()
+
+
+def profiles_citing(*, ids: set[int]) -> QuerySet[SemanticMemory]:
+    """Every version (active or not) of the profiles summarising one of ``ids``, apart from ``ids``."""
+    cites = Q(pk__in=[])
+    for pk in ids:
+        cites |= Q(**{f"body__{SOURCE_FACTS_KEY}__contains": [pk]})
+    return SemanticMemory.objects.filter(cites, body__has_key=PROFILE_KEY).exclude(pk__in=ids).order_by("pk")
