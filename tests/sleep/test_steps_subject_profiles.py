@@ -181,3 +181,19 @@ def test_a_line_in_the_other_language_is_refused(maya):
 
 def _wrong_language() -> str:
     return "line refused: not in the profile's language"
+
+
+def test_a_night_with_the_same_facts_asks_the_model_nothing_and_writes_no_version(maya):
+    allergy = _fact(maya, "Maya is allergic to peanuts")
+    home = _fact(maya, "Maya lives in Lisbon")
+    answer = {
+        "lines": [{"fact": allergy.pk, "text": "allergic to peanuts"}, {"fact": home.pk, "text": "lives in Lisbon"}]
+    }
+
+    with scripted({PURPOSE: [answer]}) as provider:
+        subjects(_ctx())
+        again = subjects(_ctx())
+
+    assert provider.purposes() == [PURPOSE]
+    assert again["profiles"] == {"unchanged": 1} and "failures" not in again
+    assert _profile(maya, "self").content == "Maya: allergic to peanuts; lives in Lisbon."
