@@ -17,8 +17,10 @@ The command, the API, the console and the memory tool all call these two service
    taken, ``anima.core.forgotten``), no content: an import skips what they match.
 
 Forgetting a person also deletes their emotional tendencies and computes again the overall ones whose
-30 days held one of their anchors. An imprint goes with the person, and with any of its anchors a forget
-deletes (the next night makes it again from the anchors left, if they still recur).
+30 days held one of their anchors, and their subjects. An imprint goes with the person, and with any of its
+anchors a forget deletes (the next night makes it again from the anchors left, if they still recur).
+Forgetting a fact takes its line out of every version of the profiles that summarised it, and a subject it
+leaves with no fact, or unnamed, goes (``memory.subjects.services.subjects_after_forget``).
 
 All of it is one transaction: the append-only triggers on limbic blocks and history entries let
 it through because it names its open tombstone, and only then.
@@ -59,10 +61,12 @@ from anima.core.redaction import Fact, Lexemes, Passages, Redactor, forget_redac
 from conversations.models import Conversation, HistoryEntry, Identity, Message, PeerBlock, Person
 from conversations.selectors import conversations_of_persons
 from memory.imprints import imprints_of_anchors
-from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory
+from memory.models import EmotionalTendency, LimbicBlock, SemanticMemory, Subject
 from memory.search import KEYWORD_BRANCHES
 from memory.selectors import AUTOBIOGRAPHICAL, LIMBIC, SEMANTIC, SESSION, memory_recall, memory_version_ids
 from memory.services import emotional_tendencies_refresh, memory_restore
+from memory.subjects.selectors import profiles_citing
+from memory.subjects.services import subjects_after_forget
 from memory.tendency import MONTH_DAYS
 from memory.workspace import session_key_parse
 from temporal.models import TemporalSummary, Window
@@ -314,6 +318,9 @@ def _run(
                 result.note(Entity._meta.db_table, pk, deleted=True)
             if before_sweep is not None:
                 before_sweep(result)
+            profiles_changed, profiles_deleted = subjects_after_forget(forgotten=ids, person_ids=_persons(memories))
+            for pk in profiles_changed | profiles_deleted:
+                result.note(Entity._meta.db_table, pk, deleted=pk in profiles_deleted)
             swept = list(_sweep(redactor, messages=messages, skip_entities=ids, persons=_persons(memories)))
             # A history entry quoting what goes is redacted here; its old text, re-imported, would bring it back.
             result.fingerprint(kind=HISTORY, texts=(c.row["content"] for c in swept if c.model is HistoryEntry))
@@ -348,6 +355,10 @@ def memory_forget_plan(*, memory: SemanticMemory, messages: bool = False) -> For
     redactor = _redactor(memories)
     rows = [PlannedRow("entities", m.pk, m.content[:120], "delete") for m in memories]
     rows += [PlannedRow("entities", m.pk, m.content[:120], "restore") for m in _restored({m.pk for m in memories})]
+    rows += [
+        PlannedRow("entities", pk, text[:120], "redact")
+        for pk, text in profiles_citing(ids={m.pk for m in memories}).values_list("pk", "content")
+    ]
     rows += _planned(redactor, messages=messages, memories=memories)
     deleted = {row.pk for row in rows if row.table == Entity._meta.db_table and row.action == "delete"}
     rows += [
@@ -448,6 +459,10 @@ def person_forget_plan(*, person: Person, messages: bool = False) -> ForgetPlan:
         for pk, text in _entities_of(person).exclude(pk__in=skip).values_list("pk", "content")
     ]
     rows += [PlannedRow("history_entries", pk, text[:120], "delete") for pk, text in _history(person)]
+    rows += [
+        PlannedRow(Subject._meta.db_table, pk, str(label), "delete")
+        for pk, label in Subject.objects.filter(person=person).values_list("pk", "key")
+    ]
     rows += [
         PlannedRow("emotional_tendencies", pk, f"{day} {mood}".strip(), "delete")
         for pk, day, mood in _tendencies(person).values_list("pk", "day", "mood")
@@ -572,6 +587,9 @@ def person_forget(
             result.note("emotional_tendencies", pk, deleted=True)
         _tendencies(person).delete()
         _overall_tendencies_recompute(overall_days, result)
+        for pk in Subject.objects.filter(person=person).values_list("pk", flat=True):
+            result.note(Subject._meta.db_table, pk, deleted=True)
+        Subject.objects.filter(person=person).delete()
         _summary_sections_drop(person, result)
         if messages:
             # Before their messages go: what they said is looked for.

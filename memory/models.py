@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pgtrigger
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 
@@ -261,3 +262,70 @@ class EmotionalTendency(models.Model):
     def __str__(self) -> str:
         who = self.person.slug if self.person_id else "overall"
         return f"{who} {self.day}{f' ({self.mood})' if self.mood else ''}"
+
+
+class SubjectKind(models.TextChoices):
+    """What a subject of a person's memories is."""
+
+    SELF = "self", "The person themself"
+    PERSON = "person", "Person"
+    PET = "pet", "Pet"
+    PLACE = "place", "Place"
+    ORGANISATION = "organisation", "Organisation"
+    OTHER = "other", "Other"
+
+
+class Subject(models.Model):
+    """Someone or something a person's memories are about: the person, a relative, a pet, a place.
+
+    Built nightly from the slots of the person's active facts (``sleep.steps.subjects``); ``key`` is what
+    the build recognises a subject by (the relation and the name as the slot grammar reads them), so a
+    re-run finds the rows it wrote. Derived from a person's memories, so it goes with the person.
+    """
+
+    person = models.ForeignKey("conversations.Person", on_delete=models.CASCADE, related_name="subjects")
+    key = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=SubjectKind.choices)
+    # The relation as the slot grammar reads it ("daughter", "cat"), "self" for the person, the attribute a
+    # place is read from ("residence", "workplace"), "" when unknown.
+    relation = models.CharField(max_length=64, blank=True, default="")
+    name = models.CharField(max_length=200, blank=True, default="")  # as stated ("小雨", "Lily"); "" if unnamed
+    # Every name and word the facts refer to it by, as written (names, relation words in either language).
+    aliases = ArrayField(models.TextField(), default=list, blank=True)
+    # The subject this one is related through (null: related to the person directly).
+    related_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="related_subjects"
+    )
+    profile = models.ForeignKey(
+        Entity, null=True, blank=True, on_delete=models.SET_NULL, related_name="profiled_subjects"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "subjects"
+        ordering = ["person_id", "id"]
+        constraints = [models.UniqueConstraint(fields=["person", "key"], name="subjects_one_per_person_key")]
+
+    def __str__(self) -> str:
+        return self.name or self.relation or self.key
+
+    def label(self) -> str:
+        """How a listing names it: its name, else its relation."""
+        return self.name or self.relation or self.key
+
+
+class SubjectMention(models.Model):
+    """One active fact of a person that is about (or names) one of their subjects."""
+
+    subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="mentions")
+    memory = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="subject_mentions")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "subject_mentions"
+        ordering = ["subject_id", "memory_id"]
+        constraints = [models.UniqueConstraint(fields=["subject", "memory"], name="subject_mentions_once")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} in [[anima:{self.memory_id}]]"

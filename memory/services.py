@@ -584,12 +584,18 @@ def memory_split(*, memory: SemanticMemory, parts: Sequence[MemoryPart]) -> list
 
 
 def memory_correct(
-    *, memory: SemanticMemory, content: str | None = None, memory_type: str | None = None, reason: str = ""
+    *,
+    memory: SemanticMemory,
+    content: str | None = None,
+    memory_type: str | None = None,
+    reason: str = "",
+    body: dict[str, Any] | None = None,
 ) -> SemanticMemory:
     """Correct an active memory; returns the memory that now holds it.
 
     New text is a new version that supersedes ``memory`` (``memory_expire``), so the old text stays in
     its belief history and the new one is embedded afresh; a change of type alone is made in place.
+    ``body`` adds keys of the new version's own (a profile's lines).
     """
     _active_valid(memory)
     memory_type = _memory_type_valid(memory_type) if memory_type is not None else memory.memory_type
@@ -600,6 +606,7 @@ def memory_correct(
         corrected = _memory_derive(
             memory,
             part=MemoryPart(memory_type=memory_type, content=content, external_id=None),
+            body=body,
             pinned=memory.pinned,
         )
         why = f"corrected to #{corrected.pk}" + (f": {reason}" if reason else "")

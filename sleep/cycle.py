@@ -44,6 +44,8 @@ SLEEP_CYCLE = Pipeline(
         _step("emotional-imprint", "light-sleep"),
         _step("memory-ref-sync", "deep-sleep"),
         _step("temporal-summary-cascade", "deep-sleep"),
+        # Who the facts are about, once deep sleep has settled which facts stand.
+        _step("subjects", "deep-sleep"),
     ),
 )
 

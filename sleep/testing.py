@@ -15,6 +15,7 @@ from sleep.steps.deep import CONTRADICTION_INSTRUCTIONS, MERGE_INSTRUCTIONS, PIN
 from sleep.steps.dream import DREAM_INSTRUCTIONS
 from sleep.steps.light import LIMBIC_INSTRUCTIONS, NARRATIVE_INSTRUCTIONS, OUTLINE_INSTRUCTIONS, SEMANTIC_INSTRUCTIONS
 from sleep.steps.self_layer import SELF_LAYER_INSTRUCTIONS
+from sleep.steps.subject_profiles import PROFILE_INSTRUCTIONS, PROFILE_PURPOSE
 from temporal.rollup import ROLLUP_INSTRUCTIONS
 from temporal.services import DAY_INSTRUCTIONS, MONTH_INSTRUCTIONS, YEAR_INSTRUCTIONS
 from temporal.tick import CHUNK_INSTRUCTIONS
@@ -31,6 +32,7 @@ _PURPOSES = {
     PINS_INSTRUCTIONS: "deep-sleep.pins",
     DREAM_INSTRUCTIONS: "dream",
     SELF_LAYER_INSTRUCTIONS: "self-layer",
+    PROFILE_INSTRUCTIONS: PROFILE_PURPOSE,
     DAY_INSTRUCTIONS: "temporal.day",
     MONTH_INSTRUCTIONS: "temporal.month",
     YEAR_INSTRUCTIONS: "temporal.year",

@@ -38,6 +38,9 @@ from memory.models import (
     SelfBlock,
     SelfLayerBlock,
     SemanticMemory,
+    Subject,
+    SubjectKind,
+    SubjectMention,
 )
 from memory.services import memory_create, memory_expire
 from sleep.models import PipelineRun, PipelineStepRun
@@ -274,3 +277,23 @@ class RuntimeConfigChangeFactory(factory.django.DjangoModelFactory):
     before = factory.LazyFunction(dict)
     after = factory.LazyFunction(lambda: {"limit": 7})
     changed_by = "operator"
+
+
+class SubjectFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Subject
+
+    person = factory.SubFactory(PersonFactory)
+    kind = SubjectKind.PERSON
+    relation = "daughter"
+    name = factory.Sequence(lambda n: f"Kid{n}")
+    key = factory.LazyAttribute(lambda s: f"{s.relation}:{s.name.casefold()}")
+    aliases = factory.LazyAttribute(lambda s: [s.name])
+
+
+class SubjectMentionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = SubjectMention
+
+    subject = factory.SubFactory(SubjectFactory)
+    memory = factory.SubFactory(SemanticMemoryFactory, person=factory.SelfAttribute("..subject.person"))

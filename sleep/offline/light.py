@@ -59,7 +59,7 @@ _EN_RELATION_WORDS = {
     "child": "child",
     "dog_or_cat": "pet",
 }
-_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(zh_grammar._ZH_RELATIONS.items()))} | {"child": "孩子"}
+_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(zh_grammar.ZH_RELATIONS.items()))} | {"child": "孩子"}
 
 
 @dataclass

@@ -13,7 +13,7 @@ from sleep.slots._values import number_value, value_normalized
 
 # ---------------------------------------------------------------- Chinese grammar
 
-_ZH_RELATIONS = {
+ZH_RELATIONS = {
     "女儿": "daughter",
     "闺女": "daughter",
     "儿子": "son",
@@ -60,11 +60,11 @@ _ZH_RELATIONS = {
     "乌龟": "turtle",
     "金鱼": "fish",
 }
-_ZH_REL = "|".join(sorted(_ZH_RELATIONS, key=len, reverse=True))
+_ZH_REL = "|".join(sorted(ZH_RELATIONS, key=len, reverse=True))
 _ZH_PET_WORDS = (
     "柯基|泰迪|金毛|哈士奇|柴犬|拉布拉多|边牧|萨摩耶|比熊|博美|橘猫|布偶|英短|美短|狸花猫|蓝猫|暹罗|加菲|"
     + "|".join(
-        k for k, v in _ZH_RELATIONS.items() if v in {"cat", "dog", "rabbit", "hamster", "parrot", "turtle", "fish"}
+        k for k, v in ZH_RELATIONS.items() if v in {"cat", "dog", "rabbit", "hamster", "parrot", "turtle", "fish"}
     )
 )
 _ZH_NUM = r"[零一二两三四五六七八九十百\d]+"
@@ -275,7 +275,7 @@ def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
     match = re.match(rf"^(?:{selves})\s*(?:的)?\s*(?P<rel>{_ZH_REL}|{_ZH_PET_WORDS})(?P<rest>.*)$", clause)
     if match:
         rel = match.group("rel")
-        relation = _ZH_RELATIONS.get(rel) or ("dog_or_cat:" + rel)
+        relation = ZH_RELATIONS.get(rel) or ("dog_or_cat:" + rel)
         rest = match.group("rest").strip()
         named = re.match(
             r"^(?:叫|名叫|名字叫|名字是|的名字是)\s*(?P<n>[\u4e00-\u9fffA-Za-z]{1,6}?)"
@@ -365,7 +365,7 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         elif attribute == "has":
             count = re.match(rf"({_ZH_NUM}|几)", raw)
             word = re.search(rf"({_ZH_REL}|{_ZH_PET_WORDS})", raw).group(1)
-            relation = _ZH_RELATIONS.get(word) or ("dog_or_cat:" + word)
+            relation = ZH_RELATIONS.get(word) or ("dog_or_cat:" + word)
             if match.group("pname") and len(zh_names(match.group("pname"))) < 2:  # 「叫咪咪和豆豆」 is a count
                 return Reading(Slot(relation, match.group("pname"), "name", "", match.group("pname")))
             return Reading(Slot(SELF, "", f"count:{relation}", "", number_value(count.group(1)) if count else "1"))

@@ -11,7 +11,7 @@ from sleep.slots._values import EN_COUNT, EN_HAVE, EN_NUMBER_WORDS, head_value, 
 
 # ---------------------------------------------------------------- English grammar
 
-_EN_RELATIONS = {
+EN_RELATIONS = {
     "daughter": "daughter",
     "son": "son",
     "kid": "child",
@@ -191,8 +191,8 @@ class Reading:
 def _en_relation(word: str) -> str:
     word = word.casefold()
     for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "cats", "puppies"
-        if form in _EN_RELATIONS:
-            return _EN_RELATIONS[form]
+        if form in EN_RELATIONS:
+            return EN_RELATIONS[form]
     breed = _EN_BREEDS.search(word)
     return "dog_or_cat:" + breed.group(1).casefold() if breed else ""
 

@@ -9,6 +9,7 @@ from sleep.steps.imprint import emotional_imprint
 from sleep.steps.light import light_sleep
 from sleep.steps.refs import memory_ref_sync
 from sleep.steps.self_layer import self_layer_refresh
+from sleep.steps.subjects import subjects
 from sleep.steps.temporal import temporal_summary_cascade, temporal_summary_day
 from sleep.steps.tendency import emotional_tendency
 
@@ -21,6 +22,7 @@ __all__ = [
     "light_sleep",
     "memory_ref_sync",
     "self_layer_refresh",
+    "subjects",
     "temporal_summary_cascade",
     "temporal_summary_day",
 ]

@@ -1,8 +1,10 @@
-"""Deep sleep: four ordered rounds over all active semantic memories.
+"""Deep sleep: four ordered rounds over all active semantic memories but the subjects' profiles.
 
 1 contradiction_expiry, 2 split, 3 merge, 4 pin_maintenance. Nothing is ever deleted:
 retired rows become ``expired`` with a reason and the id that superseded them, so
-every change can be restored (a whole night at once: ``sleep.services``). The model may
+every change can be restored (a whole night at once: ``sleep.services``). A profile restates facts
+(the ``subjects`` step rewrites it from them): merged, split or set against a fact, it would only echo
+them, so no round sees one. The model may
 only act on ids it was shown, and only as ``sleep.checks`` finds the memories themselves
 justify; each refused proposal is recorded in its round's ``refused`` with the reason.
 """
@@ -25,8 +27,9 @@ from anima.core.llm.schema import schema_array, schema_enum, schema_integer, sch
 from anima.core.models import MemoryStatus, MemoryType
 from anima.core.text import content_key
 from memory.models import SemanticMemory
-from memory.selectors import RESIDENT_PINNED_HARD_CAP, active_semantic_memories
+from memory.selectors import RESIDENT_PINNED_HARD_CAP
 from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
+from memory.subjects.selectors import active_facts, profile_q
 from sleep.checks import (
     NightLimit,
     citations_refusal,
@@ -164,7 +167,7 @@ def memory_json_line(memory: SemanticMemory, *, with_status: bool = False) -> st
 
 
 def _active() -> list[SemanticMemory]:
-    return list(active_semantic_memories().select_related("person").order_by("id"))
+    return list(active_facts().select_related("person").order_by("id"))
 
 
 def _batches(lines: list[str], *, limit: int) -> list[list[str]]:
@@ -512,7 +515,9 @@ def _merge_refusal(sources: list[SemanticMemory | None], content: str) -> str:
 
 
 def _pin_round(r: _Round) -> str:
-    pinned = list(SemanticMemory.objects.filter(pinned=True).select_related("person").order_by("id"))
+    pinned = list(
+        SemanticMemory.objects.filter(pinned=True).exclude(profile_q()).select_related("person").order_by("id")
+    )
     active = _active()
     pinned_by_id = {m.pk: m for m in pinned}
     active_by_id = {m.pk: m for m in active}
@@ -568,13 +573,11 @@ def deep_sleep(ctx: StepContext) -> dict:
     log: list[dict] = []
     failures: list[dict] = []
     config = config_get(section="sleep")
-    inventory = Counter(
-        memory_owner(memory) for memory in active_semantic_memories().only("person", "source_conversation")
-    )
+    inventory = Counter(memory_owner(memory) for memory in active_facts().only("person", "source_conversation"))
     limit = NightLimit(
         inventory=inventory, share=config["deep_sleep_change_share"], floor=config["deep_sleep_min_changes"]
     )
-    quiet = not active_semantic_memories().filter(updated_at__gte=now - RECENT).exists()
+    quiet = not active_facts().filter(updated_at__gte=now - RECENT).exists()
     rounds = []
     for name, run in ROUNDS:
         if ctx.mode == "incremental" and quiet and name in INCREMENTAL_SKIPPABLE:
