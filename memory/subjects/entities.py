@@ -132,3 +132,33 @@ def entity_markdown(*, person: Person, key: str) -> str | None:
     timeline = [f"- {item['at'][:10]} ({item['kind']}) {item['text']}" for item in detail["timeline"]]
     lines += timeline or ["(nothing yet)"]
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class RelationNode:
+    subject: Subject
+    depth: int  # 0: related to the person directly
+    facts: int
+    profiled: bool
+
+
+def relationship_tree(*, person: Person) -> list[RelationNode]:
+    """``person``'s served subjects as a tree, depth first: kind by kind (people, pets, places, …), each followed by
+    the subjects related through it ("Lily's cat" under Lily); the person themself is the root, left out."""
+    subjects = [s for s in subjects_served(person=person).select_related("related_to") if s.kind != SubjectKind.SELF]
+    order = list(KIND_HEADINGS)
+    children: dict[int | None, list[Subject]] = {}
+    served = {s.pk for s in subjects}
+    for subject in subjects:
+        parent = subject.related_to_id if subject.related_to_id in served else None
+        children.setdefault(parent, []).append(subject)
+    nodes: list[RelationNode] = []
+
+    def visit(parent: int | None, depth: int) -> None:
+        for subject in sorted(children.get(parent, []), key=lambda s: (order.index(s.kind), s.relation, s.label())):
+            facts = subject_facts(subject=subject).count()
+            nodes.append(RelationNode(subject, depth, facts, subject_profile(subject=subject) is not None))
+            visit(subject.pk, depth + 1)
+
+    visit(None, 0)
+    return nodes
