@@ -128,3 +128,22 @@ def relation_words(relation: str) -> tuple[str, ...]:
 def relation_word_read(word: str) -> str | None:
     """The relation a word of the grammar names ("闺女" → "daughter", "Mum" → "mother"), else None."""
     return ZH_RELATIONS.get(word) or EN_RELATIONS.get(word.casefold())
+
+
+# A word for a wider relation covers the narrower ones ("my kid" may be the daughter, "my partner" the wife),
+# and a narrower one the subject its facts only knew by the wider word.
+_NARROWER = {
+    "child": frozenset({"daughter", "son"}),
+    "partner": frozenset({"wife", "husband"}),
+    "bird": frozenset({"parrot"}),
+}
+
+
+def relation_covers(asked: str, relation: str) -> bool:
+    """Whether a question asking about ``asked`` ("child") may mean a subject of ``relation`` ("daughter"); a breed
+    the grammar could not tell a dog from a cat by ("dog_or_cat:corgi") is either, and its breed."""
+    if asked == relation:
+        return True
+    if relation.startswith(_BREED_PREFIX):
+        return asked in {"dog", "cat", relation.removeprefix(_BREED_PREFIX)}
+    return relation in _NARROWER.get(asked, ()) or asked in _NARROWER.get(relation, ())

@@ -18,7 +18,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from anima.core.errors import AnimaError
 from anima.core.models import MemoryStatus
-from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, relation_word_read
+from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, relation_covers, relation_word_read
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
 from memory.models import Subject, SubjectKind, SubjectMention
@@ -108,7 +108,8 @@ def subjects_mentioned(*, person: Person, text: str) -> list[Subject]:
     mentioned = []
     for subject in subjects_served(person=person).exclude(kind=SubjectKind.SELF):
         names = [alias for alias in {subject.name, *subject.aliases} if alias and not _is_relation_word(alias)]
-        if subject.relation in relations or any(_named(name, text) for name in names):
+        by_relation = any(relation_covers(asked, subject.relation) for asked in relations if subject.relation)
+        if by_relation or any(_named(name, text) for name in names):
             mentioned.append(subject)
     return mentioned
 
