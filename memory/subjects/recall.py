@@ -155,15 +155,17 @@ def subject_items(
     until: datetime | None = None,
 ) -> list[tuple[str, int]]:
     """(source, id) of what recall gives for ``subject``: its profile, then its facts (those the question's own
-    ``hits`` scored best first, then the newest), then the latest lines naming it; of ``memory_types`` only."""
+    ``hits`` ranked first, in their order, then the newest), then the latest lines naming it; of ``memory_types``
+    only."""
     items: list[tuple[str, int]] = []
     if SEMANTIC in memory_types:
         profile = subject_profile(subject=subject)
         if profile is not None and _within(profile.created_at, since, until):
             items.append((SEMANTIC, profile.pk))
-        scored = {hit.id: hit.score for hit in hits if hit.source == SEMANTIC}
+        # ``hits`` are in recall's order (calibrated score, then the fused z, then the best rank).
+        found = {hit.id: position for position, hit in enumerate(hits) if hit.source == SEMANTIC}
         facts = [m for m in subject_facts(subject=subject) if _within(m.created_at, since, until)]
-        facts.sort(key=lambda m: (-scored.get(m.pk, -1.0), -m.created_at.timestamp(), -m.pk))
+        facts.sort(key=lambda m: (found.get(m.pk, len(found)), -m.created_at.timestamp(), -m.pk))
         items += [(SEMANTIC, m.pk) for m in facts[:SUBJECT_FACTS]]
     if SESSION in memory_types:
         lines = subject_recent_mentions(subject=subject, since=since, until=until)

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from django.core.management import CommandError, call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -198,3 +202,14 @@ def test_passive_recall_offers_the_profile_of_the_daughter_asked_about(leo_xiaoy
 
     assert passive.hits[0]["id"] == xiaoyu.profile_id
     assert f"[[anima:{xiaoyu.profile_id}]]" in passive.text
+
+
+def test_the_recall_command_asks_about_an_entity(maya_lily):
+    _, lily, _ = maya_lily
+    out = io.StringIO()
+    call_command("recall", "--entity", "daughter", "--person", "maya", "--json", stdout=out)
+    assert json.loads(out.getvalue())["results"][0]["id"] == lily.profile_id
+    with pytest.raises(CommandError, match="no subject 'Zed'"):
+        call_command("recall", "--entity", "Zed", "--person", "maya")
+    with pytest.raises(CommandError, match="--entity"):
+        call_command("recall", "--person", "maya")
