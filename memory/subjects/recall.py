@@ -42,12 +42,12 @@ _OWNED_ONLY = frozenset(
 )
 _EN_OWNER = re.compile(r"\b(?:my|our)\s+(?:[a-z]+\s+)?$", re.I)  # "my girl", "my little girl"
 _ZH_OWNER = re.compile(r"(?:我|咱|俺)(?:们)?(?:的|家的?)?$")
-_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _ZH_WORDS = sorted(ZH_RELATIONS, key=len, reverse=True)
 
 
 def _en_relation(word: str) -> str | None:
-    word = word.casefold()
+    word = re.sub(r"['’]s$", "", word.casefold())  # "my daughter's teacher"
     for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "daughters", "puppies"
         if form in EN_RELATIONS:
             return EN_RELATIONS[form]

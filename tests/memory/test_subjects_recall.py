@@ -33,6 +33,7 @@ pytestmark = pytest.mark.django_db
         ("how's my little girl?", {"daughter"}),
         ("A girl at work said hi", set()),
         ("my daughters and my son", {"daughter", "son"}),
+        ("what did my daughter's teacher say", {"daughter"}),
         ("我女儿最近怎么样？", {"daughter"}),
         ("我闺女呢", {"daughter"}),
         ("我妈说的", {"mother"}),
