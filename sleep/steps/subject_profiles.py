@@ -22,6 +22,7 @@ from anima.core.llm.schema import schema_array, schema_integer, schema_object, s
 from anima.core.text import FUNCTION_WORDS
 from conversations.models import Language, Person
 from memory.models import SemanticMemory, Subject, SubjectKind
+from memory.subjects import PROFILE_KEY, SOURCE_FACTS_KEY
 from memory.subjects.selectors import subject_facts, subject_profile
 from memory.subjects.services import ProfileLine, subject_profile_retire, subject_profile_write
 from sleep.checks import citations_refusal, memory_protected
@@ -144,6 +145,12 @@ def line_refusal(text: str, *, fact: SemanticMemory, language: str, names: list[
     return citations_refusal(text, person_id=fact.person_id)
 
 
+def _summarises(profile: SemanticMemory, *, facts: list[SemanticMemory], heading: str, intro: str) -> bool:
+    spec = profile.body.get(PROFILE_KEY) or {}
+    same_framing = (spec.get("heading"), spec.get("intro")) == (heading, intro)
+    return same_framing and profile.body.get(SOURCE_FACTS_KEY) == [fact.pk for fact in facts]
+
+
 def _profile_lines(
     ctx: StepContext, *, subject: Subject, facts: list[SemanticMemory], language: str, label: str, written
 ) -> list[ProfileLine]:
@@ -196,7 +203,13 @@ def subject_profiles_write(ctx: StepContext, *, person: Person, subjects: list[S
         language = _language(facts) if facts else Language.EN
         facts = [fact for fact in facts if (chinese(fact.content) == (language == Language.ZH))][-PROFILE_MAX_FACTS:]
         if len(facts) < PROFILE_MIN_FACTS:
-            written.counts["retired"] += subject_profile_retire(subject=subject, reason=TOO_FEW)
+            if subject_profile_retire(subject=subject, reason=TOO_FEW):
+                written.counts["retired"] += 1
+            continue
+        heading, intro = _framing(subject, facts, language, label)
+        if current is not None and _summarises(current, facts=facts, heading=heading, intro=intro):
+            # The same facts (a changed text is a new fact): no call, so a model's new wording makes no new version.
+            written.counts["unchanged"] += 1
             continue
         try:
             lines = _profile_lines(ctx, subject=subject, facts=facts, language=language, label=label, written=written)
@@ -208,7 +221,6 @@ def subject_profiles_write(ctx: StepContext, *, person: Person, subjects: list[S
         if not lines:
             written.failures.append({"subject": subject.pk, "error": "no line of the answer stood"})
             continue
-        heading, intro = _framing(subject, facts, language, label)
         action = subject_profile_write(subject=subject, heading=heading, intro=intro, lines=lines, language=language)
         written.counts[action] += 1
     return written

@@ -125,7 +125,7 @@ def subjects_read(*, person: Person, facts: list[SemanticMemory]) -> list[Subjec
     for pk, slot in slots.items():
         key = _slot_target(slot, names_of=names_of, relations_of=relations_of)
         if key is not None and key != SELF_KEY:
-            relation, name = key.split(":", 1)
+            relation, _, name = key.rpartition(":")  # a breed's relation has a colon of its own
             kind = SubjectKind.PERSON if relation else SubjectKind.OTHER
             kind = SubjectKind.PET if relation_is_pet(relation) else kind
             drafts.setdefault(key, _Draft(key=key, kind=kind, relation=relation, name=name))
@@ -137,9 +137,9 @@ def subjects_read(*, person: Person, facts: list[SemanticMemory]) -> list[Subjec
             draft = drafts.setdefault(place, _Draft(key=place, kind=kind, relation=slot.attribute, name=slot.value))
             draft.facts.add(pk)
     # Names first, so a fact stating another name is found by the name it gives; then the names it added.
-    _mentions_by_name(drafts, texts)
+    _mentions_by_name(drafts, texts, person=label)
     _aliases_joined(drafts, texts)
-    _mentions_by_name(drafts, texts)
+    _mentions_by_name(drafts, texts, person=label)
     about_someone = set().union(*(d.facts for key, d in drafts.items() if key != SELF_KEY))
     drafts[SELF_KEY].facts |= {pk for pk in texts if pk not in slots and pk not in about_someone}
     return [_spec(draft, texts, label=label) for _, draft in sorted(drafts.items()) if draft.facts]
@@ -163,12 +163,12 @@ def _aliases_joined(drafts: dict[str, _Draft], texts: dict[int, str]) -> None:
                             draft.facts |= drafts.pop(other).facts
 
 
-def _mentions_by_name(drafts: dict[str, _Draft], texts: dict[int, str]) -> None:
-    """A fact naming a subject mentions it, when no other subject goes by that name."""
+def _mentions_by_name(drafts: dict[str, _Draft], texts: dict[int, str], *, person: str) -> None:
+    """A fact naming a subject mentions it, when no other subject (nor the person) goes by that name."""
     by_name: dict[str, set[str]] = {}
     for key, draft in drafts.items():
         for name in {draft.name, *(alias.casefold() for alias in draft.aliases)}:
-            if len(name) >= 2:
+            if len(name) >= 2 and name != person.casefold():
                 by_name.setdefault(name, set()).add(key)
     for name, keys in by_name.items():
         if len(keys) != 1:

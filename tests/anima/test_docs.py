@@ -91,10 +91,10 @@ def test_the_docs_examples_run_as_written_on_the_demo_data_without_teaching_a_le
 
     assert "Maya is allergic to peanuts" in done.stdout  # the CLI tour's recall
     assert "What should I cook tonight?" in done.stdout  # the turn it prepared
-    # Belief history: as of the day before the change, the old zodiac sign; today, the new one.
+    # Belief history: as of the day before the change, the old zodiac sign; today, the new one (the fact, or
+    # 小雨's profile, which says it too).
     assert re.search(
-        # Today 小雨 is a subject of Leo's: her profile comes first, and it says 属虎.
-        r"1\. \[semantic #\d+\] [\d.]+  Leo 的女儿小雨属羊\n 1\. \[semantic #\d+\] [\d.]+  [^\n]*属虎",
+        r"1\. \[semantic #\d+\] [\d.]+  Leo 的女儿小雨属羊\n 1\. \[semantic #\d+\] [\d.]+  [^\n]*小雨[^\n]*属虎",
         done.stdout,
     )
     assert '"snippet": "Leo 的女儿小雨属羊"' in done.stdout

@@ -66,6 +66,7 @@ def test_the_dag_is_the_one_of_the_seeds():
         "emotional-tendency": ("light-sleep",),
         "memory-ref-sync": ("deep-sleep",),
         "temporal-summary-cascade": ("deep-sleep",),
+        "subjects": ("deep-sleep",),
     }
     for step in SLEEP_CYCLE.steps:
         assert callable(step.resolve())
@@ -107,6 +108,7 @@ def test_a_manual_cycle_runs_the_real_steps_in_order_with_the_configured_budget(
         "emotional-tendency",
         "memory-ref-sync",
         "temporal-summary-cascade",
+        "subjects",
     ]
     assert run.status == "succeeded", run.steps.exclude(status="succeeded").values("step", "error")
 

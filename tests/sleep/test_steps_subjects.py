@@ -183,3 +183,15 @@ def test_the_build_is_idempotent_and_never_merges_two_relations_sharing_a_name(t
         # One subject is one relation: facts naming it with two different relations never share it.
         assert len(stated) <= 1, (subject.key, stated)
     assert not SubjectMention.objects.exclude(memory__status=MemoryStatus.ACTIVE).exists()
+
+
+def test_a_pet_known_by_its_breed_is_one_pet_with_the_breed_as_its_relation(leo):
+    _facts(leo, "Leo 养了一只柯基叫豆豆", "Leo 的柯基豆豆三岁了")
+
+    subjects(_ctx())
+
+    pet = subject_get(person=leo, key="豆豆")
+    assert (pet.kind, pet.relation, pet.name) == (SubjectKind.PET, "dog_or_cat:柯基", "豆豆")
+    assert set(pet.aliases) == {"豆豆", "柯基"}
+    assert subject_facts(subject=pet).count() == 2
+    assert pet.profile.content == "豆豆：Leo 的柯基；Leo 养了一只柯基叫豆豆；三岁了。"
