@@ -18,11 +18,20 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from anima.core.errors import AnimaError
 from anima.core.models import MemoryStatus
-from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, relation_covers, relation_word_read
+from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, relation_covers, relation_word_read, relation_words
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
 from memory.models import Subject, SubjectKind, SubjectMention
-from memory.search import Hit, hit_order
+from memory.search import (
+    KEYWORD_BRANCHES,
+    Hit,
+    QuerySyntaxError,
+    entity_source,
+    hit_order,
+    hybrid_search,
+    search_query_build,
+    search_text_plain,
+)
 from memory.selectors import SEMANTIC, SESSION
 from memory.subjects import ENTITY_BRANCH
 from memory.subjects.selectors import subject_facts, subject_get, subject_profile, subjects_of_person
@@ -151,6 +160,7 @@ def subject_items(
     subject: Subject,
     hits: Sequence[Hit],
     memory_types: Sequence[str],
+    query: str = "",
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> list[tuple[str, int]]:
@@ -162,15 +172,45 @@ def subject_items(
         profile = subject_profile(subject=subject)
         if profile is not None and _within(profile.created_at, since, until):
             items.append((SEMANTIC, profile.pk))
-        # ``hits`` are in recall's order (calibrated score, then the fused z, then the best rank).
-        found = {hit.id: position for position, hit in enumerate(hits) if hit.source == SEMANTIC}
         facts = [m for m in subject_facts(subject=subject) if _within(m.created_at, since, until)]
-        facts.sort(key=lambda m: (found.get(m.pk, len(found)), -m.created_at.timestamp(), -m.pk))
+        # What the question asks about the subject first (its words but those naming the subject), then recall's
+        # own order (calibrated score, the fused z, the best rank), then the newest.
+        asked = _asked_about(subject=subject, facts=[m.pk for m in facts], query=query)
+        found = {hit.id: position for position, hit in enumerate(hits) if hit.source == SEMANTIC}
+        facts.sort(
+            key=lambda m: (asked.get(m.pk, len(asked)), found.get(m.pk, len(found)), -m.created_at.timestamp(), -m.pk)
+        )
         items += [(SEMANTIC, m.pk) for m in facts[:SUBJECT_FACTS]]
     if SESSION in memory_types:
         lines = subject_recent_mentions(subject=subject, since=since, until=until)
         items += [(SESSION, pk) for pk in lines.values_list("pk", flat=True)]
     return items
+
+
+def _asked_about(*, subject: Subject, facts: Sequence[int], query: str) -> dict[int, int]:
+    """Rank of each of ``facts`` that a word of ``query`` other than the subject's names and relation words matches
+    (keyword branches): "小雨怕什么" asks 「怕」 of 小雨, whom every one of her facts names or calls 「女儿」."""
+    rest = query
+    for word in sorted({subject.name, *subject.aliases, *relation_words(subject.relation)}, key=len, reverse=True):
+        if len(word) < 2:
+            continue
+        pattern = rf"(?<![\w]){re.escape(word)}(?:['’]s)?(?![\w])" if word.isascii() else re.escape(word)
+        rest = re.sub(pattern, " ", rest, flags=re.I)
+    if not facts or not rest.strip() or rest.strip() == query.strip():
+        return {}
+    ids = ",".join(str(int(pk)) for pk in facts)
+    where = f"t.id = ANY(ARRAY[{ids}]::bigint[])"  # ids read from the database: integers, no user input
+    source = entity_source(name=SEMANTIC, where_sql=where, person_id=subject.person_id, since=None, until=None)
+    try:
+        hits = hybrid_search(
+            query=search_query_build(text=search_text_plain(rest)),
+            sources=[source],
+            limit=len(facts),
+            branches=KEYWORD_BRANCHES,
+        )
+    except QuerySyntaxError:
+        return {}
+    return {hit.id: position for position, hit in enumerate(hits)}
 
 
 def _within(moment: datetime, since: datetime | None, until: datetime | None) -> bool:
@@ -219,7 +259,9 @@ def entity_expand(
         if subject is None:
             # The same answer whether nobody or someone else has it: a name reveals nothing.
             raise UnknownSubject(f"no subject {entity!r} among the memories of the person asked about")
-        items = subject_items(subject=subject, hits=hits, memory_types=memory_types, since=since, until=until)
+        items = subject_items(
+            subject=subject, hits=hits, query=query, memory_types=memory_types, since=since, until=until
+        )
         return entity_fuse(hits=hits, items=[items], only=True)
     if not expand or person is None:
         return hits
@@ -227,7 +269,7 @@ def entity_expand(
     if not subjects:
         return hits
     items = [
-        subject_items(subject=subject, hits=hits, memory_types=memory_types, since=since, until=until)
+        subject_items(subject=subject, hits=hits, query=query, memory_types=memory_types, since=since, until=until)
         for subject in subjects
     ]
     return entity_fuse(hits=hits, items=items)

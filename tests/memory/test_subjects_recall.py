@@ -214,3 +214,16 @@ def test_the_recall_command_asks_about_an_entity(maya_lily):
         call_command("recall", "--entity", "Zed", "--person", "maya")
     with pytest.raises(CommandError, match="--entity"):
         call_command("recall", "--person", "maya")
+
+
+def test_what_the_question_asks_of_the_subject_orders_its_facts():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    xiaoyu, (sign, piano, dogs) = subject_built(
+        leo, relation="daughter", name="小雨", facts=["Leo 的女儿小雨属虎", "小雨在学钢琴", "Leo 的女儿怕狗"]
+    )
+
+    results = memory_recall(query="小雨怕什么？", person=leo, memory_types=["semantic"])
+
+    # The facts naming 小雨 match the question's name; the one answering 「怕」 does not, and comes first.
+    assert _ids(results)[:2] == [xiaoyu.profile_id, dogs.pk]
+    assert set(_ids(results)[2:4]) == {sign.pk, piano.pk}
