@@ -384,6 +384,7 @@ def memory_recall(
                 memory_types=types,
                 since=start,
                 until=end,
+                channel=channel,
             )
         # A fact a little further down may rise above the lines it was made from (``_facts_first``).
         results = _results(hits[: limit + RECALL_LIMIT], in_order=bool(entity))

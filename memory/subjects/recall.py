@@ -128,7 +128,12 @@ def _is_relation_word(word: str) -> bool:
 
 
 def subject_recent_mentions(
-    *, subject: Subject, limit: int = RECENT_MENTIONS, since: datetime | None = None, until: datetime | None = None
+    *,
+    subject: Subject,
+    limit: int = RECENT_MENTIONS,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    channel: str | None = None,
 ) -> QuerySet[Message]:
     """The latest lines of the subject's person's conversations that name it (by name or alias, not by a relation
     word every other line has), newest first."""
@@ -141,6 +146,8 @@ def subject_recent_mentions(
     lines = Message.objects.filter(
         naming, conversation__in=_conversations(subject.person), role__in=[Role.USER, Role.ASSISTANT]
     ).exclude(conversation__platform="cron")
+    if channel:
+        lines = lines.filter(conversation__channel=channel)
     if since is not None:
         lines = lines.filter(created_at__gte=since)
     if until is not None:
@@ -163,10 +170,11 @@ def subject_items(
     query: str = "",
     since: datetime | None = None,
     until: datetime | None = None,
+    channel: str | None = None,
 ) -> list[tuple[str, int]]:
-    """(source, id) of what recall gives for ``subject``: its profile, then its facts (those the question's own
-    ``hits`` ranked first, in their order, then the newest), then the latest lines naming it; of ``memory_types``
-    only."""
+    """(source, id) of what recall gives for ``subject``: its profile, then its facts (those a word the ``query``
+    asks of it finds first, then in the order of the query's own ``hits``, then the newest), then the latest lines
+    naming it (of ``channel``'s conversations, when given); of ``memory_types`` only."""
     items: list[tuple[str, int]] = []
     if SEMANTIC in memory_types:
         profile = subject_profile(subject=subject)
@@ -182,7 +190,7 @@ def subject_items(
         )
         items += [(SEMANTIC, m.pk) for m in facts[:SUBJECT_FACTS]]
     if SESSION in memory_types:
-        lines = subject_recent_mentions(subject=subject, since=since, until=until)
+        lines = subject_recent_mentions(subject=subject, since=since, until=until, channel=channel)
         items += [(SESSION, pk) for pk in lines.values_list("pk", flat=True)]
     return items
 
@@ -250,26 +258,23 @@ def entity_expand(
     memory_types: Sequence[str],
     since: datetime | None,
     until: datetime | None,
+    channel: str | None = None,
 ) -> list[Hit]:
     """Recall's hits with the subjects of ``person`` the ``query`` names fused in (``expand``); or, asked about
     one ``entity`` (a key, relation, name or alias), only that subject's items. A question naming no subject,
     or no person to ask for, keeps its hits as they are."""
+    bounds = {"memory_types": memory_types, "since": since, "until": until, "channel": channel}
     if entity:
         subject = subject_served(person=person, key=entity) if person is not None else None
         if subject is None:
             # The same answer whether nobody or someone else has it: a name reveals nothing.
             raise UnknownSubject(f"no subject {entity!r} among the memories of the person asked about")
-        items = subject_items(
-            subject=subject, hits=hits, query=query, memory_types=memory_types, since=since, until=until
-        )
+        items = subject_items(subject=subject, hits=hits, query=query, **bounds)
         return entity_fuse(hits=hits, items=[items], only=True)
     if not expand or person is None:
         return hits
     subjects = subjects_mentioned(person=person, text=query)
     if not subjects:
         return hits
-    items = [
-        subject_items(subject=subject, hits=hits, query=query, memory_types=memory_types, since=since, until=until)
-        for subject in subjects
-    ]
+    items = [subject_items(subject=subject, hits=hits, query=query, **bounds) for subject in subjects]
     return entity_fuse(hits=hits, items=items)

@@ -157,6 +157,9 @@ def test_recall_about_an_entity_gives_its_profile_then_facts_then_latest_lines(m
             ("session", older.pk),
         ], entity
     assert results[0]["score"] == pytest.approx(ENTITY_PRIOR)
+    # Session hits keep to the channel asked for.
+    elsewhere = memory_recall(query="", entity="Lily", person=maya, channel="telegram")
+    assert "session" not in {r["memory_type"] for r in elsewhere}
     # With a query, it orders the facts.
     assert memory_recall(query="thunderstorms", entity="Lily", person=maya)[1]["id"] == facts[1].pk
 
