@@ -44,6 +44,7 @@ from memory.selectors import (
     ranked_by_ids,
     semantic_memory_search_ids,
 )
+from memory.subjects import admin as subjects_admin  # noqa: F401  (registers the subjects' pages)
 from memory.tendency import DayPoint
 
 # "#123" or "123": the id of a cited memory ([[anima:123]]), ASCII digits only.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters
 from django.db.models import Prefetch, QuerySet
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -46,6 +47,7 @@ from memory.services import (
     memory_restore,
     memory_unpin,
 )
+from memory.subjects.entities import entities_of_person, entity_detail
 
 
 class MemoryFilter(django_filters.FilterSet):
@@ -182,6 +184,39 @@ class PersonForgetView(ApiView):
         return Response(ForgetTombstoneSerializer(tombstone).data)
 
 
+def _person_reached(request: Request, slug: str) -> Person:
+    """The person ``slug`` names, when the caller may read them (else 403 naming why; unknown: 404)."""
+    person = Person.objects.filter(slug=slug).first()
+    if person is None:
+        raise NotFound(f"no person {slug!r}")
+    return access_of(request).person_for(person)
+
+
+class PersonEntitiesView(ApiView):
+    access_scopes = SCOPED
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, slug: str) -> Response:
+        """Who and what this person's memories are about (the person, relatives, pets, places), themself first:
+        each with its relation, names, profile and number of facts."""
+        person = _person_reached(request, slug)
+        return Response({"person": person.slug, "entities": entities_of_person(person=person)})
+
+
+class PersonEntityView(ApiView):
+    access_scopes = SCOPED
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, slug: str, key: str) -> Response:
+        """One of this person's subjects by key, relation, name or alias: its profile, facts, the subjects
+        related through it and its timeline (facts and the latest lines naming it)."""
+        person = _person_reached(request, slug)
+        detail = entity_detail(person=person, key=key)
+        if detail is None:
+            raise NotFound(f"{person.slug} has no entity {key!r}")
+        return Response({"person": person.slug, "entity": detail})
+
+
 def _requester(request: Request) -> str:
     return f"api:{request.user.get_username()}"
 
@@ -211,6 +246,7 @@ class RecallView(ApiView):
             global_only=access.global_only,
             as_of=query["as_of"],
             min_score=query["min_score"],
+            entity=query["entity"],
         )
         return Response({"results": results})
 

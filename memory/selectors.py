@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce
 from anima.core.calendar import moment_bound, moment_iso
 from anima.core.config import config_get
 from anima.core.db import read_alias, replica_reads
+from anima.core.errors import AnimaError
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.access import Access
 from conversations.models import Conversation, Language, Person
@@ -34,6 +35,7 @@ from memory.search import (
     search_query_build,
     search_text_plain,
 )
+from memory.subjects import ENTITY_BRANCH
 from memory.tendency import WEEK_DAYS, Anchor, DayPoint, day_points, tendency_line
 
 logger = logging.getLogger(__name__)
@@ -300,6 +302,8 @@ def memory_recall(
     branches: Sequence[str] = ALL_BRANCHES,
     keyword_gate: bool = False,
     min_score: float = 0.0,
+    entity: str | None = None,
+    entities: bool = True,
 ) -> list[dict[str, Any]]:
     """Hybrid recall over semantic, session, limbic and autobiographical memory, one ranked list.
 
@@ -316,9 +320,17 @@ def memory_recall(
     recall with the default); ``keyword_gate`` embeds the query only when a keyword branch found
     something (``memory.search.hybrid_search``). ``min_score`` leaves out hits whose calibrated score
     (``memory.search.score_fuse``: the estimated chance that the hit is relevant) is below it.
-    Raises memory.search.QuerySyntaxError for a malformed query.
+    Recall through subjects (``memory.subjects.recall``): with ``entities``, a query that names one of
+    ``person``'s subjects by a relation word or a name ("my daughter", 「小雨」) also ranks that subject's
+    profile, facts and latest lines (branch ``entity``); ``entity`` asks about one subject (its key, relation,
+    name or alias): only its profile, then its facts, then its latest lines, the query (which may be empty)
+    ordering its facts. Neither applies to a recall ``as_of`` the past (subjects are today's).
+    Raises memory.search.QuerySyntaxError for a malformed query, UnknownSubject (field ``entity``) for an
+    ``entity`` the person has not.
     """
     types = _memory_types(memory_types)
+    if entity and as_of is not None:
+        raise AnimaError("an entity is recalled as it is today: leave out as_of", field="entity")
     if not 0.0 <= min_score <= 1.0:
         raise ValueError(f"min_score must be between 0 and 1, not {min_score}")
     limit = clamp_limit(limit)
@@ -359,8 +371,23 @@ def memory_recall(
             branches=branches,
             keyword_gate=keyword_gate,
         )
+        if moment is None and (entity or entities):
+            # Imported here: memory.subjects reads this module's selectors.
+            from memory.subjects.recall import entity_expand
+
+            hits = entity_expand(
+                hits=hits,
+                person=person,
+                query=query,
+                entity=entity,
+                expand=entities,
+                memory_types=types,
+                since=start,
+                until=end,
+                channel=channel,
+            )
         # A fact a little further down may rise above the lines it was made from (``_facts_first``).
-        results = _results(hits[: limit + RECALL_LIMIT])
+        results = _results(hits[: limit + RECALL_LIMIT], in_order=bool(entity))
         return [result for result in results if result["score"] >= min_score][:limit]
 
 
@@ -376,6 +403,8 @@ def memory_semantic_search(
     branches: Sequence[str] = ALL_BRANCHES,
     keyword_gate: bool = False,
     min_score: float = 0.0,
+    entity: str | None = None,
+    entities: bool = True,
 ) -> list[dict[str, Any]]:
     """Semantic memories only (the memory_semantic_search tool, passive recall)."""
     return memory_recall(
@@ -390,6 +419,8 @@ def memory_semantic_search(
         branches=branches,
         keyword_gate=keyword_gate,
         min_score=min_score,
+        entity=entity,
+        entities=entities,
     )
 
 
@@ -458,7 +489,8 @@ def _facts_first(results: list[dict[str, Any]], *, sources: dict[int, set[int]])
     return [results[i] for i in order]
 
 
-def _results(hits) -> list[dict[str, Any]]:
+def _results(hits, *, in_order: bool = False) -> list[dict[str, Any]]:
+    """The rows of ``hits`` as recall's results, facts first (``_facts_first``) unless kept ``in_order``."""
     ids = {
         "entities": [hit.id for hit in hits if hit.source != SESSION],
         "messages": [hit.id for hit in hits if hit.source == SESSION],
@@ -497,7 +529,7 @@ def _results(hits) -> list[dict[str, Any]]:
         if hit.source == SESSION:
             result["role"] = row["role"]
         results.append(result)
-    return _facts_first(results, sources=sources)
+    return results if in_order else _facts_first(results, sources=sources)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -561,8 +593,8 @@ def passive_recall(
         shown = cited_ids(conversation.system_prompt or "")
         candidates = [hit for hit in candidates if hit["id"] not in shown]
     # Unasked, a memory needs a word of the message behind it: the dense branch ranks every memory by
-    # meaning, so small talk ("lol ok") always has a nearest one.
-    candidates = [hit for hit in candidates if set(hit["scores"]) & set(KEYWORD_BRANCHES)]
+    # meaning, so small talk ("lol ok") always has a nearest one. A subject the message names is such a word.
+    candidates = [hit for hit in candidates if set(hit["scores"]) & {*KEYWORD_BRANCHES, ENTITY_BRANCH}]
     if not candidates:
         return PassiveRecall(hits=[], text="")
     if any("dense" in hit["scores"] for hit in candidates):
@@ -570,8 +602,10 @@ def passive_recall(
         cutoff = config["min_score"]
     else:
         # Keyword-only recall (no vectors here) cannot tell a relevant memory from one sharing a word with the
-        # message (on the dev sets none of its scores means better than 1 in 3): it offers the best keyword hits.
-        cutoff = candidates[0]["score"] * config["min_relative_score"]
+        # message (on the dev sets none of its scores means better than 1 in 3): it offers the best keyword hits,
+        # and what a subject the message names brought.
+        by_words = [hit["score"] for hit in candidates if set(hit["scores"]) & set(KEYWORD_BRANCHES)]
+        cutoff = max(by_words, default=candidates[0]["score"]) * config["min_relative_score"]
     hits, lines, used = [], [], 0
     for hit in candidates:
         if hit["score"] < cutoff or len(hits) >= config["limit"]:

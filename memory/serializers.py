@@ -96,7 +96,14 @@ class ForgetTombstoneSerializer(serializers.ModelSerializer):
 
 
 class RecallQuerySerializer(serializers.Serializer):
-    q = serializers.CharField(max_length=10_000)
+    q = serializers.CharField(max_length=10_000, required=False, default="", allow_blank=True)
+    entity = serializers.CharField(
+        max_length=200,
+        required=False,
+        default=None,
+        help_text="Ask about one of the person's subjects (key, relation, name or alias, e.g. daughter, Lily, 小雨): "
+        "its profile first, then its facts (ordered by q, which may then be empty) and the latest lines naming it.",
+    )
     types = serializers.CharField(
         required=False, default=None, help_text=f"Comma-separated subset of {', '.join(MEMORY_TYPES)}."
     )
@@ -116,6 +123,11 @@ class RecallQuerySerializer(serializers.Serializer):
         default=0.0,
         help_text="Leave out hits whose score (the estimated chance that the hit is relevant, 0..1) is below this.",
     )
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs["q"].strip() and not attrs["entity"]:
+            raise serializers.ValidationError({"q": "give q, or an entity to ask about"})
+        return attrs
 
     def validate_types(self, value: str | None) -> list[str] | None:
         if value is None:

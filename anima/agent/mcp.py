@@ -12,13 +12,15 @@ One server serves both transports of ``python manage.py mcp``:
 The tools are exactly ``anima.agent.tools.TOOLS`` (names, descriptions, JSON schemas), run by
 ``tool_call``: a malformed or refused call is an MCP tool error naming the field, never a
 protocol error. Read-only resources: ``anima://self`` (the self layer) and
-``anima://persons/{slug}`` (a person's profile: identities and memories).
+``anima://persons/{slug}`` (a person's profile: identities and memories), ``anima://persons/{slug}/entities``
+(who and what they talk about) and ``anima://persons/{slug}/entities/{key}`` (one of those, with its timeline).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import mcp_types as types
@@ -51,10 +53,12 @@ from conversations.access import (
 )
 from conversations.models import Person
 from memory.selectors import active_semantic_memories, memory_line, self_layer_text
+from memory.subjects.entities import entities_markdown, entity_markdown
 
 MCP_PATH = "/mcp"
 SELF_URI = "anima://self"
 PERSON_URI = "anima://persons/"
+ENTITIES = "entities"
 # resources/list names persons for discovery; the template reaches any other one.
 LISTED_PERSONS = 200
 PROFILE_MEMORIES = 100
@@ -133,13 +137,7 @@ def mcp_tool_result(*, name: str, arguments: dict[str, Any], access: Access) -> 
 
 def _person_profile(*, slug: str, access: Access) -> str:
     """A person as markdown: name, channel accounts, then their active memories (most cited first)."""
-    person = Person.objects.prefetch_related("identities").filter(slug=slug).first()
-    if person is None:
-        raise MCPError(types.INVALID_PARAMS, f"unknown person {slug!r}")
-    try:
-        access.person_for(person)
-    except AccessDenied as exc:
-        raise MCPError(types.INVALID_REQUEST, str(exc)) from None
+    person = _person_reached(slug=slug, access=access)
     accounts = ", ".join(f"{i.channel}:{i.external_id}" for i in person.identities.all()) or "none"
     memories = active_semantic_memories().filter(person=person).order_by("-pinned", "-reference_count", "id")
     lines = [memory_line(content=m.content, entity_id=m.pk) for m in memories[:PROFILE_MEMORIES]]
@@ -149,12 +147,41 @@ def _person_profile(*, slug: str, access: Access) -> str:
     )
 
 
+def _person_reached(*, slug: str, access: Access) -> Person:
+    person = Person.objects.prefetch_related("identities").filter(slug=slug).first()
+    if person is None:
+        raise MCPError(types.INVALID_PARAMS, f"unknown person {slug!r}")
+    try:
+        access.person_for(person)
+    except AccessDenied as exc:
+        raise MCPError(types.INVALID_REQUEST, str(exc)) from None
+    return person
+
+
+def _entities_text(*, slug: str, key: str | None, access: Access) -> str:
+    """A person's entities (``anima://persons/<slug>/entities``) or one of them (``.../entities/<key>``)."""
+    person = _person_reached(slug=slug, access=access)
+    if key is None:
+        return entities_markdown(person=person)
+    text = entity_markdown(person=person, key=unquote(key))
+    if text is None:
+        raise MCPError(types.INVALID_PARAMS, f"{person.slug} has no entity {unquote(key)!r}")
+    return text
+
+
 def _resource_text(*, uri: str, access: Access) -> str:
     if uri == SELF_URI:
         return self_layer_text(viewer_ids=access.person_ids) or "(the self layer is empty)"
     if uri.startswith(PERSON_URI):
-        return _person_profile(slug=uri.removeprefix(PERSON_URI), access=access)
-    raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}; read {SELF_URI} or {PERSON_URI}<slug>")
+        slug, _, rest = uri.removeprefix(PERSON_URI).partition("/")
+        if not rest:
+            return _person_profile(slug=slug, access=access)
+        if rest == ENTITIES or rest.startswith(f"{ENTITIES}/"):
+            return _entities_text(slug=slug, key=rest.removeprefix(ENTITIES).removeprefix("/") or None, access=access)
+    raise MCPError(
+        types.INVALID_PARAMS,
+        f"unknown resource {uri!r}; read {SELF_URI}, {PERSON_URI}<slug> or {PERSON_URI}<slug>/{ENTITIES}[/<key>]",
+    )
 
 
 def _resources(*, access: Access) -> list[types.Resource]:
@@ -169,6 +196,15 @@ def _resources(*, access: Access) -> list[types.Resource]:
                 uri=f"{PERSON_URI}{person.slug}",
                 mime_type="text/markdown",
                 description=f"Profile of {person.display_name or person.slug}: accounts and memories.",
+            )
+            for person in persons
+        ),
+        *(
+            types.Resource(
+                name=f"entities of {person.slug}",
+                uri=f"{PERSON_URI}{person.slug}/{ENTITIES}",
+                mime_type="text/markdown",
+                description=f"Who and what {person.display_name or person.slug} talks about: relatives, pets, places.",
             )
             for person in persons
         ),
@@ -203,7 +239,19 @@ def mcp_server(*, access: Access | None = None) -> Server:
             mime_type="text/markdown",
             description="A person's profile: accounts and memories.",
         )
-        return types.ListResourceTemplatesResult(resource_templates=[template])
+        entities = types.ResourceTemplate(
+            name="entities",
+            uri_template=f"{PERSON_URI}{{slug}}/{ENTITIES}",
+            mime_type="text/markdown",
+            description="Who and what a person talks about: each subject's relation, names, profile and facts.",
+        )
+        entity = types.ResourceTemplate(
+            name="entity",
+            uri_template=f"{PERSON_URI}{{slug}}/{ENTITIES}/{{key}}",
+            mime_type="text/markdown",
+            description="One of a person's subjects (key, relation, name or alias): profile, facts, timeline.",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template, entities, entity])
 
     async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)

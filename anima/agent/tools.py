@@ -105,6 +105,14 @@ _AS_OF = schema_string(
     )
 )
 _CHANNEL = schema_string(min_length=1, max_length=64, description="Channel, e.g. telegram, cli.")
+_ENTITY = schema_string(
+    min_length=1,
+    max_length=200,
+    description=(
+        "Ask about one of the person's subjects (a relative, pet or place: its relation, name or alias, e.g. "
+        "daughter, Lily, 小雨): its profile first, then its facts and the latest lines naming it."
+    ),
+)
 _CHAT_ID = schema_string(min_length=1, max_length=200, description="Account or chat id on the channel.")
 _MEMORY_TYPE = schema_enum(MemoryType.values, description="Kind of fact (default world).")
 
@@ -167,9 +175,15 @@ def _memory_json(memory) -> dict[str, Any]:
 
 # Tools act for a conversation's runtime: a call whose human is unknown (no person, or an
 # unmapped channel account) sees global memories only, never someone else's.
+def _query_or_entity(args: dict[str, Any]) -> str:
+    if not args.get("query") and not args.get("entity"):
+        raise ToolError("query", "query is required (it may be left out when asking about an entity)")
+    return args.get("query", "")
+
+
 def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
     results = memory_recall(
-        query=args["query"],
+        query=_query_or_entity(args),
         memory_types=args.get("memory_types"),
         limit=int(args.get("limit", RECALL_LIMIT)),
         person=_person(args, access),
@@ -179,13 +193,14 @@ def _recall(args: dict[str, Any], access: Access) -> dict[str, Any]:
         global_only=True,
         as_of=moment_parse(args.get("as_of"), field="as_of"),
         min_score=float(args.get("min_score", 0.0)),
+        entity=args.get("entity"),
     )
     return {"results": results}
 
 
 def _semantic_search(args: dict[str, Any], access: Access) -> dict[str, Any]:
     results = memory_semantic_search(
-        query=args["query"],
+        query=_query_or_entity(args),
         limit=int(args.get("limit", RECALL_LIMIT)),
         person=_person(args, access),
         since=moment_parse(args.get("since"), field="since"),
@@ -193,6 +208,7 @@ def _semantic_search(args: dict[str, Any], access: Access) -> dict[str, Any]:
         global_only=True,
         as_of=moment_parse(args.get("as_of"), field="as_of"),
         min_score=float(args.get("min_score", 0.0)),
+        entity=args.get("entity"),
     )
     return {"results": results}
 
@@ -310,7 +326,7 @@ TOOLS: tuple[Tool, ...] = (
         ),
         parameters=schema_object(
             {
-                "query": _text("What to look for."),
+                "query": _text("What to look for (required unless entity is given)."),
                 "memory_types": schema_array(
                     schema_enum(MEMORY_TYPES),
                     max_items=len(MEMORY_TYPES),
@@ -323,8 +339,8 @@ TOOLS: tuple[Tool, ...] = (
                 "until": _UNTIL,
                 "as_of": _AS_OF,
                 "channel": {**_CHANNEL, "description": "Only conversation snippets from this channel."},
+                "entity": _ENTITY,
             },
-            required=("query",),
         ),
         func=_recall,
     ),
@@ -333,15 +349,15 @@ TOOLS: tuple[Tool, ...] = (
         description="Search stable semantic facts only (preferences, identity, goals). " + CITATION_RULE,
         parameters=schema_object(
             {
-                "query": _text("What to look for."),
+                "query": _text("What to look for (required unless entity is given)."),
                 "limit": _LIMIT,
                 "min_score": _MIN_SCORE,
                 "person": _SLUG,
                 "since": _SINCE,
                 "until": _UNTIL,
                 "as_of": _AS_OF,
+                "entity": _ENTITY,
             },
-            required=("query",),
         ),
         func=_semantic_search,
     ),

@@ -9,7 +9,15 @@ from rest_framework.routers import DefaultRouter
 from anima.agent.api import PrepareTurnView
 from anima.api.views import ConfigViewSet, DocsView, ToolCallView, ToolListView
 from conversations.api import ConversationViewSet, HistoryView, IdentityViewSet, PersonViewSet
-from memory.api import DiaryViewSet, EmotionalTendencyViewSet, MemoryViewSet, PersonForgetView, RecallView
+from memory.api import (
+    DiaryViewSet,
+    EmotionalTendencyViewSet,
+    MemoryViewSet,
+    PersonEntitiesView,
+    PersonEntityView,
+    PersonForgetView,
+    RecallView,
+)
 from sleep.api import SleepRunViewSet
 from temporal.api import TemporalSummaryViewSet
 
@@ -29,6 +37,8 @@ urlpatterns = [
     path("docs/", DocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("recall/", RecallView.as_view(), name="api-recall"),
     path("persons/<slug:slug>/forget/", PersonForgetView.as_view(), name="api-person-forget"),
+    path("persons/<slug:slug>/entities/", PersonEntitiesView.as_view(), name="api-person-entities"),
+    path("persons/<slug:slug>/entities/<str:key>/", PersonEntityView.as_view(), name="api-person-entity"),
     path("history/", HistoryView.as_view(), name="api-history"),
     path("tools/", ToolListView.as_view(), name="api-tools"),
     path("tools/<str:name>/", ToolCallView.as_view(), name="api-tool-call"),

@@ -8,3 +8,5 @@ reaches them). A profile is a semantic memory of type ``observation`` whose body
 PROFILE_KEY = "profile"
 SOURCE_FACTS_KEY = "source_facts"
 SELF_KEY = "self"
+# The branch recall's hits carry (``ranks``, ``scores``) when a subject the query names brought them.
+ENTITY_BRANCH = "entity"

@@ -15,12 +15,16 @@ from django.utils import timezone
 from anima.core.models import MemoryType
 from conversations.models import HistoryEntry, Person
 from memory.models import SelfBlock, WorkspaceText
-from memory.selectors import active_semantic_memories, self_layer_blocks
+from memory.selectors import self_layer_blocks
+from memory.subjects.entities import entities_markdown
+from memory.subjects.recall import subjects_served
+from memory.subjects.selectors import active_facts
 from memory.workspace._layout import (
     _YAML_PLAIN,
     _YAML_RESERVED,
     _YAML_UNSAFE,
     CURSOR,
+    ENTITIES,
     HISTORY,
     IDENTITY_MAP,
     INDENT,
@@ -140,7 +144,8 @@ def _workspace_files(*, tz: tzinfo) -> dict[str, str]:
     files: dict[str, str] = {}
     kept = WorkspaceText.objects.filter(path=SOUL).values_list("content", flat=True).first()
     files[SOUL] = _soul_markdown({block.key: block.content for block in self_layer_blocks()}, kept=kept)
-    memories = list(active_semantic_memories().select_related("person").order_by("id"))
+    # Profiles are written with their subjects (ENTITIES), not as facts: the night makes them again from the facts.
+    memories = list(active_facts().select_related("person").order_by("id"))
     global_memories = [m for m in memories if m.person_id is None]
     files[USER] = _memory_markdown("USER", [m for m in global_memories if m.memory_type == MemoryType.PREFERENCE])
     files[MEMORY] = _memory_markdown("MEMORY", [m for m in global_memories if m.memory_type != MemoryType.PREFERENCE])
@@ -161,6 +166,8 @@ def _workspace_files(*, tz: tzinfo) -> dict[str, str]:
             f"MEMORY: {person.slug}", [m for m in own if not m.body.get("source_id")]
         )
         files[f"{base}/history.jsonl"] = _history_jsonl(history.filter(person=person), tz=tz, accounts=accounts)
+        if subjects_served(person=person).exists():
+            files[f"{base}/{ENTITIES}"] = entities_markdown(person=person)
         sources: dict[tuple[str, str], list] = {}
         for memory in own:
             if memory.body.get("source_id"):

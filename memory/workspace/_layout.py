@@ -20,6 +20,8 @@ LEGACY_HISTORY = "memory/HISTORY.md"
 CURSOR = "memory/.cursor"
 IDENTITY_MAP = "memory/identity_map.yaml"
 PERSONS = "memory/persons"
+# A person's subjects as they read (written by export, never imported: the night builds them from the facts).
+ENTITIES = "entities.md"
 PINNED = "[pinned] "
 ESCAPE = "\\"
 INDENT = "  "

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import jieba
 
 from anima.core.llm.offline import offline_handler
+from anima.core.relations import ZH_RELATIONS
 from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords, third_person_en, third_person_zh
 from sleep import slots
 from sleep.offline._shared import bigrams
@@ -59,7 +60,7 @@ _EN_RELATION_WORDS = {
     "child": "child",
     "dog_or_cat": "pet",
 }
-_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(zh_grammar.ZH_RELATIONS.items()))} | {"child": "孩子"}
+_ZH_RELATION_WORDS = {v: k for k, v in reversed(list(ZH_RELATIONS.items()))} | {"child": "孩子"}
 
 
 @dataclass

@@ -22,9 +22,10 @@ import functools
 import re
 
 from anima.core.llm.schema import schema_object, schema_string
+from anima.core.relations import relation_is_pet, relation_word_read, relation_words
 from anima.core.text import is_chinese, without_addresses
-from sleep.slots._chinese import ZH_RELATIONS, zh_read
-from sleep.slots._english import EN_RELATIONS, en_read
+from sleep.slots._chinese import zh_read
+from sleep.slots._english import en_read
 from sleep.slots._slot import SELF, Slot, restates, same_slot, same_subject, slot_resolved, slots_aliased, supersedes
 from sleep.slots._values import number_value
 from temporal.selectors import person_label
@@ -118,27 +119,3 @@ def memory_slot(memory) -> Slot | None:
     """The slot a semantic memory fills, as its content reads (the stored one where the content agrees)."""
     name = person_label(memory.person) if memory.person_id else ""
     return slot_checked(Slot.from_body(memory.body), text=memory.content, name=name)
-
-
-# Relations the grammar reads for animals; a breed it cannot tell apart is "dog_or_cat:<breed>".
-_PET_RELATIONS = frozenset(
-    {"cat", "dog", "rabbit", "hamster", "parrot", "bird", "turtle", "fish", "horse", "lizard", "snake"}
-)
-_BREED_PREFIX = "dog_or_cat:"
-
-
-def relation_is_pet(relation: str) -> bool:
-    return relation in _PET_RELATIONS or relation.startswith(_BREED_PREFIX)
-
-
-def relation_words(relation: str) -> tuple[str, ...]:
-    """Every word the grammar reads as ``relation``, in both languages, longest first ("女儿", "闺女", "daughter")."""
-    if relation.startswith(_BREED_PREFIX):
-        return (relation.removeprefix(_BREED_PREFIX),)
-    words = {word for table in (ZH_RELATIONS, EN_RELATIONS) for word, read in table.items() if read == relation}
-    return tuple(sorted(words, key=lambda word: (-len(word), word)))
-
-
-def relation_word_read(word: str) -> str | None:
-    """The relation a word of the grammar names ("闺女" → "daughter", "Mum" → "mother"), else None."""
-    return ZH_RELATIONS.get(word) or EN_RELATIONS.get(word.casefold())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 
+from anima.core.relations import ZH_RELATIONS
 from anima.core.segmentation import word_tags
 from sleep.slots._english import Reading
 from sleep.slots._slot import SELF, Slot
@@ -13,53 +14,6 @@ from sleep.slots._values import number_value, value_normalized
 
 # ---------------------------------------------------------------- Chinese grammar
 
-ZH_RELATIONS = {
-    "女儿": "daughter",
-    "闺女": "daughter",
-    "儿子": "son",
-    "孩子": "child",
-    "小孩": "child",
-    "宝宝": "child",
-    "老婆": "wife",
-    "妻子": "wife",
-    "媳妇": "wife",
-    "太太": "wife",
-    "老公": "husband",
-    "丈夫": "husband",
-    "先生": "husband",
-    "男朋友": "partner",
-    "女朋友": "partner",
-    "对象": "partner",
-    "妈妈": "mother",
-    "妈": "mother",
-    "母亲": "mother",
-    "爸爸": "father",
-    "爸": "father",
-    "父亲": "father",
-    "哥哥": "brother",
-    "弟弟": "brother",
-    "姐姐": "sister",
-    "妹妹": "sister",
-    "奶奶": "grandmother",
-    "外婆": "grandmother",
-    "姥姥": "grandmother",
-    "爷爷": "grandfather",
-    "外公": "grandfather",
-    "姥爷": "grandfather",
-    "孙子": "grandson",
-    "孙女": "granddaughter",
-    "外孙": "grandson",
-    "外孙女": "granddaughter",
-    "猫": "cat",
-    "狗": "dog",
-    "猫咪": "cat",
-    "狗狗": "dog",
-    "兔子": "rabbit",
-    "仓鼠": "hamster",
-    "鹦鹉": "parrot",
-    "乌龟": "turtle",
-    "金鱼": "fish",
-}
 _ZH_REL = "|".join(sorted(ZH_RELATIONS, key=len, reverse=True))
 _ZH_PET_WORDS = (
     "柯基|泰迪|金毛|哈士奇|柴犬|拉布拉多|边牧|萨摩耶|比熊|博美|橘猫|布偶|英短|美短|狸花猫|蓝猫|暹罗|加菲|"

@@ -6,62 +6,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from anima.core.relations import EN_RELATIONS
 from sleep.slots._slot import SELF, Slot
 from sleep.slots._values import EN_COUNT, EN_HAVE, EN_NUMBER_WORDS, head_value, number_value, value_normalized
 
 # ---------------------------------------------------------------- English grammar
 
-EN_RELATIONS = {
-    "daughter": "daughter",
-    "son": "son",
-    "kid": "child",
-    "kids": "child",
-    "child": "child",
-    "children": "child",
-    "boy": "son",
-    "girl": "daughter",
-    "wife": "wife",
-    "husband": "husband",
-    "partner": "partner",
-    "boyfriend": "partner",
-    "girlfriend": "partner",
-    "fiance": "partner",
-    "fiancé": "partner",
-    "fiancée": "partner",
-    "mum": "mother",
-    "mom": "mother",
-    "mother": "mother",
-    "dad": "father",
-    "father": "father",
-    "brother": "brother",
-    "sister": "sister",
-    "grandson": "grandson",
-    "granddaughter": "granddaughter",
-    "grandma": "grandmother",
-    "grandmother": "grandmother",
-    "grandpa": "grandfather",
-    "grandfather": "grandfather",
-    "aunt": "aunt",
-    "uncle": "uncle",
-    "cousin": "cousin",
-    "niece": "niece",
-    "nephew": "nephew",
-    "cat": "cat",
-    "kitten": "cat",
-    "dog": "dog",
-    "puppy": "dog",
-    "rabbit": "rabbit",
-    "bunny": "rabbit",
-    "hamster": "hamster",
-    "parrot": "parrot",
-    "bird": "bird",
-    "turtle": "turtle",
-    "tortoise": "turtle",
-    "fish": "fish",
-    "horse": "horse",
-    "lizard": "lizard",
-    "snake": "snake",
-}
 # Breeds name a dog or a cat without saying which.
 _EN_BREEDS = re.compile(
     r"\b(retriever|labrador|lab|poodle|corgi|terrier|spaniel|beagle|bulldog|collie|husky|shepherd|dachshund|"

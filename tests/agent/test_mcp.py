@@ -180,7 +180,11 @@ def test_http_serves_tools_to_a_bearer_token_scoped_by_its_binding(mcp_http):
     assert outside.is_error
     assert "person ada is outside an agent token bound to persons leo" in payload(outside)["error"]["message"]
     assert bad.is_error and payload(bad)["error"]["field"] == "content"
-    assert {str(resource.uri) for resource in resources.resources} == {"anima://self", "anima://persons/leo"}
+    assert {str(resource.uri) for resource in resources.resources} == {
+        "anima://self",
+        "anima://persons/leo",
+        "anima://persons/leo/entities",
+    }
     assert "person ada is outside" in profile.message
 
 

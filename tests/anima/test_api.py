@@ -32,7 +32,14 @@ def _api_routes() -> list[str]:
                 routes.append(text)
 
     walk(get_resolver().url_patterns, "")
-    samples = {"pk": "1", "slug": "leo", "section": "sleep", "name": "memory_recall", "format": "json"}
+    samples = {
+        "pk": "1",
+        "slug": "leo",
+        "section": "sleep",
+        "name": "memory_recall",
+        "format": "json",
+        "key": "daughter",
+    }
     concrete = set()
     for route in routes:
         route = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: samples[m.group(1)], route)

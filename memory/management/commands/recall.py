@@ -26,7 +26,7 @@ class Command(BaseCommand):
     help = (
         "Hybrid recall over semantic, session, limbic and autobiographical memory. "
         "With --batch FILE.jsonl, one JSON line per query line "
-        "{id, query, types?, person?, limit?, as_of?, min_score?}."
+        "{id, query, types?, person?, limit?, as_of?, min_score?, entity?}."
     )
 
     def add_arguments(self, parser) -> None:
@@ -47,6 +47,11 @@ class Command(BaseCommand):
             help="recall what was held then: YYYY-MM-DD (the end of that local day) or an ISO datetime",
         )
         parser.add_argument("--channel", help="only session hits from conversations of this channel")
+        parser.add_argument(
+            "--entity",
+            help="ask about one of the person's subjects (key, relation, name or alias): its profile, facts, "
+            "latest lines; QUERY may then be left out",
+        )
         parser.add_argument("--json", action="store_true", help="print the results as JSON")
         parser.add_argument("--explain", action="store_true", help="show each hit's rank in each branch")
         parser.add_argument("--batch", help="JSONL file of queries; one JSON result line per query")
@@ -57,11 +62,11 @@ class Command(BaseCommand):
         if options["batch"]:
             self._batch(options)
             return
-        if not options["query"]:
-            raise CommandError("give a QUERY or --batch FILE.jsonl")
+        if not options["query"] and not options["entity"]:
+            raise CommandError("give a QUERY, --entity NAME or --batch FILE.jsonl")
         try:
             results = memory_recall(
-                query=options["query"],
+                query=options["query"] or "",
                 memory_types=_types(options["types"]),
                 limit=options["limit"],
                 person=_person(options["person"]),
@@ -70,6 +75,7 @@ class Command(BaseCommand):
                 channel=options["channel"],
                 as_of=moment_parse(options["as_of"], field="--as-of"),
                 min_score=options["min_score"],
+                entity=options["entity"],
             )
         except (ValueError, SearchTimeout) as exc:
             raise CommandError(str(exc)) from exc
@@ -120,6 +126,7 @@ class Command(BaseCommand):
                 person=persons.get(slug) if slug else None,
                 as_of=moment_parse(item.get("as_of"), field="as_of"),
                 min_score=float(item.get("min_score") or 0.0),
+                entity=item.get("entity") or None,
             )
         except (QuerySyntaxError, ValueError, CommandError, SearchTimeout) as exc:
             return {"id": item.get("id"), "error": str(exc)}

@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from anima.core.models import MemoryStatus
+from memory.forgetting import memory_forget
+from memory.models import SemanticMemory, SubjectKind
+from memory.selectors import memory_recall, passive_recall
+from memory.subjects import ENTITY_BRANCH
+from memory.subjects.recall import (
+    ENTITY_PRIOR,
+    UnknownSubject,
+    relations_asked,
+    subjects_mentioned,
+    subjects_served,
+)
+from tests.factories import ConversationFactory, MessageFactory, PersonFactory
+from tests.memory.subjects import subject_built
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("text", "relations"),
+    [
+        ("How is my daughter doing?", {"daughter"}),
+        ("how's my little girl?", {"daughter"}),
+        ("A girl at work said hi", set()),
+        ("my daughters and my son", {"daughter", "son"}),
+        ("what did my daughter's teacher say", {"daughter"}),
+        ("我女儿最近怎么样？", {"daughter"}),
+        ("我闺女呢", {"daughter"}),
+        ("我妈说的", {"mother"}),
+        ("他妈的", set()),
+        ("我家猫不吃饭", {"cat"}),
+        ("熊猫真可爱", set()),
+        ("外孙女来了", {"granddaughter"}),
+        ("the weather is nice", set()),
+    ],
+)
+def test_relations_asked_reads_the_askers_relatives_in_both_languages(text, relations):
+    assert relations_asked(text) == relations
+
+
+@pytest.fixture
+def maya_lily():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    lily, facts = subject_built(
+        maya,
+        relation="daughter",
+        name="Lily",
+        facts=["Lily plays the violin", "Lily is scared of thunderstorms"],
+        intro="Maya's daughter",
+    )
+    return maya, lily, facts
+
+
+@pytest.fixture
+def leo_xiaoyu():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    xiaoyu, facts = subject_built(
+        leo, relation="daughter", name="小雨", facts=["小雨在学钢琴", "小雨属虎"], intro="Leo 的女儿"
+    )
+    return leo, xiaoyu, facts
+
+
+def _ids(results) -> list[int]:
+    return [result["id"] for result in results]
+
+
+def test_a_question_by_relation_finds_the_subjects_profile_then_its_facts(maya_lily):
+    maya, lily, facts = maya_lily
+
+    results = memory_recall(query="How is my daughter doing?", person=maya, memory_types=["semantic"])
+    without = memory_recall(query="How is my daughter doing?", person=maya, memory_types=["semantic"], entities=False)
+
+    assert _ids(results)[0] == lily.profile_id
+    assert set(_ids(results)[1:3]) == {fact.pk for fact in facts}
+    assert results[0]["ranks"][ENTITY_BRANCH] == 1
+    assert not {fact.pk for fact in facts} & set(_ids(without))
+
+
+def test_a_chinese_question_finds_a_daughter_by_a_synonym_and_by_her_name(leo_xiaoyu):
+    leo, xiaoyu, facts = leo_xiaoyu
+
+    for query in ("我闺女最近怎么样？", "小雨怎么样", "How is my daughter?"):
+        results = memory_recall(query=query, person=leo, memory_types=["semantic"])
+        assert _ids(results)[0] == xiaoyu.profile_id, query
+        assert {fact.pk for fact in facts} <= set(_ids(results)), query
+
+
+def test_a_question_naming_a_direct_match_keeps_it_first(maya_lily):
+    maya, _, facts = maya_lily
+    violin = facts[0]
+    # The question's own words find the fact: it scores above what the subject alone brings.
+    assert memory_recall(query="violin", person=maya, memory_types=["semantic"])[0]["id"] == violin.pk
+
+
+def test_the_expansion_reads_only_the_asking_persons_subjects(maya_lily, leo_xiaoyu):
+    maya, lily, _ = maya_lily
+    leo, _, _ = leo_xiaoyu
+
+    results = memory_recall(query="How is my daughter doing? Lily?", person=leo)
+
+    maya_rows = set(SemanticMemory.objects.filter(person=maya).values_list("pk", flat=True))
+    assert not maya_rows & set(_ids(results))
+    assert lily not in subjects_mentioned(person=leo, text="Lily")
+
+
+_WORDS = ["daughter", "my", "girl", "Lily", "小雨", "女儿", "闺女", "how", "is", "violin", "钢琴", " ", "?"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8))
+def test_no_query_reaches_another_persons_memories(maya_lily, leo_xiaoyu, words):
+    maya, _, _ = maya_lily
+    leo, _, _ = leo_xiaoyu
+    query = " ".join(words).strip() or "?"
+    maya_rows = set(SemanticMemory.objects.filter(person=maya).values_list("pk", flat=True))
+    try:
+        results = memory_recall(query=query, person=leo)
+    except ValueError:
+        return  # a malformed query
+    assert not maya_rows & set(_ids(results))
+
+
+@pytest.mark.parametrize("query", ["violin", "what should I cook tonight", "thunderstorms at night", "钢琴"])
+def test_a_query_naming_no_subject_is_ranked_as_without_the_expansion(maya_lily, leo_xiaoyu, query):
+    maya, _, _ = maya_lily
+    assert memory_recall(query=query, person=maya) == memory_recall(query=query, person=maya, entities=False)
+
+
+def test_no_person_no_expansion(maya_lily):
+    assert ENTITY_BRANCH not in str(memory_recall(query="my daughter Lily", global_only=True))
+
+
+def test_recall_about_an_entity_gives_its_profile_then_facts_then_latest_lines(maya_lily):
+    maya, lily, facts = maya_lily
+    conversation = ConversationFactory(person=maya)
+    older = MessageFactory(conversation=conversation, content="Lily has a concert on Friday")
+    newer = MessageFactory(conversation=conversation, content="Lily won the concert prize!")
+    MessageFactory(conversation=conversation, content="Lilyana is my neighbour")
+    MessageFactory(conversation=ConversationFactory(), content="Lily from another person's chat")
+
+    for entity in ("Lily", "daughter", "daughter:Lily", "女儿"):
+        results = memory_recall(query="", entity=entity, person=maya)
+        assert [(r["memory_type"], r["id"]) for r in results] == [
+            ("semantic", lily.profile_id),
+            *sorted((("semantic", fact.pk) for fact in facts), key=lambda item: -item[1]),
+            ("session", newer.pk),
+            ("session", older.pk),
+        ], entity
+    assert results[0]["score"] == pytest.approx(ENTITY_PRIOR)
+    # Session hits keep to the channel asked for.
+    elsewhere = memory_recall(query="", entity="Lily", person=maya, channel="telegram")
+    assert "session" not in {r["memory_type"] for r in elsewhere}
+    # With a query, it orders the facts.
+    assert memory_recall(query="thunderstorms", entity="Lily", person=maya)[1]["id"] == facts[1].pk
+
+
+def test_an_entity_the_person_has_not_is_unknown_whoever_has_it(maya_lily, leo_xiaoyu):
+    leo, _, _ = leo_xiaoyu
+    with pytest.raises(UnknownSubject) as theirs:
+        memory_recall(query="", entity="Lily", person=leo)
+    with pytest.raises(UnknownSubject) as nobodys:
+        memory_recall(query="", entity="Zed", person=leo)
+    assert str(theirs.value).replace("Lily", "Zed") == str(nobodys.value)
+    assert theirs.value.field == "entity"
+    with pytest.raises(UnknownSubject):
+        memory_recall(query="", entity="Lily", person=None)
+
+
+def test_a_subject_whose_facts_are_gone_is_served_nowhere(maya_lily):
+    maya, lily, facts = maya_lily
+    SemanticMemory.objects.filter(pk__in=[f.pk for f in facts] + [lily.profile_id]).update(status=MemoryStatus.EXPIRED)
+    assert list(subjects_served(person=maya)) == []
+    assert not subjects_mentioned(person=maya, text="my daughter Lily")
+    with pytest.raises(UnknownSubject):
+        memory_recall(query="", entity="Lily", person=maya)
+
+
+def test_a_forgotten_subject_is_not_recalled(maya_lily):
+    maya, _, facts = maya_lily
+    for fact in facts:
+        memory_forget(memory=SemanticMemory.objects.get(pk=fact.pk), requested_by="test")
+    assert ENTITY_BRANCH not in str(memory_recall(query="How is my daughter doing?", person=maya))
+
+
+def test_the_self_subject_is_never_expanded(maya_lily):
+    maya, _, _ = maya_lily
+    subject_built(maya, relation="self", name="Maya", kind=SubjectKind.SELF, facts=["Maya likes tea"])
+    assert [s.name for s in subjects_mentioned(person=maya, text="what does Maya like, and my daughter?")] == ["Lily"]
+
+
+def test_passive_recall_offers_the_profile_of_the_daughter_asked_about(leo_xiaoyu):
+    leo, xiaoyu, _ = leo_xiaoyu
+    conversation = ConversationFactory(person=leo)
+
+    passive = passive_recall(conversation=conversation, user_message="我女儿最近怎么样？")
+
+    assert passive.hits[0]["id"] == xiaoyu.profile_id
+    assert f"[[anima:{xiaoyu.profile_id}]]" in passive.text
+
+
+def test_the_recall_command_asks_about_an_entity(maya_lily):
+    _, lily, _ = maya_lily
+    out = io.StringIO()
+    call_command("recall", "--entity", "daughter", "--person", "maya", "--json", stdout=out)
+    assert json.loads(out.getvalue())["results"][0]["id"] == lily.profile_id
+    with pytest.raises(CommandError, match="no subject 'Zed'"):
+        call_command("recall", "--entity", "Zed", "--person", "maya")
+    with pytest.raises(CommandError, match="--entity"):
+        call_command("recall", "--person", "maya")
+
+
+def test_what_the_question_asks_of_the_subject_orders_its_facts():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    xiaoyu, (sign, piano, dogs) = subject_built(
+        leo, relation="daughter", name="小雨", facts=["Leo 的女儿小雨属虎", "小雨在学钢琴", "Leo 的女儿怕狗"]
+    )
+
+    results = memory_recall(query="小雨怕什么？", person=leo, memory_types=["semantic"])
+
+    # The facts naming 小雨 match the question's name; the one answering 「怕」 does not, and comes first.
+    assert _ids(results)[:2] == [xiaoyu.profile_id, dogs.pk]
+    assert set(_ids(results)[2:4]) == {sign.pk, piano.pk}
