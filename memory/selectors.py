@@ -610,8 +610,8 @@ def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool:
             query=search_text_plain(reading), limit=pool, person=person, global_only=True, keyword_gate=True
         )
         for hit in found:
-            # Unasked, a memory needs a word of the message behind it: the dense branch ranks every memory by
-            # meaning, so any message has a nearest one.
+            # Unasked, a memory needs a word of the message (or of the turns it follows) behind it: the dense branch
+            # ranks every memory by meaning, so any message has a nearest one.
             if set(hit["scores"]) & set(KEYWORD_BRANCHES) and hit["score"] > best.get(hit["id"], {}).get("score", -1):
                 best[hit["id"]] = hit
     return sorted(best.values(), key=lambda hit: -hit["score"])
