@@ -2,15 +2,19 @@
 
 Run from the repository root (``--data``: the folder holding madial/ and locomo/):
 
-    python bench/recall/passive_gate.py --data ../shared/bench [--variants last,window] [--cutoffs 0.3,0.4,0.5]
+    python bench/recall/passive_gate.py --data ../shared/bench [--variants passive,last] [--cutoffs 0.3,0.35,0.4] \
+        [--shares 0,0.9] [--sets madial-zh,locomo] [--dump candidates.json]
 
 Into a throwaway database it loads MADial (zh, en) and LoCoMo as ``bench_recall`` does and embeds the memories
 (only they: passive recall offers semantic memories, so LoCoMo's turns are stored but not embedded). Each turn
 is a last message and the turns before it: a MADial dialogue's user line before the test turn after the
 dialogue's earlier turns, a LoCoMo question on its own, a small-talk line of bench/recall/smalltalk.jsonl on its
 own and after a topical exchange (a MADial dialogue's or a LoCoMo session's first two turns). For each query
-construction (``VARIANTS``) each turn's candidates are searched once; every cut-off is then applied to them, and
-for each set it prints offered / relevant offered / precision, as ``bench_recall``'s ``passive`` reads them.
+construction (``VARIANTS``: the last message alone, the window and the message as one query, and ``passive``,
+passive recall itself in a conversation holding the turns before, its cut-offs opened) each turn's candidates are
+searched once; every cut-off and share of the best score is then applied to them, and for each set it prints
+offered / relevant offered / precision, as ``bench_recall``'s ``passive`` reads them. ``--dump`` writes every
+turn's candidates for other combinations.
 """
 
 from __future__ import annotations
