@@ -106,6 +106,18 @@ def message_latest_user(*, conversation: Conversation) -> Message | None:
     return Message.objects.filter(conversation=conversation, role=Role.USER).order_by("-created_at", "-id").first()
 
 
+def messages_latest(*, conversation: Conversation, count: int) -> list[Message]:
+    """The conversation's ``count`` latest user and assistant messages with text, oldest first (ties by id)."""
+    if count <= 0:
+        return []
+    rows = (
+        Message.objects.filter(conversation=conversation, role__in=(Role.USER, Role.ASSISTANT))
+        .exclude(content="")
+        .order_by("-created_at", "-id")[:count]
+    )
+    return list(reversed(rows))
+
+
 def identity_resolve(*, channel: str, external_id: str) -> Person | None:
     """The person a channel account belongs to, or None when it is not mapped."""
     identity = Identity.objects.select_related("person").filter(channel=channel, external_id=external_id).first()

@@ -76,13 +76,19 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "limit": Field(int, 5, 1, 20),
         "min_score": Field(
             float,
-            0.4,
+            0.35,
             0.0,
             1.0,
             "offer a memory at least this likely to be relevant (recall's calibrated score, with vectors)",
         ),
+        "min_share_of_best": Field(
+            float, 0.9, 0.0, 1.0, "with vectors: offer only memories scoring at least this share of the best one's"
+        ),
         "min_relative_score": Field(
             float, 0.55, 0.0, 1.0, "keyword-only recall (no vectors): offer memories within this share of the best"
+        ),
+        "context_messages": Field(
+            int, 8, 0, 20, "the message is also read after this many of the conversation's latest messages"
         ),
         "max_chars": Field(int, 2000, 100, 20000),
         "exclude_resident": Field(bool, True),

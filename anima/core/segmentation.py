@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS
+from anima.core.text import CHAT_SOUND, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ _init_lock = threading.Lock()
 # Runs of non-ASCII text go through jieba; ASCII words (emails, URLs, versions, code) stay whole.
 _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
+_WORD_CHARACTER = re.compile(r"[^\W_]")
+_DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
 _initialized = False
 
 
@@ -77,6 +79,31 @@ def word_parts(word: str, tag: str) -> list[tuple[str, str]]:
         spans = (word[start : start + size] for start in range(len(word) - size + 1))
         parts.extend((span, dictionary[span]) for span in spans if len(word) > size and span in dictionary)
     return parts
+
+
+def text_informative(text: str) -> bool:
+    """Whether ``text`` names anything: a word that is neither a function word nor chat (``CHAT_WORDS``:
+    greetings, thanks, acknowledgements, interjections) nor a one-character Chinese verb (吃, 笑, 忙: in
+    「吃了吗」「笑死我了」「在忙吗」 they are the greeting, not a topic). "lol ok", 「嗯嗯，好的谢谢」 and ":)" name
+    nothing; "How is Miso?", 「我的猫呢」 and 「我的猫最近不爱吃饭」 do.
+
+    (A chat word in ``CHAT_WORDS`` includes every function word.)"""
+    for token, tag in word_tags(text):
+        word = token.strip().lower()
+        if not _WORD_CHARACTER.search(word) or _chat_word(word):
+            continue
+        if len(word) == 1 and _CJK_CHARACTER.fullmatch(word) and tag.startswith("v"):
+            continue
+        return True
+    return False
+
+
+def _chat_word(word: str) -> bool:
+    # A word drawn out ("heyyy", "sooo") is the word.
+    if any(form in CHAT_WORDS or CHAT_SOUND.fullmatch(form) for form in (word, _DRAWN_OUT.sub(r"\1", word))):
+        return True
+    # jieba joins a function word and a chat word into one (那好, 我要): such a word is made of neither.
+    return len(word) > 1 and all(_CJK_CHARACTER.fullmatch(ch) and ch in CHAT_WORDS for ch in word)
 
 
 def _characters(tokens: list[str]) -> list[str]:

@@ -106,6 +106,32 @@ KEYWORD_STOPWORDS = FUNCTION_WORDS | frozenset(
 )
 
 
+# What people say to keep a conversation going rather than about anything: greetings and farewells, thanks and
+# apologies, acknowledgements and back-channel replies, interjections and laughter, in both languages. A message
+# of nothing but these and function words names nothing to remember (``anima.core.segmentation.text_informative``).
+CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
+    """
+    hi hello hey hiya howdy yo sup hola greetings welcome afternoon evening goodnight gn gm bye goodbye byebye cya
+    ciao later ttyl brb gtg bbl soon see talk chat catch thx ty tysm appreciate appreciated cheers please pls plz
+    sorry apologies pardon excuse ok k kk okey alright right yeah yep yup yea ya nope nah fine cool nice awesome
+    perfect excellent wonderful lovely neat sweet amazing fantastic true indeed exactly totally absolutely agree
+    agreed same lot gotcha understood noted sounds sound seems fair fun funny lol lmao rofl hmm hm mm uh um oh ah wow
+    whoa omg oops ugh yay meh huh eh np worries problem back day care glad hear heard new up doing whatever anyway
+    all one enough re ll ve d m make makes take hope pleasure sense dream dreams enjoy
+    """.split()
+    + """
+    你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点
+    谢谢 谢 多谢 感谢 谢啦 辛苦 客气 没事 没关系 不用 好 好好 好滴 好嘞 好哒 行 嗯嗯 嗯呢 哦 噢 喔 哇 哇塞 嘛 哈 嘿 嘿嘿
+    嘻嘻 呵呵 唉 哎 哎呀 哎哟 天 天哪 对 对对 是的 没错 收到 明白 了解 懂 懂了 同意 道理 真的假 假 假的 厉害 棒
+    不错 还行 还好 一般 凑合 干嘛 在吗 聊 见 见面 又 回来 问题 好久不见 加油 恭喜 真 忙 休息 早点
+    """.split()
+)
+# Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, ahhh.
+CHAT_SOUND = re.compile(
+    r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|u+h+|a+h+|o+h+|w+o+w+"
+)
+
+
 # Nouns (and English words, tagged "eng"): verbs like 「没查」「老问」 make poor themes.
 _KEYWORD_POS = ("n", "ns", "nz", "nt", "nw", "vn", "eng")
 

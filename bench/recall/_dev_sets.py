@@ -46,14 +46,18 @@ def dev_sets_loaded(data: Path) -> Iterator[list[DevQuery]]:
         queries: list[DevQuery] = []
         for lang in LANGUAGES:
             _, persons, key_of = madial_load(data=data / "madial", lang=lang)
-            for person, query, last, relevant in madial_read(data=data / "madial", lang=lang, persons=persons):
+            for dialogue in madial_read(data=data / "madial", lang=lang, persons=persons):
 
-                def is_relevant(pk: int, relevant=relevant, key_of=key_of) -> bool:
+                def is_relevant(pk: int, relevant=dialogue.relevant, key_of=key_of) -> bool:
                     return key_of.get(pk) in relevant
 
-                semantic = {"person": person, "memory_types": [SEMANTIC]}
-                queries.append(DevQuery(f"madial-{lang}", {**semantic, "query": query}, is_relevant, 0, len(relevant)))
-                queries.append(DevQuery(f"madial-{lang}-last", _passive(semantic, last), is_relevant))
+                semantic = {"person": dialogue.person, "memory_types": [SEMANTIC]}
+                queries.append(
+                    DevQuery(
+                        f"madial-{lang}", {**semantic, "query": dialogue.query}, is_relevant, 0, len(dialogue.relevant)
+                    )
+                )
+                queries.append(DevQuery(f"madial-{lang}-last", _passive(semantic, dialogue.last), is_relevant))
             for line in smalltalk_lines(lang=lang):
                 for person in list(persons.values())[:5]:
                     recall = _passive({"person": person, "memory_types": [SEMANTIC]}, line)

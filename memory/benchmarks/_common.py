@@ -6,12 +6,14 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.utils import timezone
 
-from anima.core.segmentation import jieba_get
-from conversations.models import Conversation
+from anima.core.segmentation import jieba_get, segment_text
+from conversations.models import Conversation, Message, Person
 from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
 from memory.selectors import passive_recall
 
@@ -85,6 +87,24 @@ class PassiveTally:
         }
 
 
+def conversation_holding(*, person: Person, turns: Sequence[tuple[str, str]]) -> Conversation:
+    """A new conversation of ``person`` holding ``turns`` (role, text), a second apart: what a turn that follows them
+    in a real conversation would have before it."""
+    conversation = Conversation.objects.create(person=person)
+    start = timezone.now() - timedelta(seconds=len(turns) + 1)
+    Message.objects.bulk_create(
+        Message(
+            conversation=conversation,
+            role=role,
+            content=text,
+            created_at=start + timedelta(seconds=index),
+            fts_segmented=segment_text(text),
+        )
+        for index, (role, text) in enumerate(turns)
+    )
+    return conversation
+
+
 def passive_offered(*, conversation: Conversation, message: str, key_of: dict[int, str]) -> set[str]:
     """The keys (``key_of`` by memory id) of what passive recall offers for ``message`` in ``conversation``."""
     hits = passive_recall(conversation=conversation, user_message=message).hits
@@ -99,7 +119,8 @@ def smalltalk_lines(*, lang: str) -> list[str]:
 
 
 def smalltalk_figures(*, conversations: Iterable[Conversation], lang: str) -> dict[str, float]:
-    """Over every small-talk line of ``lang`` in each of ``conversations``: the share offered anything, and how much."""
+    """Over every small-talk line of ``lang`` in each of ``conversations`` (each holding a topical exchange, which a
+    small-talk line after it must not drag in): the share offered anything, and how much."""
     tally = PassiveTally()
     for conversation in conversations:
         for line in smalltalk_lines(lang=lang):

@@ -8,8 +8,9 @@ found averaged over questions (the four without evidence are left out), categori
 (adversarial: a false premise, its evidence still given) apart. BM25 ranks the same person's turns.
 
 The sessions' observations (one fact each, with the turn it came from) are stored as the person's semantic
-memories: ``passive`` is what passive recall offers for each question, relevant when the fact came from an
-evidence turn; ``smalltalk`` what it offers for the small-talk lines.
+memories: ``passive`` is what passive recall offers for each question (asked in a conversation of its own),
+relevant when the fact came from an evidence turn; ``smalltalk`` what it offers for the small-talk lines, each
+after the first two turns of one of the first five persons' first session.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from typing import Any
 from anima.core.models import Component, MemoryStatus, MemoryType
 from anima.core.segmentation import segment_text
 from conversations.models import Conversation, Message, Person, Role
-from memory.benchmarks._common import BRANCHES, Bm25, PassiveTally, RecallTally, passive_offered, smalltalk_figures
+from memory.benchmarks._common import (
+    BRANCHES,
+    Bm25,
+    PassiveTally,
+    RecallTally,
+    conversation_holding,
+    passive_offered,
+    smalltalk_figures,
+)
 from memory.models import SemanticMemory
 from memory.selectors import SESSION, memory_recall
 
@@ -45,6 +54,7 @@ class _Sample:
     message_key: dict[int, str]  # message id -> dialogue id
     fact_sources: dict[int, set[str]]  # memory id -> the dialogue ids it came from
     questions: list[dict[str, Any]]
+    opening: list[tuple[str, str]]  # (role, text) of the first session's first two turns
 
 
 def _turn_text(turn: dict[str, Any]) -> str:
@@ -107,6 +117,7 @@ def _load_sample(sample: dict[str, Any]) -> _Sample:
         message_key={message.pk: message.external_id for message in stored},
         fact_sources={row.pk: sources for row, (_, sources) in zip(rows, facts, strict=True)},
         questions=[question for question in sample["qa"] if question.get("evidence")],
+        opening=[(message.role, message.content) for message in stored[:2]],
     )
 
 
@@ -115,16 +126,20 @@ def locomo_load(*, data: Path) -> list[_Sample]:
         return [_load_sample(sample) for sample in json.load(handle)]
 
 
-def locomo_run(*, samples: list[_Sample], dense: bool) -> dict[str, Any]:
-    """Figures of every system, by question group (``samples`` stored by ``locomo_load``, embedded when ``dense``)."""
-    systems = [system for system in BRANCHES if system != "dense" or dense]
-    tallies = {group: {system: RecallTally() for system in [*systems, "bm25"]} for group in GROUPS}
+def locomo_run(*, samples: list[_Sample], dense: bool, recall: bool = True) -> dict[str, Any]:
+    """Figures of every system, by question group (``samples`` stored by ``locomo_load``, embedded when ``dense``);
+    without ``recall``, only passive recall's and small talk's."""
+    systems = [system for system in BRANCHES if system != "dense" or dense] if recall else []
+    tallies = {group: {system: RecallTally() for system in [*systems, "bm25"]} for group in GROUPS} if recall else {}
     passive = PassiveTally()
-    conversations = []
+    topical = []
     for sample in samples:
-        bm25 = Bm25(sample.turns)
+        bm25 = Bm25(sample.turns) if recall else None
+        # A question is asked out of the blue: in a conversation of its own, nothing before it.
         conversation = Conversation.objects.create(person=sample.person)
-        conversations.append(conversation)
+        if len(topical) < 5:
+            # Small talk after a topical exchange: the first two turns of the person's first session.
+            topical.append(conversation_holding(person=sample.person, turns=sample.opening))
         for question in sample.questions:
             group = next(name for name, test in GROUPS.items() if test(question["category"]))
             relevant = set(question["evidence"])
@@ -138,7 +153,8 @@ def locomo_run(*, samples: list[_Sample], dense: bool) -> dict[str, Any]:
                 )
                 ranked = [sample.message_key.get(hit["id"], "") for hit in results]
                 tallies[group][system].add(ranked=ranked, relevant=relevant)
-            tallies[group]["bm25"].add(ranked=bm25.ranked(question["question"]), relevant=relevant)
+            if bm25 is not None:
+                tallies[group]["bm25"].add(ranked=bm25.ranked(question["question"]), relevant=relevant)
             # A fact is relevant when it came from an evidence turn.
             facts = {str(pk) for pk, sources in sample.fact_sources.items() if sources & relevant}
             passive.add(
@@ -152,5 +168,5 @@ def locomo_run(*, samples: list[_Sample], dense: bool) -> dict[str, Any]:
             for group, group_tallies in tallies.items()
         }
         | {"passive": passive.figures()}
-        | {"smalltalk": smalltalk_figures(conversations=conversations[:5], lang="en")}
+        | {"smalltalk": smalltalk_figures(conversations=topical, lang="en")}
     )

@@ -4,26 +4,38 @@ Each language's memories become semantic memories, one person per ``user-id`` (z
 Each dialogue is queried with its turns before the test turn (``dialogue[1:test_turn]``, as written); R@k is
 the share of its relevant memories found in the first k, averaged over dialogues (this reproduces the published
 BM25 figures). BM25 ranks the same user's memories by jieba search tokens. ``passive``: what passive recall
-offers for the user's last message before the test turn alone, in a conversation of the dialogue's user.
+offers for the user's last message before the test turn, in a conversation of the dialogue's user holding the
+dialogue's turns before that message (as a real conversation would); ``smalltalk``: what it offers for the
+small-talk lines, each after the first two turns of one of the first five users' dialogues.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from anima.core.models import Component, MemoryStatus, MemoryType
 from anima.core.segmentation import segment_text
-from conversations.models import Conversation, Person
-from memory.benchmarks._common import BRANCHES, Bm25, PassiveTally, RecallTally, passive_offered, smalltalk_figures
+from conversations.models import Person, Role
+from memory.benchmarks._common import (
+    BRANCHES,
+    Bm25,
+    PassiveTally,
+    RecallTally,
+    conversation_holding,
+    passive_offered,
+    smalltalk_figures,
+)
 from memory.models import SemanticMemory
 from memory.selectors import memory_semantic_search
 
 LANGUAGES = ("zh", "en")
 # A dialogue line starts with its speaker: <Bart>:"…"
-_SPEAKER_RE = re.compile(r"^<[^>]*>:")
+_SPEAKER_RE = re.compile(r"^<([^>]*)>:")
+_ASSISTANT = "Assistant"
 
 
 def madial_found(data: Path) -> bool:
@@ -57,47 +69,83 @@ def madial_load(*, data: Path, lang: str) -> tuple[list[tuple[str, dict]], dict[
     return memories, persons, {row.pk: str(key) for row, (key, _) in zip(rows, memories, strict=True)}
 
 
-def madial_read(*, data: Path, lang: str, persons: dict[str, Person]) -> list[tuple[Person, str, str, set[str]]]:
-    """Each dialogue of ``lang`` as (its user's person, its turns before the test turn, the user's last message
-    before it, its relevant memories' keys)."""
+@dataclass(frozen=True)
+class Dialogue:
+    person: Person  # its user's
+    query: str  # its turns before the test turn, as written
+    last: str  # the user's last message before the test turn
+    before: list[tuple[str, str]]  # (role, text) of the turns before that message
+    relevant: set[str]  # its relevant memories' keys
+
+
+def _turn(line: str) -> tuple[str, str]:
+    speaker = _SPEAKER_RE.match(line)
+    text = _SPEAKER_RE.sub("", line).strip().strip('"')
+    return (Role.ASSISTANT if speaker and speaker[1] == _ASSISTANT else Role.USER), text
+
+
+def madial_read(*, data: Path, lang: str, persons: dict[str, Person]) -> list[Dialogue]:
+    """Each dialogue of ``lang`` with its user's person."""
     read = []
     for dialogue in _read_jsonl(data / f"MADial-Bench-{lang}-dialogue.json"):
         user = str(dialogue.get("user-id", "all")) if len(persons) > 1 else next(iter(persons))
         turn = dialogue["test-turn"][0]
-        query = "\n".join(line.strip() for line in dialogue["dialogue"][1:turn])
-        last = _SPEAKER_RE.sub("", dialogue["dialogue"][turn - 1]).strip().strip('"')
-        read.append((persons[user], query, last, {str(key) for key in dialogue["relevant-id"]}))
+        lines = dialogue["dialogue"][1:turn]
+        turns = [_turn(line) for line in lines]
+        read.append(
+            Dialogue(
+                person=persons[user],
+                query="\n".join(line.strip() for line in lines),
+                last=turns[-1][1],
+                before=turns[:-1],
+                relevant={str(key) for key in dialogue["relevant-id"]},
+            )
+        )
     return read
 
 
 def madial_run(
-    *, data: Path, lang: str, loaded: tuple[list[tuple[str, dict]], dict[str, Person], dict[int, str]], dense: bool
+    *,
+    data: Path,
+    lang: str,
+    loaded: tuple[list[tuple[str, dict]], dict[str, Person], dict[int, str]],
+    dense: bool,
+    recall: bool = True,
 ) -> dict[str, Any]:
-    """Figures of every system for ``lang`` (``loaded`` by ``madial_load``, embedded when ``dense``)."""
+    """Figures of every system for ``lang`` (``loaded`` by ``madial_load``, embedded when ``dense``); without
+    ``recall``, only passive recall's and small talk's."""
     memories, persons, key_of = loaded
     dialogues = madial_read(data=data, lang=lang, persons=persons)
-    systems = [system for system in BRANCHES if system != "dense" or dense]
+    systems = [system for system in BRANCHES if system != "dense" or dense] if recall else []
     corpus: dict[str, list[tuple[str, str]]] = {user: [] for user in persons}
     for key, memory in memories:
         corpus[str(memory.get("user-id", "all"))].append((str(key), memory["event"]))
-    bm25 = {user: Bm25(documents) for user, documents in corpus.items()}
-    tallies = {system: RecallTally() for system in [*systems, "bm25"]}
-    conversations = {user: Conversation.objects.create(person=person) for user, person in persons.items()}
+    bm25 = {user: Bm25(documents) for user, documents in corpus.items()} if recall else {}
+    tallies = {system: RecallTally() for system in [*systems, "bm25"]} if recall else {}
     passive = PassiveTally()
     users = {person.pk: user for user, person in persons.items()}
-    for person, query, message, relevant in dialogues:
-        user = users[person.pk]
+    for dialogue in dialogues:
+        user = users[dialogue.person.pk]
         for system in systems:
-            results = memory_semantic_search(query=query, limit=20, person=person, branches=BRANCHES[system])
-            tallies[system].add(ranked=[key_of.get(hit["id"], "") for hit in results], relevant=relevant)
-        tallies["bm25"].add(ranked=bm25[user].ranked(query), relevant=relevant)
+            results = memory_semantic_search(
+                query=dialogue.query, limit=20, person=dialogue.person, branches=BRANCHES[system]
+            )
+            tallies[system].add(ranked=[key_of.get(hit["id"], "") for hit in results], relevant=dialogue.relevant)
+        if recall:
+            tallies["bm25"].add(ranked=bm25[user].ranked(dialogue.query), relevant=dialogue.relevant)
+        conversation = conversation_holding(person=dialogue.person, turns=dialogue.before)
         passive.add(
-            offered=passive_offered(conversation=conversations[user], message=message, key_of=key_of),
-            relevant=relevant,
+            offered=passive_offered(conversation=conversation, message=dialogue.last, key_of=key_of),
+            relevant=dialogue.relevant,
         )
+    # Small talk after a topical exchange: each of the first five users' first dialogue's first two turns.
+    topical = {}
+    for dialogue in dialogues:
+        if dialogue.person.pk not in topical and len(topical) < 5:
+            topical[dialogue.person.pk] = conversation_holding(person=dialogue.person, turns=dialogue.before[:2])
     return (
         {"n": len(dialogues)}
         | {system: tally.figures() for system, tally in tallies.items()}
         | {"passive": passive.figures()}
-        | {"smalltalk": smalltalk_figures(conversations=list(conversations.values())[:5], lang=lang)}
+        | {"smalltalk": smalltalk_figures(conversations=list(topical.values()), lang=lang)}
     )

@@ -146,6 +146,27 @@ def test_history_then_passive_recall_right_before_the_user_message_which_is_stor
     assert (stored.content, stored.created_at) == ("我的猫叫什么名字？", at("09:05"))
 
 
+def test_passive_recall_reads_the_message_after_the_turn_it_answers():
+    leo = PersonFactory(slug="leo")
+    conversation = ConversationFactory(person=leo)
+    prepare_turn(conversation=conversation, user_message="hi", now=at("09:00"), store=False)  # the snapshot
+    fact = SemanticMemoryFactory(person=leo, content="Leo's grandmother had knee surgery last month")
+    MessageFactory(
+        conversation=conversation,
+        role=Role.ASSISTANT,
+        content="How is your grandmother's knee since the surgery?",
+        created_at=at("09:01"),
+    )
+    answer = "Much better, she walks on her own again!"
+
+    alone = prepare_turn(conversation=ConversationFactory(person=leo), user_message=answer, store=False)
+    messages = prepare_turn(conversation=conversation, user_message=answer, now=at("09:02"), store=False)
+
+    assert all(message["name"] != "passive_memory_context" for message in alone)
+    assert messages[-2]["name"] == "passive_memory_context"
+    assert f"[[anima:{fact.pk}]]" in messages[-2]["content"]
+
+
 def test_no_store_leaves_the_conversation_untouched():
     conversation = ConversationFactory()
     prepare_turn(conversation=conversation, user_message="just looking", now=at("09:05"), store=False)

@@ -35,7 +35,31 @@ def test_madial_measures_recall_beside_bm25_and_passive_recall(tmp_path):
     assert figures["n"] == 1
     assert set(figures) == {"n", "anima", "anima_keyword", "bm25", "passive", "smalltalk"}  # no vectors: no dense
     assert (figures["anima"]["R@1"], figures["bm25"]["R@1"]) == (100.0, 100.0), figures
-    assert figures["smalltalk"]["lines"] == 40
+    assert figures["smalltalk"]["lines"] == 65
+
+
+def test_madial_passive_recall_reads_the_last_message_after_the_dialogue_before_it(tmp_path):
+    _madial(tmp_path)
+    dialogue = {
+        "dialogue": [
+            "<BOD>",
+            '<Bart>: "My kitten Pixel is sick"',
+            '<Assistant>: "Oh no! What did the vet say?"',
+            '<Bart>: "She has to stay there tonight"',
+            '<Assistant>: "She will be back home soon."',
+        ],
+        "test-turn": [4],
+        "relevant-id": [2],
+    }
+    (tmp_path / "MADial-Bench-en-dialogue.json").write_text(json.dumps(dialogue))
+
+    figures = madial_run(
+        data=tmp_path, lang="en", loaded=madial_load(data=tmp_path, lang="en"), dense=False, recall=False
+    )
+
+    # "She has to stay there tonight" names no kitten: the turns before it do, as in a real conversation.
+    assert set(figures) == {"n", "passive", "smalltalk"}
+    assert figures["passive"]["relevant %"] == 100.0, figures
 
 
 def test_locomo_finds_evidence_turns_by_dialogue_id_and_keeps_adversarial_questions_apart(tmp_path):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from anima.api.testing import operator_client
 from memory.benchmarks._common import smalltalk_lines
 from memory.embedding import embed_backfill_run
 from memory.search import score_fuse
-from memory.selectors import SEMANTIC, SESSION, _facts_first, memory_recall, passive_recall
+from memory.selectors import SEMANTIC, SESSION, _facts_first, memory_recall, passive_context, passive_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 # A person's memories, several sharing an everyday word with small talk (thanks, cool, tomorrow, 吃). A memory
@@ -44,6 +47,25 @@ def _offered(conversation, message: str) -> list[str]:
     return [hit["snippet"] for hit in passive_recall(conversation=conversation, user_message=message).hits]
 
 
+def _holding(conversation, *turns: tuple[str, str]):
+    """``conversation`` after ``turns`` (role, text), a minute apart, the latest a minute ago."""
+    now = timezone.now()
+    for index, (role, text) in enumerate(turns):
+        MessageFactory(
+            conversation=conversation, role=role, content=text, created_at=now - timedelta(minutes=len(turns) - index)
+        )
+    return conversation
+
+
+# A topical exchange small talk may follow: it must not drag the memories it is about into the turn.
+TOPICAL = (
+    ("user", "My cat Miso has been sneezing all week, I'm worried about her"),
+    ("assistant", "Poor Miso! Is she still eating? If the sneezing goes on, a vet should see her."),
+)
+# Memories holding the everyday words of small talk themselves.
+CHATTY = ("Maya said thanks a lot to the nurses who looked after her", "Maya 笑得哈哈哈，说那部电影太好笑了")
+
+
 @pytest.mark.local_embeddings
 def test_passive_recall_offers_nothing_for_small_talk(maya_conversation):
     lines = smalltalk_lines(lang="en") + smalltalk_lines(lang="zh")
@@ -52,6 +74,60 @@ def test_passive_recall_offers_nothing_for_small_talk(maya_conversation):
     offered = {line: _offered(maya_conversation, line) for line in lines}
 
     assert {line: hits for line, hits in offered.items() if hits} == {}
+
+
+@pytest.mark.local_embeddings
+def test_small_talk_after_a_topical_turn_offers_nothing_even_where_a_memory_holds_its_words(maya_conversation):
+    for content in CHATTY:
+        SemanticMemoryFactory(person=maya_conversation.person, content=content)
+    embed_backfill_run()
+    conversation = _holding(maya_conversation, *TOPICAL)
+
+    lines = ("thanks a lot", "ok, thanks!", "哈哈哈", "嗯嗯，好的谢谢")
+
+    assert {line: _offered(conversation, line) for line in lines} == {line: [] for line in lines}
+    assert _offered(conversation, "Does Miso still sneeze?")[:1] == ["Maya has a cat named Miso"]
+
+
+@pytest.mark.local_embeddings
+def test_a_follow_up_finds_the_memory_of_the_turn_it_answers(maya_conversation):
+    person = maya_conversation.person
+    for content in ("Maya's grandmother Rosa had knee surgery in March", "Maya 的外婆上个月做了膝盖手术"):
+        SemanticMemoryFactory(person=person, content=content)
+    embed_backfill_run()
+    asked = {
+        "How is Rosa's knee since the surgery?": "Much better, she walks on her own again!",
+        "你外婆的膝盖手术恢复得怎么样？": "好多了，已经能自己走路了！",
+    }
+
+    for question, answer in asked.items():
+        conversation = _holding(ConversationFactory(person=person), ("assistant", question))
+        alone = _offered(ConversationFactory(person=person), answer)
+        after = _offered(conversation, answer)
+
+        # Alone, the answer says nothing of a knee; after the question it answers, it is about one.
+        assert not any("knee" in line or "膝盖" in line for line in alone)
+        assert any("knee" in line or "膝盖" in line for line in after), (question, after)
+
+
+@pytest.mark.local_embeddings
+def test_a_question_offers_its_fact_whatever_was_talked_about_before(maya_conversation):
+    conversation = _holding(maya_conversation, *TOPICAL)
+
+    assert _offered(conversation, "Can I eat a satay sandwich with my peanut allergy?")[:1] == [
+        "Maya is allergic to peanuts"
+    ]
+
+
+def test_the_context_is_the_turns_before_the_message_not_a_stored_copy_of_it():
+    conversation = _holding(
+        ConversationFactory(), ("user", "one"), ("assistant", "two"), ("user", "three"), ("assistant", "four")
+    )
+    assert passive_context(conversation=conversation, user_message="five", count=2) == ["three", "four"]
+    # A tool round resends its user message, stored already.
+    _holding(conversation, ("user", "five"))
+    assert passive_context(conversation=conversation, user_message="five", count=2) == ["three", "four"]
+    assert passive_context(conversation=conversation, user_message="five", count=0) == []
 
 
 @pytest.mark.local_embeddings

@@ -6,7 +6,8 @@ migrated, dropped at the end) and embedded by the backfill production uses befor
 ``anima`` (the default: keyword and, where vectors exist, dense branches fused), ``anima_keyword`` (its FTS and
 trigram branches), ``dense`` (its dense branch; absent with ``ANIMA_EMBEDDINGS=off`` or no pgvector) and
 ``bm25``; then what passive recall offers (``passive``) and offers for small talk (``smalltalk``). How each set
-is read: ``memory.benchmarks.madial`` and ``memory.benchmarks.locomo``.
+is read: ``memory.benchmarks.madial`` and ``memory.benchmarks.locomo``. ``--sets`` measures some of the sets
+(``madial-zh``, ``madial-en``, ``locomo``), ``--passive-only`` only passive recall and small talk.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from memory.benchmarks.madial import LANGUAGES, madial_found, madial_load, madia
 from memory.embedding import embed_backfill_run
 from memory.search import term_stats_clear
 
+SETS = ("madial-zh", "madial-en", "locomo")
+
 
 class Command(BaseCommand):
     help = (
@@ -37,6 +40,14 @@ class Command(BaseCommand):
             "--data", required=True, help="a folder with madial/ and locomo/ (or one of them), relative to the repo"
         )
         parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
+        parser.add_argument(
+            "--sets",
+            default=",".join(SETS),
+            help=f"the sets measured, comma-separated (default: all of {', '.join(SETS)})",
+        )
+        parser.add_argument(
+            "--passive-only", action="store_true", help="measure passive recall and small talk only, not R@k"
+        )
 
     def handle(self, *args, **options) -> None:
         if importlib.util.find_spec("rank_bm25") is None:
@@ -47,13 +58,19 @@ class Command(BaseCommand):
         data = Path(options["data"])
         if not data.is_absolute():
             data = Path(settings.BASE_DIR) / data
-        madial = next((path for path in (data / "madial", data) if madial_found(path)), None)
-        locomo = next((path for path in (data / "locomo", data) if locomo_found(path)), None)
+        sets = [name.strip() for name in options["sets"].split(",") if name.strip()]
+        unknown = sorted(set(sets) - set(SETS))
+        if unknown or not sets:
+            raise CommandError(f"unknown set(s) {', '.join(unknown) or '(none)'}: use {', '.join(SETS)}")
+        languages = [lang for lang in LANGUAGES if f"madial-{lang}" in sets]
+        madial = next((path for path in (data / "madial", data) if madial_found(path) and languages), None)
+        locomo = next((path for path in (data / "locomo", data) if locomo_found(path) and "locomo" in sets), None)
         if madial is None and locomo is None:
             raise CommandError(f"no MADial-Bench or LoCoMo data at {data} (nor in its madial/ or locomo/ folders)")
+        recall = not options["passive_only"]
         report: dict[str, Any] = {}
         with throwaway_database():
-            loaded = {lang: madial_load(data=madial, lang=lang) for lang in LANGUAGES} if madial else {}
+            loaded = {lang: madial_load(data=madial, lang=lang) for lang in languages} if madial else {}
             samples = locomo_load(data=locomo) if locomo else []
             with connection.cursor() as cursor:
                 # Statistics as autovacuum keeps them on a live database: recall reads its term frequencies.
@@ -62,10 +79,10 @@ class Command(BaseCommand):
             dense = embed_backfill_run().available
             term_stats_clear()
             for lang, rows in loaded.items():
-                report[f"madial-{lang}"] = madial_run(data=madial, lang=lang, loaded=rows, dense=dense)
+                report[f"madial-{lang}"] = madial_run(data=madial, lang=lang, loaded=rows, dense=dense, recall=recall)
                 self._print(f"madial-{lang}", report[f"madial-{lang}"])
             if samples:
-                report["locomo"] = locomo_run(samples=samples, dense=dense)
+                report["locomo"] = locomo_run(samples=samples, dense=dense, recall=recall)
                 self._print("locomo", report["locomo"])
         if options["json"]:
             self.stdout.write(json.dumps(report))

@@ -1,0 +1,59 @@
+"""Whether a message names anything: passive recall's first test (``text_informative``)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from anima.core.segmentation import text_informative
+from anima.core.text import CHAT_WORDS
+
+# One word each that names something: a pet, a place, a thing, a plan, in both languages.
+NAMING = ("Miso", "Lisbon", "peanut", "hospital", "cello", "邮箱", "猫", "婚礼", "川菜", "医院")
+SEPARATORS = st.sampled_from([" ", ", ", "! ", "? ", "... ", "，", "。", "！", "？", " :) ", " 😂 "])
+chat = st.lists(st.sampled_from(sorted(CHAT_WORDS)), min_size=1, max_size=6)
+
+
+def _joined(words: list[str], separators: list[str]) -> str:
+    return "".join(word + separator for word, separator in zip(words, separators, strict=False))
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["lol ok", "Thanks, that sounds great!", "heyyy", "hahaha", "嗯嗯，好的谢谢", "哈哈哈哈", "好嘞", ":)", "👍", ""],
+)
+def test_greetings_thanks_and_laughter_name_nothing(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "What's my cat's name?",
+        "How is Miso?",
+        "I'm really looking forward to that evening",
+        "我的猫最近不爱吃饭",
+        "Leo 的邮箱是什么",
+        "哦，那场舞我还记得！",
+    ],
+)
+def test_a_question_or_a_follow_up_names_something(line):
+    assert text_informative(line)
+
+
+@given(words=chat, separators=st.lists(SEPARATORS, min_size=6, max_size=6))
+def test_any_run_of_chat_words_names_nothing(words, separators):
+    assert not text_informative(_joined(words, separators))
+
+
+@given(
+    words=chat,
+    separators=st.lists(SEPARATORS, min_size=7, max_size=7),
+    naming=st.sampled_from(NAMING),
+    where=st.integers(min_value=0, max_value=6),
+)
+def test_one_naming_word_among_chat_words_is_enough(words, separators, naming, where):
+    words = [*words[:where], naming, *words[where:]]
+
+    assert text_informative(_joined(words, separators))
