@@ -11,7 +11,8 @@ from datetime import datetime
 
 from anima.core.calendar import moment_iso
 from conversations.models import Person
-from memory.models import SemanticMemory, Subject, SubjectKind
+from memory.imprints import imprints_of_person
+from memory.models import LimbicBlock, SemanticMemory, Subject, SubjectKind
 from memory.subjects.recall import subject_recent_mentions, subject_served, subjects_served
 from memory.subjects.selectors import subject_facts, subject_profile
 
@@ -71,15 +72,39 @@ def entity_detail(*, person: Person, key: str) -> dict | None:
     if subject is None:
         return None
     related = subjects_served(person=person).filter(related_to=subject)
+    facts = list(subject_facts(subject=subject))
     return {
         **entity_summary(subject=subject),
-        "facts": [_memory(m) for m in subject_facts(subject=subject)],
+        "facts": [_memory(m) for m in facts],
+        "imprints": [
+            {
+                "id": imprint.pk,
+                "content": imprint.content,
+                **{k: imprint.body.get(k) for k in ("first_day", "last_day")},
+            }
+            for imprint in imprints_of_subject(subject=subject, facts=facts)
+        ],
         "related": [{"key": s.key, "relation": s.relation, "label": s.label()} for s in related],
         "timeline": [
             {"at": moment_iso(item.at), "kind": item.kind, "id": item.id, "text": item.text}
             for item in entity_timeline(subject=subject)
         ],
     }
+
+
+def imprints_of_subject(*, subject: Subject, facts: list[SemanticMemory]) -> list[LimbicBlock]:
+    """The person's current imprints that involve ``subject``: made of anchors citing one of its ``facts``, or
+    naming it (its name or an alias among the words that recurred, or in the imprint's text)."""
+    fact_ids = {fact.pk for fact in facts}
+    names = {name.casefold() for name in [subject.name, *subject.aliases] if name}
+    involved = []
+    for imprint in imprints_of_person(person=subject.person):
+        body = imprint.body or {}
+        words = {str(word).casefold() for word in body.get("words", [])}
+        text = imprint.content.casefold()
+        if fact_ids & set(body.get("semantic_memory_ids", [])) or names & words or any(n in text for n in names):
+            involved.append(imprint)
+    return involved
 
 
 # Where the relationship view puts each kind, and the heading it gives it.

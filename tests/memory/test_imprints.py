@@ -24,9 +24,8 @@ from memory.imprints import (
 )
 from memory.models import LimbicBlock
 from memory.selectors import LIMBIC, limbic_anchors, memory_recall
-from tests.factories import LimbicAnchorFactory, PersonFactory, SemanticMemoryFactory
-
-DAY = dt.date(2026, 11, 20)
+from tests.factories import PersonFactory, SemanticMemoryFactory
+from tests.memory.imprints import DAY, anchor, days_before
 
 EN_INTERVIEW = [
     "I'm so anxious about my job interview on Friday.",
@@ -40,30 +39,6 @@ EN_OTHER_MATTERS = [
     "I'm anxious, Mom's surgery is next week.",
 ]
 ZH_OTHER_MATTERS = ["房租这个月又涨了，我很焦虑。", "妈妈下周手术，我很焦虑。", "论文答辩快到了，我很焦虑。"]
-
-
-def anchor(person, day: dt.date, segment: str, *, valence: float = -0.6, intensity: float = 0.6, facts=()):
-    """An anchor as light sleep writes it: first person, about a passage of the dialogue."""
-    name = person.display_name if person else "them"
-    chinese = segment[:1] >= "\u4e00"
-    content = f"我感到担心：{name}说「{segment}」" if chinese else f'I feel worried for {name}: they said "{segment}"'
-    return LimbicAnchorFactory(
-        person=person,
-        day=day,
-        content=content,
-        body={
-            "valence": valence,
-            "arousal": 0.6,
-            "intensity": intensity,
-            "kind": "conversation_mood",
-            "source_segment": segment,
-            "semantic_memory_ids": list(facts),
-        },
-    )
-
-
-def days_before(count: int, *, step: int = 3) -> list[dt.date]:
-    return [DAY - dt.timedelta(days=step * (count - 1 - i)) for i in range(count)]
 
 
 def imprints() -> list[LimbicBlock]:

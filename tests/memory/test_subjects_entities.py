@@ -7,10 +7,12 @@ import pytest
 from anima.api.testing import api_client, operator_client
 from anima.core.models import MemoryStatus
 from memory.forgetting import memory_forget
+from memory.imprints import imprints_refresh
 from memory.models import SemanticMemory, SubjectKind
-from memory.subjects.entities import entities_markdown, entity_markdown, relationship_tree
+from memory.subjects.entities import entities_markdown, entity_detail, entity_markdown, relationship_tree
 from memory.workspace import workspace_export
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory
+from tests.memory.imprints import DAY, anchor, days_before
 from tests.memory.subjects import subject_built
 
 pytestmark = pytest.mark.django_db
@@ -143,3 +145,21 @@ def test_the_console_shows_an_entity_page_and_a_persons_relationships(two_famili
     assert "小雨今天钢琴考了满分" in page
     assert "Lily" not in page and "Lily" not in tree
     assert "小雨" in tree and "daughter" in tree
+
+
+def test_an_entity_shows_the_imprints_about_it_and_no_other(two_families, admin_client):
+    leo, maya, xiaoyu, *_ = two_families
+    worries = ["小雨发烧了，我很担心。", "小雨还在咳嗽，我放心不下。", "小雨又不舒服了，我很焦虑。"]
+    rent = ["房租这个月又涨了，我很焦虑。", "房租的事让我睡不着。", "又要交房租了，我很焦虑。"]
+    for segments, person in ((worries, leo), (rent, leo), (["Lily was sick again, I'm so worried."] * 3, maya)):
+        for day, segment in zip(days_before(3), segments, strict=True):
+            anchor(person, day, segment)
+    imprints_refresh(day=DAY)
+
+    about_her = entity_detail(person=leo, key="小雨")["imprints"]
+
+    assert len(about_her) == 1 and "小雨" in about_her[0]["content"]
+    assert about_her[0]["first_day"] == days_before(3)[0].isoformat()
+    assert all("Lily" not in imprint["content"] for imprint in about_her)
+    page = admin_client.get(f"/admin/memory/subject/{xiaoyu.pk}/change/").content.decode()
+    assert about_her[0]["content"][:20] in page and "房租" not in page
