@@ -37,13 +37,13 @@ from conversations.services import message_create
 from memory.imprints import imprint_prompt_section
 from memory.models import SemanticMemory
 from memory.selectors import (
-    active_semantic_memories,
     emotional_tendency_line,
     memory_line,
     passive_recall,
     resident_memories,
     self_layer_text,
 )
+from memory.subjects.selectors import active_facts
 from temporal.rollup import OTHER, OWN, day_chunks_by_conversation, peer_rollups
 from temporal.selectors import temporal_prompt_section
 from temporal.tick import tick_mark_bucket
@@ -102,9 +102,13 @@ def _memory_lines(memories) -> str:
 
 
 def _person_memories(person: Person, *, exclude: set[int]) -> list[SemanticMemory]:
-    """That person's own active memories (most referenced first) not already resident."""
+    """That person's own active memories (most referenced first) not already resident.
+
+    Their facts, not the profiles made of them: a profile says again what its facts say. It comes to the turn
+    through recall when the message names its subject.
+    """
     return list(
-        active_semantic_memories()
+        active_facts()
         .filter(person=person)
         .exclude(pk__in=exclude)
         .order_by("-reference_count", "-id")[:PERSON_MEMORY_LIMIT]

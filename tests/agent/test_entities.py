@@ -102,3 +102,19 @@ def test_mcp_serves_a_persons_entities_within_its_access(leo_and_maya):
     assert one.contents[0].text.startswith("# 小雨 (daughter)")
     assert "maya" in str(theirs)
     assert "Lily" in str(unknown)
+
+
+def test_the_system_prompt_lists_a_persons_facts_once_not_their_profiles_again():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    facts = [
+        memory_create(content=text, memory_type=MemoryType.WORLD, person=leo)
+        for text in ("Leo 的女儿小雨属虎", "Leo的女儿小雨今年四岁，在上幼儿园")
+    ]
+    _night()
+    daughter = subject_get(person=leo, key="小雨")
+
+    messages = prepare_turn(conversation=ConversationFactory(person=leo), user_message="今天好累", store=False)
+
+    system = messages[0]["content"]
+    assert all(f"[[anima:{fact.pk}]]" in system for fact in facts)
+    assert daughter.profile_id is not None and f"[[anima:{daughter.profile_id}]]" not in system
