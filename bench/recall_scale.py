@@ -74,7 +74,7 @@ def generate(*, messages: int, memories: int, vocab: list[str]) -> None:
         cursor.execute("SELECT count(*) FROM entities WHERE primary_component = 'semantic_memory'")
         have_memories = cursor.fetchone()[0]
         cursor.execute(
-            "INSERT INTO persons (slug, display_name, created_at) VALUES ('bench', 'bench', now())"
+            "INSERT INTO persons (slug, display_name, language, created_at) VALUES ('bench', 'bench', '', now())"
             " ON CONFLICT DO NOTHING"
         )
         cursor.execute("SELECT id FROM persons WHERE slug = 'bench'")
