@@ -69,9 +69,11 @@ def entity_detail(*, person: Person, key: str) -> dict | None:
     """One served subject of ``person`` (by key, relation, name or alias) with its facts, the subjects related
     through it and its timeline; None when ``person`` has no such subject."""
     subject = subject_served(person=person, key=key)
-    if subject is None:
-        return None
-    related = subjects_served(person=person).filter(related_to=subject)
+    return _detail(subject=subject) if subject is not None else None
+
+
+def _detail(*, subject: Subject) -> dict:
+    related = subjects_served(person=subject.person).filter(related_to=subject)
     facts = list(subject_facts(subject=subject))
     return {
         **entity_summary(subject=subject),
@@ -120,7 +122,8 @@ KIND_HEADINGS = {
 
 def entities_markdown(*, person: Person) -> str:
     """``person``'s subjects as a readable page: by kind, each with its relation, names, profile and facts."""
-    entities = entities_of_person(person=person)
+    # Each subject read once, as its page shows it (not listed, then looked up again by key).
+    entities = [_detail(subject=subject) for subject in subjects_served(person=person).select_related("related_to")]
     lines = [f"# Who and what {person.display_name or person.slug} talks about", ""]
     if not entities:
         return "\n".join([*lines, "(nobody and nothing yet)"]) + "\n"
@@ -129,10 +132,8 @@ def entities_markdown(*, person: Person) -> str:
         if not mine:
             continue
         lines += [f"## {heading}", ""]
-        for entity in mine:
-            detail = entity_detail(person=person, key=entity["key"])
-            if detail is not None:
-                lines += [*_entity_lines(detail, heading="###"), ""]
+        for detail in mine:
+            lines += [*_entity_lines(detail, heading="###"), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
