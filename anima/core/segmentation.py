@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from anima.core.text import CHAT_SOUND, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
+from anima.core.text import CHAT_PHRASES, CHAT_SOUND, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,17 @@ _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
+_DEGREE = frozenset("真太挺很超好蛮")
+
+
+def _phrase_pattern(phrase: str) -> str:
+    """An English phrase as whole words however spaced; a Chinese one as written (its words have no spaces)."""
+    if not phrase.isascii():
+        return re.escape(phrase)
+    return r"\b" + r"\s+".join(re.escape(word) for word in phrase.split()) + r"\b"
+
+
+_CHAT_PHRASE = re.compile("|".join(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), re.IGNORECASE)
 _initialized = False
 
 
@@ -87,8 +98,10 @@ def text_informative(text: str) -> bool:
     「吃了吗」「笑死我了」「在忙吗」 they are the greeting, not a topic). "lol ok", 「嗯嗯，好的谢谢」 and ":)" name
     nothing; "How is Miso?", 「我的猫呢」 and 「我的猫最近不爱吃饭」 do.
 
+    A set phrase (``CHAT_PHRASES``: "long time no see", "good job") is chat as a whole, though its words are not.
+
     (A chat word in ``CHAT_WORDS`` includes every function word.)"""
-    for token, tag in word_tags(text):
+    for token, tag in word_tags(_CHAT_PHRASE.sub(" ", text)):
         word = token.strip().lower()
         if not _WORD_CHARACTER.search(word) or _chat_word(word):
             continue
@@ -101,6 +114,9 @@ def text_informative(text: str) -> bool:
 def _chat_word(word: str) -> bool:
     # A word drawn out ("heyyy", "sooo") is the word.
     if any(form in CHAT_WORDS or CHAT_SOUND.fullmatch(form) for form in (word, _DRAWN_OUT.sub(r"\1", word))):
+        return True
+    # A chat word after a degree word is still one: jieba keeps 真不错 and 太厉害 whole.
+    if len(word) > 2 and word[0] in _DEGREE and _chat_word(word[1:]):
         return True
     # jieba joins a function word and a chat word into one (那好, 我要): such a word is made of neither.
     return len(word) > 1 and all(_CJK_CHARACTER.fullmatch(ch) and ch in CHAT_WORDS for ch in word)

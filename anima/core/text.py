@@ -126,6 +126,38 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     不错 还行 还好 一般 凑合 干嘛 在吗 聊 见 见面 又 回来 问题 好久不见 加油 恭喜 真 忙 休息 早点
     """.split()
 )
+# Set phrases of greeting, farewell, praise and reassurance whose words, read one by one, would name something
+# ("long", "job", "mind", "bad"): a message is read without them first, and what else it says still counts
+# ("long time no see, how is Miso?").
+CHAT_PHRASES = (
+    "long time no see",
+    "nice to meet you",
+    "good to know",
+    "good luck",
+    "good job",
+    "well done",
+    "keep it up",
+    "not bad",
+    "no big deal",
+    "no way",
+    "never mind",
+    "my bad",
+    "just kidding",
+    "how come",
+    "take it easy",
+    "sleep tight",
+    "see you around",
+    # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
+    "吃饭了吗",
+    "吃过了吗",
+    "最近怎么样",
+    "最近好吗",
+    "最近如何",
+    "一路顺风",
+    "祝你好运",
+    "随便聊聊",
+    "没什么",
+)
 # Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, ahhh.
 CHAT_SOUND = re.compile(
     r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|u+h+|a+h+|o+h+|w+o+w+"

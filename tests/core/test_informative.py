@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anima.core.segmentation import text_informative
-from anima.core.text import CHAT_WORDS
+from anima.core.text import CHAT_PHRASES, CHAT_WORDS
 
 # One word each that names something: a pet, a place, a thing, a plan, in both languages.
 NAMING = ("Miso", "Lisbon", "peanut", "hospital", "cello", "邮箱", "猫", "婚礼", "川菜", "医院")
@@ -30,6 +30,37 @@ def test_greetings_thanks_and_laughter_name_nothing(line):
 @pytest.mark.parametrize(
     "line",
     [
+        "long time no see",
+        "Long  time no see!!",
+        "good job",
+        "No way, just kidding",
+        "最近怎么样？",
+        "吃饭了吗",
+        "真不错",
+        "太厉害了",
+    ],
+)
+def test_set_phrases_of_greeting_and_praise_name_nothing_though_their_words_would(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "long time no see, how is Miso?",
+        "good job on the marathon",
+        "I finally got the job",
+        "我的猫最近不爱吃饭",
+        "我们去吃饭了吗，那家川菜馆",
+    ],
+)
+def test_a_set_phrase_takes_only_its_own_words_out(line):
+    assert text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
         "What's my cat's name?",
         "How is Miso?",
         "I'm really looking forward to that evening",
@@ -44,6 +75,14 @@ def test_a_question_or_a_follow_up_names_something(line):
 
 @given(words=chat, separators=st.lists(SEPARATORS, min_size=6, max_size=6))
 def test_any_run_of_chat_words_names_nothing(words, separators):
+    assert not text_informative(_joined(words, separators))
+
+
+@given(
+    words=st.lists(st.sampled_from(sorted({*CHAT_WORDS, *CHAT_PHRASES})), min_size=1, max_size=6),
+    separators=st.lists(SEPARATORS, min_size=6, max_size=6),
+)
+def test_any_run_of_chat_words_and_set_phrases_names_nothing(words, separators):
     assert not text_informative(_joined(words, separators))
 
 
