@@ -658,6 +658,26 @@ def memory_merge(
     return merged
 
 
+def memory_sources_add(*, memory: SemanticMemory, sources: Iterable[SemanticMemory]) -> SemanticMemory:
+    """Record on ``memory`` the conversations ``sources`` were made in (restatements retired into it).
+
+    Where the fact was said, not what it says: neither its belief history nor an operator's edit changes, and its
+    ``updated_at`` stays. Recall then ranks the fact with the lines that say it (facts first), as a merge would.
+    """
+    made_in = {c for source in sources for c in (source.body or {}).get("source_conversations", [])} | {
+        source.source_conversation_id for source in sources if source.source_conversation_id
+    }
+    with transaction.atomic():
+        # Read again under a lock: an edit in the console meanwhile keeps its body and this adds to it.
+        memory = SemanticMemory.objects.select_for_update().get(pk=memory.pk)
+        held = set((memory.body or {}).get("source_conversations", []))
+        added = made_in - held - {memory.source_conversation_id}
+        if added:
+            memory.body = {**(memory.body or {}), "source_conversations": sorted(held | added)}
+            memory.save(update_fields=["body"])
+    return memory
+
+
 def memory_pin(*, memory: SemanticMemory, by: str = "") -> SemanticMemory:
     """Pin the memory; ``by`` names a pin the nightly review made (an operator's pin names nobody)."""
     memory.pinned = True

@@ -7,7 +7,11 @@ Run from the repository root (``--data``: the folder holding madial/ and locomo/
 Each query of MADial (zh, en: dialogues over memories) and LoCoMo (questions over turns, categories 1-4 and 5)
 is asked once with every branch; the branches' candidates (MIN_POOL a branch) are then ranked by each method:
 weighted means of z-scores (the default's even mix and others), of min-max normalised scores, CombMNZ, reciprocal
-rank fusion, and the default's calibrated score, which orders what recall returns.
+rank fusion, and the default's calibrated score, which orders what recall returns. Two methods re-rank the
+default's own list with its first hits as feedback (their vectors' centroid): pseudo-relevance feedback adds
+each hit's z-scored similarity to that centroid to its log-odds; Rocchio moves the dense z-score part of the way
+toward it before the calibration. It also prints how often the default's first hit is relevant (passive recall
+can offer no more often a relevant memory at that precision).
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ import django
 
 django.setup()
 
+import numpy as np  # noqa: E402
+
 import memory.search._fusion as fusion  # noqa: E402
+import memory.selectors as selectors  # noqa: E402
+from anima.core.embeddings import embedding_model  # noqa: E402
+from anima.core.vectors import ENTITY, MESSAGE, vectors_fetch  # noqa: E402
 from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
 
@@ -42,6 +51,17 @@ def _spy(**kwargs):
 
 
 fusion.score_fuse = _spy  # the branches' candidates of each recall
+_hits: list[list] = []
+_original_search = selectors.hybrid_search
+
+
+def _search_spy(**kwargs):
+    hits = _original_search(**kwargs)
+    _hits.append(hits)
+    return hits
+
+
+selectors.hybrid_search = _search_spy  # the default's whole ordered list, each hit's calibration inputs with it
 
 
 def _normalised(scores: dict, how: str) -> tuple[dict, float]:
@@ -82,6 +102,45 @@ def _ranked(rows: list, method: str, weights: dict[str, float]) -> list[int]:
     return [row_id for _, row_id in sorted(keys, key=lambda key: -total[key])]
 
 
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-9), 1.0 - 1e-9)
+    return math.log(p / (1.0 - p))
+
+
+def _feedback(hits: list, method: str, *, top: int = 3, weight: float) -> list[int]:
+    """The default's ``hits`` re-ranked with their first ``top`` hits' centroid as feedback (see the docstring)."""
+    model = embedding_model()
+    vectors = {}
+    for kind, sources in ((MESSAGE, {selectors.SESSION}), (ENTITY, None)):
+        ids = [hit.id for hit in hits if (hit.source in sources if sources else hit.source != selectors.SESSION)]
+        found = vectors_fetch(kind=kind, model=model, row_ids=ids)
+        vectors.update({(hit.source, hit.id): np.array(found[hit.id]) for hit in hits if hit.id in found})
+    first = [vectors[(hit.source, hit.id)] for hit in hits[:top] if (hit.source, hit.id) in vectors]
+    if not first:
+        return [hit.id for hit in hits]
+    centroid = np.mean(first, axis=0)
+    keys = [key for key in ((hit.source, hit.id) for hit in hits) if key in vectors]
+    similarity = np.array([vectors[key] @ centroid for key in keys])
+    z = dict(zip(keys, (similarity - similarity.mean()) / (similarity.std() or 1.0), strict=True))
+    floor = min(z.values())
+    mixed = {}
+    for hit in hits:
+        toward = z.get((hit.source, hit.id), floor)
+        if method == "prf":
+            mixed[hit.id] = _logit(hit.score) + weight * toward
+        else:
+            dense_z = hit.keyword_z if hit.dense_z is None else hit.dense_z
+            moved = (1.0 - weight) * dense_z + weight * toward
+            mixed[hit.id] = fusion._calibrated(keyword_z=hit.keyword_z, dense_z=moved, dense=True)
+    return sorted(mixed, key=lambda row_id: -mixed[row_id])
+
+
+FEEDBACK = (
+    ("pseudo-relevance feedback, first 3 hits, weight 0.5", "prf", 0.5),
+    ("pseudo-relevance feedback, first 3 hits, weight 0.2", "prf", 0.2),
+    ("Rocchio, dense moved 0.3 toward the first 3 hits", "rocchio", 0.3),
+)
+
 METHODS = (
     ("z-scores, dense 0.5 / full-text 0.5 / trigram 0.1", "z", {"dense": 0.5, "fts": 0.5, "trigram": 0.1}),
     ("z-scores, dense 0.7 / full-text 0.3 / trigram 0.1", "z", {"dense": 0.7, "fts": 0.3, "trigram": 0.1}),
@@ -110,12 +169,17 @@ def main() -> None:
                 continue
             name = query.set_name if query.set_name != "locomo" else f"locomo {'5' if query.category == 5 else '1-4'}"
             _rows.clear()
+            _hits.clear()
             returned = memory_recall(limit=K, **query.recall)
             rows = _rows[0] if _rows else []
+            hits = _hits[0] if _hits else []
             relevant = {row_id for _, _, row_id, _, _ in rows if query.relevant(row_id)}
             wanted = query.wanted  # a relevant row no branch found is missed by every method
             asked[name] += 1
             found["calibrated score (the default)"][name] += len(relevant & {hit["id"] for hit in returned}) / wanted
+            found["the default's first hit is relevant (%)"][name] += bool(returned) and returned[0]["id"] in relevant
+            for label, method, weight in FEEDBACK:
+                found[label][name] += len(relevant & set(_feedback(hits, method, weight=weight)[:K])) / wanted
             for label, method, weights in METHODS:
                 found[label][name] += len(relevant & set(_ranked(rows, method, weights)[:K])) / wanted
     print(f"R@{K} | " + " | ".join(SETS))

@@ -262,6 +262,12 @@ BRANCH_WEIGHTS = {"dense": 0.5, "fts": 0.5, "trigram": 0.1}
 # over, 63 % (keyword-only: none reached 0.2).
 CALIBRATION = {"dense": (0.583, 0.794, -4.875), "keyword": (0.637, -4.345)}
 Z_CAP = 4.0
+# The dense z-score's spread is at least this (cosine similarity): where meaning hardly tells the candidates apart,
+# its z-scores must not make a difference of 0.003 look like two standard deviations (a fresh install's few rows:
+# a fact and the chat line it came from, 0.860 and 0.863, scored -1 and +1). 0.01 is about the median spread of a
+# pool of 100 on LoCoMo and below every MADial one; on the dev sets it left MADial as it was and raised LoCoMo R@10
+# by 0.8 (questions 1-4) and 0.6 (5); 0.015 lost 0.5 on MADial zh (bench/recall/fusion_methods.py, docs).
+DENSE_SPREAD_FLOOR = 0.01
 
 
 def score_fuse(
@@ -302,6 +308,8 @@ def score_fuse(
         spread = math.sqrt(
             (math.fsum((value - mean) ** 2 for value in values) + missing * (filler - mean) ** 2) / count
         )
+        if branch == "dense":
+            spread = max(spread, DENSE_SPREAD_FLOOR)
         # All equal (often: a single candidate): each is as good a match as the branch has, and a hit the branch
         # did not find counts as far below them as the worse of two candidates would (z ±1), not level with them.
         scaled = [(score - mean) / spread if spread else 1.0 for score in values]

@@ -28,7 +28,15 @@ from anima.core.models import MemoryStatus, MemoryType
 from anima.core.text import content_key
 from memory.models import SemanticMemory
 from memory.selectors import RESIDENT_PINNED_HARD_CAP
-from memory.services import MemoryPart, memory_expire, memory_merge, memory_pin, memory_split, memory_unpin
+from memory.services import (
+    MemoryPart,
+    memory_expire,
+    memory_merge,
+    memory_pin,
+    memory_sources_add,
+    memory_split,
+    memory_unpin,
+)
 from memory.subjects.selectors import active_facts, profile_q
 from sleep.checks import (
     NightLimit,
@@ -445,6 +453,8 @@ def _slot_restatements(r: _Round) -> None:
                     if r.allowed("expire", ids=[source.pk, kept.pk]):
                         reason = f"restates #{kept.pk}"
                         memory_expire(memory=source, reason=reason, superseded_by=kept)
+                        # The kept fact was said where its restatement was: recall ranks it with those lines.
+                        kept = memory_sources_add(memory=kept, sources=[source])
                         r.record(
                             "expire", before=source.content, after=kept.content, ids=[source.pk, kept.pk], reason=reason
                         )

@@ -11,8 +11,9 @@ from django.core.management import call_command
 from anima.agent.demo import SAMPLE_DAYS
 from anima.core.llm.testing import StubLlmServer
 from anima.core.models import AutoLlmRun, Entity
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, Person
 from memory.models import LimbicBlock
+from memory.selectors import SEMANTIC, memory_recall
 from sleep.models import PipelineRun
 from sleep.testing import offline_responder, sleep_purpose
 
@@ -74,13 +75,20 @@ def _section(output: str, heading: str) -> list[str]:
 
 
 @pytest.mark.local_embeddings
-def test_demo_fills_vectors_and_recalls_a_memory_sharing_no_word_with_the_query(settings, tmp_path):
+def test_demo_fills_vectors_recalls_by_meaning_and_puts_each_fact_before_the_lines_it_was_said_in(settings, tmp_path):
     settings.VAR_DIR = tmp_path
 
     output = _demo().split("7. Recall by meaning")[1]
 
     assert "embedded " in output
     assert re.search(r"1\. Maya works as a nurse in a hospital in Lisbon  \(score 0\.\d{3}: dense #1\)", output)
+    # Maya's allergy was told by hand and then said in a chat; Leo's e-mail was learnt from a chat.
+    for query, slug, fact in (
+        ("peanut allergy", "maya", "Maya is allergic to peanuts"),
+        ("Leo 的邮箱是什么", "leo", "Leo 的邮箱是 leo@example.com，之后有什么总结可以发给 Leo"),
+    ):
+        first = memory_recall(query=query, person=Person.objects.get(slug=slug))[0]
+        assert (first["memory_type"], first["snippet"]) == (SEMANTIC, fact)
 
 
 def test_demo_carries_on_past_a_failed_night_and_says_which_conversation_failed_and_why(settings, tmp_path, llm_stub):

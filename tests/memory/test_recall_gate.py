@@ -220,6 +220,15 @@ def test_a_branch_found_by_few_rows_is_judged_as_among_many():
     assert alone[0].score > alone[1].score
 
 
+def test_rows_meaning_hardly_tells_apart_stay_close_and_a_clear_difference_still_counts():
+    # A fact and the chat line it came from, as near the query as each other (a fresh install's two rows).
+    close = score_fuse(rows=[("session", "dense", 1, 1, 0.863), ("semantic", "dense", 2, 2, 0.860)])
+    apart = score_fuse(rows=[("session", "dense", 1, 1, 0.88), ("semantic", "dense", 2, 2, 0.80)])
+
+    assert close[0].score / close[1].score < 2
+    assert apart[0].score / apart[1].score > 10
+
+
 def test_only_the_fact_that_answers_best_rises_above_the_lines_of_its_conversation():
     # Scores as recall found them for "Leo 的邮箱是什么" after demo: the e-mail line, then the conversation's facts.
     results = [

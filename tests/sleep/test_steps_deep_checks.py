@@ -7,11 +7,13 @@ import datetime as dt
 import pytest
 
 from anima.core.models import MemoryStatus
+from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
+from memory.selectors import SEMANTIC, SESSION, memory_recall
 from sleep.context import StepContext
 from sleep.steps import deep_sleep
 from sleep.steps.deep import CONTRADICTION_INSTRUCTIONS, MERGE_INSTRUCTIONS, PINS_INSTRUCTIONS, SPLIT_INSTRUCTIONS
-from tests.factories import RuntimeConfigFactory, SemanticMemoryFactory
+from tests.factories import ConversationFactory, MessageFactory, RuntimeConfigFactory, SemanticMemoryFactory
 from tests.sleep.stages import stages_script
 
 DAY = dt.date(2026, 11, 26)
@@ -163,6 +165,35 @@ def test_a_pinned_duplicate_stays_and_the_copy_retires_into_it(maya):
     copy.refresh_from_db()
     assert _status(pinned) == MemoryStatus.ACTIVE and pinned.pinned
     assert (copy.status, copy.superseded_by_id) == (MemoryStatus.EXPIRED, pinned.pk)
+
+
+@pytest.mark.local_embeddings
+def test_the_pinned_fact_takes_over_where_its_copy_was_said_and_recall_ranks_it_above_those_lines(maya):
+    # Told once by hand (pinned, from no conversation), then said in a chat: the night's copy retires into the
+    # pinned fact, which now knows the chat it was said in, so it comes before that chat's lines.
+    pinned = _memory(maya, "Maya is allergic to peanuts", pinned=True)
+    edited_at = pinned.updated_at
+    chat = ConversationFactory(person=maya)
+    line = MessageFactory(conversation=chat, role="assistant", content="Good call, with a peanut allergy never risk it")
+    _memory(
+        maya, "Maya is allergic to peanuts", day=20, source_conversation=chat, body={"source_conversations": [chat.pk]}
+    )
+    embed_backfill_run()
+    before = [(hit["memory_type"], hit["id"]) for hit in memory_recall(query="peanut allergy", person=maya)]
+    assert before.index((SESSION, line.pk)) < before.index((SEMANTIC, pinned.pk))
+
+    deep_sleep(_ctx())
+
+    pinned.refresh_from_db()
+    assert pinned.body["source_conversations"] == [chat.pk]
+    assert (pinned.content, pinned.updated_at, pinned.pinned) == ("Maya is allergic to peanuts", edited_at, True)
+    assert [(hit["memory_type"], hit["id"]) for hit in memory_recall(query="peanut allergy", person=maya)[:2]] == [
+        (SEMANTIC, pinned.pk),
+        (SESSION, line.pk),
+    ]
+    deep_sleep(_ctx())  # a second night adds nothing twice
+    pinned.refresh_from_db()
+    assert pinned.body["source_conversations"] == [chat.pk]
 
 
 def test_a_night_changes_at_most_its_share_of_the_inventory(llm_stub, maya):
