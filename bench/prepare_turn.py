@@ -43,7 +43,7 @@ from anima.core.calendar import BUCKET  # noqa: E402
 from anima.core.models import Component, MemoryType  # noqa: E402
 from conversations.models import Conversation, Message, Person, Role  # noqa: E402
 from memory.models import SemanticMemory  # noqa: E402
-from memory.selectors import passive_recall  # noqa: E402
+from memory.passive import passive_recall  # noqa: E402
 from temporal.tick import temporal_tick_run  # noqa: E402
 
 NOW = datetime.fromisoformat("2026-11-28T23:40+08:00")

@@ -36,13 +36,8 @@ from conversations.selectors import (
 from conversations.services import message_create
 from memory.imprints import imprint_prompt_section
 from memory.models import SemanticMemory
-from memory.selectors import (
-    emotional_tendency_line,
-    memory_line,
-    passive_recall,
-    resident_memories,
-    self_layer_text,
-)
+from memory.passive import passive_recall
+from memory.selectors import emotional_tendency_line, memory_line, resident_memories, self_layer_text
 from memory.subjects.selectors import active_facts
 from temporal.rollup import OTHER, OWN, day_chunks_by_conversation, peer_rollups
 from temporal.selectors import temporal_prompt_section

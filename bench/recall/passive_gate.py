@@ -45,8 +45,9 @@ from conversations.models import Role  # noqa: E402
 from memory.benchmarks._common import conversation_holding, smalltalk_lines  # noqa: E402
 from memory.benchmarks.locomo import locomo_load  # noqa: E402
 from memory.benchmarks.madial import LANGUAGES, madial_load  # noqa: E402
+from memory.passive import passive_recall  # noqa: E402
 from memory.search import KEYWORD_BRANCHES, search_text_plain, term_stats_clear  # noqa: E402
-from memory.selectors import memory_semantic_search, passive_recall  # noqa: E402
+from memory.selectors import memory_semantic_search  # noqa: E402
 
 _SPEAKER = "<"
 POOL = 20

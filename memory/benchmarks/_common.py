@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from anima.core.segmentation import jieba_get, segment_text
 from conversations.models import Conversation, Message, Person
+from memory.passive import passive_recall
 from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
-from memory.selectors import passive_recall
 
 KS = (1, 3, 5, 10, 20)
 # Anima's default (every branch fused), its keyword branches alone and its dense branch alone.

@@ -14,7 +14,7 @@ from anima.core.models import MemoryType
 from conversations.models import Person
 from conversations.selectors import conversation_language
 from memory.models import SelfBlock
-from memory.selectors import passive_recall
+from memory.passive import passive_recall
 from memory.services import memory_create
 from tests.factories import (
     ConversationFactory,

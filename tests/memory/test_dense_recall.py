@@ -19,10 +19,11 @@ from anima.core.embeddings import EmbeddingModel
 from anima.core.models import Component, MemoryStatus
 from anima.core.vectors import vector_indexes_ensure, vector_literal, vectors_available_clear
 from memory.embedding import embed_backfill_run
+from memory.passive import passive_recall
 from memory.search import entity_source, message_source
 from memory.search._fusion import pool_size
 from memory.search._sql import dense_fetch, dense_statement
-from memory.selectors import RECALL_LIMIT, memory_recall, memory_semantic_search, passive_recall
+from memory.selectors import RECALL_LIMIT, memory_recall, memory_semantic_search
 from tests.embeddings_server import concept_vector
 from tests.factories import (
     ContentBlockFactory,

@@ -11,8 +11,9 @@ from django.utils import timezone
 from anima.api.testing import operator_client
 from memory.benchmarks._common import smalltalk_lines
 from memory.embedding import embed_backfill_run
+from memory.passive import passive_context, passive_recall
 from memory.search import score_fuse
-from memory.selectors import SEMANTIC, SESSION, _facts_first, memory_recall, passive_context, passive_recall
+from memory.selectors import SEMANTIC, SESSION, _facts_first, memory_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 # A person's memories, several sharing an everyday word with small talk (thanks, cool, tomorrow, 吃). A memory

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from anima.api.testing import api_client
 from anima.core.models import TRIGRAM_PREFIX_CHARS, Component, MemoryStatus
+from memory.passive import passive_recall
 from memory.search import (
     QuerySyntaxError,
     _sql,
@@ -26,7 +27,7 @@ from memory.search._stats import (
     term_stats_clear,
     term_stats_get,
 )
-from memory.selectors import memory_recall, passive_recall
+from memory.selectors import memory_recall
 from tests.factories import ConversationFactory, MessageFactory, SemanticMemoryFactory
 from tests.locks import table_locked
 

@@ -11,13 +11,13 @@ from django.utils import timezone
 from anima.core.db import REPLICA
 from anima.core.models import BlockTag, MemoryStatus
 from conversations.models import Platform, Role
+from memory.passive import passive_recall
 from memory.search import QuerySyntaxError, _stats
 from memory.search._stats import TermStats
 from memory.selectors import (
     memory_recall,
     memory_semantic_search,
     memory_versions,
-    passive_recall,
     resident_memories,
     resident_memory_lines,
 )

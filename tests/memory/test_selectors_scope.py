@@ -7,7 +7,8 @@ from django.db import connection, transaction
 
 from anima.core.config import config_update
 from conversations.models import Identity
-from memory.selectors import memory_recall, memory_semantic_search, passive_recall, resident_memories
+from memory.passive import passive_recall
+from memory.selectors import memory_recall, memory_semantic_search, resident_memories
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from anima.core.models import MemoryStatus
 from memory.forgetting import memory_forget
 from memory.models import SemanticMemory, SubjectKind
-from memory.selectors import memory_recall, passive_recall
+from memory.passive import passive_recall
+from memory.selectors import memory_recall
 from memory.subjects import ENTITY_BRANCH
 from memory.subjects.recall import (
     ENTITY_PRIOR,

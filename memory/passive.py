@@ -1,0 +1,139 @@
+"""Passive recall: the memories a turn is offered unasked, for the latest user message.
+
+A message that names nothing is offered nothing; otherwise it is read alone and after the conversation's latest
+messages, and what a keyword branch found is offered when its calibrated score says it is likely relevant.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from anima.core.config import config_get
+from anima.core.segmentation import text_informative
+from conversations.models import Conversation, Person, Role
+from conversations.selectors import conversation_language, messages_latest
+from memory.citations import cited_ids
+from memory.search import KEYWORD_BRANCHES, SearchTimeout, search_text_plain
+from memory.selectors import memory_line, memory_semantic_search
+from memory.subjects import ENTITY_BRANCH
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PassiveRecall:
+    """Semantic hits for the latest user message, as the runtime-only ``passive_memory_context`` message."""
+
+    hits: list[dict[str, Any]]
+    text: str
+
+    NAME = "passive_memory_context"
+
+    def as_message(self) -> dict[str, str] | None:
+        if not self.text:
+            return None
+        return {"role": "assistant", "name": self.NAME, "content": self.text}
+
+
+# What the passive_memory_context message says its lines are, in the conversation's language.
+PASSIVE_HEADING = {"en": "Possibly relevant memories:", "zh": "可能相关的记忆："}
+
+
+def passive_recall(
+    *, conversation: Conversation, user_message: str, person: Person | None = None, language: str | None = None
+) -> PassiveRecall:
+    """Semantic memories relevant to ``user_message``, cut by score; never persisted.
+
+    ``person`` is the human behind the conversation (default: ``conversation.person``); with none, only
+    global memories are candidates. ``language`` frames the message (``conversation_language``, read when
+    not given). A message that names nothing (``text_informative``: greetings, thanks, "lol ok") is offered
+    nothing, whatever came before it. Otherwise the message is read twice: alone, and after the conversation's
+    latest messages (``context_messages`` of them, the turn it answers among them: "I'm looking forward to
+    that evening" says which evening only there); a memory's score is the better of its two. Only memories
+    a keyword branch found are offered unasked, and only those whose calibrated score (the chance that it is
+    relevant) is at least min_score and min_share_of_best of the best one's; without vectors (keyword-only
+    recall, whose scores are not that telling), those within min_relative_score of the best. Skipped for cron
+    conversations.
+    """
+    config = config_get(section="memory.passive_recall")
+    if not config["enabled"] or conversation.is_cron or not text_informative(user_message or ""):
+        return PassiveRecall(hits=[], text="")
+    person = person or conversation.person
+    readings = [user_message]
+    recent = passive_context(conversation=conversation, user_message=user_message, count=config["context_messages"])
+    if recent:
+        readings.append("\n".join([*recent, user_message]))
+    try:
+        candidates = _passive_candidates(readings=readings, person=person, pool=max(config["limit"] * 4, 20))
+    except ValueError:
+        # A chat message is not a search query: operator slips must not break the turn.
+        return PassiveRecall(hits=[], text="")
+    except SearchTimeout:
+        # Nor may a slow search: the turn goes on without passive memories.
+        logger.warning(
+            "passive recall timed out for conversation %s; the turn has no passive memories", conversation.pk
+        )
+        return PassiveRecall(hits=[], text="")
+    if config["exclude_resident"]:
+        # What the system prompt snapshot shows (resident and person memory, cited there) is not repeated; a memory
+        # pinned since is not in it, so it may come here until the next snapshot shows it.
+        shown = cited_ids(conversation.system_prompt or "")
+        candidates = [hit for hit in candidates if hit["id"] not in shown]
+    if not candidates:
+        return PassiveRecall(hits=[], text="")
+    if any("dense" in hit["scores"] for hit in candidates):
+        # Scores are calibrated (memory.search.score_fuse): a memory is offered when it is likely enough relevant,
+        # and nearly as likely as the best (beside a likelier one, a weaker memory was mostly noise on the dev sets).
+        cutoff = max(config["min_score"], candidates[0]["score"] * config["min_share_of_best"])
+    else:
+        # Keyword-only recall (no vectors here) cannot tell a relevant memory from one sharing a word with the
+        # message (on the dev sets none of its scores means better than 1 in 3): it offers the best keyword hits,
+        # and what a subject the message names brought.
+        by_words = [hit["score"] for hit in candidates if set(hit["scores"]) & set(KEYWORD_BRANCHES)]
+        cutoff = max(by_words, default=candidates[0]["score"]) * config["min_relative_score"]
+    hits, lines, used = [], [], 0
+    for hit in candidates:
+        if hit["score"] < cutoff or len(hits) >= config["limit"]:
+            break
+        line = memory_line(content=hit["snippet"], entity_id=hit["id"])
+        if used + len(line) + 1 > config["max_chars"]:
+            break
+        hits.append(hit)
+        lines.append(line)
+        used += len(line) + 1
+    heading = PASSIVE_HEADING[language or conversation_language(conversation=conversation, pending=user_message)]
+    text = heading + "\n" + "\n".join(lines) if lines else ""
+    return PassiveRecall(hits=hits, text=text)
+
+
+def passive_context(*, conversation: Conversation, user_message: str, count: int) -> list[str]:
+    """The texts of the conversation's ``count`` latest messages before ``user_message``, oldest first.
+
+    A turn is assembled before its message is stored, but a tool round resends a message stored already: a latest
+    user message equal to it is the message itself, not its context.
+    """
+    latest = messages_latest(conversation=conversation, count=count + 1)
+    if latest and latest[-1].role == Role.USER and latest[-1].content == user_message:
+        latest.pop()
+    return [message.content for message in latest[-count:]] if count else []
+
+
+def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool: int) -> list[dict[str, Any]]:
+    """Each memory a keyword branch found for one of ``readings``, at its best score over them, best first."""
+    best: dict[int, dict[str, Any]] = {}
+    for reading in readings:
+        # Only what a keyword branch found is offered: small talk no word of which matches costs no model call.
+        found = memory_semantic_search(
+            query=search_text_plain(reading), limit=pool, person=person, global_only=True, keyword_gate=True
+        )
+        for hit in found:
+            # Unasked, a memory needs a word of the message (or of the turns it follows) behind it: the dense branch
+            # ranks every memory by meaning, so any message has a nearest one. A subject the message names is such
+            # a word.
+            found_by_words = set(hit["scores"]) & {*KEYWORD_BRANCHES, ENTITY_BRANCH}
+            if found_by_words and hit["score"] > best.get(hit["id"], {}).get("score", -1):
+                best[hit["id"]] = hit
+    return sorted(best.values(), key=lambda hit: -hit["score"])
