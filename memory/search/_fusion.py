@@ -29,6 +29,8 @@ MAX_LIMIT = 100
 # MADial-Bench (en, R@10) a pool of 60 gave 61.9, 100 gave 65.0, 300 gave 66.6; ranking 100 candidates
 # costs the keyword branches little (they score every match anyway) and the HNSW search ef_search 100.
 MIN_POOL = 100
+# The hits after the first ``limit`` that still come out in exact order (recall reads on past its limit: facts first).
+PULL_MARGIN = 20
 
 
 @dataclass
@@ -106,7 +108,7 @@ def hybrid_search(
             )
             rows += dense_rows
         hits = score_fuse(rows=rows, unseen=unseen)
-        if neighbours_pull(hits=hits, sources=sources, using=alias):
+        if neighbours_pull(hits=hits, sources=sources, using=alias, top=clamp_limit(limit) + PULL_MARGIN):
             hits.sort(key=hit_order)
     return hits
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import random
 
 import pytest
 from django.db import DEFAULT_DB_ALIAS
@@ -12,7 +13,7 @@ from django.utils import timezone
 from conversations.models import Role
 from memory.search import message_source
 from memory.search._context import NEIGHBOUR_PULL, neighbours_pull
-from memory.search._fusion import MAX_QUERY_LINES, Hit, _lines_combined, query_lines
+from memory.search._fusion import MAX_QUERY_LINES, Hit, _lines_combined, hit_order, query_lines
 from memory.selectors import memory_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory
 
@@ -44,7 +45,7 @@ def test_a_line_is_pulled_halfway_toward_its_better_neighbour_and_never_pushed_d
     hits = [Hit(source="session", id=pk, score=score) for pk, score in scores.items()]
     source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
 
-    assert neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS)
+    assert neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=len(hits))
 
     after = {hit.id: hit.score for hit in hits}
     assert after[question.pk] == 0.8  # its neighbour is weaker: it keeps its score
@@ -54,10 +55,28 @@ def test_a_line_is_pulled_halfway_toward_its_better_neighbour_and_never_pushed_d
     assert after[elsewhere.pk] == 0.1  # another conversation's line is nobody's neighbour
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_the_first_hits_come_out_as_a_pull_of_every_hit_would_order_them(seed):
+    # Only the first ``top`` lines' neighbours are looked up; a line further down still rises beside one of them.
+    rng = random.Random(seed)
+    person = PersonFactory()
+    lines = [line for _ in range(3) for line in _lines(ConversationFactory(person=person), *["a line"] * 12)]
+    scores = {line.pk: rng.random() for line in lines}
+    source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
+
+    def pulled(top: int) -> list[tuple[int, float]]:
+        hits = [Hit(source="session", id=pk, score=score, ranks={"fts": 1}) for pk, score in scores.items()]
+        hits.sort(key=hit_order)
+        neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=top)
+        return [(hit.id, hit.score) for hit in sorted(hits, key=hit_order)]
+
+    assert pulled(top=8)[:8] == pulled(top=len(lines))[:8]
+
+
 def test_other_sources_are_left_as_they_are():
     hits = [Hit(source="semantic", id=1, score=0.3), Hit(source="semantic", id=2, score=0.9)]
     source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
-    assert not neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS)
+    assert not neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=len(hits))
     assert [hit.score for hit in hits] == [0.3, 0.9]
 
 
