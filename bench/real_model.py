@@ -42,7 +42,7 @@ from anima.core.llm.dialects import SETTING_CHOICES  # noqa: E402
 from anima.core.llm.minds import minds_since  # noqa: E402
 from anima.core.models import AutoLlmRun, Component, Entity  # noqa: E402
 from conversations.services import conversations_import  # noqa: E402
-from memory.services import memories_import  # noqa: E402
+from memory.imports import memories_import  # noqa: E402
 from sleep.models import PipelineRun  # noqa: E402
 
 _SHOWN_FACTS = 8

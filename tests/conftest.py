@@ -23,7 +23,7 @@ from anima.core.llm.dialects import dialects_forget
 from anima.core.llm.testing import StubLlmServer
 from anima.core.logs import logging_config
 from conversations.services import conversations_import
-from memory.services import memories_import
+from memory.imports import memories_import
 from sleep.models import PipelineRun
 from tests.celery_worker import worker_queue  # noqa: F401 (a fixture of the integration tests)
 from tests.embeddings_server import CONCEPT_DIM, EmbeddingsServer, concept_vector

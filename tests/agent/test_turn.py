@@ -18,9 +18,10 @@ from anima.agent.turn import PEERS_NAME, prepare_turn
 from anima.core.config import config_update
 from conversations.models import Message, PeerBlock, Role, StmScope
 from conversations.services import conversations_import, identity_map
+from memory.imports import memories_import
 from memory.models import EmotionalTendency, SelfBlock
 from memory.selectors import self_layer_text
-from memory.services import emotional_tendencies_refresh, memories_import
+from memory.services import emotional_tendencies_refresh
 from temporal.tick import temporal_tick_run
 from tests.factories import (
     ContentBlockFactory,

@@ -19,8 +19,8 @@ from anima.core.jsonl import ImportReport, LineError, jsonl_import
 from anima.core.models import Component, Entity, ImportRun
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
+from memory.imports import memories_import
 from memory.models import SemanticMemory
-from memory.services import memories_import
 
 THINGS_LOCK = 0x7E57
 

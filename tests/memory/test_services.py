@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, Entity, MemoryStatus
 from conversations.models import Person
+from memory.imports import memories_import
 from memory.models import ContentBlock, DiaryEntry, SemanticMemory
 from memory.selectors import semantic_memories_held
 from memory.services import (
     MemoryPart,
     diary_block_create,
-    memories_import,
     memory_correct,
     memory_create,
     memory_deprecate,

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from anima.core.commands import JsonlImportCommand
-from memory.services import memories_import
+from memory.imports import memories_import
 
 
 class Command(JsonlImportCommand):

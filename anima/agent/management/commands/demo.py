@@ -22,7 +22,7 @@ from anima.core.llm.minds import mind_configured, minds_since
 from anima.core.models import AutoLlmRun, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from conversations.services import conversations_import
-from memory.services import memories_import
+from memory.imports import memories_import
 from sleep.selectors import sleep_failure_describe, sleep_run_failures, sleep_run_last
 
 
