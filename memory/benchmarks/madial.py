@@ -3,10 +3,11 @@
 Each language's memories become semantic memories, one person per ``user-id`` (zh; en has none: one person).
 Each dialogue is queried with its turns before the test turn (``dialogue[1:test_turn]``, as written); R@k is
 the share of its relevant memories found in the first k, averaged over dialogues (this reproduces the published
-BM25 figures). BM25 ranks the same user's memories by jieba search tokens. ``passive``: what passive recall
-offers for the user's last message before the test turn, in a conversation of the dialogue's user holding the
-dialogue's turns before that message (as a real conversation would); ``smalltalk``: what it offers for the
-small-talk lines, each after the first two turns of one of the first five users' dialogues.
+BM25 figures); ``recalled`` is the default's R@k of the one memory the test turn recalls (the first relevant id;
+the others are judged related to it). BM25 ranks the same user's memories by jieba search tokens. ``passive``:
+what passive recall offers for the user's last message before the test turn, in a conversation of the dialogue's
+user holding the dialogue's turns before that message (as a real conversation would); ``smalltalk``: what it
+offers for the small-talk lines, each after the first two turns of one of the first five users' dialogues.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class Dialogue:
     last: str  # the user's last message before the test turn
     before: list[tuple[str, str]]  # (role, text) of the turns before that message
     relevant: set[str]  # its relevant memories' keys
+    recalled: str  # the first of them: the memory its test turn recalls (the others are judged related to it)
 
 
 def _turn(line: str) -> tuple[str, str]:
@@ -99,6 +101,7 @@ def madial_read(*, data: Path, lang: str, persons: dict[str, Person]) -> list[Di
                 last=turns[-1][1],
                 before=turns[:-1],
                 relevant={str(key) for key in dialogue["relevant-id"]},
+                recalled=str(dialogue["relevant-id"][0]),
             )
         )
     return read
@@ -121,7 +124,7 @@ def madial_run(
     for key, memory in memories:
         corpus[str(memory.get("user-id", "all"))].append((str(key), memory["event"]))
     bm25 = {user: Bm25(documents) for user, documents in corpus.items()} if recall else {}
-    tallies = {system: RecallTally() for system in [*systems, "bm25"]} if recall else {}
+    tallies = {system: RecallTally() for system in [*systems, "bm25", "recalled"]} if recall else {}
     passive = PassiveTally()
     users = {person.pk: user for user, person in persons.items()}
     for dialogue in dialogues:
@@ -130,7 +133,10 @@ def madial_run(
             results = memory_semantic_search(
                 query=dialogue.query, limit=20, person=dialogue.person, branches=BRANCHES[system]
             )
-            tallies[system].add(ranked=[key_of.get(hit["id"], "") for hit in results], relevant=dialogue.relevant)
+            ranked = [key_of.get(hit["id"], "") for hit in results]
+            tallies[system].add(ranked=ranked, relevant=dialogue.relevant)
+            if system == "anima":
+                tallies["recalled"].add(ranked=ranked, relevant={dialogue.recalled})
         if recall:
             tallies["bm25"].add(ranked=bm25[user].ranked(dialogue.query), relevant=dialogue.relevant)
         conversation = conversation_holding(person=dialogue.person, turns=dialogue.before)

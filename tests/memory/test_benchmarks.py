@@ -34,8 +34,9 @@ def test_madial_measures_recall_beside_bm25_and_passive_recall(tmp_path):
     figures = madial_run(data=tmp_path, lang="en", loaded=loaded, dense=False)
 
     assert figures["n"] == 1
-    assert set(figures) == {"n", "anima", "anima_keyword", "bm25", "passive", "smalltalk"}  # no vectors: no dense
-    assert (figures["anima"]["R@1"], figures["bm25"]["R@1"]) == (100.0, 100.0), figures
+    # No vectors: no dense.
+    assert set(figures) == {"n", "anima", "anima_keyword", "bm25", "recalled", "passive", "smalltalk"}
+    assert (figures["anima"]["R@1"], figures["bm25"]["R@1"], figures["recalled"]["R@1"]) == (100.0, 100.0, 100.0)
     assert figures["smalltalk"]["lines"] == len(smalltalk_lines(lang="en")) > 0  # each line, after one exchange
 
 
