@@ -29,7 +29,7 @@ MAX_LIMIT = 100
 # MADial-Bench (en, R@10) a pool of 60 gave 61.9, 100 gave 65.0, 300 gave 66.6; ranking 100 candidates
 # costs the keyword branches little (they score every match anyway) and the HNSW search ef_search 100.
 MIN_POOL = 100
-# The hits after the first ``limit`` that still come out in exact order (recall reads on past its limit: facts first).
+# How many hits past ``limit`` a line's pull still orders exactly: recall reads that far for facts first.
 PULL_MARGIN = 20
 
 
@@ -268,7 +268,7 @@ Z_CAP = 4.0
 # its z-scores must not make a difference of 0.003 look like two standard deviations (a fresh install's few rows:
 # a fact and the chat line it came from, 0.860 and 0.863, scored -1 and +1). 0.01 is about the median spread of a
 # pool of 100 on LoCoMo and below every MADial one; on the dev sets it left MADial as it was and raised LoCoMo R@10
-# by 0.8 (questions 1-4) and 0.6 (5); 0.015 lost 0.5 on MADial zh (bench/recall/fusion_methods.py, docs).
+# by 0.5 (questions 1-4) and 0.4 (5) in bench_recall; 0.015 lost 0.5 on MADial zh (docs/benchmarks.md).
 DENSE_SPREAD_FLOOR = 0.01
 
 
