@@ -435,6 +435,13 @@ def _earliest(values: Iterable[str | None]) -> str | None:
     return present[0] if present else None
 
 
+def _made_in(memories: Sequence[SemanticMemory]) -> set[int]:
+    """The conversations ``memories`` were made in: each one's source conversation and those its body lists."""
+    return {c for memory in memories for c in (memory.body or {}).get("source_conversations", [])} | {
+        memory.source_conversation_id for memory in memories if memory.source_conversation_id
+    }
+
+
 def memory_merge(
     *,
     sources: Sequence[SemanticMemory],
@@ -461,10 +468,7 @@ def memory_merge(
             body={
                 "observed_at": _earliest((source.body or {}).get("observed_at") for source in sources),
                 "occurred_at": _earliest((source.body or {}).get("occurred_at") for source in sources),
-                "source_conversations": sorted(
-                    {c for source in sources for c in (source.body or {}).get("source_conversations", [])}
-                    | {source.source_conversation_id for source in sources if source.source_conversation_id}
-                ),
+                "source_conversations": sorted(_made_in(sources)),
                 "merged_from": [source.pk for source in sources],
                 **(body or {}),
             },
@@ -474,15 +478,13 @@ def memory_merge(
     return merged
 
 
-def memory_sources_add(*, memory: SemanticMemory, sources: Iterable[SemanticMemory]) -> SemanticMemory:
+def memory_sources_add(*, memory: SemanticMemory, sources: Sequence[SemanticMemory]) -> SemanticMemory:
     """Record on ``memory`` the conversations ``sources`` were made in (restatements retired into it).
 
     Where the fact was said, not what it says: neither its belief history nor an operator's edit changes, and its
     ``updated_at`` stays. Recall then ranks the fact with the lines that say it (facts first), as a merge would.
     """
-    made_in = {c for source in sources for c in (source.body or {}).get("source_conversations", [])} | {
-        source.source_conversation_id for source in sources if source.source_conversation_id
-    }
+    made_in = _made_in(sources)
     with transaction.atomic():
         # Read again under a lock: an edit in the console meanwhile keeps its body and this adds to it.
         memory = SemanticMemory.objects.select_for_update().get(pk=memory.pk)

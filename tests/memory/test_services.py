@@ -29,10 +29,11 @@ from memory.services import (
     memory_merge,
     memory_remember,
     memory_restore,
+    memory_sources_add,
     memory_split,
     memory_update,
 )
-from tests.factories import DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
+from tests.factories import ConversationFactory, DiaryEntryFactory, PersonFactory, SemanticMemoryFactory
 
 
 def _line(external_id: str, memory_type: str, content: str, **extra) -> str:
@@ -150,6 +151,29 @@ def test_memory_merge_writes_the_successor_and_expires_every_source_with_the_lin
         source.refresh_from_db()
         assert (source.status, source.superseded_by_id) == (MemoryStatus.EXPIRED, merged.pk)
         assert source.expired_reason == f"merged into #{merged.pk}"
+
+
+def test_a_merge_and_a_fact_kept_over_its_restatements_both_keep_every_conversation_their_sources_were_said_in():
+    leo = PersonFactory(slug="leo")
+    first, second, third = (ConversationFactory(person=leo) for _ in range(3))
+    one = SemanticMemoryFactory(person=leo, content="Leo 住在杭州", source_conversation=first)
+    two = SemanticMemoryFactory(
+        person=leo, content="Leo 现在住在杭州", source_conversation=second, body={"source_conversations": [third.pk]}
+    )
+    merged = memory_merge(sources=[one, two], content="Leo 住在杭州", memory_type="world", external_id="m:1")
+    assert merged.body["source_conversations"] == sorted([first.pk, second.pk, third.pk])
+
+    kept = SemanticMemoryFactory(
+        person=leo, content="Leo 是后端负责人", source_conversation=first, body={"tags": ["x"]}
+    )
+    edited_at = kept.updated_at
+    copy = SemanticMemoryFactory(person=leo, content=kept.content, body={"source_conversations": [first.pk, second.pk]})
+    for _ in range(2):  # the second time adds nothing
+        kept = memory_sources_add(memory=kept, sources=[copy])
+    kept.refresh_from_db()
+    # Its own source conversation is not listed again; what it said and when it was edited stay.
+    assert kept.body == {"tags": ["x"], "source_conversations": [second.pk]}
+    assert (kept.content, kept.updated_at) == ("Leo 是后端负责人", edited_at)
 
 
 def test_memory_split_expires_the_memory_superseded_by_its_first_part():
