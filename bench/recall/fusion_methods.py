@@ -37,6 +37,7 @@ import memory.selectors as selectors  # noqa: E402
 from anima.core.embeddings import embedding_model  # noqa: E402
 from anima.core.vectors import ENTITY, MESSAGE, vectors_fetch  # noqa: E402
 from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
+from memory.search._context import _logit  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
 
 K = 10
@@ -102,19 +103,14 @@ def _ranked(rows: list, method: str, weights: dict[str, float]) -> list[int]:
     return [row_id for _, row_id in sorted(keys, key=lambda key: -total[key])]
 
 
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-9), 1.0 - 1e-9)
-    return math.log(p / (1.0 - p))
-
-
 def _feedback(hits: list, method: str, *, top: int = 3, weight: float) -> list[int]:
     """The default's ``hits`` re-ranked with their first ``top`` hits' centroid as feedback (see the docstring)."""
     model = embedding_model()
     vectors = {}
-    for kind, sources in ((MESSAGE, {selectors.SESSION}), (ENTITY, None)):
-        ids = [hit.id for hit in hits if (hit.source in sources if sources else hit.source != selectors.SESSION)]
-        found = vectors_fetch(kind=kind, model=model, row_ids=ids)
-        vectors.update({(hit.source, hit.id): np.array(found[hit.id]) for hit in hits if hit.id in found})
+    for is_message in (True, False):  # messages and entities are numbered apart: each fetched by its own kind
+        mine = [hit for hit in hits if (hit.source == selectors.SESSION) == is_message]
+        found = vectors_fetch(kind=MESSAGE if is_message else ENTITY, model=model, row_ids=[hit.id for hit in mine])
+        vectors.update({(hit.source, hit.id): np.array(found[hit.id]) for hit in mine if hit.id in found})
     first = [vectors[(hit.source, hit.id)] for hit in hits[:top] if (hit.source, hit.id) in vectors]
     if not first:
         return [hit.id for hit in hits]

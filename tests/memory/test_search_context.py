@@ -13,8 +13,8 @@ from django.utils import timezone
 from conversations.models import Role
 from memory.search import message_source
 from memory.search._context import NEIGHBOUR_PULL, neighbours_pull
-from memory.search._fusion import MAX_QUERY_LINES, Hit, _lines_combined, hit_order, query_lines
-from memory.selectors import memory_recall
+from memory.search._fusion import MAX_QUERY_LINES, PULL_MARGIN, Hit, _lines_combined, hit_order, query_lines
+from memory.selectors import RECALL_LIMIT, memory_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +71,11 @@ def test_the_first_hits_come_out_as_a_pull_of_every_hit_would_order_them(seed):
         return [(hit.id, hit.score) for hit in sorted(hits, key=hit_order)]
 
     assert pulled(top=8)[:8] == pulled(top=len(lines))[:8]
+
+
+def test_recall_reads_no_further_than_the_hits_the_pull_orders_exactly():
+    # memory_recall reads limit + RECALL_LIMIT hits (facts first); the pull orders limit + PULL_MARGIN exactly.
+    assert RECALL_LIMIT <= PULL_MARGIN
 
 
 def test_other_sources_are_left_as_they_are():
