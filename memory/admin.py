@@ -21,7 +21,8 @@ from anima.core.admin import ReadOnlyAdmin, StoredDetailsMixin, readable_block
 from anima.core.models import BlockTag, ForgetReason, MemoryType
 from conversations.models import Person
 from memory import services as memory_services
-from memory.forgetting import ForgetPlan, memory_forget, memory_forget_plan, person_forget, person_forget_plan
+from memory.forgetting import ForgetPlan, memory_forget, memory_forget_plan
+from memory.forgetting_person import person_forget, person_forget_plan
 from memory.models import (
     ContentBlock,
     DiaryEntry,

@@ -17,7 +17,8 @@ from anima.core.forms import RangeDateFilter
 from anima.core.models import ForgetReason, MemoryStatus, MemoryType
 from conversations.access import OPERATOR, PERSON, SCOPED, access_of
 from conversations.models import Person
-from memory.forgetting import memory_forget, person_forget
+from memory.forgetting import memory_forget
+from memory.forgetting_person import person_forget
 from memory.models import DiaryEntry, EmotionalTendency, SemanticMemory
 from memory.selectors import (
     RECALL_LIMIT,

@@ -22,7 +22,8 @@ from anima.api.testing import api_client, api_token, operator_client
 from anima.core.models import AutoLlmRun, BlockTag, Entity, ForgetTombstone, MemoryStatus
 from conversations.models import Conversation, HistoryEntry, Message, PeerBlock, Person, Role
 from memory.embedding import embed_backfill_run
-from memory.forgetting import memory_forget, memory_forget_plan, person_forget, person_forget_plan
+from memory.forgetting import memory_forget, memory_forget_plan
+from memory.forgetting_person import person_forget, person_forget_plan
 from memory.models import EmotionalTendency, SemanticMemory
 from memory.selectors import memory_recall
 from memory.services import MemoryPart, emotional_tendencies_refresh, memory_merge, memory_split

@@ -5,7 +5,8 @@ import datetime as dt
 import pytest
 from django.db.models import Q
 
-from memory.forgetting import memory_forget, memory_forget_plan, person_forget
+from memory.forgetting import memory_forget, memory_forget_plan
+from memory.forgetting_person import person_forget
 from memory.models import SemanticMemory, Subject, SubjectMention
 from memory.services import memory_expire
 from memory.subjects import PROFILE_KEY, SOURCE_FACTS_KEY

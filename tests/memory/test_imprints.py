@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, Entity, MemoryType
 from memory.admin import IMPRINTS_SECTION
-from memory.forgetting import memory_forget, memory_forget_plan, person_forget, person_forget_plan
+from memory.forgetting import memory_forget, memory_forget_plan
+from memory.forgetting_person import person_forget, person_forget_plan
 from memory.imprints import (
     MIN_DAYS,
     MIN_INTENSITY,

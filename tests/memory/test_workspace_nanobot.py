@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from anima.core.models import MemoryType
 from conversations.models import HistoryEntry, Identity, Person
 from conversations.selectors import history_search
-from memory.forgetting import person_forget
+from memory.forgetting_person import person_forget
 from memory.models import SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.selectors import memory_recall
 from memory.workspace import HISTORY_KEYS, workspace_export, workspace_import

@@ -15,7 +15,7 @@ from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag
 from anima.core.text import is_chinese
 from conversations.models import Role
-from memory.forgetting import person_forget
+from memory.forgetting_person import person_forget
 from memory.models import DreamBlock
 from memory.selectors import memory_recall
 from sleep.context import StepContext

@@ -6,15 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from anima.core.models import ForgetReason
 from conversations.models import Person
-from memory.forgetting import (
-    ForgetPlan,
-    PlannedRow,
-    memory_forget,
-    memory_forget_paraphrases,
-    memory_forget_plan,
-    person_forget,
-    person_forget_plan,
-)
+from memory.forgetting import ForgetPlan, PlannedRow, memory_forget, memory_forget_paraphrases, memory_forget_plan
+from memory.forgetting_person import person_forget, person_forget_plan
 from memory.models import SemanticMemory
 
 
