@@ -13,7 +13,8 @@ import json
 from anima.core.llm.offline import offline_handler_get
 from sleep.steps.deep import CONTRADICTION_INSTRUCTIONS, MERGE_INSTRUCTIONS, PINS_INSTRUCTIONS, SPLIT_INSTRUCTIONS
 from sleep.steps.dream import DREAM_INSTRUCTIONS
-from sleep.steps.light import LIMBIC_INSTRUCTIONS, NARRATIVE_INSTRUCTIONS, OUTLINE_INSTRUCTIONS, SEMANTIC_INSTRUCTIONS
+from sleep.steps.light import LIMBIC_INSTRUCTIONS, NARRATIVE_INSTRUCTIONS, SEMANTIC_INSTRUCTIONS
+from sleep.steps.light_outline import OUTLINE_INSTRUCTIONS
 from sleep.steps.self_layer import SELF_LAYER_INSTRUCTIONS
 from sleep.steps.subject_profiles import PROFILE_INSTRUCTIONS, PROFILE_PURPOSE
 from temporal.rollup import ROLLUP_INSTRUCTIONS

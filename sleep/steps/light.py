@@ -1,5 +1,7 @@
 """Light sleep: per conversation of the day, three LLM stages (facts, feelings, narrative) + the outline.
 
+The outline (``sleep.steps.light_outline``) is asked once a night, after every conversation-day.
+
 Every stage writes in one transaction only after its answer validated, and every row
 it writes carries a deterministic external_id, so re-running a day never duplicates.
 
@@ -35,22 +37,14 @@ from anima.core.llm.schema import (
 )
 from anima.core.models import BlockTag, Entity, MemoryStatus, MemoryType
 from anima.core.text import clip, content_key
-from conversations.models import Language
-from conversations.selectors import languages_in_use
-from memory.models import (
-    ContentBlock,
-    LimbicBlock,
-    NarrativeBlock,
-    SelfBlock,
-    SelfLayerBlock,
-    SemanticMemory,
-)
+from memory.models import ContentBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from memory.services import diary_block_create, diary_entries_ensure, memory_create, memory_deprecate, memory_update
 from sleep.checks import FactChecks, citations_refusal
 from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.pipeline import FAILURES
 from sleep.slots import SLOT_RULE, SLOT_SCHEMA, memory_slot, restates
+from sleep.steps.light_outline import autobiography_outline_refresh
 from sleep.steps.outcome import answer_or_failure
 from temporal.selectors import DayConversation, day_conversation_ids, day_conversations, dialogue_messages
 
@@ -59,12 +53,8 @@ logger = logging.getLogger(__name__)
 MEMORY_TYPES = list(MemoryType.values)
 LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
 SIGNIFICANCE = ["normal", "milestone", "turning_point"]
-NO_OUTLINE = {"en": "(No autobiography summary yet)", "zh": "（还没有自传摘要）"}
 # Every row light sleep writes has an external id "ls:<day>:<conversation id>:<stage>:<content key>".
 LIGHT_SLEEP_ID_PREFIX = "ls:"
-OUTLINE_NORMAL_MAX_AGE = timedelta(days=30)
-OUTLINE_OTHER_MAX_AGE = timedelta(days=180)
-OUTLINE_FALLBACK_TURNING_POINTS = 5
 # How far back a run looks for messages stored after their day was slept (imports, delayed clients), and
 # for conversation-days whose light sleep failed.
 LATE_LOOKBACK = timedelta(days=7)
@@ -80,11 +70,10 @@ MAX_FACTS = 20
 MAX_ANCHORS = 8
 # Answer budgets from what each stage writes (a CJK character is about a token, four Latin ones are): a fact is
 # a sentence plus its type, date and slot, ~90 tokens, and a day gives up to a dozen; an anchor ~120 tokens;
-# a narrative 300-600 characters; an outline title ~20 tokens. A cut-off answer is retried once with twice this.
+# a narrative 300-600 characters. A cut-off answer is retried once with twice this.
 SEMANTIC_MAX_TOKENS = 1200
 LIMBIC_MAX_TOKENS = 1000
 NARRATIVE_MAX_TOKENS = 800
-OUTLINE_MAX_TOKENS = 1000
 _OCCURRED_AT = schema_date(nullable=True, description="The day the fact is about, YYYY-MM-DD, or null.")
 
 SEMANTIC_INSTRUCTIONS = (
@@ -186,27 +175,6 @@ NARRATIVE_SCHEMA = schema_object(
     },
     required=["narratives"],
 )
-
-OUTLINE_INSTRUCTIONS = (
-    "Compress these autobiographical narratives into an outline of titles only, grouped by significance: "
-    "turning points, milestones, recent narratives. Keep each title short; keep each title's language. "
-    'Answer JSON: {"turning_points": [str], "milestones": [str], "recent_narratives": [str]}.'
-)
-# An outline is read in every system prompt: a section longer than this is no outline.
-_TITLES = schema_array(schema_string(min_length=1, max_length=120), max_items=20)
-OUTLINE_SCHEMA = schema_object(
-    {"turning_points": _TITLES, "milestones": _TITLES, "recent_narratives": _TITLES},
-    required=["turning_points", "milestones", "recent_narratives"],
-)
-OUTLINE_SECTIONS = (
-    ("turning_points", "Turning points"),
-    ("milestones", "Milestones"),
-    ("recent_narratives", "Recent narratives"),
-)
-# The outline's headings in a self layer written in Chinese (its titles keep their own language).
-OUTLINE_SECTIONS_ZH = {"turning_points": "转折点", "milestones": "里程碑", "recent_narratives": "近来的经历"}
-# How far back a conversation counts as in use: the outline is kept in the languages of these.
-OUTLINE_LANGUAGE_WINDOW = timedelta(days=30)
 
 
 def light_sleep(ctx: StepContext) -> dict:
@@ -596,84 +564,3 @@ def _narrative_stage(
                 },
             )
     return report
-
-
-def _narrative_day(block: Entity) -> date:
-    end = (block.body or {}).get("period_end")
-    try:
-        return date.fromisoformat(end) if end else block.source_day
-    except ValueError:
-        return block.source_day
-
-
-def _outline_candidates(*, day: date) -> list[Entity]:
-    """Narratives the outline keeps: normal ones up to 30 days old, milestones up to 180, turning points always."""
-    narratives = [
-        n
-        for n in NarrativeBlock.objects.filter(source_day__lte=day).order_by("source_day", "id")
-        # A blank row (stored before answers were checked) has nothing to outline.
-        if (n.body or {}).get("status", "active") == "active" and _outline_title(n)
-    ]
-    kept = []
-    for narrative in narratives:
-        significance = (narrative.body or {}).get("significance", "normal")
-        age = day - (_narrative_day(narrative) or day)
-        if significance == "normal" and age > OUTLINE_NORMAL_MAX_AGE:
-            continue
-        if significance != "turning_point" and age > OUTLINE_OTHER_MAX_AGE:
-            continue
-        kept.append(narrative)
-    if not kept:
-        kept = [n for n in narratives if (n.body or {}).get("significance") == "turning_point"][
-            :OUTLINE_FALLBACK_TURNING_POINTS
-        ]
-    return kept
-
-
-def _outline_title(narrative: Entity) -> str:
-    return (narrative.title.strip() or narrative.content.strip()[:60]).strip()
-
-
-def autobiography_outline_refresh(ctx: StepContext) -> dict:
-    """The outline stage: the self layer's autobiography_summary, title-only bullets grouped by significance."""
-    narratives = _outline_candidates(day=ctx.day)
-    if narratives:
-        answer = _llm(
-            ctx,
-            purpose="light-sleep.outline",
-            instructions=OUTLINE_INSTRUCTIONS,
-            max_tokens=OUTLINE_MAX_TOKENS,
-            payload={
-                "narratives": [
-                    {
-                        "title": _outline_title(n),
-                        "significance": (n.body or {}).get("significance", "normal"),
-                        "period_start": (n.body or {}).get("period_start", n.source_day.isoformat()),
-                    }
-                    for n in narratives
-                ]
-            },
-            schema=OUTLINE_SCHEMA,
-        )
-        if not any(answer[key] for key, _ in OUTLINE_SECTIONS):
-            # There are narratives to outline: an answer without one title is no outline, the stored one stays.
-            return {"narratives": len(narratives), "skipped_reason": "empty_answer"}
-    since = day_start(ctx.day + timedelta(days=1)) - OUTLINE_LANGUAGE_WINDOW
-    chars = 0
-    # One outline per language in use: the headings in it, the titles as the narratives wrote them.
-    for language in languages_in_use(since=since):
-        content = _outline_text(answer, language=language) if narratives else NO_OUTLINE[language]
-        SelfLayerBlock.objects.update_or_create(
-            key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, language=language, defaults={"content": content}
-        )
-        chars = chars or len(content)
-    return {"narratives": len(narratives), "chars": chars}
-
-
-def _outline_text(answer: dict, *, language: str) -> str:
-    return "\n\n".join(
-        f"## {OUTLINE_SECTIONS_ZH[key] if language == Language.ZH else heading}\n"
-        + "\n".join(f"- {title.strip()}" for title in answer[key])
-        for key, heading in OUTLINE_SECTIONS
-        if answer[key]
-    )

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from anima.core.llm.testing import StubLlmServer
-from sleep.steps import deep, light
+from sleep.steps import deep, light, light_outline
 from temporal import services as temporal
 
 QUIET: dict[str, Any] = {
@@ -22,7 +22,7 @@ QUIET: dict[str, Any] = {
     light.SEMANTIC_INSTRUCTIONS: {"create": [], "update": [], "deprecate": []},
     light.LIMBIC_INSTRUCTIONS: {"anchors": []},
     light.NARRATIVE_INSTRUCTIONS: {"narratives": []},
-    light.OUTLINE_INSTRUCTIONS: {"turning_points": [], "milestones": [], "recent_narratives": []},
+    light_outline.OUTLINE_INSTRUCTIONS: {"turning_points": [], "milestones": [], "recent_narratives": []},
     temporal.DAY_INSTRUCTIONS: {"sections": []},
 }
 

@@ -19,7 +19,8 @@ from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
 from sleep.offline.light import facts_read
 from sleep.steps import light_sleep
-from sleep.steps.light import LATE_LOOKBACK, NO_OUTLINE, _late_batches, autobiography_outline_refresh
+from sleep.steps.light import LATE_LOOKBACK, _late_batches
+from sleep.steps.light_outline import NO_OUTLINE, autobiography_outline_refresh
 from tests.factories import (
     AutoLlmRunFactory,
     ContentBlockFactory,
