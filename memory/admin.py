@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString
 
 from anima.core.admin import ReadOnlyAdmin, StoredDetailsMixin, readable_block
 from anima.core.models import BlockTag, ForgetReason, MemoryType
-from conversations.models import Person
+from conversations.models import Conversation, Person
 from memory import services as memory_services
 from memory.forgetting import ForgetPlan, memory_forget, memory_forget_plan
 from memory.forgetting_person import person_forget, person_forget_plan
@@ -130,6 +130,7 @@ class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
         "valid_to",
         "belief_timeline",
         "citing_messages",
+        "also_said_in",
     )
     raw_id_fields = ("superseded_by", "source_conversation")
     actions = [
@@ -147,7 +148,10 @@ class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
             "Belief history",
             {"fields": ("valid_from", "valid_to", "expired_reason", "superseded_by", "belief_timeline")},
         ),
-        ("Source", {"fields": ("source_conversation", "source_channel", "source_day", "external_id")}),
+        (
+            "Source",
+            {"fields": ("source_conversation", "also_said_in", "source_channel", "source_day", "external_id")},
+        ),
         ("Citations", {"fields": ("reference_count", "citing_messages")}),
         # Written by the services (observed_at, tags, provenance): read here, never hand-edited as JSON.
         (
@@ -229,6 +233,20 @@ class SemanticMemoryAdmin(StoredDetailsMixin, admin.ModelAdmin):
             format_html_join(
                 "", "<li>{}</li>", ((_version_html(memory, current=memory.pk == obj.pk),) for memory in versions)
             ),
+        )
+
+    @admin.display(description="also said in")
+    def also_said_in(self, obj: SemanticMemory) -> SafeString | str:
+        """The other conversations it was said in: a merge's sources' and a restatement's retired into it."""
+        said = (obj.body or {}).get("source_conversations", [])
+        ids = [pk for pk in said if isinstance(pk, int) and pk != obj.source_conversation_id]
+        conversations = Conversation.objects.filter(pk__in=ids).order_by("pk") if ids else []
+        if not conversations:
+            return "—"
+        return format_html_join(
+            ", ",
+            "<a href='{}'>{}</a>",
+            ((reverse("admin:conversations_conversation_change", args=[c.pk]), c) for c in conversations),
         )
 
     @admin.display(description="citing messages")

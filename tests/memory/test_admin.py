@@ -66,6 +66,15 @@ def test_search_finds_retired_memories_too(admin_client):
     assert _listed_ids(admin_client.get(CHANGELIST, {"q": "属虎"})) == [old.pk]
 
 
+def test_search_lists_the_memories_held_now_before_the_versions_they_replaced(admin_client):
+    # The replaced version says it in more of the query's words: ranked alone it would come first.
+    replaced = SemanticMemoryFactory(
+        content="Maya: peanut allergy (a bad peanut allergy)", status=MemoryStatus.EXPIRED, expired_reason="superseded"
+    )
+    held = SemanticMemoryFactory(content="Maya has a peanut allergy")
+    assert _listed_ids(admin_client.get(CHANGELIST, {"q": "peanut allergy"})) == [held.pk, replaced.pk]
+
+
 def test_search_by_cited_id(admin_client):
     memory = SemanticMemoryFactory(content="nothing matches this text")
     assert memory.pk in _listed_ids(admin_client.get(CHANGELIST, {"q": f"#{memory.pk}"}))
@@ -194,6 +203,25 @@ def test_the_timeline_names_why_a_version_ended_once_and_where_it_was_said(admin
     url = reverse("admin:conversations_conversation_change", args=[talk.pk])
     assert f"Leo 喜欢 Python — changed, in <a href='{url}'>SDK 选型</a>" in page
     assert "changed · changed in" not in page
+
+
+def test_a_fact_page_links_every_other_conversation_it_was_said_in(admin_client):
+    told, restated, later = (
+        ConversationFactory(title="饮食"),
+        ConversationFactory(title="午饭"),
+        ConversationFactory(title="晚饭"),
+    )
+    fact = SemanticMemoryFactory(
+        content="Maya 对花生过敏",
+        source_conversation=told,
+        body={"source_conversations": [told.pk, restated.pk, later.pk]},
+    )
+    page = admin_client.get(reverse("admin:memory_semanticmemory_change", args=[fact.pk])).content.decode()
+    links = [f"<a href='{reverse('admin:conversations_conversation_change', args=[c.pk])}'>" for c in (restated, later)]
+    assert f"{links[0]}午饭</a>, {links[1]}晚饭</a>" in page
+    said_once = SemanticMemoryFactory(content="Maya 住在里斯本", source_conversation=told)
+    page = admin_client.get(reverse("admin:memory_semanticmemory_change", args=[said_once.pk])).content.decode()
+    assert "午饭" not in page and "晚饭" not in page
 
 
 def test_diary_day_shows_its_blocks_with_limbic_read_only(admin_client):
