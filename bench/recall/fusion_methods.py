@@ -7,16 +7,19 @@ Run from the repository root (``--data``: the folder holding madial/ and locomo/
 Each query of MADial (zh, en: dialogues over memories) and LoCoMo (questions over turns, categories 1-4 and 5)
 is asked once with every branch; the branches' candidates (MIN_POOL a branch) are then ranked by each method:
 weighted means of z-scores (the default's even mix and others), of min-max normalised scores, CombMNZ, reciprocal
-rank fusion, and the default's calibrated score, which orders what recall returns. Two methods re-rank the
-default's own list with its first hits as feedback (their vectors' centroid): pseudo-relevance feedback adds
-each hit's z-scored similarity to that centroid to its log-odds; Rocchio moves the dense z-score part of the way
-toward it before the calibration. It also prints how often the default's first hit is relevant (passive recall
-can offer no more often a relevant memory at that precision).
+rank fusion, and the default's calibrated score, which orders what recall returns. The default judges a query of
+several lines (MADial's dialogues) by what its first hits share (``memory.search._feedback``); a row gives the
+default without that. Two methods re-rank the default's fused list (before that feedback) with its first hits as
+feedback on every query (their vectors' centroid): pseudo-relevance feedback adds each hit's z-scored similarity
+to that centroid to its log-odds (also with only first hits scored 0.5 or more, confident ones, as feedback);
+Rocchio moves the dense z-score part of the way toward it before the calibration. It also prints how often the
+default's first hit is relevant (passive recall can offer no more often a relevant memory at that precision).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -63,6 +66,16 @@ def _search_spy(**kwargs):
 
 
 selectors.hybrid_search = _search_spy  # the default's whole ordered list, each hit's calibration inputs with it
+_unfed: list[list] = []
+_original_feedback = fusion.feedback_apply
+
+
+def _feedback_spy(**kwargs):
+    _unfed.append([dataclasses.replace(hit) for hit in kwargs["hits"]])
+    return _original_feedback(**kwargs)
+
+
+fusion.feedback_apply = _feedback_spy  # a query of several lines: its fused list before the feedback
 
 
 def _normalised(scores: dict, how: str) -> tuple[dict, float]:
@@ -103,15 +116,18 @@ def _ranked(rows: list, method: str, weights: dict[str, float]) -> list[int]:
     return [row_id for _, row_id in sorted(keys, key=lambda key: -total[key])]
 
 
-def _feedback(hits: list, method: str, *, top: int = 3, weight: float) -> list[int]:
-    """The default's ``hits`` re-ranked with their first ``top`` hits' centroid as feedback (see the docstring)."""
+def _feedback(hits: list, method: str, *, top: int = 3, weight: float, gate: float = 0.0) -> list[int]:
+    """The default's ``hits`` re-ranked with their first ``top`` hits' centroid as feedback (see the docstring);
+    with a ``gate``, only those of the first hits scored at least that are feedback (none: the default's order)."""
     model = embedding_model()
     vectors = {}
     for is_message in (True, False):  # messages and entities are numbered apart: each fetched by its own kind
         mine = [hit for hit in hits if (hit.source == selectors.SESSION) == is_message]
         found = vectors_fetch(kind=MESSAGE if is_message else ENTITY, model=model, row_ids=[hit.id for hit in mine])
         vectors.update({(hit.source, hit.id): np.array(found[hit.id]) for hit in mine if hit.id in found})
-    first = [vectors[(hit.source, hit.id)] for hit in hits[:top] if (hit.source, hit.id) in vectors]
+    first = [
+        vectors[(hit.source, hit.id)] for hit in hits[:top] if (hit.source, hit.id) in vectors and hit.score >= gate
+    ]
     if not first:
         return [hit.id for hit in hits]
     centroid = np.mean(first, axis=0)
@@ -131,10 +147,12 @@ def _feedback(hits: list, method: str, *, top: int = 3, weight: float) -> list[i
     return sorted(mixed, key=lambda row_id: -mixed[row_id])
 
 
+# (label, method, weight, gate)
 FEEDBACK = (
-    ("pseudo-relevance feedback, first 3 hits, weight 0.5", "prf", 0.5),
-    ("pseudo-relevance feedback, first 3 hits, weight 0.2", "prf", 0.2),
-    ("Rocchio, dense moved 0.3 toward the first 3 hits", "rocchio", 0.3),
+    ("pseudo-relevance feedback, first 3 hits, weight 0.5", "prf", 0.5, 0.0),
+    ("pseudo-relevance feedback, first 3 hits, weight 0.2", "prf", 0.2, 0.0),
+    ("pseudo-relevance feedback, weight 0.5, first 3 hits scored 0.5 or more", "prf", 0.5, 0.5),
+    ("Rocchio, dense moved 0.3 toward the first 3 hits", "rocchio", 0.3, 0.0),
 )
 
 METHODS = (
@@ -166,16 +184,23 @@ def main() -> None:
             name = query.set_name if query.set_name != "locomo" else f"locomo {'5' if query.category == 5 else '1-4'}"
             _rows.clear()
             _hits.clear()
+            _unfed.clear()
             returned = memory_recall(limit=K, **query.recall)
             rows = _rows[0] if _rows else []
-            hits = _hits[0] if _hits else []
+            hits = _unfed[0] if _unfed else _hits[0] if _hits else []  # fused, before any feedback
             relevant = {row_id for _, _, row_id, _, _ in rows if query.relevant(row_id)}
             wanted = query.wanted  # a relevant row no branch found is missed by every method
             asked[name] += 1
             found["calibrated score (the default)"][name] += len(relevant & {hit["id"] for hit in returned}) / wanted
             found["the default's first hit is relevant (%)"][name] += bool(returned) and returned[0]["id"] in relevant
-            for label, method, weight in FEEDBACK:
-                found[label][name] += len(relevant & set(_feedback(hits, method, weight=weight)[:K])) / wanted
+            unfed = [hit.id for hit in sorted(hits, key=fusion.hit_order)]
+            found["the default without feedback (every query as one of one line)"][name] += (
+                len(relevant & set(unfed[:K])) / wanted
+            )
+            for label, method, weight, gate in FEEDBACK:
+                found[label][name] += (
+                    len(relevant & set(_feedback(hits, method, weight=weight, gate=gate)[:K])) / wanted
+                )
             for label, method, weights in METHODS:
                 found[label][name] += len(relevant & set(_ranked(rows, method, weights)[:K])) / wanted
     print(f"R@{K} | " + " | ".join(SETS))

@@ -1,0 +1,110 @@
+"""A query of several lines is judged by what its first hits share (memory.search._feedback)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import DEFAULT_DB_ALIAS
+
+from anima.core.embeddings import embedding_model
+from memory.embedding import embed_backfill_run
+from memory.search import entity_source, hybrid_search, search_query_build
+from memory.search._feedback import FEEDBACK_POOL, feedback_apply
+from memory.search._fusion import Hit, _calibrated, hit_order
+from memory.selectors import memory_semantic_search
+from tests.factories import PersonFactory, SemanticMemoryFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1 - p))
+
+
+def _source(person):
+    return entity_source(name="semantic", where_sql="TRUE", person_id=person.pk, since=None, until=None)
+
+
+def test_a_hit_near_the_first_ones_rises_one_far_from_them_falls_and_the_first_keep_their_level(concept_embeddings):
+    person = PersonFactory()
+    texts = ("The surgeon operated", "Hospital after the operation", "An operation in May", "She adopted a terrier")
+    first_a, first_b, first_c, dog = (SemanticMemoryFactory(person=person, content=text) for text in texts)
+    knee = SemanticMemoryFactory(person=person, content="Her knee surgery")
+    unembedded = SemanticMemoryFactory(person=person, content="The surgeon again")
+    embed_backfill_run()
+    unembedded.content = "The surgeon, edited"  # an edited row has no vector until the next backfill
+    unembedded.save()
+    scores = {first_a.pk: 0.7, first_b.pk: 0.6, first_c.pk: 0.55, dog.pk: 0.3, knee.pk: 0.25, unembedded.pk: 0.2}
+    hits = [Hit(source="semantic", id=pk, score=score) for pk, score in scores.items()]
+
+    changed = feedback_apply(
+        hits=hits, sources=[_source(person)], model=embedding_model(), using=DEFAULT_DB_ALIAS, top=len(hits)
+    )
+
+    after = {hit.id: hit.score for hit in hits}
+    assert changed
+    assert after[knee.pk] > after[dog.pk]  # the same theme as the first hits, no word of theirs
+    assert after[dog.pk] < 0.3
+    # The first hits are the anchor: their log-odds move by nothing on average.
+    moved = [_logit(after[pk]) - _logit(scores[pk]) for pk in (first_a.pk, first_b.pk, first_c.pk)]
+    assert sum(moved) == pytest.approx(0.0, abs=1e-9)
+    # A hit without a vector counts the least similarity of all: it moves as the dog does.
+    assert _logit(after[unembedded.pk]) - _logit(0.2) == pytest.approx(_logit(after[dog.pk]) - _logit(0.3))
+
+
+def test_hits_past_the_pool_keep_their_order_below_it(concept_embeddings):
+    person = PersonFactory()
+    memories = [SemanticMemoryFactory(person=person, content=f"operation number {i}") for i in range(FEEDBACK_POOL + 5)]
+    embed_backfill_run()
+    hits = [
+        Hit(source="semantic", id=memory.pk, score=0.9 - 0.01 * i, ranks={"dense": i + 1})
+        for i, memory in enumerate(memories)
+    ]
+
+    feedback_apply(hits=hits, sources=[_source(person)], model=embedding_model(), using=DEFAULT_DB_ALIAS, top=10)
+
+    pooled, past = hits[:FEEDBACK_POOL], hits[FEEDBACK_POOL:]
+    assert min(hit.score for hit in pooled) >= max(hit.score for hit in past)
+    assert [hit.id for hit in sorted(past, key=hit_order)] == [hit.id for hit in past]
+
+
+def test_without_two_vectors_there_is_nothing_to_compare(concept_embeddings):
+    person = PersonFactory()
+    only = SemanticMemoryFactory(person=person, content="The surgeon operated")
+    embed_backfill_run()
+    hits = [Hit(source="semantic", id=only.pk, score=0.4), Hit(source="semantic", id=only.pk + 1000, score=0.3)]
+
+    assert not feedback_apply(
+        hits=hits, sources=[_source(person)], model=embedding_model(), using=DEFAULT_DB_ALIAS, top=10
+    )
+    assert [hit.score for hit in hits] == [0.4, 0.3]
+
+
+def test_a_dialogue_finds_a_memory_of_its_theme_sharing_no_word_with_it_a_question_or_meaning_alone_is_left_alone(
+    concept_embeddings,
+):
+    person = PersonFactory()
+    for text in ("The hospital called about the operation", "Hospital visit, operation day", "The hospital again"):
+        SemanticMemoryFactory(person=person, content=text)
+    surgeon = SemanticMemoryFactory(person=person, content="The surgeon was kind")
+    trip = SemanticMemoryFactory(person=person, content="A weekend trip with the puppy, a long day")
+    embed_backfill_run()
+    dialogue = "How was the hospital?\nLong. I still think about the trip, the weekend"
+
+    def ranked(query: str) -> list[int]:
+        return [hit["id"] for hit in memory_semantic_search(query=query, person=person, limit=10)]
+
+    assert ranked(dialogue).index(surgeon.pk) < ranked(dialogue).index(trip.pk)
+
+    def rescored(query: str, branches: tuple[str, ...] = ("fts", "trigram", "dense")) -> bool:
+        """Whether any hit's score is other than its branches' calibrated one (memories are pulled by nothing)."""
+        found = hybrid_search(
+            query=search_query_build(text=query), sources=[_source(person)], limit=10, text=query, branches=branches
+        )
+        calibrated = (_calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True) for hit in found)
+        return any(hit.score != pytest.approx(score) for hit, score in zip(found, calibrated, strict=True))
+
+    assert rescored(dialogue)
+    assert not rescored(dialogue.replace("\n", " "))  # the same words as one question are left as fused
+    assert not rescored(dialogue, branches=("dense",))  # meaning alone: feedback would only repeat it
