@@ -11,7 +11,8 @@ source only fill up its ranking.
 
 The private modules, bottom up: ``_sources`` (what a search reads), ``_stats`` (term
 statistics and each source's plan), ``_sql`` (the statement and its planner settings),
-``_fusion`` (running them and fusing), ``_context`` (a chat line judged with the turns beside it).
+``_fusion`` (running them and fusing), ``_context`` (a chat line judged with the turns beside it),
+``_feedback`` (a query of several lines judged by what its first hits share).
 """
 
 from anima.core.db import SearchTimeout
