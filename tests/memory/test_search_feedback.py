@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from django.db import DEFAULT_DB_ALIAS
 
@@ -18,15 +16,11 @@ from tests.factories import PersonFactory, SemanticMemoryFactory
 pytestmark = pytest.mark.django_db
 
 
-def _logit(p: float) -> float:
-    return math.log(p / (1 - p))
-
-
 def _source(person):
     return entity_source(name="semantic", where_sql="TRUE", person_id=person.pk, since=None, until=None)
 
 
-def test_a_hit_near_the_first_ones_rises_one_far_from_them_falls_and_the_first_keep_their_level(concept_embeddings):
+def test_a_hit_near_the_first_ones_rises_one_far_from_them_falls_and_the_best_keeps_its_score(concept_embeddings):
     person = PersonFactory()
     texts = ("The surgeon operated", "Hospital after the operation", "An operation in May", "She adopted a terrier")
     first_a, first_b, first_c, dog = (SemanticMemoryFactory(person=person, content=text) for text in texts)
@@ -46,11 +40,24 @@ def test_a_hit_near_the_first_ones_rises_one_far_from_them_falls_and_the_first_k
     assert changed
     assert after[knee.pk] > after[dog.pk]  # the same theme as the first hits, no word of theirs
     assert after[dog.pk] < 0.3
-    # The first hits are the anchor: their log-odds move by nothing on average.
-    moved = [_logit(after[pk]) - _logit(scores[pk]) for pk in (first_a.pk, first_b.pk, first_c.pk)]
-    assert sum(moved) == pytest.approx(0.0, abs=1e-9)
-    # A hit without a vector counts the least similarity of all: it moves as the dog does.
-    assert _logit(after[unembedded.pk]) - _logit(0.2) == pytest.approx(_logit(after[dog.pk]) - _logit(0.3))
+    # The best hit is the anchor: it keeps its score, and what is offered beside it is measured against it.
+    assert after[first_a.pk] == pytest.approx(0.7)
+    # A hit without a vector yet (remembered a minute ago): its meaning is not known, and its score stands.
+    assert after[unembedded.pk] == pytest.approx(0.2)
+
+
+def test_one_clear_hit_is_not_blurred_by_two_weak_ones_beside_it(concept_embeddings):
+    person = PersonFactory()
+    texts = ("The surgeon operated", "A terrier", "A puppy", "Hospital after the operation", "The dog and the pet")
+    clear, weak_a, weak_b, surgery, dog = (SemanticMemoryFactory(person=person, content=text) for text in texts)
+    embed_backfill_run()
+    scores = {clear.pk: 0.6, weak_a.pk: 0.03, weak_b.pk: 0.02, surgery.pk: 0.01, dog.pk: 0.01}
+    hits = [Hit(source="semantic", id=pk, score=score) for pk, score in scores.items()]
+
+    feedback_apply(hits=hits, sources=[_source(person)], model=embedding_model(), using=DEFAULT_DB_ALIAS, top=10)
+
+    after = {hit.id: hit.score for hit in hits}
+    assert after[surgery.pk] > after[dog.pk]  # the clear hit's theme, though two of the first three are dogs
 
 
 def test_hits_past_the_pool_keep_their_order_below_it(concept_embeddings):
