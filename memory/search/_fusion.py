@@ -112,7 +112,7 @@ def hybrid_search(
         top = clamp_limit(limit) + PULL_MARGIN
         # A query of several lines (its lines were embedded too) is judged by what its first hits share: meaning
         # added to what words found. On the dense branch alone it only repeats the query's own meaning (MADial
-        # dense-only R@10 69.7 -> 65.6 zh, 59.5 -> 56.4 en), so a search without keywords is left as it is.
+        # dense-only R@10 69.7 -> 66.1 zh, 59.5 -> 57.6 en), so a search without keywords is left as it is.
         if dense is not None and keyword and not query.is_empty and len(dense.vectors) > 1:
             if feedback_apply(hits=hits, sources=sources, model=dense.model, using=alias, top=top):
                 hits.sort(key=hit_order)
