@@ -94,7 +94,8 @@ def _message_texts(driver) -> list[str]:
 
 def test_operator_searches_pins_and_sleeps_a_historical_day(browser, live_server, finished_run):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     UserFactory(username="operator", is_staff=True, is_superuser=True)
     hangzhou = SemanticMemoryFactory(content="Leo 住在杭州，喜欢西湖边散步")
@@ -135,6 +136,8 @@ def test_operator_searches_pins_and_sleeps_a_historical_day(browser, live_server
     search = browser.find_element(By.ID, "searchbar")
     search.send_keys("杭州在哪")
     search.submit()
+    # The unsearched list's rows are still there until the answer replaces the page: wait for it.
+    WebDriverWait(browser, WAIT_SECONDS).until(staleness_of(search))
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert [row.find_element(By.CSS_SELECTOR, "input.action-select").get_attribute("value") for row in rows] == [
         str(hangzhou.pk)
