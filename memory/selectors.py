@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, timedelta
+from itertools import takewhile
 from typing import Any
 
 from django.db import connections
@@ -117,22 +118,22 @@ _ALL_SEMANTIC = f"t.primary_component = '{Component.SEMANTIC_MEMORY}'"
 
 
 def semantic_memory_search_ids(*, text: str) -> list[int]:
-    """Ids of semantic memories of any status matching ``text`` (the console's search, see ``_listed``): the active
-    ones best first, then the others (older versions, retired memories) best first. An operator looking a fact up
-    wants the belief held now above the versions it replaced, which often say it in more of the query's words.
-
-    Raises QuerySyntaxError for a malformed query.
-    """
+    """Ids of semantic memories of any status matching ``text``, best first (the console's search, see ``_listed``);
+    among the first ones matching at least half as well as the best (fused z), the active first: the belief held now
+    above the versions it replaced, which often say it in more of the query's words. Raises QuerySyntaxError for a
+    malformed query."""
     source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
     with replica_reads():
         hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT, text=text)
         ids = _listed((hit.id, hit.scores) for hit in hits)
+        z = {hit.id: hit.z for hit in hits}
+        close = list(takewhile(lambda pk: z[pk] >= z[ids[0]] / 2 > 0, ids)) if ids else []
         active = set(
             SemanticMemory.objects.using(read_alias())
-            .filter(pk__in=ids, status=MemoryStatus.ACTIVE)
+            .filter(pk__in=close, status=MemoryStatus.ACTIVE)
             .values_list("pk", flat=True)
         )
-    return sorted(ids, key=lambda pk: pk not in active)
+    return sorted(close, key=lambda pk: pk not in active) + ids[len(close) :]
 
 
 def semantic_memory_filter_ids(*, query: str, person: Person | None, global_only: bool) -> list[int]:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from conversations.models import Role
+from memory.embedding import embed_backfill_run
 from memory.models import DreamBlock, NarrativeBlock, SelfBlock, SemanticMemory
 from memory.mood_chart import SPAN_MIN_DAYS, mood_chart_span
 from memory.services import emotional_tendencies_refresh
@@ -66,13 +67,18 @@ def test_search_finds_retired_memories_too(admin_client):
     assert _listed_ids(admin_client.get(CHANGELIST, {"q": "属虎"})) == [old.pk]
 
 
-def test_search_lists_the_memories_held_now_before_the_versions_they_replaced(admin_client):
+@pytest.mark.parametrize("embeddings", [False, pytest.param(True, marks=pytest.mark.local_embeddings)])
+def test_search_lists_the_memories_held_now_before_the_versions_they_replaced(admin_client, embeddings):
     # The replaced version says it in more of the query's words: ranked alone it would come first.
     replaced = SemanticMemoryFactory(
         content="Maya: peanut allergy (a bad peanut allergy)", status=MemoryStatus.EXPIRED, expired_reason="superseded"
     )
     held = SemanticMemoryFactory(content="Maya has a peanut allergy")
-    assert _listed_ids(admin_client.get(CHANGELIST, {"q": "peanut allergy"})) == [held.pk, replaced.pk]
+    # A memory the query hardly matches stays below both, active or not.
+    weak = SemanticMemoryFactory(content="A peanut butter sandwich, a bagel, a muffin, some juice and a long walk")
+    embed_backfill_run()
+
+    assert _listed_ids(admin_client.get(CHANGELIST, {"q": "peanut allergy"})) == [held.pk, replaced.pk, weak.pk]
 
 
 def test_search_by_cited_id(admin_client):
