@@ -101,9 +101,13 @@ def text_informative(text: str) -> bool:
     A set phrase (``CHAT_PHRASES``: "long time no see", "good job") is chat as a whole, though its words are not.
 
     (A chat word in ``CHAT_WORDS`` includes every function word.)"""
-    for token, tag in word_tags(_CHAT_PHRASE.sub(" ", text)):
-        word = token.strip().lower()
-        if not _WORD_CHARACTER.search(word) or _chat_word(word):
+    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_CHAT_PHRASE.sub(" ", text))]
+    # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
+    # that make one are that word.
+    paired = {i for i in range(len(tagged) - 1) if tagged[i][0] + tagged[i + 1][0] in CHAT_WORDS}
+    paired |= {i + 1 for i in paired}
+    for i, (word, tag) in enumerate(tagged):
+        if i in paired or not _WORD_CHARACTER.search(word) or _chat_word(word):
             continue
         if len(word) == 1 and _CJK_CHARACTER.fullmatch(word) and tag.startswith("v"):
             continue

@@ -73,6 +73,12 @@ def test_a_question_or_a_follow_up_names_something(line):
     assert text_informative(line)
 
 
+def test_every_chat_word_alone_names_nothing():
+    # The tagger splits some words plain segmentation keeps whole (再会 into 再 and 会): each word is checked, not
+    # only those a property run happens to draw.
+    assert [word for word in sorted(CHAT_WORDS) if text_informative(word)] == []
+
+
 @given(words=chat, separators=st.lists(SEPARATORS, min_size=6, max_size=6))
 def test_any_run_of_chat_words_names_nothing(words, separators):
     assert not text_informative(_joined(words, separators))
