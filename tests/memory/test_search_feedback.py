@@ -62,14 +62,18 @@ def test_one_clear_hit_is_not_blurred_by_two_weak_ones_beside_it(concept_embeddi
 
 def test_hits_past_the_pool_keep_their_order_below_it(concept_embeddings):
     person = PersonFactory()
-    memories = [SemanticMemoryFactory(person=person, content=f"operation number {i}") for i in range(FEEDBACK_POOL + 5)]
+    # Three themes in turn, the first three hits all of the first: hits of the others in the pool fall.
+    themes = ("the operation", "a trip", "a puppy")
+    memories = [
+        SemanticMemoryFactory(person=person, content=f"{themes[(i // 3) % 3]} {i}") for i in range(FEEDBACK_POOL + 5)
+    ]
     embed_backfill_run()
     hits = [
         Hit(source="semantic", id=memory.pk, score=0.9 - 0.01 * i, ranks={"dense": i + 1})
         for i, memory in enumerate(memories)
     ]
 
-    feedback_apply(hits=hits, sources=[_source(person)], model=embedding_model(), using=DEFAULT_DB_ALIAS, top=10)
+    assert feedback_apply(hits=hits, sources=[_source(person)], model=embedding_model(), using=DEFAULT_DB_ALIAS, top=10)
 
     pooled, past = hits[:FEEDBACK_POOL], hits[FEEDBACK_POOL:]
     assert min(hit.score for hit in pooled) >= max(hit.score for hit in past)
