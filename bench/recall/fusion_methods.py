@@ -34,13 +34,15 @@ import django
 django.setup()
 
 import numpy as np  # noqa: E402
+from django.db import DEFAULT_DB_ALIAS  # noqa: E402
 
 import memory.search._fusion as fusion  # noqa: E402
 import memory.selectors as selectors  # noqa: E402
 from anima.core.embeddings import embedding_model  # noqa: E402
-from anima.core.vectors import ENTITY, MESSAGE, vectors_fetch  # noqa: E402
+from anima.core.vectors import ENTITY, MESSAGE  # noqa: E402
 from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
 from memory.search._context import _logit  # noqa: E402
+from memory.search._feedback import hit_vectors  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
 
 K = 10
@@ -119,12 +121,9 @@ def _ranked(rows: list, method: str, weights: dict[str, float]) -> list[int]:
 def _feedback(hits: list, method: str, *, top: int = 3, weight: float, gate: float = 0.0) -> list[int]:
     """The default's ``hits`` re-ranked with their first ``top`` hits' centroid as feedback (see the docstring);
     with a ``gate``, only those of the first hits scored at least that are feedback (none: the default's order)."""
-    model = embedding_model()
-    vectors = {}
-    for is_message in (True, False):  # messages and entities are numbered apart: each fetched by its own kind
-        mine = [hit for hit in hits if (hit.source == selectors.SESSION) == is_message]
-        found = vectors_fetch(kind=MESSAGE if is_message else ENTITY, model=model, row_ids=[hit.id for hit in mine])
-        vectors.update({(hit.source, hit.id): np.array(found[hit.id]) for hit in mine if hit.id in found})
+    kinds = {hit.source: MESSAGE if hit.source == selectors.SESSION else ENTITY for hit in hits}
+    found = hit_vectors(hits=hits, kinds=kinds, model=embedding_model(), using=DEFAULT_DB_ALIAS)
+    vectors = {key: np.array(vector) for key, vector in found.items()}
     first = [
         vectors[(hit.source, hit.id)] for hit in hits[:top] if (hit.source, hit.id) in vectors and hit.score >= gate
     ]

@@ -18,7 +18,6 @@ the default and dense branch with every line embedded alone (no turn it answers,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections import defaultdict
@@ -41,29 +40,24 @@ from anima.core.segmentation import segment_text  # noqa: E402
 from anima.core.vectors import MESSAGE, vectors_clear  # noqa: E402
 from conversations.models import Conversation, Message, Person, Role  # noqa: E402
 from memory.benchmarks._common import BRANCHES, KS, Bm25, RecallTally  # noqa: E402
-from memory.benchmarks.madial import _SPEAKER_RE, LANGUAGES, _turn  # noqa: E402
+from memory.benchmarks.madial import _SPEAKER_RE, LANGUAGES, _read_jsonl, _turn  # noqa: E402
 from memory.search import term_stats_clear  # noqa: E402
 from memory.selectors import SESSION, memory_recall  # noqa: E402
 
 _START = datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def _rows(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def _load(data: Path, lang: str) -> tuple[list[tuple[Person, str, set[str]]], dict[Person, list[tuple[str, str]]]]:
     """Store ``lang``'s dialogues; return its queries (person, memory text, relevant message ids) and each person's
     lines (message id, text) for BM25."""
     memories = {}
-    for item in _rows(data / f"MADial-Bench-{lang}-memory.json"):
+    for item in _read_jsonl(data / f"MADial-Bench-{lang}-memory.json"):
         key, memory = next(iter(item.items()))
         memories[str(key)] = memory["event"]
     persons: dict[str, Person] = {}
     relevant: dict[tuple[str, str], set[str]] = defaultdict(set)
     lines: dict[Person, list[tuple[str, str]]] = defaultdict(list)
-    for number, dialogue in enumerate(_rows(data / f"MADial-Bench-{lang}-dialogue.json")):
+    for number, dialogue in enumerate(_read_jsonl(data / f"MADial-Bench-{lang}-dialogue.json")):
         user = str(dialogue.get("user-id", "all"))
         person = persons.get(user) or persons.setdefault(user, Person.objects.create(slug=f"bench-lines-{lang}-{user}"))
         conversation = Conversation.objects.create(person=person, title=f"dialogue {number}")

@@ -35,6 +35,10 @@ def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
+def _probability(logit: float) -> float:
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
 def neighbours_pull(*, hits: list, sources: Sequence[SourceSpec], using: str, top: int) -> bool:
     """Pull each message hit toward its better-scored neighbouring turn (in place); True when a score changed.
 
@@ -63,6 +67,6 @@ def neighbours_pull(*, hits: list, sources: Sequence[SourceSpec], using: str, to
         around = [(hit.source, other) for other in beside.get(hit.id, ())]
         best = max((before_pull[key] for key in around if key in before_pull), default=own)
         if best > own:
-            hit.score = 1.0 / (1.0 + math.exp(-(own + NEIGHBOUR_PULL * (best - own))))
+            hit.score = _probability(own + NEIGHBOUR_PULL * (best - own))
             changed = True
     return changed

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from anima.core.embeddings import EmbeddingModel
 from anima.core.vectors import vectors_fetch
-from memory.search._context import _logit
+from memory.search._context import _logit, _probability
 from memory.search._sources import SourceSpec
 
 FEEDBACK_FIRST = 3
@@ -35,12 +35,7 @@ def feedback_apply(*, hits: list, sources: Sequence[SourceSpec], model: Embeddin
     backfill, or edited) keeps its score: its meaning is not known, as its words were judged alone when fused."""
     pool = hits[: max(top, FEEDBACK_POOL)]
     kinds = {source.name: source.vector_kind for source in sources if source.vector_kind}
-    vectors: dict[tuple[str, int], list[float]] = {}
-    for kind in set(kinds.values()):
-        # Messages and entities are numbered apart: each hit's vector is fetched by its own source's kind.
-        mine = [hit for hit in pool if kinds.get(hit.source) == kind]
-        found = vectors_fetch(kind=kind, model=model, row_ids=[hit.id for hit in mine], using=using)
-        vectors.update({(hit.source, hit.id): found[hit.id] for hit in mine if hit.id in found})
+    vectors = hit_vectors(hits=pool, kinds=kinds, model=model, using=using)
     keys = [(hit.source, hit.id) for hit in pool if (hit.source, hit.id) in vectors]
     if len(keys) < 2:
         return False
@@ -66,5 +61,18 @@ def feedback_apply(*, hits: list, sources: Sequence[SourceSpec], model: Embeddin
     for hit in hits:
         key = (hit.source, hit.id)
         moved = _logit(hit.score) + FEEDBACK_WEIGHT * (z.get(key, anchor if key in weights else floor) - anchor)
-        hit.score = 1.0 / (1.0 + math.exp(-moved))
+        hit.score = _probability(moved)
     return True
+
+
+def hit_vectors(
+    *, hits: Sequence, kinds: dict[str, str], model: EmbeddingModel, using: str
+) -> dict[tuple[str, int], list[float]]:
+    """The stored vectors of ``hits`` by (source, id), each fetched by its source's vector kind (``kinds``):
+    messages and entities are numbered apart. A hit without one is left out."""
+    vectors: dict[tuple[str, int], list[float]] = {}
+    for kind in set(kinds.values()):
+        mine = [hit for hit in hits if kinds.get(hit.source) == kind]
+        found = vectors_fetch(kind=kind, model=model, row_ids=[hit.id for hit in mine], using=using)
+        vectors.update({(hit.source, hit.id): found[hit.id] for hit in mine if hit.id in found})
+    return vectors

@@ -17,7 +17,7 @@ from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_t
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from anima.core.vectors import vector_literal, vectors_available
-from memory.search._context import neighbours_pull
+from memory.search._context import _probability, neighbours_pull
 from memory.search._feedback import feedback_apply
 from memory.search._sources import SourceSpec
 from memory.search._sql import dense_fetch, dense_statement, search_fetch, search_statement
@@ -385,4 +385,4 @@ def _calibrated(*, keyword_z: float, dense_z: float | None, dense: bool) -> floa
     else:
         slope_keyword, intercept = CALIBRATION["keyword"]
         logit = slope_keyword * min(keyword_z, Z_CAP) + intercept
-    return 1.0 / (1.0 + math.exp(-logit))
+    return _probability(logit)
