@@ -35,13 +35,13 @@ from memory.models import (
     WorkspaceText,
     diary_reading_order,
 )
+from memory.mood import mood_points
 from memory.mood_chart import mood_chart_span, mood_chart_svg
 from memory.search import QuerySyntaxError, SearchTimeout
 from memory.selectors import (
     RECALL_LIMIT,
     SEARCH_RANK,
     memory_versions,
-    mood_points,
     ranked_by_ids,
     semantic_memory_search_ids,
 )

@@ -48,7 +48,7 @@ from anima.core.text import KEYWORD_STOPWORDS, is_chinese
 from conversations.models import Conversation, Language, Person
 from conversations.selectors import conversation_person
 from memory.models import LimbicBlock
-from memory.selectors import anchor_figures
+from memory.mood import anchor_figures
 from memory.services import diary_block_create, diary_entries_ensure
 from memory.tendency import weighted_mean
 

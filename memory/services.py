@@ -21,7 +21,8 @@ from anima.core.segmentation import segment_text
 from anima.core.text import same_content_key, text_bounded
 from conversations.models import Conversation, Person
 from memory.models import ContentBlock, DiaryEntry, EmotionalTendency, SemanticMemory
-from memory.selectors import active_semantic_memories, limbic_anchors
+from memory.mood import limbic_anchors
+from memory.selectors import active_semantic_memories
 from memory.tendency import MONTH_DAYS, Tendency, Window, tendency_compute
 
 

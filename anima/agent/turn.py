@@ -36,8 +36,9 @@ from conversations.selectors import (
 from conversations.services import message_create
 from memory.imprints import imprint_prompt_section
 from memory.models import SemanticMemory
+from memory.mood import emotional_tendency_line
 from memory.passive import passive_recall
-from memory.selectors import emotional_tendency_line, memory_line, resident_memories, self_layer_text
+from memory.selectors import memory_line, resident_memories, self_layer_text
 from memory.subjects.selectors import active_facts
 from temporal.rollup import OTHER, OWN, day_chunks_by_conversation, peer_rollups
 from temporal.selectors import temporal_prompt_section

@@ -24,7 +24,8 @@ from memory.imprints import (
     matter_words,
 )
 from memory.models import LimbicBlock
-from memory.selectors import LIMBIC, limbic_anchors, memory_recall
+from memory.mood import limbic_anchors
+from memory.selectors import LIMBIC, memory_recall
 from tests.factories import PersonFactory, SemanticMemoryFactory
 from tests.memory.imprints import DAY, anchor, days_before
 
