@@ -14,6 +14,11 @@ once as recall runs (with the expansion) and once with ``entities=False``. A que
 one of the first k results is an active fact of its person stating every one of its ``keys``
 (case-insensitive); profiles are not facts (``answer@k`` also counts a profile stating the keys). Questions
 whose keys no fact states after the night (the night did not learn it) are counted apart and left out.
+
+Each question is also sent as a chat message after its person's latest conversation (``passive_recall``, as a turn
+is assembled): ``passive answered`` is the share of questions offered a memory stating the keys, ``offered`` the
+memories offered a question, ``off-subject`` the share of those that are about a subject of the person (its
+profile, or a fact naming it) other than every one the question names: a subject talked about before, not asked.
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ from django.db import connection  # noqa: E402
 from offline_mind import DAYS, _load, _seed  # noqa: E402
 
 from anima.core.models import MemoryStatus  # noqa: E402
-from conversations.models import Person  # noqa: E402
+from conversations.models import Conversation, Person  # noqa: E402
 from memory.embedding import embed_backfill_run  # noqa: E402
-from memory.models import SemanticMemory  # noqa: E402
+from memory.models import SemanticMemory, Subject, SubjectMention  # noqa: E402
+from memory.passive import passive_recall  # noqa: E402
 from memory.search import dense_status  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
+from memory.subjects.recall import subjects_mentioned  # noqa: E402
 from memory.subjects.selectors import active_facts, profile_q, subjects_of_person  # noqa: E402
 from sleep.context import StepContext  # noqa: E402
 from sleep.steps import deep_sleep, light_sleep, subjects  # noqa: E402
@@ -65,6 +72,7 @@ def _measure(questions: list[dict], persons: dict[str, Person], *, verbose: bool
         mode: {lang: {"n": 0, **{f"R@{k}": 0 for k in KS}, "answer@1": 0, "answer@5": 0} for lang in ("zh", "en")}
         for mode in ("with", "without")
     }
+    passive = {lang: {"n": 0, "answered": 0, "offered": 0, "off_subject": 0} for lang in ("zh", "en")}
     unlearnt: list[str] = []
     for item in questions:
         person = persons[item["person"]]
@@ -90,11 +98,41 @@ def _measure(questions: list[dict], persons: dict[str, Person], *, verbose: bool
             s["answer@5"] += bool((gold | profiles) & set(ids[:5]))
             if verbose and mode == "with" and not gold & set(ranked[:5]):
                 print(f"miss ({item['person']}): {item['question']} -> {[r['snippet'][:60] for r in results]}")
+        _passive_measure(item, person, gold | profiles, passive[item["lang"]])
     report = {}
     for mode, by_lang in stats.items():
         total = {key: by_lang["zh"][key] + by_lang["en"][key] for key in by_lang["zh"]}
         report[mode] = {lang: _rates(s) for lang, s in (*by_lang.items(), ("all", total))}
+    total = {key: passive["zh"][key] + passive["en"][key] for key in passive["zh"]}
+    report["passive"] = {lang: _passive_rates(p) for lang, p in (*passive.items(), ("all", total))}
     return {"report": report, "unlearnt": unlearnt}
+
+
+def _passive_measure(item: dict, person: Person, answers: set[int], tally: dict) -> None:
+    """The question as the next message of ``person``'s latest conversation: what passive recall offers."""
+    conversation = Conversation.objects.filter(person=person).order_by("-id").first()
+    offered = [hit["id"] for hit in passive_recall(conversation=conversation, user_message=item["question"]).hits]
+    asked = {subject.pk for subject in subjects_mentioned(person=person, text=item["question"])}
+    about: dict[int, set[int]] = {}
+    for subject_id, profile_id in Subject.objects.filter(profile_id__in=offered).values_list("pk", "profile_id"):
+        about.setdefault(profile_id, set()).add(subject_id)
+    for subject_id, memory_id in SubjectMention.objects.filter(memory_id__in=offered).values_list(
+        "subject_id", "memory_id"
+    ):
+        about.setdefault(memory_id, set()).add(subject_id)
+    tally["n"] += 1
+    tally["answered"] += bool(answers & set(offered))
+    tally["offered"] += len(offered)
+    tally["off_subject"] += sum(1 for memory in offered if about.get(memory) and not about[memory] & asked)
+
+
+def _passive_rates(p: dict) -> dict:
+    return {
+        "n": p["n"],
+        "answered": round(p["answered"] / p["n"], 3) if p["n"] else 0.0,
+        "offered": round(p["offered"] / p["n"], 2) if p["n"] else 0.0,
+        "off_subject": round(p["off_subject"] / p["offered"], 3) if p["offered"] else 0.0,
+    }
 
 
 def _rates(s: dict) -> dict:
@@ -159,6 +197,13 @@ def main() -> None:
                 f"{mode:>9} | {lang:>3} | {r['n']:>3} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['answer@1']:>8.3f} | "
                 f"{r['answer@5']:>8.3f}"
             )
+    print("passive | set |  n  | answered | offered | off-subject")
+    for lang in ("zh", "en", "all"):
+        r = output["passive"][lang]
+        print(
+            f"passive | {lang:>3} | {r['n']:>3} | {r['answered']:>8.3f} | {r['offered']:>7.2f} | "
+            f"{r['off_subject']:>11.3f}"
+        )
 
 
 if __name__ == "__main__":

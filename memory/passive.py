@@ -122,12 +122,22 @@ def passive_context(*, conversation: Conversation, user_message: str, count: int
 
 
 def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool: int) -> list[dict[str, Any]]:
-    """Each memory a keyword branch found for one of ``readings``, at its best score over them, best first."""
+    """Each memory a keyword branch found for one of ``readings`` (the message alone first), at its best score over
+    them, best first."""
     best: dict[int, dict[str, Any]] = {}
-    for reading in readings:
+    for index, reading in enumerate(readings):
         # Only what a keyword branch found is offered: small talk no word of which matches costs no model call.
+        # A subject is brought in (at its prior, above most direct hits) only when the message itself names it: one
+        # named a few turns back would otherwise be offered on every turn after, whatever the message is about, in
+        # place of what it asks (the cat's profile for "should I get the satay?" beside a peanut allergy). The turns
+        # before still count by their words.
         found = memory_semantic_search(
-            query=search_text_plain(reading), limit=pool, person=person, global_only=True, keyword_gate=True
+            query=search_text_plain(reading),
+            limit=pool,
+            person=person,
+            global_only=True,
+            keyword_gate=True,
+            entities=index == 0,
         )
         for hit in found:
             # Unasked, a memory needs a word of the message (or of the turns it follows) behind it: the dense branch

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import MemoryStatus
+from memory.embedding import embed_backfill_run
 from memory.forgetting import memory_forget
 from memory.models import SemanticMemory, SubjectKind
 from memory.passive import passive_recall
@@ -21,7 +22,7 @@ from memory.subjects.recall import (
     subjects_mentioned,
     subjects_served,
 )
-from tests.factories import ConversationFactory, MessageFactory, PersonFactory
+from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 from tests.memory.subjects import subject_built
 
 pytestmark = pytest.mark.django_db
@@ -207,6 +208,27 @@ def test_passive_recall_offers_the_profile_of_the_daughter_asked_about(leo_xiaoy
 
     assert passive.hits[0]["id"] == xiaoyu.profile_id
     assert f"[[anima:{xiaoyu.profile_id}]]" in passive.text
+
+
+@pytest.mark.local_embeddings
+def test_passive_recall_brings_in_a_subject_the_message_names_not_one_named_turns_before(maya_lily):
+    maya, lily, lily_facts = maya_lily
+    allergy = SemanticMemoryFactory(person=maya, content="Maya is allergic to peanuts")
+    conversation = ConversationFactory(person=maya)
+    for role, text in (("user", "Lily had her violin recital today!"), ("assistant", "How did Lily do on stage?")):
+        MessageFactory(conversation=conversation, role=role, content=text)
+    embed_backfill_run()
+    lily_rows = {lily.profile_id, *(fact.pk for fact in lily_facts)}
+
+    asked = passive_recall(conversation=conversation, user_message="Can I eat a satay sandwich with my peanut allergy?")
+    named = passive_recall(conversation=conversation, user_message="Is Lily still scared of storms at night?")
+
+    # Lily was talked about a turn ago, not in this message: her profile, brought in at the prior of a subject
+    # asked about, would come first in every turn after it, whatever the turn is about.
+    assert asked.hits[0]["id"] == allergy.pk, asked.hits
+    assert lily.profile_id not in {hit["id"] for hit in asked.hits}
+    assert named.hits[0]["id"] == lily.profile_id
+    assert not {hit["id"] for hit in named.hits} - lily_rows
 
 
 def test_the_recall_command_asks_about_an_entity(maya_lily):
