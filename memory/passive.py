@@ -16,9 +16,11 @@ from anima.core.segmentation import text_informative
 from conversations.models import Conversation, Person, Role
 from conversations.selectors import conversation_language, messages_latest
 from memory.citations import cited_ids
+from memory.models import SemanticMemory
 from memory.search import KEYWORD_BRANCHES, SearchTimeout, search_text_plain
 from memory.selectors import memory_line, memory_semantic_search
 from memory.subjects import ENTITY_BRANCH
+from memory.subjects.selectors import profile_q
 
 logger = logging.getLogger(__name__)
 
@@ -146,4 +148,10 @@ def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool:
             found_by_words = set(hit["scores"]) & {*KEYWORD_BRANCHES, ENTITY_BRANCH}
             if found_by_words and hit["score"] > best.get(hit["id"], {}).get("score", -1):
                 best[hit["id"]] = hit
+    # A profile says again what its subject's facts say, and the person's facts are in the system prompt already: it
+    # is offered when the message names its subject (it then gathers them), not for a word it shares with the
+    # message. The person's own profile holds every word of their life and would otherwise come with any message.
+    by_words_only = [hit["id"] for hit in best.values() if ENTITY_BRANCH not in hit["scores"]]
+    for profile in SemanticMemory.objects.filter(profile_q(), pk__in=by_words_only).values_list("pk", flat=True):
+        del best[profile]
     return sorted(best.values(), key=lambda hit: -hit["score"])

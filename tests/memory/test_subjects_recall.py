@@ -231,6 +231,23 @@ def test_passive_recall_brings_in_a_subject_the_message_names_not_one_named_turn
     assert not {hit["id"] for hit in named.hits} - lily_rows
 
 
+def test_passive_recall_offers_a_profile_when_the_message_names_its_subject_not_for_a_shared_word(maya_lily):
+    maya, lily, lily_facts = maya_lily
+    myself, own_facts = subject_built(
+        maya, relation="self", name="Maya", kind=SubjectKind.SELF, facts=["Maya works night shifts as a nurse"]
+    )
+    conversation = ConversationFactory(person=maya)
+
+    shift = passive_recall(conversation=conversation, user_message="Another night shift tonight, ugh")
+    thunder = passive_recall(conversation=conversation, user_message="Is Lily still scared of thunderstorms?")
+
+    # Maya's own profile says again what her facts say (the prompt lists them) and shares a word with most messages.
+    assert myself.profile_id not in {hit["id"] for hit in shift.hits}
+    assert own_facts[0].pk in {hit["id"] for hit in shift.hits}
+    # Lily's profile shares "thunderstorms" too, and comes because the message names her.
+    assert thunder.hits[0]["id"] == lily.profile_id
+
+
 def test_the_recall_command_asks_about_an_entity(maya_lily):
     _, lily, _ = maya_lily
     out = io.StringIO()
