@@ -10,7 +10,8 @@ throwaway database (created and dropped here): messages for the session source,
 semantic memories for the semantic source. Each size runs the same queries
 (1-3 words, common and rare) through `memory_recall` (FTS + trigram branches in
 one statement, fused; plus the dense branch with --vectors) and through the floor, a plain ranked FTS query on the same
-rows. It prints p50/p95 in milliseconds and the p95 ratio recall / floor.
+rows. It prints p50/p95 in milliseconds and the p95 ratio recall / floor. A second session row times passages
+(9 lines of 6 words, as passive recall's window searches) against the floor of their OR-ed words.
 Target: p95 <= 3x the floor and <= 50 ms at 1M messages. Generating 1M messages
 takes several minutes on a small machine, hence the flags.
 
@@ -199,6 +200,14 @@ def queries(vocab: list[str], count: int, seed: int = 11) -> list[str]:
     return picks
 
 
+def passages(vocab: list[str], count: int, seed: int = 13) -> list[str]:
+    """Texts of 9 lines of 6 words each, as passive recall's window of recent turns searches (a passage: its
+    keywords weighted by how rare they are in the searched rows)."""
+    rng = random.Random(seed)
+    pick = lambda: vocab[min(int(rng.random() ** 2 * len(vocab)), len(vocab) - 1)]  # noqa: E731
+    return ["\n".join(" ".join(pick() for _ in range(6)) for _ in range(9)) for _ in range(count)]
+
+
 def floor_query(text: str, table: str, column: str) -> None:
     """The same OR-ed tsquery recall builds, as one ranked FTS query on one table: no filters, no trigram, no fusion."""
     tsquery = search_query_build(text=text).tsquery
@@ -264,6 +273,13 @@ def main() -> None:
                 lambda text: memory_recall(query=text, memory_types=["session"], branches=KEYWORD_BRANCHES),
                 lambda text: floor_query(text, "messages", "content_fts"),
                 texts,
+            )
+            report(
+                "session 9-line",
+                size,
+                lambda text: memory_recall(query=text, memory_types=["session"], branches=KEYWORD_BRANCHES),
+                lambda text: floor_query(text, "messages", "content_fts"),
+                passages(vocab, max(args.queries // 4, 6)),
             )
         for size in memory_sizes:
             generate(messages=0, memories=size, vocab=vocab)

@@ -295,6 +295,39 @@ def test_a_long_dialogue_is_searched_by_its_weighted_keywords():
     assert _semantic_ids(dialogue)[0] == trip.pk
 
 
+def test_a_passages_document_frequencies_are_counted_once_not_again_for_every_row():
+    for n in range(30):
+        SemanticMemoryFactory(content=f"Bart flew a kite at the beach on day {n}")
+    dialogue = "\n".join(
+        [
+            "The wind is so strong today, I want to go outside and play before dinner!",
+            "Windy days are great for outdoor games. What do you have in mind for the afternoon?",
+            "Maybe the beach? The sea looks wild when the wind blows across the harbour.",
+            "The beach sounds lovely. Remember the kite with the red tail your uncle built?",
+        ]
+    )
+    query = search_query_build(text=dialogue)
+    assert query.weighted_terms  # a passage: its keywords are weighted by how rare they are
+    source = entity_source(name="semantic", where_sql=SEMANTIC_WHERE, person_id=None, since=None, until=None)
+    sql, params = _sql.search_statement(
+        query=query, sources=[source], plans=_stats.branch_plans(query=query, sources=[source]), pool=100
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, {**params, **source.params})
+        plan = cursor.fetchone()[0][0]["Plan"]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", []):
+            yield from nodes(child)
+
+    # Each keyword's count of the rows holding it: one aggregate over the keywords, run once. Inlined into the
+    # score, PostgreSQL ran it for every matching row (a 9-line passage over 100,000 messages timed out).
+    counts = [node for node in nodes(plan) if node.get("Subplan Name", "").startswith("CTE s0_kw")]
+    assert counts, "the keyword weights are a CTE of their own"
+    assert all(node["Actual Loops"] == 1 for node in counts)
+
+
 def test_a_ten_kilobyte_passage_of_distinct_words_runs():
     SemanticMemoryFactory(content="word42 appears here")
     passage = " ".join(f'word{n} "q{n}\\ 词{n}' for n in range(700))[:10_000]
