@@ -232,7 +232,7 @@ def test_passive_recall_brings_in_a_subject_the_message_names_not_one_named_turn
 
 
 def test_passive_recall_offers_a_profile_when_the_message_names_its_subject_not_for_a_shared_word(maya_lily):
-    maya, lily, lily_facts = maya_lily
+    maya, lily, _ = maya_lily
     myself, own_facts = subject_built(
         maya, relation="self", name="Maya", kind=SubjectKind.SELF, facts=["Maya works night shifts as a nurse"]
     )
