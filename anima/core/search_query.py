@@ -48,7 +48,9 @@ class SearchQuery:
 
     tsquery: str
     trigram_text: str
-    # Long passages: (word, weight) pairs; FTS then ranks by the summed weight of the words a row holds.
+    # (word, weight) pairs: FTS ranks by BM25, the summed weight of the words a row holds, each times its
+    # inverse document frequency among the rows searched. A passage's words are weighted (``_keywords``), a plain
+    # query's weigh alike; a query with operators or quotes has none and is ranked by ts_rank_cd.
     weighted_terms: tuple[tuple[str, float], ...] = ()
     # A plain query (no operators or quotes): ``tsquery`` is exactly these lexemes OR-ed, and
     # ``trigram_text`` these words joined; they let document-frequency pruning drop common ones.
@@ -160,6 +162,7 @@ def search_query_build(*, text: str) -> SearchQuery:
     has_syntax = False
     lexeme_count = 0
     dropped = False  # the last operand said nothing searchable (a stopword, or past the lexeme cap)
+    weights: dict[str, float] = {}  # a lexeme's BM25 weight, where it is not 1
 
     def drop_operand() -> None:
         # An operand that says nothing takes the operators that were waiting for it along.
@@ -196,8 +199,10 @@ def search_query_build(*, text: str) -> SearchQuery:
         words = _content_words(word)
         lexemes = words + _reduplicated(words) + _bigrams(word)
         if word.isascii() and len(words) > 1:
-            # The index's parser keeps e-mails, URLs, versions whole ("leo@example.com"); so does to_tsquery.
+            # The index's parser keeps e-mails, URLs, versions whole ("leo@example.com"); so does to_tsquery. A row
+            # holding it whole holds each of its parts in order: it weighs as much as they do together.
             lexemes.insert(0, word)
+            weights[word] = float(len(words))
         if lexemes:
             lexemes = lexemes[: MAX_LEXEMES - lexeme_count]
             items.append(("term", tsquery_or(lexemes)))
@@ -212,11 +217,15 @@ def search_query_build(*, text: str) -> SearchQuery:
         # Similarity cannot honour AND / NOT or adjacency: explicit syntax searches by FTS alone.
         return SearchQuery(tsquery=tsquery, trigram_text="", explicit=True)
     trigram_words = list(dict.fromkeys(plain_words))[:TRIGRAM_WORDS]
+    terms = tuple(dict.fromkeys(plain_lexemes))
     return SearchQuery(
         tsquery=tsquery,
         trigram_text=" ".join(trigram_words),
-        terms=tuple(dict.fromkeys(plain_lexemes)),
+        terms=terms,
         trigram_words=tuple(trigram_words),
+        # Ranked by BM25 as a passage is, each word weighing alike: a rare word says more than a common one
+        # (ts_rank_cd counts "Leo" in every other line of Leo's as much as the one 「老板」 asked about).
+        weighted_terms=tuple((_quote_lexeme(term), weights.get(term, 1.0)) for term in terms),
     )
 
 

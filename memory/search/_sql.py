@@ -34,7 +34,9 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
     prefix = f"s{index}"
     ctes = []
     col = f"t.{source.fts_column}"
-    if fts and weighted:
+    # A plain query with a common word is ranked in tiers by ts_rank_cd (``_tiered_fts_sql``): counting how many rows
+    # hold a common word is what the tiers avoid.
+    if fts and weighted and not plan.common_tsquery:
         # BM25 with binary term frequency: each keyword's weight times its inverse document frequency in
         # this source, the row's sum damped by its length. Counts stop at IDF_SAMPLE rows so a common
         # word costs a bounded index scan. MATERIALIZED: referenced once, PostgreSQL would otherwise inline the

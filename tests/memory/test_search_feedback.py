@@ -10,7 +10,6 @@ from memory.embedding import embed_backfill_run
 from memory.search import entity_source, hybrid_search, search_query_build
 from memory.search._feedback import FEEDBACK_POOL, feedback_apply
 from memory.search._fusion import Hit, _calibrated, hit_order
-from memory.selectors import memory_semantic_search
 from tests.factories import PersonFactory, SemanticMemoryFactory
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +91,7 @@ def test_without_two_vectors_there_is_nothing_to_compare(concept_embeddings):
     assert [hit.score for hit in hits] == [0.4, 0.3]
 
 
-def test_a_dialogue_finds_a_memory_of_its_theme_sharing_no_word_with_it_a_question_or_meaning_alone_is_left_alone(
+def test_a_dialogues_theme_lifts_a_memory_sharing_no_word_with_it_a_question_or_meaning_alone_is_left_alone(
     concept_embeddings,
 ):
     person = PersonFactory()
@@ -103,10 +102,16 @@ def test_a_dialogue_finds_a_memory_of_its_theme_sharing_no_word_with_it_a_questi
     embed_backfill_run()
     dialogue = "How was the hospital?\nLong. I still think about the trip, the weekend"
 
-    def ranked(query: str) -> list[int]:
-        return [hit["id"] for hit in memory_semantic_search(query=query, person=person, limit=10)]
-
-    assert ranked(dialogue).index(surgeon.pk) < ranked(dialogue).index(trip.pk)
+    found = {
+        hit.id: hit
+        for hit in hybrid_search(
+            query=search_query_build(text=dialogue), sources=[_source(person)], limit=10, text=dialogue
+        )
+    }
+    fused = {key: _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True) for key, hit in found.items()}
+    # The surgeon shares no word with the dialogue, the trip three: the first hits' theme (the hospital) brings the
+    # surgeon closer to the trip than their words and meaning alone put it.
+    assert found[surgeon.pk].score - found[trip.pk].score > fused[surgeon.pk] - fused[trip.pk]
 
     def rescored(query: str, branches: tuple[str, ...] = ("fts", "trigram", "dense")) -> bool:
         """Whether any hit's score is other than its branches' calibrated one (memories are pulled by nothing)."""
