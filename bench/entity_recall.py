@@ -73,6 +73,9 @@ def _measure(questions: list[dict], persons: dict[str, Person], *, verbose: bool
         for mode in ("with", "without")
     }
     passive = {lang: {"n": 0, "answered": 0, "offered": 0, "off_subject": 0} for lang in ("zh", "en")}
+    latest = {
+        person.pk: Conversation.objects.filter(person=person).order_by("-id").first() for person in persons.values()
+    }
     unlearnt: list[str] = []
     for item in questions:
         person = persons[item["person"]]
@@ -98,7 +101,7 @@ def _measure(questions: list[dict], persons: dict[str, Person], *, verbose: bool
             s["answer@5"] += bool((gold | profiles) & set(ids[:5]))
             if verbose and mode == "with" and not gold & set(ranked[:5]):
                 print(f"miss ({item['person']}): {item['question']} -> {[r['snippet'][:60] for r in results]}")
-        _passive_measure(item, person, gold | profiles, passive[item["lang"]])
+        _passive_measure(item, person, latest[person.pk], gold | profiles, passive[item["lang"]])
     report = {}
     for mode, by_lang in stats.items():
         total = {key: by_lang["zh"][key] + by_lang["en"][key] for key in by_lang["zh"]}
@@ -108,9 +111,8 @@ def _measure(questions: list[dict], persons: dict[str, Person], *, verbose: bool
     return {"report": report, "unlearnt": unlearnt}
 
 
-def _passive_measure(item: dict, person: Person, answers: set[int], tally: dict) -> None:
-    """The question as the next message of ``person``'s latest conversation: what passive recall offers."""
-    conversation = Conversation.objects.filter(person=person).order_by("-id").first()
+def _passive_measure(item: dict, person: Person, conversation: Conversation, answers: set[int], tally: dict) -> None:
+    """The question as the next message of ``person``'s latest ``conversation``: what passive recall offers."""
     offered = [hit["id"] for hit in passive_recall(conversation=conversation, user_message=item["question"]).hits]
     asked = {subject.pk for subject in subjects_mentioned(person=person, text=item["question"])}
     about: dict[int, set[int]] = {}

@@ -189,11 +189,16 @@ def embedding_throughput(vocab: list[str], count: int = 256) -> float:
     return count / (time.perf_counter() - started)
 
 
+def _zipf_word(rng: random.Random, vocab: list[str]) -> str:
+    """A word of ``vocab`` (most common first), drawn as the generated rows draw theirs: common words often."""
+    return vocab[min(int(rng.random() ** 2 * len(vocab)), len(vocab) - 1)]
+
+
 def queries(vocab: list[str], count: int, seed: int = 11) -> list[str]:
     rng = random.Random(seed)
     picks = []
     for _ in range(count):
-        words = [vocab[min(int(rng.random() ** 2 * len(vocab)), len(vocab) - 1)] for _ in range(rng.randint(1, 3))]
+        words = [_zipf_word(rng, vocab) for _ in range(rng.randint(1, 3))]
         text = " ".join(words)
         if search_query_build(text=text).tsquery:  # stopword-only queries would time nothing
             picks.append(text)
@@ -204,8 +209,7 @@ def passages(vocab: list[str], count: int, seed: int = 13) -> list[str]:
     """Texts of 9 lines of 6 words each, as passive recall's window of recent turns searches (a passage: its
     keywords weighted by how rare they are in the searched rows)."""
     rng = random.Random(seed)
-    pick = lambda: vocab[min(int(rng.random() ** 2 * len(vocab)), len(vocab) - 1)]  # noqa: E731
-    return ["\n".join(" ".join(pick() for _ in range(6)) for _ in range(9)) for _ in range(count)]
+    return ["\n".join(" ".join(_zipf_word(rng, vocab) for _ in range(6)) for _ in range(9)) for _ in range(count)]
 
 
 def floor_query(text: str, table: str, column: str) -> None:
@@ -220,8 +224,11 @@ def floor_query(text: str, table: str, column: str) -> None:
         cursor.fetchall()
 
 
+WARM_UP = 5  # calls before the timed ones: caches and jieba
+
+
 def timed(fn, texts: list[str]) -> tuple[float, float]:
-    for text in texts[:5]:  # warm caches and jieba
+    for text in texts[:WARM_UP]:
         fn(text)
     samples = []
     for text in texts:
@@ -244,7 +251,8 @@ def report(label: str, rows: int, recall_fn, floor_fn, texts: list[str], *, floo
 
     recall_p50, recall_p95 = timed(recall_or_timeout, texts)
     floor_p50, floor_p95 = timed(floor_fn, texts)
-    cancelled = f"   {timeouts} of {len(texts) + 5} cancelled by the recall timeout" if timeouts else ""
+    calls = len(texts) + min(len(texts), WARM_UP)
+    cancelled = f"   {timeouts} of {calls} cancelled by the recall timeout" if timeouts else ""
     print(
         f"{label:<14} {rows:>9,}  recall p50 {recall_p50:7.1f} ms  p95 {recall_p95:7.1f} ms   "
         f"{floor} p50 {floor_p50:6.1f} ms  p95 {floor_p95:6.1f} ms   p95 ratio {recall_p95 / floor_p95:5.2f}x"
