@@ -8,11 +8,13 @@ interpreter (first on the PATH, so ``python … &`` and ``$!`` mean what they me
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +27,7 @@ from anima.core.config import SCHEMA
 from conversations.models import Conversation, Person
 from memory.models import MemoryReference, SemanticMemory
 from memory.selectors import memory_recall
-from tests.served import runserver, served_env
+from tests.served import free_port, runserver, served_env
 
 DOCS = Path(settings.BASE_DIR) / "docs"
 # In reading order: the first API session sets the variables the later pages' examples use.
@@ -39,8 +41,10 @@ RUN_IN_ORDER = [
     "workspace.md:imports",
 ]
 TAGGED = re.compile(r"<!-- docs-test: (?P<name>[\w-]+) -->\n```bash\n(?P<body>.*?)```", re.S)
-# The address the docs give for `python manage.py runserver`.
+# The addresses the docs give for `python manage.py runserver` and for the MCP server over HTTP; each run takes
+# free ports instead, so that two runs on one machine never reach each other's servers.
 DOCS_ADDRESS = "127.0.0.1:8000"
+DOCS_MCP_PORT = "8001"
 PREAMBLE = """set -euo pipefail
 curl() { case " $* " in *" -w "*) command curl "$@" ;; *) command curl --fail-with-body "$@" ;; esac; }
 """
@@ -59,18 +63,35 @@ def tagged_blocks() -> dict[str, str]:
 
 
 def run_blocks(*bodies: str, address: str, bin_dir: Path) -> subprocess.CompletedProcess:
+    """Run the blocks as one bash script; whatever it leaves running in the background is stopped afterwards.
+
+    Its output goes to files, not pipes: a server a failed script left behind would hold a pipe open, and the
+    test would wait for it until the timeout instead of reporting the failure.
+    """
+    mcp_port = str(free_port())
     script = PREAMBLE + "\n".join(bodies).replace(DOCS_ADDRESS, address)
+    script = script.replace(f"127.0.0.1:{DOCS_MCP_PORT}", f"127.0.0.1:{mcp_port}")
+    script = script.replace(f"--port {DOCS_MCP_PORT}", f"--port {mcp_port}")
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "python").unlink(missing_ok=True)
     (bin_dir / "python").symlink_to(sys.executable)
-    return subprocess.run(
-        ["bash", "-c", script],
-        cwd=settings.BASE_DIR,
-        env=served_env(PATH=f"{bin_dir}:{os.environ.get('PATH', '')}"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    with (bin_dir / "stdout").open("w+") as stdout, (bin_dir / "stderr").open("w+") as stderr:
+        process = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=settings.BASE_DIR,
+            env=served_env(PATH=f"{bin_dir}:{os.environ.get('PATH', '')}"),
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            returncode = process.wait(timeout=600)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        stdout.seek(0)
+        stderr.seek(0)
+        return subprocess.CompletedProcess(process.args, returncode, stdout.read(), stderr.read())
 
 
 @needs_curl_and_jq
