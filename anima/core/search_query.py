@@ -52,7 +52,7 @@ class SearchQuery:
     # inverse document frequency among the rows searched. A passage's words are weighted (``_keywords``), a plain
     # query's weigh alike; a query with operators or quotes has none and is ranked by ts_rank_cd.
     weighted_terms: tuple[tuple[str, float], ...] = ()
-    # A plain query (no operators or quotes): ``tsquery`` is exactly these lexemes OR-ed, and
+    # A plain query or a passage (no operators or quotes): ``tsquery`` is exactly these lexemes OR-ed, and
     # ``trigram_text`` these words joined; they let document-frequency pruning drop common ones.
     terms: tuple[str, ...] = ()
     trigram_words: tuple[str, ...] = ()
@@ -238,6 +238,9 @@ def _passage_query(text: str) -> SearchQuery:
         # Trigram similarity to a whole dialogue is noise: on MADial-Bench the branch cost ~15 points of R@10.
         trigram_text="",
         weighted_terms=tuple((_quote_lexeme(word), weight) for word, weight in keywords),
+        # A window's words common in the searched rows are left to fill up its ranking, as a question's are: ranking
+        # every row holding one of them ran a 9-line window over a million messages past the recall timeout.
+        terms=tuple(words),
     )
 
 

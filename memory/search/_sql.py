@@ -34,9 +34,8 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
     prefix = f"s{index}"
     ctes = []
     col = f"t.{source.fts_column}"
-    # A plain query with a common word is ranked in tiers by ts_rank_cd (``_tiered_fts_sql``): counting how many rows
-    # hold a common word is what the tiers avoid.
-    if fts and weighted and not plan.common_tsquery:
+    bm25 = fts and weighted
+    if bm25:
         # BM25 with binary term frequency: each keyword's weight times its inverse document frequency in
         # this source, the row's sum damped by its length. Counts stop at IDF_SAMPLE rows so a common
         # word costs a bounded index scan. MATERIALIZED: referenced once, PostgreSQL would otherwise inline the
@@ -46,29 +45,36 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
             f"{prefix}_n AS MATERIALIZED (SELECT count(*) AS total, greatest(avg(len), 1) AS avglen FROM ("
             f"SELECT length({col}) AS len FROM {source.from_sql} WHERE {source.where_sql} LIMIT {IDF_SAMPLE}) x)"
         )
+        # A common term's document frequency is not counted (that reads its whole posting list, ~13 ms a term at a
+        # million messages) but read from the statistics (``common_shares``): its share of the rows searched, all
+        # of them counted; past IDF_SAMPLE, where the rows a rare term is counted among are more than were
+        # counted, the rows of the table holding it (at least as many as the source's, so that a common term never
+        # outweighs a rare one), at most IDF_SAMPLE as a count would be. COALESCE counts only the other terms.
+        share = f"(%({prefix}_shares)s::float8[])[kw.i]"
+        # (LEAST skips a NULL: the outer CASE keeps a term without a share NULL, to be counted.)
+        estimate = (
+            f"CASE WHEN {share} IS NOT NULL THEN least({share} * CASE WHEN n.total < {IDF_SAMPLE} THEN n.total"
+            f" ELSE %({prefix}_table_rows)s END, n.total) END"
+        )
         ctes.append(
             f"{prefix}_kw AS MATERIALIZED (SELECT kw.tsq,"
             f" kw.weight * ln(1 + (n.total - df.c + 0.5) / (df.c + 0.5)) AS weight"
-            f" FROM kw CROSS JOIN {prefix}_n n CROSS JOIN LATERAL (SELECT count(*) AS c FROM (SELECT 1"
-            f" FROM {source.from_sql} WHERE {col} @@ kw.tsq AND {source.where_sql} LIMIT {IDF_SAMPLE}) y) df)"
+            f" FROM kw CROSS JOIN {prefix}_n n CROSS JOIN LATERAL (SELECT coalesce({estimate}, (SELECT count(*) FROM"
+            f" (SELECT 1 FROM {source.from_sql} WHERE {col} @@ kw.tsq AND {source.where_sql} LIMIT {IDF_SAMPLE})"
+            f" y)) AS c) df)"
         )
-        score = (
-            f"(SELECT sum(k.weight) FROM {prefix}_kw k WHERE {col} @@ k.tsq)"
-            f" / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length({col}) / n.avglen))"
-        )
-        from_sql = f"{source.from_sql} CROSS JOIN q CROSS JOIN {prefix}_n n"
-    else:
-        score = f"ts_rank_cd({col}, q.tsq, 32)"
-        from_sql = f"{source.from_sql} CROSS JOIN q"
-    if fts and not plan.common_tsquery:
+    if bm25 and plan.common_tsquery:
+        ctes.extend(_tiered_fts_sql(source, prefix, plan=plan))
+    elif fts:
+        score, scored_from = f"ts_rank_cd({col}, q.tsq, 32)", f"{source.from_sql} CROSS JOIN q"
+        if bm25:
+            score, scored_from = _bm25_sql(prefix, col), f"{source.from_sql} CROSS JOIN q CROSS JOIN {prefix}_n n"
         ctes.append(
             f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank, score FROM ("
             f" SELECT t.id, {score} AS score"
-            f" FROM {from_sql} WHERE {col} @@ q.tsq AND {source.where_sql}"
+            f" FROM {scored_from} WHERE {col} @@ q.tsq AND {source.where_sql}"
             f" ORDER BY score DESC, t.id LIMIT %(pool)s) ranked)"
         )
-    elif fts:
-        ctes.extend(_tiered_fts_sql(source, prefix, plan=plan))
     if plan.trigram_text:
         # The very expression of the trigram index: a row's text is compared up to TRIGRAM_PREFIX_CHARS.
         segmented = f"left(t.{source.segmented_column}, {TRIGRAM_PREFIX_CHARS})"
@@ -83,42 +89,50 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
     return ctes
 
 
-def _tiered_fts_sql(source: SourceSpec, prefix: str, *, plan: BranchPlan) -> list[str]:
-    """FTS when the query has common terms (see branch_plan_build); every row is ranked by the whole query.
+def _bm25_sql(prefix: str, col: str) -> str:
+    """A row's BM25 score from its tsvector ``col``: its weighted keywords (``{prefix}_kw``, ``{prefix}_n n`` in
+    scope)."""
+    return (
+        f"(SELECT sum(k.weight) FROM {prefix}_kw k WHERE {col} @@ k.tsq)"
+        f" / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length({col}) / n.avglen))"
+    )
 
-    Tier 1 ranks the rows holding a rare term. Only if they are fewer than the pool, tier 2 adds rows
+
+def _tiered_fts_sql(source: SourceSpec, prefix: str, *, plan: BranchPlan) -> list[str]:
+    """FTS when the query has common terms (see branch_plan_build); every row found is scored by BM25 over all its
+    keywords, which counts a common word for little.
+
+    Tier 1 scores the rows holding a rare term. Only if they are fewer than the pool, tier 2 adds rows
     holding a common term: up to COMMON_CANDIDATES among the newest ``window`` rows (newer first is
     the tiebreak a conversation wants), then, if still short (filters, a small source inside a big
     table), up to COMMON_CANDIDATES anywhere. An uncorrelated count is a one-time filter: a tier
     that is not needed is never scanned.
     """
     col = f"t.{source.fts_column}"
-    rank = "ts_rank_cd(c.fts, q.tsq, 32)"
     rare, common = (f"to_tsquery('english', %({prefix}_{part})s)" for part in ("rare", "common"))
     candidates = f"SELECT t.id, {col} AS fts FROM {source.from_sql} WHERE {source.where_sql}"
     if plan.rare_tsquery:
         tier1 = (
-            f"SELECT t.id, ts_rank_cd({col}, q.tsq, 32) AS score FROM {source.from_sql} CROSS JOIN q"
+            f"SELECT t.id, {_bm25_sql(prefix, col)} AS score FROM {source.from_sql} CROSS JOIN {prefix}_n n"
             f" WHERE {col} @@ {rare} AND {source.where_sql} ORDER BY score DESC, t.id DESC LIMIT %(pool)s"
         )
     else:
-        tier1 = "SELECT NULL::bigint AS id, NULL::real AS score WHERE false"
+        tier1 = "SELECT NULL::bigint AS id, NULL::float8 AS score WHERE false"
+    score = _bm25_sql(prefix, "c.fts")
     return [
         f"{prefix}_fts1 AS ({tier1})",
         # ts_match_vq is @@ spelled as a function: the planner cannot take the GIN index for it.
-        f"{prefix}_fts2 AS (SELECT c.id, {rank} AS score FROM ({candidates}"
+        f"{prefix}_fts2 AS (SELECT c.id, {score} AS score FROM ({candidates}"
         f" AND t.id > %({prefix}_newer_than)s AND ts_match_vq({col}, {common})"
-        f" AND (SELECT count(*) FROM {prefix}_fts1) < %(pool)s LIMIT {COMMON_CANDIDATES}) c CROSS JOIN q)",
-        f"{prefix}_fts3 AS (SELECT c.id, {rank} AS score FROM ({candidates} AND {col} @@ {common}"
+        f" AND (SELECT count(*) FROM {prefix}_fts1) < %(pool)s LIMIT {COMMON_CANDIDATES}) c CROSS JOIN {prefix}_n n)",
+        f"{prefix}_fts3 AS (SELECT c.id, {score} AS score FROM ({candidates} AND {col} @@ {common}"
         f" AND (SELECT count(*) FROM {prefix}_fts1) + (SELECT count(*) FROM {prefix}_fts2) < %(pool)s"
-        f" LIMIT {COMMON_CANDIDATES}) c CROSS JOIN q)",
-        # ts_rank_cd(…, 32) is below 1: a tier-1 row's score stays above every tier-2 row's after fusion too.
-        f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY tier, score DESC, id DESC) AS rank,"
-        f" (2 - tier) + score AS score FROM ("
-        f" SELECT id, min(tier) AS tier, max(score) AS score FROM ("
-        f" SELECT id, 1 AS tier, score FROM {prefix}_fts1 UNION ALL SELECT id, 2, score FROM {prefix}_fts2"
-        f" UNION ALL SELECT id, 2, score FROM {prefix}_fts3) tiers GROUP BY id"
-        f" ORDER BY tier, score DESC, id DESC LIMIT %(pool)s) ranked)",
+        f" LIMIT {COMMON_CANDIDATES}) c CROSS JOIN {prefix}_n n)",
+        f"{prefix}_fts AS (SELECT id, row_number() OVER (ORDER BY score DESC, id DESC) AS rank, score FROM ("
+        f" SELECT id, max(score) AS score FROM ("
+        f" SELECT id, score FROM {prefix}_fts1 UNION ALL SELECT id, score FROM {prefix}_fts2"
+        f" UNION ALL SELECT id, score FROM {prefix}_fts3) tiers GROUP BY id"
+        f" ORDER BY score DESC, id DESC LIMIT %(pool)s) ranked)",
     ]
 
 
@@ -132,8 +146,8 @@ def search_statement(
     params: dict = {"tsq": query.tsquery, "pool": pool}
     if weighted:
         ctes.append(
-            "kw AS (SELECT to_tsquery('english', term) AS tsq, weight"
-            " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) AS k(term, weight))"
+            "kw AS (SELECT to_tsquery('english', term) AS tsq, weight, i"
+            " FROM unnest(%(kw_terms)s::text[], %(kw_weights)s::float8[]) WITH ORDINALITY AS k(term, weight, i))"
         )
         params["kw_terms"] = [term for term, _ in query.weighted_terms]
         params["kw_weights"] = [weight for _, weight in query.weighted_terms]
@@ -146,6 +160,9 @@ def search_statement(
                 f"{prefix}_common": plan.common_tsquery,
                 f"{prefix}_newer_than": plan.newer_than,
                 f"{prefix}_trgm": plan.trigram_text,
+                # Aligned with the keywords: a plain query's or a passage's weighted terms are its terms, in order.
+                f"{prefix}_shares": _shares(plan, terms=len(query.weighted_terms)),
+                f"{prefix}_table_rows": plan.table_rows,
             }
         )
         ctes.extend(_branch_sql(source, index, plan=plan, fts=fts, weighted=weighted))
@@ -159,6 +176,15 @@ def search_statement(
         return None
     params.update(branch_fts="fts", branch_trigram="trigram")
     return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects), params
+
+
+def _shares(plan: BranchPlan, *, terms: int) -> list[float | None]:
+    """The plan's share of rows for each weighted term (None: count its rows); none known without common terms."""
+    if not plan.common_shares:
+        return [None] * terms
+    if len(plan.common_shares) != terms:
+        raise ValueError(f"a plan's {len(plan.common_shares)} shares do not match the query's {terms} keywords")
+    return list(plan.common_shares)
 
 
 def search_fetch(sql: str, params: dict, *, using: str) -> list[tuple]:

@@ -118,6 +118,12 @@ class BranchPlan:
     common_window: int = 0
     newer_than: int = 0
     trigram_text: str = ""
+    # Per query term (``SearchQuery.terms``, in order): the share of the table's rows (``table_rows``, as the
+    # statistics estimate them) that hold it, for a common term; None for the others. BM25 takes a common term's
+    # document frequency from it rather than counting its rows, which is most of what a passage of common words
+    # costs over a large source.
+    common_shares: tuple[float | None, ...] = ()
+    table_rows: float = 0.0
 
 
 def branch_plan_build(
@@ -144,6 +150,11 @@ def branch_plan_build(
         common_tsquery=tsquery_or(common),
         common_window=min(math.ceil(COMMON_CANDIDATES / densest), COMMON_WINDOW_MAX),
         trigram_text=" ".join(trigram_words),
+        common_shares=tuple(
+            min(estimates[term] / stats.rows, 1.0) if estimates[term] > COMMON_TERM_ROWS else None
+            for term in query.terms
+        ),
+        table_rows=stats.rows,
     )
 
 

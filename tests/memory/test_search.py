@@ -456,6 +456,68 @@ def test_pruned_search_honours_the_sources_filters(fake_stats):
     assert _session_ids("tea morning") == [user.pk]  # the rare tier finds no user/assistant row
 
 
+# A window of recent turns, as passive recall searches it: "morning" in every line, "Miso" in one.
+WINDOW = "\n".join(
+    [
+        "Good morning! I slept badly and the whole morning went by in a blur of emails.",
+        "Morning coffee helps. Did anything keep you awake, or was it the noise outside again?",
+        "The neighbours were loud all night, so this morning I walked to the park early.",
+        "A walk in the morning air is a good reset. Did you take Miso along to the park?",
+    ]
+)
+
+
+def test_a_passages_common_words_are_pruned_like_a_questions():
+    passage = search_query_build(text=WINDOW)
+    assert passage.weighted_terms and "morning" in passage.terms
+    stats = TermStats(rows=MILLION, frequencies={"morn": 0.3})
+    lexemes = {word: (word,) for word in passage.terms} | {"morning": ("morn",)}
+    plan = branch_plan_build(query=passage, stats=stats, lexemes=lexemes)
+    assert plan.common_tsquery == "'morning'" and "'miso'" in plan.rare_tsquery and "morning" not in plan.rare_tsquery
+    # The common word's document frequency comes from the statistics; every other word's is counted.
+    assert dict(zip(passage.terms, plan.common_shares, strict=True)) == {
+        term: 0.3 if term == "morning" else None for term in passage.terms
+    }
+
+
+def test_a_window_with_common_words_ranks_the_rows_it_finds_as_it_would_unpruned(fake_stats):
+    older = MessageFactory(content="a slow morning")
+    miso = MessageFactory(content="Miso chased a pigeon")
+    newer = MessageFactory(content="morning again")
+    MessageFactory(content="evening tea")
+    unpruned = _session_ids(WINDOW)
+    # "morning" in half the rows, as the statistics say: its weight is the same, counted or read from them.
+    fake_stats.add("morn")
+    source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
+    assert _stats.branch_plans(query=search_query_build(text=WINDOW), sources=[source])[0].common_tsquery
+    pruned = _session_ids(WINDOW)
+    assert pruned == unpruned and set(pruned) == {older.pk, miso.pk, newer.pk}
+
+
+def test_a_common_words_rows_are_not_counted_for_its_weight(fake_stats):
+    fake_stats.add("morn")
+    for n in range(5):
+        MessageFactory(content=f"morning walk number {n} with Miso")
+    query = search_query_build(text="morning Miso")
+    source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
+    sql, params = _sql.search_statement(
+        query=query, sources=[source], plans=_stats.branch_plans(query=query, sources=[source]), pool=100
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0][0]["Plan"]
+
+    def nodes(node):
+        yield node
+        for child in node.get("Plans", []):
+            yield from nodes(child)
+
+    (keywords,) = (node for node in nodes(plan) if node.get("Subplan Name") == "CTE s0_kw")
+    # The rows holding a word are counted by a scan of the messages inside the keywords' CTE: once, for "miso".
+    counts = [node for node in nodes(keywords) if node.get("Relation Name") == "messages"]
+    assert counts and {node["Actual Loops"] for node in counts} == {1}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=NASTY)
 def test_no_input_makes_the_database_raise_when_terms_are_pruned(text, fake_stats):
