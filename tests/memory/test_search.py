@@ -494,6 +494,20 @@ def test_a_window_with_common_words_ranks_the_rows_it_finds_as_it_would_unpruned
     assert pruned == unpruned and set(pruned) == {older.pk, miso.pk, newer.pk}
 
 
+def test_past_the_counted_rows_a_common_word_never_outweighs_a_rare_one(fake_stats, monkeypatch):
+    # Past IDF_SAMPLE rows, a rare word's rows are counted in all the source (two here) but the source's in the
+    # first IDF_SAMPLE only: a common word's share of those few (half of 3) would make it the rarer of the two.
+    monkeypatch.setattr(_sql, "IDF_SAMPLE", 3)
+    fake_stats.add("morn")
+    miso = [MessageFactory(content="Miso naps") for _ in range(2)]
+    for _ in range(3):
+        MessageFactory(content="evening tea")
+    morning = MessageFactory(content="morning naps")
+    source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
+    hits = hybrid_search(query=search_query_build(text="morning Miso"), sources=[source], limit=10, branches=["fts"])
+    assert [hit.id for hit in hits] == [miso[1].pk, miso[0].pk, morning.pk]
+
+
 def test_a_common_words_rows_are_not_counted_for_its_weight(fake_stats):
     fake_stats.add("morn")
     for n in range(5):
