@@ -37,21 +37,20 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
     bm25 = fts and weighted
     if bm25:
         # BM25 with binary term frequency: each keyword's weight times its inverse document frequency in
-        # this source, the row's sum damped by its length. Counts stop at IDF_SAMPLE rows so a common
-        # word costs a bounded index scan. MATERIALIZED: referenced once, PostgreSQL would otherwise inline the
+        # this source, the row's sum damped by its length. Counts stop at IDF_SAMPLE rows so a word costs a
+        # bounded scan. MATERIALIZED: referenced once, PostgreSQL would otherwise inline the
         # counts into the score and count every keyword again for each matching row (a 9-line passage over
         # 100,000 messages ran past the 5 s recall timeout; counted once, 0.6-0.8 s).
         ctes.append(
             f"{prefix}_n AS MATERIALIZED (SELECT count(*) AS total, greatest(avg(len), 1) AS avglen FROM ("
             f"SELECT length({col}) AS len FROM {source.from_sql} WHERE {source.where_sql} LIMIT {IDF_SAMPLE}) x)"
         )
-        # A common term's document frequency is not counted (that reads its whole posting list, ~13 ms a term at a
-        # million messages) but read from the statistics (``common_shares``): its share of the rows searched, all
-        # of them counted; past IDF_SAMPLE, where the rows a rare term is counted among are more than were
-        # counted, the rows of the table holding it (at least as many as the source's, so that a common term never
-        # outweighs a rare one), at most IDF_SAMPLE as a count would be. COALESCE counts only the other terms.
+        # A common term's document frequency is read from the statistics (``common_shares``), not counted: counting
+        # reads its whole posting list, ~13 ms a term at a million messages. It is its share of the source's rows
+        # when all of them were counted; past IDF_SAMPLE, where a rare term is counted among more rows than
+        # ``n.total``, the table's rows holding it, so that a common term never outweighs a rare one; at most
+        # ``n.total``, as a count would be. COALESCE counts the other terms (LEAST skips a NULL: hence the CASE).
         share = f"(%({prefix}_shares)s::float8[])[kw.i]"
-        # (LEAST skips a NULL: the outer CASE keeps a term without a share NULL, to be counted.)
         estimate = (
             f"CASE WHEN {share} IS NOT NULL THEN least({share} * CASE WHEN n.total < {IDF_SAMPLE} THEN n.total"
             f" ELSE %({prefix}_table_rows)s END, n.total) END"
