@@ -50,6 +50,8 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
         # when all of them were counted; past IDF_SAMPLE, where a rare term is counted among more rows than
         # ``n.total``, the table's rows holding it, so that a common term never outweighs a rare one; at most
         # ``n.total``, as a count would be. COALESCE counts the other terms (LEAST skips a NULL: hence the CASE).
+        # OFFSET 0 keeps the frequency a subquery of its own: pulled up, its expression (and the count in it) would be
+        # copied into each of the weight's two uses and run twice.
         share = f"(%({prefix}_shares)s::float8[])[kw.i]"
         estimate = (
             f"CASE WHEN {share} IS NOT NULL THEN least({share} * CASE WHEN n.total < {IDF_SAMPLE} THEN n.total"
@@ -60,7 +62,7 @@ def _branch_sql(source: SourceSpec, index: int, *, plan: BranchPlan, fts: bool, 
             f" kw.weight * ln(1 + (n.total - df.c + 0.5) / (df.c + 0.5)) AS weight"
             f" FROM kw CROSS JOIN {prefix}_n n CROSS JOIN LATERAL (SELECT coalesce({estimate}, (SELECT count(*) FROM"
             f" (SELECT 1 FROM {source.from_sql} WHERE {col} @@ kw.tsq AND {source.where_sql} LIMIT {IDF_SAMPLE})"
-            f" y)) AS c) df)"
+            f" y)) AS c OFFSET 0) df)"
         )
     if bm25 and plan.common_tsquery:
         ctes.extend(_tiered_fts_sql(source, prefix, plan=plan))

@@ -309,21 +309,25 @@ def test_a_passages_document_frequencies_are_counted_once_not_again_for_every_ro
     query = search_query_build(text=dialogue)
     assert query.weighted_terms  # a passage: its keywords are weighted by how rare they are
     source = entity_source(name="semantic", where_sql=SEMANTIC_WHERE, person_id=None, since=None, until=None)
+    # Each keyword's count of the rows holding it is a CTE of its own, run once a search. Inlined into the score,
+    # PostgreSQL ran it again for every matching row (a 9-line passage over 100,000 messages timed out).
+    assert any(node.get("Subplan Name", "").startswith("CTE s0_kw") for node in _nodes(_plan(query, source)))
+
+
+def _plan(query, source, *, analyze: bool = False) -> dict:
+    """The search statement's plan for ``query`` over ``source`` (run, with ``analyze``)."""
     sql, params = _sql.search_statement(
         query=query, sources=[source], plans=_stats.branch_plans(query=query, sources=[source]), pool=100
     )
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, {**params, **source.params})
-        plan = cursor.fetchone()[0][0]["Plan"]
+        cursor.execute(f"EXPLAIN ({'ANALYZE, ' if analyze else ''}FORMAT JSON) " + sql, params)
+        return cursor.fetchone()[0][0]["Plan"]
 
-    def nodes(node):
-        yield node
-        for child in node.get("Plans", []):
-            yield from nodes(child)
 
-    # Each keyword's count of the rows holding it is a CTE of its own, run once a search. Inlined into the score,
-    # PostgreSQL ran it again for every matching row (a 9-line passage over 100,000 messages timed out).
-    assert any(node.get("Subplan Name", "").startswith("CTE s0_kw") for node in nodes(plan))
+def _nodes(node: dict):
+    yield node
+    for child in node.get("Plans", []):
+        yield from _nodes(child)
 
 
 def test_a_ten_kilobyte_passage_of_distinct_words_runs():
@@ -514,22 +518,11 @@ def test_a_common_words_rows_are_not_counted_for_its_weight(fake_stats):
         MessageFactory(content=f"morning walk number {n} with Miso")
     query = search_query_build(text="morning Miso")
     source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
-    sql, params = _sql.search_statement(
-        query=query, sources=[source], plans=_stats.branch_plans(query=query, sources=[source]), pool=100
+    (keywords,) = (
+        node for node in _nodes(_plan(query, source, analyze=True)) if node.get("Subplan Name") == "CTE s0_kw"
     )
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-        plan = cursor.fetchone()[0][0]["Plan"]
-
-    def nodes(node):
-        yield node
-        for child in node.get("Plans", []):
-            yield from nodes(child)
-
-    (keywords,) = (node for node in nodes(plan) if node.get("Subplan Name") == "CTE s0_kw")
     # The rows holding a word are counted by a scan of the messages inside the keywords' CTE: once, for "miso".
-    counts = [node for node in nodes(keywords) if node.get("Relation Name") == "messages"]
-    assert counts and {node["Actual Loops"] for node in counts} == {1}
+    assert sum(node["Actual Loops"] for node in _nodes(keywords) if node.get("Relation Name") == "messages") == 1
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
