@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from anima.api.testing import api_client
@@ -533,3 +533,21 @@ def test_no_input_makes_the_database_raise_when_terms_are_pruned(text, fake_stat
     fake_stats.update(f"{c}{c}" for c in "abcdefghijklmnopqrstuvwxyz")
     fake_stats.update({"邮箱", "x", "ab", "and", "or", "not"})
     _search_semantic_and_session(text)
+
+
+PASSAGE_WORDS = st.one_of(
+    st.sampled_from(["aa", "bb", "ab", "x", "邮箱", "Miso", "it's", "\\", "'q'", "a:*", "😀", "leo@example.com"]),
+    st.integers(min_value=0, max_value=300).map(lambda n: f"w{n}"),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.lists(PASSAGE_WORDS, min_size=6, max_size=10).map(" ".join), min_size=4, max_size=9))
+def test_no_passage_makes_the_database_raise_when_its_words_are_pruned(lines, fake_stats):
+    passage = "\n".join(lines)
+    query = search_query_build(text=passage)
+    assume(query.weighted_terms and not query.trigram_text)  # a passage, not a question
+    fake_stats.clear()
+    fake_stats.update({"aa", "bb", "ab", "邮箱", "x"})
+    MessageFactory(content="aa bb Miso 邮箱 it's leo@example.com w1 w2")
+    _search_semantic_and_session(passage)
