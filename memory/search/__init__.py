@@ -5,7 +5,7 @@ with history search) makes it a tsquery string and a trigram text, both sent as 
 Both keyword branches of every source run in one SQL statement (CTEs), one round trip: that is
 the "parallel wave". The dense branches (the query's embedding against pgvector's HNSW indexes,
 ``anima.core.vectors``) of every source are a second statement. Scores are normalised per branch
-and fused in Python (``score_fuse``). Before it, a plain query's words are
+and fused in Python (``score_fuse``). Before it, the words of a plain query or a passage are
 normalised and looked up in ANALYZE's lexeme statistics (cached), so that words common in a
 source only fill up its ranking.
 

@@ -1,6 +1,6 @@
 """Document-frequency pruning (IDF stopwording): lexeme statistics from pg_stats and each source's BranchPlan.
 
-Before a search, a plain query's words are normalised and looked up in ANALYZE's lexeme
+Before a search, the words of a plain query or a passage are normalised and looked up in ANALYZE's lexeme
 statistics (cached), so that words common in a source only fill up its ranking.
 """
 
@@ -129,7 +129,7 @@ class BranchPlan:
 def branch_plan_build(
     *, query: SearchQuery, stats: TermStats | None, lexemes: dict[str, tuple[str, ...]]
 ) -> BranchPlan:
-    """Split a plain query's terms by estimated document frequency (IDF stopwording).
+    """Split the terms of a plain query or a passage by estimated document frequency (IDF stopwording).
 
     Without statistics, or when no term is common, the plan is the query itself. Every row found
     is still ranked by the whole query; only which rows get ranked changes.
@@ -159,7 +159,7 @@ def branch_plan_build(
 
 
 def branch_plans(*, query: SearchQuery, sources: Sequence[SourceSpec]) -> list[BranchPlan]:
-    """One plan per source; statistics are read only for a plain query over sources that name their table."""
+    """One plan per source; statistics are read only for a plain query or a passage, over sources naming their table."""
     stats = [
         term_stats_get(table=source.table, column=source.fts_column) if query.terms and source.table else None
         for source in sources
