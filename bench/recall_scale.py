@@ -15,8 +15,8 @@ rows. It prints p50/p95 in milliseconds and the p95 ratio recall / floor. A seco
 Target: p95 <= 3x the floor and <= 50 ms at 1M messages. Generating 1M messages
 takes several minutes on a small machine, hence the flags.
 
-With ``--vectors``, every row also gets a synthetic unit vector (random, 384 dimensions, stored under the
-configured model's name) and the HNSW indexes are built; each size then also times recall with the dense
+With ``--vectors``, every row also gets a synthetic unit vector (random, of the configured model's dimension and
+under its name) and the HNSW indexes are built; each size then also times recall with the dense
 branch (its time includes embedding the query with the configured model) against keyword-only recall in
 the same run, and prints the vectors' size on disk per 1M rows and the model's embedding throughput
 (passages/s over 256 generated texts). Building HNSW over 1M random vectors takes about 15 minutes on two

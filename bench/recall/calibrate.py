@@ -10,7 +10,7 @@ question of session recall and of its facts, and the small-talk lines of bench/r
 to nothing). Each query's first 20 hits are examples: the calibration's inputs (the hit's best keyword z-score and
 its dense one, each capped) and whether it is relevant. A logistic regression is fitted with each set weighing
 the same, once with the dense branch and once keyword-only; it prints both fits and how well each is calibrated
-(of the hits scored in each tenth, the share relevant).
+(of the hits scored in each tenth, the share relevant), and the same for the calibration in use.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def _collect(queries: list[DevQuery], branches) -> dict[str, list[tuple]]:
     return sets
 
 
-def _fit(sets: dict[str, list[tuple]], *, dense: bool) -> tuple[np.ndarray, list[tuple]]:
+def _examples(sets: dict[str, list[tuple]], *, dense: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The features (capped z-scores and a constant), labels and weights (each set weighing the same) of ``sets``."""
     rows, weights = [], []
     for examples in sets.values():
         for keyword_z, dense_z, relevant in examples:
@@ -70,20 +71,30 @@ def _fit(sets: dict[str, list[tuple]], *, dense: bool) -> tuple[np.ndarray, list
             weights.append(1.0 / len(examples))
     x = np.array([[*features, 1.0] for features, _ in rows])
     y = np.array([label for _, label in rows])
-    w = np.array(weights) * len(rows) / sum(weights)
+    return x, y, np.array(weights) * len(rows) / sum(weights)
+
+
+def _table(p: np.ndarray, y: np.ndarray) -> list[tuple]:
+    """Of the hits scored in each tenth: (tenth, how many, the share relevant)."""
+    table = []
+    for tenth in range(10):
+        chosen = (p >= tenth / 10) & (p < (tenth + 1) / 10)
+        if chosen.any():
+            table.append((tenth / 10, int(chosen.sum()), round(float(y[chosen].mean()), 2)))
+    return table
+
+
+def _fit(sets: dict[str, list[tuple]], *, dense: bool) -> tuple[np.ndarray, list[tuple], list[tuple]]:
+    """The fitted coefficients, how well they are calibrated, and how well the calibration in use is."""
+    x, y, w = _examples(sets, dense=dense)
     beta = np.zeros(x.shape[1])
     for _ in range(100):  # Newton's method on the weighted log-loss
         p = 1.0 / (1.0 + np.exp(-x @ beta))
         gradient = x.T @ (w * (p - y)) + 1e-3 * beta
         hessian = (x * (w * p * (1 - p))[:, None]).T @ x + 1e-3 * np.eye(len(beta))
         beta -= np.linalg.solve(hessian, gradient)
-    p = 1.0 / (1.0 + np.exp(-x @ beta))
-    table = []
-    for tenth in range(10):
-        chosen = (p >= tenth / 10) & (p < (tenth + 1) / 10)
-        if chosen.any():
-            table.append((tenth / 10, int(chosen.sum()), round(float(y[chosen].mean()), 2)))
-    return beta, table
+    in_use = np.array(fusion.CALIBRATION["dense" if dense else "keyword"])
+    return beta, _table(1.0 / (1.0 + np.exp(-x @ beta)), y), _table(1.0 / (1.0 + np.exp(-x @ in_use)), y)
 
 
 def main() -> None:
@@ -93,10 +104,11 @@ def main() -> None:
     with dev_sets_loaded(Path(args.data)) as queries:
         for name, branches, dense in (("dense", ALL_BRANCHES, True), ("keyword", KEYWORD_BRANCHES, False)):
             sets = _collect(queries, branches)
-            beta, table = _fit(sets, dense=dense)
+            beta, table, in_use = _fit(sets, dense=dense)
             counts = {set_name: len(examples) for set_name, examples in sets.items()}
             print(f"{name}: {tuple(round(float(b), 3) for b in beta)}  examples per set: {counts}")
-            print("  of the hits scored in each tenth, relevant:", table, flush=True)
+            print("  of the hits scored in each tenth, relevant:", table)
+            print(f"  the same by the calibration in use {fusion.CALIBRATION[name]}:", in_use, flush=True)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def feedback_apply(*, hits: list, sources: Sequence[SourceSpec], model: Embeddin
         return False
     first = keys[:FEEDBACK_FIRST]
     # Each first hit counts as much as it is likely relevant: one clear hit is not blurred by two weak ones beside
-    # it (a new person's few memories). Plain Python (40 dot products of 384 numbers, about a millisecond): numpy
+    # it (a new person's few memories). Plain Python (40 dot products of 896 numbers, a millisecond or two): numpy
     # is not loaded with Django.
     weights = {(hit.source, hit.id): hit.score for hit in pool}
     total = sum(weights[key] for key in first) or 1.0

@@ -216,7 +216,7 @@ def dense_statement(
 
     The query vector is written once, in a CTE each branch reads as a one-row subquery (an InitPlan, a value the
     index scan takes like a parameter). Spelled at every use, twice per source, client-side binding copied its text
-    (~4 KB for the local model's 384 numbers) into the statement as often and the server parsed every copy: a
+    (~9 KB for the local model's 896 numbers) into the statement as often and the server parsed every copy: a
     four-source statement was ~34 KB, now ~6 KB. Planning and execution are the same (EXPLAIN, interleaved).
     """
     order = vector_order_sql(model=model, query="(SELECT vec FROM q)")

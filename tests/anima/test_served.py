@@ -76,7 +76,9 @@ def test_gunicorn_without_its_database_is_alive_but_not_ready(tmp_path):
 def test_gunicorn_workers_load_the_embedding_model_before_they_take_requests(tmp_path):
     with gunicorn(log=tmp_path / "gunicorn.log", WEB_CONCURRENCY="2", ANIMA_EMBEDDINGS="local") as app:
         ready = app.workers_ready(2)
-    assert all(line.endswith("is ready (embeddings: multilingual-e5-small-q4)") for line in ready), ready
+    assert all(
+        line.endswith("is ready (embeddings: multilingual-e5-small-q4+use-multilingual-v3)") for line in ready
+    ), ready
 
 
 # gunicorn's hooks run in a process of their own: the file sets PROMETHEUS_MULTIPROC_DIR as gunicorn loads it.

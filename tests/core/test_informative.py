@@ -27,6 +27,17 @@ def test_greetings_thanks_and_laughter_name_nothing(line):
     assert not text_informative(line)
 
 
+@pytest.mark.parametrize("line", ["嘿嘿，开心", "好高兴！", "so happy!!", "glad to hear"])
+def test_joy_said_alone_names_nothing(line):
+    # Like "glad" and "yay": a reaction, not a subject. A memory of a happy day is not what it asks for.
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize("line", ["今天去公园好开心", "I'm so happy with my new cello", "Maya 高兴吗"])
+def test_joy_about_something_names_it(line):
+    assert text_informative(line)
+
+
 @pytest.mark.parametrize(
     "line",
     [

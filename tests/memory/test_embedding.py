@@ -165,13 +165,13 @@ def test_forgetting_drops_the_vectors_of_what_it_deleted_or_redacted(concept_emb
 
 
 @pytest.mark.local_embeddings
-def test_the_local_model_backfills_384_dimension_vectors():
+def test_the_local_models_backfill_vectors_of_both_side_by_side():
     MessageFactory(content="我妈妈上周做了手术")
 
     report = embed_backfill_run()
 
-    assert (report.model, report.embedded) == ("multilingual-e5-small-q4", 1)
-    assert _stored()[0][3] == 384
+    assert (report.model, report.embedded) == ("multilingual-e5-small-q4+use-multilingual-v3", 1)
+    assert _stored()[0][3] == 384 + 512
 
 
 def test_a_message_is_embedded_in_its_context_the_turn_it_answers_and_who_said_each(concept_embeddings):
