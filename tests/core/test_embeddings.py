@@ -41,6 +41,15 @@ def test_the_local_vectors_cosine_is_the_two_models_cosines_mixed():
 
 
 @pytest.mark.local_embeddings
+def test_the_local_models_products_keep_to_the_configured_threads(settings):
+    from threadpoolctl import threadpool_info
+
+    embed_texts(["Maya 对花生过敏"])
+    blas = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and set(blas) == {settings.ANIMA_EMBEDDINGS_THREADS}
+
+
+@pytest.mark.local_embeddings
 def test_a_long_query_is_embedded_by_its_end():
     """USE reads every token it gets: a pasted page as a query costs and means what its end does."""
     end = "Where did Maya go hiking last weekend?"
