@@ -3,7 +3,7 @@
 Run from the repository root (``--data``: the folder holding madial/ and locomo/):
 
     python bench/recall/passive_gate.py --data ../shared/bench [--variants passive,last] [--cutoffs 0.3,0.35,0.4] \
-        [--shares 0,0.9] [--sets madial-zh,locomo] [--dump candidates.json]
+        [--shares 0,0.9] [--limits 5,1] [--sets madial-zh,locomo] [--dump candidates.json]
 
 Into a throwaway database it loads MADial (zh, en) and LoCoMo as ``bench_recall`` does and embeds the memories
 (only they: passive recall offers semantic memories, so LoCoMo's turns are stored but not embedded). Each turn
@@ -20,6 +20,7 @@ turn's candidates for other combinations.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -177,11 +178,13 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--cutoffs", default="0.3,0.35,0.4,0.45,0.5,0.55")
     parser.add_argument("--shares", default="0", help="shares of the best score a memory must reach, comma-separated")
+    parser.add_argument("--limits", default="5", help="most memories offered a turn, comma-separated")
     parser.add_argument("--sets", default="", help="only these sets (comma-separated names), default all")
     parser.add_argument("--dump", help="also write every turn's candidates to this JSON file")
     args = parser.parse_args()
     cutoffs = [float(value) for value in args.cutoffs.split(",")]
     shares = [float(value) for value in args.shares.split(",")]
+    limits = [int(value) for value in args.limits.split(",")]
     # Only memories are searched: embedding LoCoMo's turns would cost minutes and change nothing here.
     embedding._EMBEDDABLE = {kind: spec for kind, spec in embedding._EMBEDDABLE.items() if kind == embedding.ENTITY}
     data = Path(args.data)
@@ -219,16 +222,15 @@ def main() -> None:
                 for name, group in by_set.items()
                 for turn, hits in zip(group, found[name], strict=True)
             ]
-            for cutoff in cutoffs:
-                for share in shares:
-                    cells = []
-                    for name, group in by_set.items():
-                        figures = _tally(group, found[name], cutoff, share)
-                        if name.startswith("smalltalk"):
-                            cells.append(f"{name} {figures['offered']}")
-                        else:
-                            cells.append(f"{name} {figures['offered']}/{figures['relevant']}/{figures['precision']}")
-                    print(f"{variant} >= {cutoff}, share {share}: " + " | ".join(cells), flush=True)
+            for cutoff, share, limit in itertools.product(cutoffs, shares, limits):
+                cells = []
+                for name, group in by_set.items():
+                    figures = _tally(group, found[name], cutoff, share, limit)
+                    if name.startswith("smalltalk"):
+                        cells.append(f"{name} {figures['offered']}")
+                    else:
+                        cells.append(f"{name} {figures['offered']}/{figures['relevant']}/{figures['precision']}")
+                print(f"{variant} >= {cutoff}, share {share}, at most {limit}: " + " | ".join(cells), flush=True)
         if args.dump:
             Path(args.dump).write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
 

@@ -9,9 +9,10 @@ ones gains, a hit further from them loses, so the scores stay calibrated (of MAD
 relevant before and 83 % after; 0.3-0.4, 52 % and 56 %). On MADial, whose queries are dialogues, R@10 rose
 71.9 -> 73.9 (zh) and 70.0 -> 71.5 (en) with e5 alone in the dense branch: the memories judged related to the one
 a dialogue recalls share its theme, not its words. On the local models' joint vectors, whose dense branch finds
-more of that theme itself, it moves R@10 76.4 -> 75.6 (zh) and 73.0 -> 73.6 (en) (docs/benchmarks.md). A one-line
-question is left as it is: what its first hits share is often the lines around its answer, not more answers
-(feedback on every query lost 2.1 and 1.5 points of R@10 on LoCoMo's questions, ``bench/recall/fusion_methods.py``).
+more of that theme itself, it moves R@10 by less than the dev sets' standard error (+0.4 +- 1.1 zh, -0.5 +- 1.5 en;
+docs/benchmarks.md). A one-line question is left as it is: what its first hits share is often the lines around its
+answer, not more answers (feedback on every query lost 2.2 +- 0.5 points of R@10 on LoCoMo's questions 1-4,
+``bench/recall/fusion_methods.py``).
 """
 
 from __future__ import annotations
