@@ -30,6 +30,7 @@ from memory.benchmarks._common import (
     PassiveTally,
     RecallTally,
     conversation_holding,
+    lead_figures,
     passive_offered,
     smalltalk_figures,
 )
@@ -165,6 +166,7 @@ def locomo_run(*, samples: list[_Sample], dense: bool, recall: bool = True) -> d
         {"n": sum(len(sample.questions) for sample in samples)}
         | {
             group: {system: tally.figures() for system, tally in group_tallies.items()}
+            | {"lead": lead_figures(group_tallies)}
             for group, group_tallies in tallies.items()
         }
         | {"passive": passive.figures()}

@@ -27,6 +27,7 @@ from memory.benchmarks._common import (
     PassiveTally,
     RecallTally,
     conversation_holding,
+    lead_figures,
     passive_offered,
     smalltalk_figures,
 )
@@ -152,6 +153,7 @@ def madial_run(
     return (
         {"n": len(dialogues)}
         | {system: tally.figures() for system, tally in tallies.items()}
+        | ({"lead": lead_figures(tallies)} if recall else {})
         | {"passive": passive.figures()}
         | {"smalltalk": smalltalk_figures(conversations=list(topical.values()), lang=lang)}
     )

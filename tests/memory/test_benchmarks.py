@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from memory.benchmarks._common import smalltalk_lines
+from memory.benchmarks._common import RecallTally, lead_figures, smalltalk_lines
 from memory.benchmarks.locomo import locomo_load, locomo_run
 from memory.benchmarks.madial import madial_load, madial_run
 
@@ -35,7 +35,9 @@ def test_madial_measures_recall_beside_bm25_and_passive_recall(tmp_path):
 
     assert figures["n"] == 1
     # No vectors: no dense.
-    assert set(figures) == {"n", "anima", "anima_keyword", "bm25", "recalled", "passive", "smalltalk"}
+    assert set(figures) == {"n", "anima", "anima_keyword", "bm25", "recalled", "lead", "passive", "smalltalk"}
+    # Keyword-only, the default is its keyword branch: no lead, and none by chance.
+    assert figures["lead"] == {"R@10 over anima_keyword": 0.0, "standard error": 0.0}
     assert (figures["anima"]["R@1"], figures["bm25"]["R@1"], figures["recalled"]["R@1"]) == (100.0, 100.0, 100.0)
     assert figures["smalltalk"]["lines"] == len(smalltalk_lines(lang="en")) > 0  # each line, after one exchange
 
@@ -97,5 +99,41 @@ def test_locomo_finds_evidence_turns_by_dialogue_id_and_keeps_adversarial_questi
     assert figures["n"] == 2  # the question without evidence is left out
     assert figures["1-4"]["anima"]["R@1"] == 100.0  # the support group turn
     assert figures["5"]["anima"]["R@1"] == 100.0  # found by the photo's caption
-    assert set(figures["1-4"]) == {"anima", "anima_keyword", "bm25"}
+    assert set(figures["1-4"]) == {"anima", "anima_keyword", "bm25", "lead"}
     assert figures["passive"]["relevant %"] >= 50.0  # the fact from the evidence turn, offered for its question
+
+
+def _tallies(found: dict[str, list[bool]]) -> dict[str, RecallTally]:
+    """Tallies of one relevant key a query, found (ranked first) or not, query by query."""
+    tallies = {name: RecallTally() for name in found}
+    for name, hits in found.items():
+        for hit in hits:
+            tallies[name].add(ranked=["x"] if hit else ["y"], relevant={"x"})
+    return tallies
+
+
+def test_the_lead_is_over_the_best_branch_query_by_query_with_its_standard_error():
+    tallies = _tallies(
+        {
+            "anima": [True, True, True, True, False],
+            "dense": [True, True, False, False, False],
+            "anima_keyword": [True, False, False, False, False],
+            "bm25": [True, True, True, True, True],  # not one of Anima's branches: never the one to beat
+        }
+    )
+
+    # Differences to dense, the better branch: 0, 0, 1, 1, 0 (mean 0.4, sample deviation sqrt(0.3), over sqrt(5)).
+    assert lead_figures(tallies) == {"R@10 over dense": 40.0, "standard error": 24.5}
+
+
+def test_the_same_lead_on_other_queries_is_told_from_chance_only_with_more_of_them():
+    few = lead_figures(_tallies({"anima": [True, False] * 2, "dense": [False, False] * 2}))
+    many = lead_figures(_tallies({"anima": [True, False] * 50, "dense": [False, False] * 50}))
+
+    assert few["R@10 over dense"] == many["R@10 over dense"] == 50.0
+    assert many["standard error"] < few["standard error"] / 4
+
+
+def test_no_lead_without_the_default_or_a_branch_beside_it():
+    assert lead_figures(_tallies({"dense": [True]})) == {}
+    assert lead_figures(_tallies({"anima": [True], "bm25": [False]})) == {}

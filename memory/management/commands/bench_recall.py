@@ -5,7 +5,9 @@ or one of them. Everything is loaded into a throwaway database (``anima_bench_<p
 migrated, dropped at the end) and embedded by the backfill production uses before the queries run. Systems:
 ``anima`` (the default: keyword and, where vectors exist, dense branches fused), ``anima_keyword`` (its FTS and
 trigram branches), ``dense`` (its dense branch; absent with ``ANIMA_EMBEDDINGS=off`` or no pgvector) and
-``bm25``; then what passive recall offers (``passive``) and offers for small talk (``smalltalk``). How each set
+``bm25``; ``lead``: how far ``anima`` leads the better of its branches at R@10, the mean of its differences query
+by query ± that mean's standard error; then what passive recall offers (``passive``) and offers for small talk
+(``smalltalk``). How each set
 is read: ``memory.benchmarks.madial`` and ``memory.benchmarks.locomo``. ``--sets`` measures some of the sets
 (``madial-zh``, ``madial-en``, ``locomo``), ``--passive-only`` only passive recall and small talk.
 """
