@@ -1,18 +1,19 @@
 """A query of several lines is judged by what its first hits share.
 
-A stretch of conversation (a dialogue pasted as the query, passive recall's window of recent turns) is about a
-theme more than one thing: what its first hits have in common is that theme. Once the branches are fused, the
-first FEEDBACK_POOL hits are scored again by their similarity to the centroid of the first FEEDBACK_FIRST hits'
-vectors, each weighted by its score (pseudo-relevance feedback): its z-score over those hits, less the best hit's
-own, times FEEDBACK_WEIGHT, is added to each hit's log-odds. The best hit keeps its score, a hit nearer the first
-ones gains, a hit further from them loses, so the scores stay calibrated (of MADial's hits scored 0.5-0.6, 81 %
-relevant before and 83 % after; 0.3-0.4, 52 % and 56 %). On MADial, whose queries are dialogues, R@10 rose
-71.9 -> 73.9 (zh) and 70.0 -> 71.5 (en) with e5 alone in the dense branch: the memories judged related to the one
-a dialogue recalls share its theme, not its words. On the local models' joint vectors, whose dense branch finds
-more of that theme itself, it moves R@10 by less than the dev sets' standard error (+0.4 +- 1.1 zh, -0.5 +- 1.5 en;
-docs/benchmarks.md). A one-line question is left as it is: what its first hits share is often the lines around its
-answer, not more answers (feedback on every query lost 2.2 +- 0.5 points of R@10 on LoCoMo's questions 1-4,
-``bench/recall/fusion_methods.py``).
+A stretch of conversation (a dialogue pasted as the query, passive recall's window of recent turns) is about a theme
+more than one thing: what its first hits have in common is that theme. Once the branches are fused, the first
+FEEDBACK_POOL hits are scored again by their similarity to the centroid of the first FEEDBACK_FIRST hits' vectors,
+each weighted by its score (pseudo-relevance feedback): its z-score over those hits, less the best hit's own, times
+FEEDBACK_WEIGHT, is added to each hit's log-odds. The best hit keeps its score, a hit nearer the first ones gains, a
+hit further from them loses, so the scores stay calibrated (of MADial's hits scored 0.5-0.6, 81 % relevant before
+and 83 % after; 0.3-0.4, 52 % and 56 %). On MADial, whose queries are dialogues, R@10 rose 71.9 -> 73.9 (zh) and
+70.0 -> 71.5 (en) with e5 alone in the dense branch: the memories judged related to the one a dialogue recalls share
+its theme, not its words. On the local models' joint vectors, whose dense branch finds more of that theme itself, it
+moves R@10 by less than the dev sets' standard error (+0.4 +- 1.1 zh, -0.5 +- 1.5 en; docs/benchmarks.md) and
+passive recall by a few tenths; it is kept for a dense branch as weak as e5 alone was (an ``openai`` provider's
+model may be), where it gained. A one-line question is left as it is: what its first hits share is often the lines
+around its answer, not more answers (feedback on every query lost 2.2 +- 0.5 points of R@10 on LoCoMo's questions
+1-4, ``bench/recall/fusion_methods.py``).
 """
 
 from __future__ import annotations
