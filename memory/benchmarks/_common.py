@@ -67,10 +67,10 @@ class RecallTally:
         return {f"R@{k}": round(100 * self.found[k] / max(self.queries, 1), 1) for k in KS}
 
 
-def lead_figures(tallies: dict[str, RecallTally]) -> dict[str, float]:
-    """How far ``anima`` (the fused default) leads its best single branch at R@LEAD_K, over the same queries: the
-    mean of its differences query by query, and that mean's standard error, which says how much of the lead a set
-    of this size can tell from chance. Empty without the fused default or a branch beside it."""
+def lead_figures(tallies: dict[str, RecallTally]) -> dict[str, float | str]:
+    """How far ``anima`` (the fused default) leads its best single branch (``over``) at R@LEAD_K, over the same
+    queries: the mean of its differences query by query, and that mean's standard error, which says how much of the
+    lead a set of this size can tell from chance. Empty without the fused default or a branch beside it."""
     branches = [name for name in BRANCHES if name != "anima" and name in tallies and tallies[name].queries]
     fused = tallies.get("anima")
     if fused is None or not fused.queries or not branches:
@@ -79,8 +79,9 @@ def lead_figures(tallies: dict[str, RecallTally]) -> dict[str, float]:
     differences = [a - b for a, b in zip(fused.at_lead_k, tallies[best].at_lead_k, strict=True)]
     error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else 0.0
     return {
-        f"R@{LEAD_K} over {best}": round(100 * statistics.fmean(differences), 1),
+        f"R@{LEAD_K}": round(100 * statistics.fmean(differences), 1),
         "standard error": round(100 * error, 1),
+        "over": best,
     }
 
 

@@ -102,5 +102,5 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {key:<13} {_cells(value)}")
 
 
-def _cells(cells: dict[str, float]) -> str:
-    return "  ".join(f"{name} {value:5.1f}" for name, value in cells.items())
+def _cells(cells: dict[str, float | str]) -> str:
+    return "  ".join(f"{name} {value if isinstance(value, str) else f'{value:5.1f}'}" for name, value in cells.items())
