@@ -44,6 +44,7 @@ import memory.selectors as selectors  # noqa: E402
 from anima.core.embeddings import embedding_model  # noqa: E402
 from anima.core.vectors import ENTITY, MESSAGE  # noqa: E402
 from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
+from memory.benchmarks._common import paired_difference  # noqa: E402
 from memory.search._context import _logit  # noqa: E402
 from memory.search._feedback import hit_vectors  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
@@ -218,9 +219,8 @@ def _cell(values: list[float], default: list[float] | None) -> str:
     mean = 100 * float(np.mean(values))
     if default is None:
         return f"{mean:.1f}"
-    difference = 100 * (np.array(values) - np.array(default))
-    error = float(difference.std(ddof=1) / math.sqrt(len(difference))) if len(difference) > 1 else 0.0
-    return f"{mean:.1f} ({float(difference.mean()):+.1f} ± {error:.1f})"
+    difference, error = paired_difference(values=values, baseline=default)
+    return f"{mean:.1f} ({100 * difference:+.1f} ± {100 * error:.1f})"
 
 
 if __name__ == "__main__":

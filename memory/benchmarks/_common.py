@@ -45,7 +45,7 @@ class Bm25:
         return [self.keys[i] for i in sorted(range(len(self.keys)), key=lambda i: -scores[i])]
 
 
-# The cut the issue's targets read (recall's default of 10 hits); its figure is also kept query by query.
+# The cut systems are compared at (recall's default of 10 hits); its figure is also kept query by query.
 LEAD_K = 10
 
 
@@ -76,13 +76,17 @@ def lead_figures(tallies: dict[str, RecallTally]) -> dict[str, float | str]:
     if fused is None or not fused.queries or not branches:
         return {}
     best = max(branches, key=lambda name: sum(tallies[name].at_lead_k))
-    differences = [a - b for a, b in zip(fused.at_lead_k, tallies[best].at_lead_k, strict=True)]
+    mean, error = paired_difference(values=fused.at_lead_k, baseline=tallies[best].at_lead_k)
+    return {f"R@{LEAD_K}": round(100 * mean, 1), "standard error": round(100 * error, 1), "over": best}
+
+
+def paired_difference(*, values: Sequence[float], baseline: Sequence[float]) -> tuple[float, float]:
+    """The mean of ``values`` less ``baseline`` (the same queries, in the same order) and that mean's standard
+    error: two systems asked the same queries are compared query by query, which tells apart far smaller
+    differences than their two means' errors would."""
+    differences = [value - base for value, base in zip(values, baseline, strict=True)]
     error = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else 0.0
-    return {
-        f"R@{LEAD_K}": round(100 * statistics.fmean(differences), 1),
-        "standard error": round(100 * error, 1),
-        "over": best,
-    }
+    return statistics.fmean(differences), error
 
 
 @dataclass

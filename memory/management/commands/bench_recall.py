@@ -7,9 +7,9 @@ migrated, dropped at the end) and embedded by the backfill production uses befor
 trigram branches), ``dense`` (its dense branch; absent with ``ANIMA_EMBEDDINGS=off`` or no pgvector) and
 ``bm25``; ``lead``: how far ``anima`` leads the better of its branches at R@10, the mean of its differences query
 by query ± that mean's standard error; then what passive recall offers (``passive``) and offers for small talk
-(``smalltalk``). How each set
-is read: ``memory.benchmarks.madial`` and ``memory.benchmarks.locomo``. ``--sets`` measures some of the sets
-(``madial-zh``, ``madial-en``, ``locomo``), ``--passive-only`` only passive recall and small talk.
+(``smalltalk``). How each set is read: ``memory.benchmarks.madial`` and ``memory.benchmarks.locomo``. ``--sets``
+measures some of the sets (``madial-zh``, ``madial-en``, ``locomo``), ``--passive-only`` only passive recall and
+small talk.
 """
 
 from __future__ import annotations
