@@ -86,7 +86,8 @@ def test_a_reworded_fact_is_kept_and_an_inference_beyond_the_words_is_not(llm_st
 
     output = light_sleep(_ctx())
 
-    assert list(SemanticMemory.objects.values_list("content", flat=True)) == ["Maya lives in Lisbon", "Maya is 34"]
+    # Both reworded facts, once each (a query without ORDER BY returns them in no set order).
+    assert sorted(SemanticMemory.objects.values_list("content", flat=True)) == ["Maya is 34", "Maya lives in Lisbon"]
     [refusal] = _semantic(output)["refused"]
     assert refusal["what"] == "Maya is a night-shift paediatric nurse"
 
