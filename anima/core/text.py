@@ -118,7 +118,7 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     agreed same lot gotcha understood noted sounds sound seems fair fun funny lol lmao rofl hmm hm mm uh um oh ah wow
     whoa omg oops ugh yay meh huh eh np worries problem back day care glad hear heard new up doing whatever anyway
     all one enough re ll ve d m make makes take hope pleasure sense dream dreams enjoy everything guess let gotta go
-    best hilarious happy
+    best hilarious happy okie dokie dokey wait
     """.split()
     + """
     你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点
@@ -149,6 +149,7 @@ CHAT_PHRASES = (
     "take it easy",
     "sleep tight",
     "see you around",
+    "a bunch",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
     "吃饭了吗",
     "吃过了吗",
@@ -159,10 +160,13 @@ CHAT_PHRASES = (
     "祝你好运",
     "随便聊聊",
     "没什么",
+    "说得对",
+    "说的对",
+    "让我想想",
 )
-# Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, ahhh.
+# Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, mhm, ahhh.
 CHAT_SOUND = re.compile(
-    r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|u+h+|a+h+|o+h+|a+w+|w+o+w+"
+    r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|m+h+m+|u+h+|a+h+|o+h+|a+w+|w+o+w+"
 )
 
 

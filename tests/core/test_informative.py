@@ -27,6 +27,28 @@ def test_greetings_thanks_and_laughter_name_nothing(line):
     assert not text_informative(line)
 
 
+@pytest.mark.parametrize(
+    "line", ["mhm", "mhmm", "okie dokie", "wait, really?", "thx a bunch", "你说得对", "说的对！", "嗯……让我想想"]
+)
+def test_back_channel_agreement_and_thinking_aloud_name_nothing(line):
+    # Lines of the third check of the small-talk list (bench/recall/smalltalk.jsonl) and their spellings.
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I can't wait for the concert",
+        "wait for Miso",
+        "a bunch of peanuts",
+        "你说得对，猫该打疫苗了",
+        "让我想想周末去哪",
+    ],
+)
+def test_those_words_beside_a_subject_still_name_it(line):
+    assert text_informative(line)
+
+
 @pytest.mark.parametrize("line", ["嘿嘿，开心", "好高兴！", "so happy!!", "glad to hear"])
 def test_joy_said_alone_names_nothing(line):
     # Like "glad" and "yay": a reaction, not a subject. A memory of a happy day is not what it asks for.
