@@ -84,17 +84,19 @@ def _table(p: np.ndarray, y: np.ndarray) -> list[tuple]:
     return table
 
 
-def _fit(sets: dict[str, list[tuple]], *, dense: bool) -> tuple[np.ndarray, list[tuple], list[tuple]]:
-    """The fitted coefficients, how well they are calibrated, and how well the calibration in use is."""
-    x, y, w = _examples(sets, dense=dense)
+def _scored(x: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x @ beta))
+
+
+def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The coefficients of the logistic regression of ``y`` on ``x``, each example weighing ``w``."""
     beta = np.zeros(x.shape[1])
     for _ in range(100):  # Newton's method on the weighted log-loss
-        p = 1.0 / (1.0 + np.exp(-x @ beta))
+        p = _scored(x, beta)
         gradient = x.T @ (w * (p - y)) + 1e-3 * beta
         hessian = (x * (w * p * (1 - p))[:, None]).T @ x + 1e-3 * np.eye(len(beta))
         beta -= np.linalg.solve(hessian, gradient)
-    in_use = np.array(fusion.CALIBRATION["dense" if dense else "keyword"])
-    return beta, _table(1.0 / (1.0 + np.exp(-x @ beta)), y), _table(1.0 / (1.0 + np.exp(-x @ in_use)), y)
+    return beta
 
 
 def main() -> None:
@@ -104,11 +106,16 @@ def main() -> None:
     with dev_sets_loaded(Path(args.data)) as queries:
         for name, branches, dense in (("dense", ALL_BRANCHES, True), ("keyword", KEYWORD_BRANCHES, False)):
             sets = _collect(queries, branches)
-            beta, table, in_use = _fit(sets, dense=dense)
+            x, y, w = _examples(sets, dense=dense)
+            beta, in_use = _fit(x, y, w), np.array(fusion.CALIBRATION[name])
             counts = {set_name: len(examples) for set_name, examples in sets.items()}
             print(f"{name}: {tuple(round(float(b), 3) for b in beta)}  examples per set: {counts}")
-            print("  of the hits scored in each tenth, relevant:", table)
-            print(f"  the same by the calibration in use {fusion.CALIBRATION[name]}:", in_use, flush=True)
+            print("  of the hits scored in each tenth, relevant:", _table(_scored(x, beta), y))
+            print(
+                f"  the same by the calibration in use {fusion.CALIBRATION[name]}:",
+                _table(_scored(x, in_use), y),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

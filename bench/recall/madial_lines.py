@@ -88,7 +88,7 @@ def _measure(queries: list[tuple[Person, str, set[str]]], *, branches: tuple[str
 
 
 def _row(label: str, tally: RecallTally) -> str:
-    return f"{label} | " + " / ".join(f"{100 * tally.found[k] / max(tally.queries, 1):.1f}" for k in KS)
+    return f"{label} | " + " / ".join(f"{value:.1f}" for value in tally.figures().values())
 
 
 def main() -> None:

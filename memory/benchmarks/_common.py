@@ -45,26 +45,29 @@ class Bm25:
         return [self.keys[i] for i in sorted(range(len(self.keys)), key=lambda i: -scores[i])]
 
 
-# The cut systems are compared at (recall's default of 10 hits); its figure is also kept query by query.
+# The cut the lead of one system over another is read at (recall's default of 10 hits).
 LEAD_K = 10
 
 
 @dataclass
 class RecallTally:
-    """R@k: the share of a query's relevant keys among its first k results, averaged over queries."""
+    """R@k: the share of a query's relevant keys among its first k results, query by query (``found``), and
+    averaged over the queries (``figures``)."""
 
-    found: dict[int, float] = field(default_factory=lambda: dict.fromkeys(KS, 0.0))
-    queries: int = 0
-    at_lead_k: list[float] = field(default_factory=list)  # each query's R@LEAD_K, in the order asked
+    found: dict[int, list[float]] = field(default_factory=lambda: {k: [] for k in KS})
+
+    @property
+    def queries(self) -> int:
+        return len(self.found[LEAD_K])
 
     def add(self, *, ranked: Sequence[str], relevant: set[str]) -> None:
-        self.queries += 1
         for k in KS:
-            self.found[k] += len(relevant.intersection(ranked[:k])) / len(relevant)
-        self.at_lead_k.append(len(relevant.intersection(ranked[:LEAD_K])) / len(relevant))
+            self.found[k].append(len(relevant.intersection(ranked[:k])) / len(relevant))
 
     def figures(self) -> dict[str, float]:
-        return {f"R@{k}": round(100 * self.found[k] / max(self.queries, 1), 1) for k in KS}
+        return {
+            f"R@{k}": round(100 * statistics.fmean(values), 1) if values else 0.0 for k, values in self.found.items()
+        }
 
 
 def lead_figures(tallies: dict[str, RecallTally]) -> dict[str, float | str]:
@@ -75,8 +78,8 @@ def lead_figures(tallies: dict[str, RecallTally]) -> dict[str, float | str]:
     fused = tallies.get("anima")
     if fused is None or not fused.queries or not branches:
         return {}
-    best = max(branches, key=lambda name: sum(tallies[name].at_lead_k))
-    mean, error = paired_difference(values=fused.at_lead_k, baseline=tallies[best].at_lead_k)
+    best = max(branches, key=lambda name: sum(tallies[name].found[LEAD_K]))
+    mean, error = paired_difference(values=fused.found[LEAD_K], baseline=tallies[best].found[LEAD_K])
     return {f"R@{LEAD_K}": round(100 * mean, 1), "standard error": round(100 * error, 1), "over": best}
 
 

@@ -103,4 +103,7 @@ class Command(BaseCommand):
 
 
 def _cells(cells: dict[str, float | str]) -> str:
-    return "  ".join(f"{name} {value if isinstance(value, str) else f'{value:5.1f}'}" for name, value in cells.items())
+    """``name value`` pairs, numbers to one decimal (a lead's branch, a name, as it is)."""
+    return "  ".join(
+        f"{name} {value}" if isinstance(value, str) else f"{name} {value:5.1f}" for name, value in cells.items()
+    )
