@@ -153,10 +153,17 @@ def smalltalk_lines(*, lang: str) -> list[str]:
 
 def smalltalk_figures(*, conversations: Iterable[Conversation], lang: str) -> dict[str, float]:
     """Over every small-talk line of ``lang`` in each of ``conversations`` (each holding a topical exchange, which a
-    small-talk line after it must not drag in): the share offered anything, and how much."""
+    small-talk line after it must not drag in): how many lines and conversations, the share of the lines asked that
+    were offered anything, and how much."""
+    conversations, lines = list(conversations), smalltalk_lines(lang=lang)
     tally = PassiveTally()
     for conversation in conversations:
-        for line in smalltalk_lines(lang=lang):
+        for line in lines:
             tally.add(offered=passive_offered(conversation=conversation, message=line, key_of={}), relevant=set())
     figures = tally.figures()
-    return {"lines": tally.turns, "offered %": figures["offered %"], "mean offered": figures["mean offered"]}
+    return {
+        "lines": len(lines),
+        "conversations": len(conversations),
+        "offered %": figures["offered %"],
+        "mean offered": figures["mean offered"],
+    }

@@ -39,7 +39,9 @@ def test_madial_measures_recall_beside_bm25_and_passive_recall(tmp_path):
     # Keyword-only, the default is its keyword branch: no lead, and none by chance.
     assert figures["lead"] == {"R@10": 0.0, "standard error": 0.0, "over": "anima_keyword"}
     assert (figures["anima"]["R@1"], figures["bm25"]["R@1"], figures["recalled"]["R@1"]) == (100.0, 100.0, 100.0)
-    assert figures["smalltalk"]["lines"] == len(smalltalk_lines(lang="en")) > 0  # each line, after one exchange
+    # Each line, after the one user's exchange.
+    smalltalk = figures["smalltalk"]
+    assert (smalltalk["lines"], smalltalk["conversations"]) == (len(smalltalk_lines(lang="en")), 1)
 
 
 def test_madial_passive_recall_reads_the_last_message_after_the_dialogue_before_it(tmp_path):
