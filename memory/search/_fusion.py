@@ -6,7 +6,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -20,7 +20,7 @@ from anima.core.vectors import vector_literal, vectors_available
 from memory.search._context import _probability, neighbours_pull
 from memory.search._feedback import feedback_apply
 from memory.search._sources import SourceSpec
-from memory.search._sql import dense_fetch, dense_statement, search_fetch, search_statement
+from memory.search._sql import ROWS, dense_fetch, dense_statement, search_fetch, search_statement
 from memory.search._stats import branch_plans
 
 logger = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ def hybrid_search(
     alias = read_alias()
     pool = pool_size(limit=limit)
     rows: list[tuple] = []
+    sizes: dict[str, int] = {}
     wants_dense = "dense" in branches and text.strip() and any(source.vector_kind for source in sources)
     # The query is embedded (CPU in this process, or an HTTP call) while the database runs the keyword
     # statement, and before the dense statement is sent: a model call never holds a connection idle in a
@@ -93,7 +94,7 @@ def hybrid_search(
     pending = _query_vector_start(text=text, alias=alias) if wants_dense and not keyword_gate else None
     with search_cancelled_as_timeout(what="recall"):
         if keyword and not query.is_empty:
-            rows = _keyword_rows(alias, query=query, sources=sources, keyword=keyword, pool=pool)
+            rows, sizes = _keyword_rows(alias, query=query, sources=sources, keyword=keyword, pool=pool)
         if wants_dense and keyword_gate:
             if not rows:
                 return []
@@ -108,7 +109,7 @@ def hybrid_search(
                 dense=dense, sources=sources, pool=pool, using=alias, waiting=_waiting(rows, limit=limit)
             )
             rows += dense_rows
-        hits = score_fuse(rows=rows, unseen=unseen)
+        hits = score_fuse(rows=rows, unseen=unseen, sizes=sizes)
         top = clamp_limit(limit) + PULL_MARGIN
         # A query of several lines (its lines were embedded too) is judged by what its first hits share: meaning
         # added to what words found. On the dense branch alone it only repeats the query's own meaning (MADial
@@ -147,16 +148,18 @@ def dense_status(*, using: str | None = None) -> tuple[EmbeddingModel | None, st
 
 def _keyword_rows(
     alias: str, *, query: SearchQuery, sources: Sequence[SourceSpec], keyword: Sequence[str], pool: int
-) -> list[tuple]:
-    """Every source's FTS and trigram branches, one statement: rows of (source, branch, id, rank, score)."""
+) -> tuple[list[tuple], dict[str, int]]:
+    """Every source's FTS and trigram branches, one statement: rows of (source, branch, id, rank, score), and how
+    many rows each source holds in scope (where the statement counted them)."""
     plans = branch_plans(query=query, sources=sources)
     statement = search_statement(query=query, sources=sources, plans=plans, pool=pool)
     if statement is None:
-        return []
+        return [], {}
     started = time.perf_counter()
     found = search_fetch(*statement, using=alias)
     observe_recall(branch="keyword", seconds=time.perf_counter() - started)
-    return [row for row in found if row[1] in keyword]
+    sizes = {row[0]: int(row[4]) for row in found if row[1] == ROWS}
+    return [row for row in found if row[1] in keyword], sizes
 
 
 @dataclass(frozen=True)
@@ -284,7 +287,10 @@ DENSE_SPREAD_FLOOR = 0.015
 
 
 def score_fuse(
-    *, rows: Sequence[tuple[str, str, int, int, float]], unseen: Collection[tuple[str, int]] = ()
+    *,
+    rows: Sequence[tuple[str, str, int, int, float]],
+    unseen: Collection[tuple[str, int]] = (),
+    sizes: Mapping[str, int] | None = None,
 ) -> list[Hit]:
     """Fuse (source, branch, id, rank, score) rows into one list ordered by comparable relevance.
 
@@ -297,6 +303,7 @@ def score_fuse(
     relevant, comparable across queries and sources; the list is in score order, ``z`` breaking ties. The
     dense branch could not find an ``unseen`` (source, id), a row without a vector yet (written since the
     last backfill, or edited): its mean leaves that branch out rather than rank it below every vector.
+    ``sizes``: how many rows each source holds in scope, where known (a source not named holds MIN_POOL or more).
     """
     hits: dict[tuple[str, int], Hit] = {}
     groups: dict[tuple[str, str], list[tuple[Hit, float]]] = {}
@@ -309,11 +316,17 @@ def score_fuse(
     lowest: dict[tuple[str, str], float] = {}
     for (branch, group_source), members in groups.items():
         values = [score for _, score in members]
-        # A keyword pool shorter than MIN_POOL is filled up to it with what its missing candidates score: nothing
-        # (rows without the words). A z-score then means the same in a source of 30 rows as of 30,000, which the
-        # calibration needs, and a hit that only a few rows match stands out as it does among many. The dense
-        # branch ranks every row: a short pool is a small source, with no rows missing.
-        missing = 0 if branch == "dense" else max(MIN_POOL - len(values), 0)
+        # A keyword pool shorter than MIN_POOL is filled up with what its missing candidates score: nothing (rows
+        # without the words), so that a hit only a few rows match stands out as it does among many. Filled with the
+        # rows the source has, no more: in a source of fewer (``sizes``; a new person's 40 facts), a word most of
+        # them hold (their own name) is a common word, and must not stand out as if 100 rows had been searched.
+        # The dense branch ranks every row: a short pool is a small source, with no rows missing.
+        rows_held = min((sizes or {}).get(group_source, MIN_POOL), MIN_POOL)
+        missing = 0 if branch == "dense" else max(rows_held - len(values), 0)
+        # The z-scores of so few rows are bounded by their number: sqrt(n - 1), a word one row of n holds. They are
+        # stretched to the bound of MIN_POOL rows, so that a word one row holds counts as it would among 100, and a
+        # word most of them hold stays a common one.
+        stretch = math.sqrt((MIN_POOL - 1) / (rows_held - 1)) if branch != "dense" and 1 < rows_held < MIN_POOL else 1.0
         filler = 0.0
         count = len(values) + missing
         # Float arithmetic: statistics.pstdev sums exactly in fractions, most of fusion's time.
@@ -325,10 +338,11 @@ def score_fuse(
             spread = max(spread, DENSE_SPREAD_FLOOR)
         # All equal (often: a single candidate): each is as good a match as the branch has, and a hit the branch
         # did not find counts as far below them as the worse of two candidates would (z ±1), not level with them.
-        scaled = [(score - mean) / spread if spread else 1.0 for score in values]
+        scaled = [stretch * (score - mean) / spread if spread else 1.0 for score in values]
         for (hit, _), value in zip(members, scaled, strict=True):
             z[(hit.source, hit.id, branch)] = value
-        lowest[(branch, group_source)] = ((filler if missing else min(values)) - mean) / spread if spread else -1.0
+        low = (filler if missing else min(values)) - mean
+        lowest[(branch, group_source)] = stretch * low / spread if spread else -1.0
     # The dense pool of a small source is all its rows, whose best z-scores are bounded by their number: for the
     # calibration they are stretched by how much further the best of MIN_POOL normal draws lies than the best of
     # that many (extreme values grow as sqrt(2 ln n)), so the nearest of 12 memories counts as the nearest of 100.

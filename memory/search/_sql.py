@@ -26,6 +26,8 @@ TRIGRAM_THRESHOLD = 0.5
 # the FTS branch already ranks those rows (bench/recall_scale.py: the branch was 80% of recall's time).
 TRIGRAM_CANDIDATES = 500
 IDF_SAMPLE = 10_000
+# The branch of the statement's row that tells how many rows a source holds in scope (its score; up to IDF_SAMPLE).
+ROWS = "rows"
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -140,7 +142,11 @@ def _tiered_fts_sql(source: SourceSpec, prefix: str, *, plan: BranchPlan) -> lis
 def search_statement(
     *, query: SearchQuery, sources: Sequence[SourceSpec], plans: Sequence[BranchPlan], pool: int
 ) -> tuple[str, dict] | None:
-    """The statement and its parameters: rows of (source, branch, id, rank, score); None when no branch has work."""
+    """The statement and its parameters: rows of (source, branch, id, rank, score); None when no branch has work.
+
+    With BM25, each source also has a row of branch ROWS whose score is how many rows it holds in scope, counted up
+    to IDF_SAMPLE as BM25 counts them (no further cost): fusion reads a small source's size from it.
+    """
     fts = bool(query.tsquery)
     weighted = bool(query.weighted_terms)
     ctes = ["q AS (SELECT to_tsquery('english', %(tsq)s) AS tsq)"]
@@ -172,10 +178,12 @@ def search_statement(
             if enabled:
                 table = f"{prefix}_{'fts' if branch == 'fts' else 'trgm'}"
                 selects.append(f"SELECT %(src{index})s, %(branch_{branch})s, id, rank, score::float8 FROM {table}")
+        if fts and weighted:
+            selects.append(f"SELECT %(src{index})s, %(branch_rows)s, NULL, NULL, n.total::float8 FROM {prefix}_n n")
         params[f"src{index}"] = source.name
     if not selects:
         return None
-    params.update(branch_fts="fts", branch_trigram="trigram")
+    params.update(branch_fts="fts", branch_trigram="trigram", branch_rows=ROWS)
     return "WITH " + ", ".join(ctes) + " " + " UNION ALL ".join(selects), params
 
 

@@ -221,6 +221,18 @@ def test_a_branch_found_by_few_rows_is_judged_as_among_many():
     assert alone[0].score > alone[1].score
 
 
+def test_a_word_most_of_a_small_sources_rows_hold_does_not_stand_out_and_a_rare_one_still_does():
+    # A new person's ten facts, nine of them naming the person: the name is a common word here, however few rows
+    # there were to search; a word one of the ten holds is as strong as it would be among a hundred.
+    named = [("semantic", "fts", n, n, 0.12) for n in range(1, 10)]
+    common = score_fuse(rows=named, sizes={"semantic": 10})
+    rare = score_fuse(rows=named[:1], sizes={"semantic": 10})
+
+    assert common[0].score < score_fuse(rows=named)[0].score / 2
+    assert rare[0].score == pytest.approx(score_fuse(rows=named[:1])[0].score)
+    assert common[0].score < rare[0].score / 2
+
+
 def test_rows_meaning_hardly_tells_apart_stay_close_and_a_clear_difference_still_counts():
     # A fact and the chat line it came from, as near the query as each other (a fresh install's two rows).
     close = score_fuse(rows=[("session", "dense", 1, 1, 0.863), ("semantic", "dense", 2, 2, 0.860)])

@@ -91,10 +91,30 @@ def test_without_two_vectors_there_is_nothing_to_compare(concept_embeddings):
     assert [hit.score for hit in hits] == [0.4, 0.3]
 
 
+_EVERYDAY = (
+    "Bought groceries on Tuesday",
+    "Painted the kitchen blue",
+    "Likes green tea in the morning",
+    "Reads detective novels",
+    "Moved to a new flat in spring",
+    "Plays chess with a neighbour",
+    "Learning to bake sourdough",
+    "Her brother lives in Porto",
+    "Forgot the umbrella again",
+    "Started running on Sundays",
+    "Watches old films at night",
+    "Planted tomatoes on the balcony",
+)
+
+
 def test_a_dialogues_theme_lifts_a_memory_sharing_no_word_with_it_a_question_or_meaning_alone_is_left_alone(
     concept_embeddings,
 ):
     person = PersonFactory()
+    # The hospital is a theme of this person's memories, not most of them: in a store of five, a word three of them
+    # hold would be a common one.
+    for text in _EVERYDAY:
+        SemanticMemoryFactory(person=person, content=text)
     for text in ("The hospital called about the operation", "Hospital visit, operation day", "The hospital again"):
         SemanticMemoryFactory(person=person, content=text)
     surgeon = SemanticMemoryFactory(person=person, content="The surgeon was kind")
