@@ -233,6 +233,22 @@ def test_a_word_most_of_a_small_sources_rows_hold_does_not_stand_out_and_a_rare_
     assert common[0].score < rare[0].score / 2
 
 
+def test_in_a_new_persons_few_facts_their_name_is_a_common_word():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    for thing in ("green tea", "the violin", "Lisbon", "hiking", "jazz", "sourdough", "chess", "tomatoes", "films"):
+        SemanticMemoryFactory(person=maya, content=f"Maya likes {thing}")
+    conversation = ConversationFactory(person=maya)
+    for text in ("Long day at work.", "My boss praised the whole team today!", "Dinner was nice."):
+        MessageFactory(conversation=conversation, role="user", content=text)
+
+    results = memory_recall(query="Maya boss", person=maya, branches=("fts", "trigram"))
+
+    # Every fact holds her name, one line the word asked about: a fact that only names her is far weaker.
+    assert "boss" in results[0]["snippet"]
+    named = [hit["score"] for hit in results if hit["memory_type"] == SEMANTIC]
+    assert len(named) == 9 and max(named) < results[0]["score"] / 4
+
+
 def test_rows_meaning_hardly_tells_apart_stay_close_and_a_clear_difference_still_counts():
     # A fact and the chat line it came from, as near the query as each other (a fresh install's two rows).
     close = score_fuse(rows=[("session", "dense", 1, 1, 0.863), ("semantic", "dense", 2, 2, 0.860)])
