@@ -321,12 +321,14 @@ def score_fuse(
         # rows the source has, no more: in a source of fewer (``sizes``; a new person's 40 facts), a word most of
         # them hold (their own name) is a common word, and must not stand out as if 100 rows had been searched.
         # The dense branch ranks every row: a short pool is a small source, with no rows missing.
-        rows_held = min((sizes or {}).get(group_source, MIN_POOL), MIN_POOL)
-        missing = 0 if branch == "dense" else max(rows_held - len(values), 0)
-        # The z-scores of so few rows are bounded by their number: sqrt(n - 1), a word one row of n holds. They are
-        # stretched to the bound of MIN_POOL rows, so that a word one row holds counts as it would among 100, and a
-        # word most of them hold stays a common one.
-        stretch = math.sqrt((MIN_POOL - 1) / (rows_held - 1)) if branch != "dense" and 1 < rows_held < MIN_POOL else 1.0
+        missing, stretch = 0, 1.0
+        if branch != "dense":
+            held = min((sizes or {}).get(group_source, MIN_POOL), MIN_POOL)
+            missing = max(held - len(values), 0)
+            # The z-scores of so few rows are bounded by their number: sqrt(n - 1), a word one row of n holds. They
+            # are stretched to the bound of MIN_POOL rows, so that a word one row holds counts as it would among 100,
+            # and a word most of them hold stays a common one.
+            stretch = math.sqrt((MIN_POOL - 1) / (held - 1)) if held > 1 else 1.0
         filler = 0.0
         count = len(values) + missing
         # Float arithmetic: statistics.pstdev sums exactly in fractions, most of fusion's time.
