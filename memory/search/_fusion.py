@@ -317,34 +317,37 @@ def score_fuse(
     for (branch, group_source), members in groups.items():
         values = [score for _, score in members]
         # A keyword pool shorter than MIN_POOL is filled up with what its missing candidates score: nothing (rows
-        # without the words), so that a hit only a few rows match stands out as it does among many. Filled with the
-        # rows the source has, no more: in a source of fewer (``sizes``; a new person's 40 facts), a word most of
-        # them hold (their own name) is a common word, and must not stand out as if 100 rows had been searched.
-        # The dense branch ranks every row: a short pool is a small source, with no rows missing.
-        missing, stretch = 0, 1.0
+        # without the words), so that a hit only a few rows match stands out as it does among many. A source holding
+        # fewer rows (``sizes``: a new person's 40 facts, their 5 diary blocks) stands for a pool of MIN_POOL in which
+        # a word holds the same share of the rows, one row still counting as one: a word one row holds stands out as
+        # it would among 100, and a word all of them hold (their own name) does no more than among 100 rows all
+        # holding it, where only the rows' lengths tell its scores apart. The dense branch ranks every row: a short
+        # pool is a small source, with no rows missing.
+        holders, missing = float(len(values)), 0.0
         if branch != "dense":
             held = min((sizes or {}).get(group_source, MIN_POOL), MIN_POOL)
-            missing = max(held - len(values), 0)
-            # The z-scores of so few rows are bounded by their number: sqrt(n - 1), a word one row of n holds. They
-            # are stretched to the bound of MIN_POOL rows, so that a word one row holds counts as it would among 100,
-            # and a word most of them hold stays a common one.
-            stretch = math.sqrt((MIN_POOL - 1) / (held - 1)) if held > 1 else 1.0
+            if 1 < held < MIN_POOL:
+                holders = min(1 + (len(values) - 1) * (MIN_POOL - 1) / (held - 1), MIN_POOL)
+                missing = MIN_POOL - holders
+            else:
+                missing = max(MIN_POOL - len(values), 0)
+        weight = holders / len(values)
         filler = 0.0
-        count = len(values) + missing
+        count = holders + missing
         # Float arithmetic: statistics.pstdev sums exactly in fractions, most of fusion's time.
-        mean = (math.fsum(values) + missing * filler) / count
+        mean = (weight * math.fsum(values) + missing * filler) / count
         spread = math.sqrt(
-            (math.fsum((value - mean) ** 2 for value in values) + missing * (filler - mean) ** 2) / count
+            (weight * math.fsum((value - mean) ** 2 for value in values) + missing * (filler - mean) ** 2) / count
         )
         if branch == "dense":
             spread = max(spread, DENSE_SPREAD_FLOOR)
         # All equal (often: a single candidate): each is as good a match as the branch has, and a hit the branch
         # did not find counts as far below them as the worse of two candidates would (z ±1), not level with them.
-        scaled = [stretch * (score - mean) / spread if spread else 1.0 for score in values]
+        scaled = [(score - mean) / spread if spread else 1.0 for score in values]
         for (hit, _), value in zip(members, scaled, strict=True):
             z[(hit.source, hit.id, branch)] = value
         low = (filler if missing else min(values)) - mean
-        lowest[(branch, group_source)] = stretch * low / spread if spread else -1.0
+        lowest[(branch, group_source)] = low / spread if spread else -1.0
     # The dense pool of a small source is all its rows, whose best z-scores are bounded by their number: for the
     # calibration they are stretched by how much further the best of MIN_POOL normal draws lies than the best of
     # that many (extreme values grow as sqrt(2 ln n)), so the nearest of 12 memories counts as the nearest of 100.

@@ -89,6 +89,9 @@ def test_demo_fills_vectors_recalls_by_meaning_and_puts_each_fact_before_the_lin
     ):
         first = memory_recall(query=query, person=Person.objects.get(slug=slug))[0]
         assert (first["memory_type"], first["snippet"]) == (SEMANTIC, fact)
+    # Leo's name is in most of his rows, the word asked about in one: that line comes first.
+    first = memory_recall(query="Leo 的老板是谁", person=Person.objects.get(slug="leo"))[0]
+    assert "老板" in first["snippet"]
 
 
 def test_demo_carries_on_past_a_failed_night_and_says_which_conversation_failed_and_why(settings, tmp_path, llm_stub):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 from django.urls import reverse
@@ -13,8 +13,15 @@ from memory.benchmarks._common import smalltalk_lines
 from memory.embedding import embed_backfill_run
 from memory.passive import passive_context, passive_recall
 from memory.search import score_fuse
-from memory.selectors import SEMANTIC, SESSION, _facts_first, memory_recall
-from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
+from memory.selectors import AUTOBIOGRAPHICAL, SEMANTIC, SESSION, _facts_first, memory_recall
+from tests.factories import (
+    ContentBlockFactory,
+    ConversationFactory,
+    DiaryEntryFactory,
+    MessageFactory,
+    PersonFactory,
+    SemanticMemoryFactory,
+)
 
 # A person's memories, several sharing an everyday word with small talk (thanks, cool, tomorrow, 吃). A memory
 # holding a small-talk word itself (笑得哈哈哈 for 哈哈哈, 明天要去 for 明天见, 笑 for 笑死我了) may still be
@@ -231,6 +238,43 @@ def test_a_word_most_of_a_small_sources_rows_hold_does_not_stand_out_and_a_rare_
     assert common[0].score < score_fuse(rows=named)[0].score / 2
     assert rare[0].score == pytest.approx(score_fuse(rows=named[:1])[0].score)
     assert common[0].score < rare[0].score / 2
+
+
+def test_a_word_every_row_of_a_small_source_holds_tells_them_apart_no_more_than_among_a_hundred_holding_it():
+    # A person's five diary blocks, each naming her: BM25 tells them apart by their lengths only.
+    scores = (0.050, 0.046, 0.044, 0.042, 0.040)
+    five = score_fuse(rows=[("narrative", "fts", n, n, s) for n, s in enumerate(scores, 1)], sizes={"narrative": 5})
+    hundred = score_fuse(
+        rows=[("narrative", "fts", 5 * k + n, 5 * k + n, s) for k in range(20) for n, s in enumerate(scores, 1)],
+        sizes={"narrative": 100},
+    )
+    rare = score_fuse(rows=[("narrative", "fts", 1, 1, 0.050)], sizes={"narrative": 5})
+
+    assert five[0].score == pytest.approx(hundred[0].score)
+    assert five[0].score < rare[0].score / 2
+
+
+def test_her_name_in_each_of_her_diary_blocks_does_not_lift_them_to_the_one_fact_naming_her():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    blocks = (
+        "Maya came to talk today. I learned that she is a nurse.",
+        "Maya and I talked about her exam, which she passed, and about how relieved she felt afterwards.",
+        "Maya was tired.",
+        "I worried for Maya: her night shifts were long and the week ahead looked hard for both of us.",
+        "Maya laughed at my joke.",
+    )
+    for day, text in enumerate(blocks, 1):
+        ContentBlockFactory(person=maya, content=text, parent=DiaryEntryFactory(source_day=date(2026, 11, day)))
+    SemanticMemoryFactory(person=maya, content="Maya's flat is near the river")
+    for thing in ("has a cat named Miso", "is allergic to peanuts", "plays the cello", "likes jazz", "runs on Sundays"):
+        SemanticMemoryFactory(person=maya, content=f"She {thing}")
+
+    results = memory_recall(query="Maya", person=maya, branches=("fts", "trigram"))
+
+    # Among her facts the name is a rare word, among her diary blocks a word every one holds.
+    assert results[0]["snippet"] == "Maya's flat is near the river"
+    blocks_found = [hit["score"] for hit in results if hit["memory_type"] == AUTOBIOGRAPHICAL]
+    assert len(blocks_found) == 5 and max(blocks_found) < results[0]["score"] / 2
 
 
 def test_in_a_new_persons_few_facts_their_name_is_a_common_word():
