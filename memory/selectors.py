@@ -17,9 +17,10 @@ from anima.core.config import config_get
 from anima.core.db import read_alias, replica_reads
 from anima.core.errors import AnimaError
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
+from anima.core.search_query import SearchQuery, text_without_names
 from conversations.access import Access
 from conversations.models import Language, Person
-from conversations.selectors import companion_language
+from conversations.selectors import companion_language, person_names
 from memory.models import NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
     ALL_BRANCHES,
@@ -367,7 +368,7 @@ def memory_recall(
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
         hits = hybrid_search(
-            query=search_query_build(text=query),
+            query=_keyword_query(text=query, person=person),
             sources=sources,
             limit=limit,
             text=query,
@@ -392,6 +393,23 @@ def memory_recall(
         # A fact a little further down may rise above the lines it was made from (``_facts_first``).
         results = _results(hits[: limit + RECALL_LIMIT], in_order=bool(entity))
         return [result for result in results if result["score"] >= min_score][:limit]
+
+
+def _keyword_query(*, text: str, person: Person | None) -> SearchQuery:
+    """What the keyword branches search for ``text``: its words, less the scoped person's own name.
+
+    In one person's scope every row is theirs, so their name tells no two apart, and where it stands (a line
+    addressing them, a diary block, most of their facts) it says nothing about what was asked: "What is Maya's
+    job?" is about a job. The meaning of the whole text, name and all, is still what the dense branch embeds. A
+    query with operators or quotes says exactly what it wants, and a query of nothing but the name (rows naming
+    them) keeps it.
+    """
+    built = search_query_build(text=text)
+    names = person_names(person=person) if person is not None else []
+    if built.explicit or not names:
+        return built
+    rest = search_query_build(text=text_without_names(text, names=names))
+    return built if rest.is_empty else rest
 
 
 def memory_semantic_search(

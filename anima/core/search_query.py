@@ -70,6 +70,22 @@ def search_text_plain(text: str) -> str:
     return _OPERATOR_WORD_RE.sub(lambda match: match[0].lower(), text.replace('"', " "))
 
 
+# What a Latin-script name must not run into on either side to be that name ("Leo" in 「Leo的老板」, not in "Leon").
+_NAME_EDGE = r"A-Za-z0-9\u00c0-\u024f"
+
+
+def text_without_names(text: str, *, names: Sequence[str]) -> str:
+    """``text`` with every mention of ``names`` taken out (case aside; a Latin-script name as a whole word, with
+    its possessive: "Maya's"; a Chinese one wherever it stands)."""
+    for name in sorted({name.strip() for name in names if name.strip()}, key=len, reverse=True):
+        if _CJK_RUN_RE.search(name):
+            pattern = re.escape(name)
+        else:
+            pattern = rf"(?<![{_NAME_EDGE}]){re.escape(name)}(?:['\u2019]s)?(?![{_NAME_EDGE}])"
+        text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
+    return text
+
+
 def _quote_lexeme(text: str) -> str:
     # tsquery quoting: backslash escapes, a single quote is doubled.
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anima.core.errors import AnimaError
-from anima.core.search_query import QuerySyntaxError, search_query_build, search_text_plain
+from anima.core.search_query import QuerySyntaxError, search_query_build, search_text_plain, text_without_names
 
 
 @pytest.mark.parametrize("text", ["cat AND", "cat OR", "NOT", "cat AND NOT", "AND cat", "cat AND OR dog"])
@@ -61,3 +61,26 @@ def test_a_doubled_function_character_adds_nothing():
 def test_plain_text_never_has_query_syntax(text):
     # No quotes, no operators: never a phrase or a NOT, and never refused as a malformed query.
     assert not search_query_build(text=search_text_plain(text + " AND")).explicit
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What is Maya's job?", "What is   job?"),
+        ("MAYA’s cat and maya", "  cat and  "),
+        ("Maya Silva works nights", "  works nights"),
+        ("Leo 的老板是谁", "  的老板是谁"),
+        ("Leo的老板", " 的老板"),
+        ("Leon, Leonardo and Leo", "Leon, Leonardo and  "),
+        ("小雨喜欢画画", " 喜欢画画"),
+    ],
+)
+def test_a_name_comes_out_as_a_whole_word_with_its_possessive(text, expected):
+    assert text_without_names(text, names=["Maya Silva", "Maya", "Leo", "小雨"]) == expected
+
+
+@given(st.text(max_size=200), st.text(min_size=1, max_size=20))
+def test_taking_a_name_out_of_any_text_never_raises_and_leaves_no_whole_word_of_it(text, name):
+    rest = text_without_names(text, names=[name])
+    if name.strip() and name.strip().isascii() and name.strip().isalpha():
+        assert name.strip().lower() not in rest.lower().split()

@@ -277,20 +277,52 @@ def test_her_name_in_each_of_her_diary_blocks_does_not_lift_them_to_the_one_fact
     assert len(blocks_found) == 5 and max(blocks_found) < results[0]["score"] / 2
 
 
-def test_in_a_new_persons_few_facts_their_name_is_a_common_word():
+def test_in_a_new_persons_few_facts_a_word_most_of_them_hold_is_a_common_word():
     maya = PersonFactory(slug="maya", display_name="Maya")
     for thing in ("green tea", "the violin", "Lisbon", "hiking", "jazz", "sourdough", "chess", "tomatoes", "films"):
-        SemanticMemoryFactory(person=maya, content=f"Maya likes {thing}")
+        SemanticMemoryFactory(person=maya, content=f"Her cat Miso likes {thing}")
     conversation = ConversationFactory(person=maya)
     for text in ("Long day at work.", "My boss praised the whole team today!", "Dinner was nice."):
         MessageFactory(conversation=conversation, role="user", content=text)
 
-    results = memory_recall(query="Maya boss", person=maya, branches=("fts", "trigram"))
+    results = memory_recall(query="Miso boss", person=maya, branches=("fts", "trigram"))
 
-    # Every fact holds her name, one line the word asked about: a fact that only names her is far weaker.
+    # Every fact holds the cat's name, one line the word asked about: a fact that only names the cat is far weaker.
     assert "boss" in results[0]["snippet"]
     named = [hit["score"] for hit in results if hit["memory_type"] == SEMANTIC]
     assert len(named) == 9 and max(named) < results[0]["score"] / 4
+
+
+def test_a_question_naming_the_person_finds_what_it_asks_not_every_row_naming_them():
+    maya = PersonFactory(slug="maya", display_name="Maya Silva")
+    SemanticMemoryFactory(person=maya, content="Maya is allergic to peanuts")
+    SemanticMemoryFactory(person=maya, content="Maya has a cat named Miso")
+    conversation = ConversationFactory(person=maya)
+    for text in ("Good morning, Maya!", "Sleep well, Maya.", "A colleague offered me a satay sandwich with peanuts."):
+        MessageFactory(conversation=conversation, role="assistant", content=text)
+
+    def found(query: str) -> set[str]:
+        return {hit["snippet"] for hit in memory_recall(query=query, person=maya, branches=("fts", "trigram"))}
+
+    # Every row in her scope is hers: her name tells none apart, the word asked about does.
+    asked = {"Maya is allergic to peanuts", "A colleague offered me a satay sandwich with peanuts."}
+    assert found("Is Maya's peanut allergy serious?") == asked
+    assert found("maya peanuts") == asked
+    # Her name alone still finds the rows naming her, and a quoted query is searched as written.
+    assert found("Maya") == {
+        "Maya is allergic to peanuts",
+        "Maya has a cat named Miso",
+        "Good morning, Maya!",
+        "Sleep well, Maya.",
+    }
+    assert "Good morning, Maya!" in found('"Maya" peanuts')
+    # Someone else's name is a word like any other.
+    other = PersonFactory(slug="leo", display_name="Leo")
+    SemanticMemoryFactory(person=other, content="Leo met Maya at the hospital")
+    assert found("Maya peanuts") == asked
+    assert {hit["snippet"] for hit in memory_recall(query="Maya", person=other, branches=("fts",))} == {
+        "Leo met Maya at the hospital"
+    }
 
 
 def test_rows_meaning_hardly_tells_apart_stay_close_and_a_clear_difference_still_counts():
