@@ -368,7 +368,7 @@ def memory_recall(
     # Recall reads the replica when one is configured (unless a caller pinned the primary).
     with replica_reads():
         hits = hybrid_search(
-            query=_keyword_query(text=query, person=person),
+            query=recall_keywords(text=query, person=person)[0],
             sources=sources,
             limit=limit,
             text=query,
@@ -395,21 +395,22 @@ def memory_recall(
         return [result for result in results if result["score"] >= min_score][:limit]
 
 
-def _keyword_query(*, text: str, person: Person | None) -> SearchQuery:
-    """What the keyword branches search for ``text``: its words, less the scoped person's own name.
+def recall_keywords(*, text: str, person: Person | None) -> tuple[SearchQuery, list[str]]:
+    """What recall's keyword branches search for ``text``, and the names it left out of it: the scoped person's own.
 
     In one person's scope every row is theirs, so their name tells no two apart, and where it stands (a line
     addressing them, a diary block, most of their facts) it says nothing about what was asked: "What is Maya's
     job?" is about a job. The meaning of the whole text, name and all, is still what the dense branch embeds. A
     query with operators or quotes says exactly what it wants, and a query of nothing but the name (rows naming
-    them) keeps it.
+    them) keeps it. Raises QuerySyntaxError for a malformed query.
     """
     built = search_query_build(text=text)
-    names = person_names(person=person) if person is not None else []
-    if built.explicit or not names:
-        return built
-    rest = search_query_build(text=text_without_names(text, names=names))
-    return built if rest.is_empty else rest
+    names = person_names(person=person) if person is not None and not built.explicit else []
+    left_out = [name for name in names if text_without_names(text, names=[name]) != text]
+    if not left_out:
+        return built, []
+    rest = search_query_build(text=text_without_names(text, names=left_out))
+    return (built, []) if rest.is_empty else (rest, left_out)
 
 
 def memory_semantic_search(

@@ -40,6 +40,21 @@ def test_recall_json_scoped_to_a_person():
     assert results[0]["external_id"] == mine.external_id
 
 
+def test_recall_explains_that_the_persons_own_name_was_no_keyword():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    fact = SemanticMemoryFactory(content="Maya is allergic to peanuts", person=maya)
+
+    output = _run("recall", "Is Maya allergic?", "--person", "maya", "--explain")
+    payload = json.loads(_run("recall", "Is Maya allergic?", "--person", "maya", "--explain", "--json"))
+
+    assert "keywords: without Maya, the person's own name" in output
+    assert f"[semantic #{fact.pk}]" in output
+    assert payload["keywords_without"] == ["Maya"]
+    # Nothing left out where the query does not name them, or names someone else's scope.
+    assert "keywords:" not in _run("recall", "peanuts", "--person", "maya", "--explain")
+    assert "keywords:" not in _run("recall", "Is Maya allergic?", "--explain")
+
+
 def test_recall_unknown_person_is_a_clear_error():
     with pytest.raises(CommandError, match="unknown person 'nobody'"):
         _run("recall", "tea", "--person", "nobody")

@@ -9,7 +9,7 @@ from anima.core.calendar import moment_parse
 from anima.core.commands import date_arg
 from conversations.models import Person
 from memory.search import QuerySyntaxError, SearchTimeout, dense_status
-from memory.selectors import MEMORY_TYPES, memory_recall
+from memory.selectors import MEMORY_TYPES, memory_recall, recall_keywords
 
 BATCH_FIELDS = (
     "memory_type",
@@ -64,12 +64,13 @@ class Command(BaseCommand):
             return
         if not options["query"] and not options["entity"]:
             raise CommandError("give a QUERY, --entity NAME or --batch FILE.jsonl")
+        person = _person(options["person"])
         try:
             results = memory_recall(
                 query=options["query"] or "",
                 memory_types=_types(options["types"]),
                 limit=options["limit"],
-                person=_person(options["person"]),
+                person=person,
                 since=options["since"],
                 until=options["until"],
                 channel=options["channel"],
@@ -79,14 +80,20 @@ class Command(BaseCommand):
             )
         except (ValueError, SearchTimeout) as exc:
             raise CommandError(str(exc)) from exc
+        # The person's own name is no keyword in their scope: --explain says so when the query held it.
+        left_out = recall_keywords(text=options["query"] or "", person=person)[1] if options["explain"] else []
         if options["json"]:
             payload: dict[str, Any] = {"results": [_shape(r, explain=options["explain"]) for r in results]}
             if options["explain"]:
                 payload["dense"] = _dense_text()
+                payload["keywords_without"] = left_out
             self.stdout.write(json.dumps(payload, ensure_ascii=False))
             return
         if options["explain"]:
             self.stdout.write(f"dense: {_dense_text()}")
+            if left_out:
+                names = ", ".join(left_out)
+                self.stdout.write(f"keywords: without {names}, the person's own name (the dense branch reads it)")
         if not results:
             self.stdout.write("no matches")
         for number, result in enumerate(results, start=1):
