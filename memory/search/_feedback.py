@@ -9,10 +9,10 @@ hit further from them loses, so the scores stay calibrated (of MADial's hits sco
 and 83 % after; 0.3-0.4, 52 % and 56 %). On MADial, whose queries are dialogues, R@10 rose 71.9 -> 73.9 (zh) and
 70.0 -> 71.5 (en) with e5 alone in the dense branch: the memories judged related to the one a dialogue recalls share
 its theme, not its words. On the local models' joint vectors, whose dense branch finds more of that theme itself, it
-moves R@10 by less than the dev sets' standard error (+0.2 +- 1.1 zh, -0.5 +- 1.5 en; docs/benchmarks.md) and
+moves R@10 by less than the dev sets' standard error either way (docs/benchmarks.md, Fusion methods) and
 passive recall by a few tenths; it is kept for a dense branch as weak as e5 alone was (an ``openai`` provider's
 model may be), where it gained. A one-line question is left as it is: what its first hits share is often the lines
-around its answer, not more answers (feedback on every query lost 2.2 +- 0.5 points of R@10 on LoCoMo's questions
+around its answer, not more answers (feedback on every query lost about 2 points of R@10 on LoCoMo's questions
 1-4, ``bench/recall/fusion_methods.py``).
 """
 
