@@ -189,7 +189,7 @@ def test_recall_explain_shows_each_branch_and_says_when_dense_is_off(concept_emb
     off = json.loads(capsys.readouterr().out)
 
     assert "dense: on (concept-stub, 5 dimensions)" in on and "dense #1" in on
-    assert off == {"results": [], "dense": "unavailable: ANIMA_EMBEDDINGS=off; keyword-only"}
+    assert off == {"results": [], "dense": "unavailable: ANIMA_EMBEDDINGS=off; keyword-only", "keywords_without": []}
 
 
 @pytest.mark.local_embeddings
