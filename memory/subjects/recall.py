@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from anima.core.errors import AnimaError
 from anima.core.models import MemoryStatus
 from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, relation_covers, relation_word_read, relation_words
+from anima.core.search_query import text_without_names
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
 from memory.models import Subject, SubjectKind, SubjectMention
@@ -198,12 +199,8 @@ def subject_items(
 def _asked_about(*, subject: Subject, facts: Sequence[int], query: str) -> dict[int, int]:
     """Rank of each of ``facts`` that a word of ``query`` other than the subject's names and relation words matches
     (keyword branches): "小雨怕什么" asks 「怕」 of 小雨, whom every one of her facts names or calls 「女儿」."""
-    rest = query
-    for word in sorted({subject.name, *subject.aliases, *relation_words(subject.relation)}, key=len, reverse=True):
-        if len(word) < 2:
-            continue
-        pattern = rf"(?<![\w]){re.escape(word)}(?:['’]s)?(?![\w])" if word.isascii() else re.escape(word)
-        rest = re.sub(pattern, " ", rest, flags=re.I)
+    words = {subject.name, *subject.aliases, *relation_words(subject.relation)}
+    rest = text_without_names(query, names=[word for word in words if len(word) >= 2])
     if not facts or not rest.strip() or rest.strip() == query.strip():
         return {}
     ids = ",".join(str(int(pk)) for pk in facts)
