@@ -246,11 +246,3 @@ def conversation_language(*, conversation: Conversation, pending: str = "") -> s
         )
         found = _language_of(theirs)
     return found or _language_of([conversation.title]) or companion_language()
-
-
-def person_names(*, person: Person) -> list[str]:
-    """What a person is called in text: their display name and, for one of several words, its first (the name
-    they go by in a chat: "Maya" of "Maya Silva")."""
-    name = person.display_name.strip()
-    first = name.split()[0] if name else ""
-    return [part for part in dict.fromkeys((name, first)) if len(part) > 1]

@@ -20,7 +20,7 @@ from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from anima.core.search_query import SearchQuery, text_without_names
 from conversations.access import Access
 from conversations.models import Language, Person
-from conversations.selectors import companion_language, person_names
+from conversations.selectors import companion_language
 from memory.models import NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from memory.search import (
     ALL_BRANCHES,
@@ -33,6 +33,7 @@ from memory.search import (
     message_source,
     search_query_build,
 )
+from temporal.selectors import person_names
 
 logger = logging.getLogger(__name__)
 
@@ -405,8 +406,14 @@ def recall_keywords(*, text: str, person: Person | None) -> tuple[SearchQuery, l
     them) keeps it. Raises QuerySyntaxError for a malformed query.
     """
     built = search_query_build(text=text)
-    names = person_names(person=person) if person is not None and not built.explicit else []
-    left_out = [name for name in names if text_without_names(text, names=[name]) != text]
+    names: dict[str, str] = {}  # one spelling a name, case aside ("maya" the slug, "Maya" the label)
+    if person is not None and not built.explicit:
+        for name in person_names(person=person):
+            # A name of several words also by its first: "Maya" of "Maya Silva", as a chat calls her.
+            for spelling in (name, name.split()[0]):
+                if len(spelling) > 1:
+                    names.setdefault(spelling.casefold(), spelling)
+    left_out = [name for name in names.values() if text_without_names(text, names=[name]) != text]
     if not left_out:
         return built, []
     rest = search_query_build(text=text_without_names(text, names=left_out))

@@ -53,11 +53,17 @@ def person_label(person: Person | None) -> str:
     return person.slug.replace("-", " ").title()
 
 
-def _name_pattern(person: Person) -> re.Pattern:
-    """A person's names (label, display name, slug) as whole words, capitalised as prose writes a name (so the
-    name "Will" is not the word "will"); a Chinese name wherever it stands."""
+def person_names(*, person: Person) -> tuple[str, ...]:
+    """What a person is called in text, longest first: their label (as summaries and facts name them), display
+    name and slug read as a name."""
     names = {n for n in (person_label(person), person.display_name, person.slug.replace("-", " ").title()) if n}
-    return _names_pattern(tuple(sorted(names, key=len, reverse=True)))
+    return tuple(sorted(names, key=lambda name: (-len(name), name)))
+
+
+def _name_pattern(person: Person) -> re.Pattern:
+    """A person's names (``person_names``) as whole words, capitalised as prose writes a name (so the name "Will" is
+    not the word "will"); a Chinese name wherever it stands."""
+    return _names_pattern(person_names(person=person))
 
 
 # A night checks every fact and summary section against everyone's names: each set is compiled once.

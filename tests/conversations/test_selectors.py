@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from anima.core.search_query import QuerySyntaxError
 from conversations.models import Role
-from conversations.selectors import history_search, message_latest_user, person_names
+from conversations.selectors import history_search, message_latest_user
 from tests.factories import ConversationFactory, HistoryEntryFactory, MessageFactory, PersonFactory
 
 DAY = dt.datetime(2026, 10, 3, 12, 0, tzinfo=dt.UTC)
@@ -98,17 +98,3 @@ def test_the_latest_user_message_is_the_newest_users_the_later_stored_on_a_tie()
     MessageFactory(conversation=other, role=Role.USER, content="elsewhere", created_at=DAY + dt.timedelta(2))
 
     assert message_latest_user(conversation=conversation) == tied
-
-
-@pytest.mark.parametrize(
-    ("display_name", "names"),
-    [
-        ("Maya Silva", ["Maya Silva", "Maya"]),
-        ("Leo", ["Leo"]),
-        ("王小雨", ["王小雨"]),
-        ("", []),
-        ("J. Smith", ["J. Smith", "J."]),
-    ],
-)
-def test_a_person_is_called_by_their_display_name_and_its_first_word(display_name, names):
-    assert person_names(person=PersonFactory.build(display_name=display_name)) == names

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import Platform, Role
-from temporal.selectors import day_conversation_ids, day_conversations
-from tests.factories import ConversationFactory, MessageFactory
+from temporal.selectors import day_conversation_ids, day_conversations, person_names
+from tests.factories import ConversationFactory, MessageFactory, PersonFactory
 
 DAY = dt.date(2026, 11, 26)
 
@@ -37,3 +38,17 @@ def test_the_days_conversation_ids_are_those_light_sleep_would_read_in_one_query
     assert ids == sorted([cut.pk, short.pk, exact.pk]) and len(queries) == 1
     uncut = [item.conversation.pk for item in day_conversations(day=DAY)]
     assert day_conversation_ids(day=DAY) == uncut == sorted([cut.pk, short.pk, exact.pk, too_long.pk])
+
+
+@pytest.mark.parametrize(
+    ("slug", "display_name", "names"),
+    [
+        ("maya", "Maya Silva", ("Maya Silva", "Maya")),
+        # An imported person's display name is often their slug: summaries and facts call them by it read as a name.
+        ("maya-silva", "maya-silva", ("Maya Silva", "maya-silva")),
+        ("leo", "leo", ("Leo", "leo")),
+        ("xiaoyu", "王小雨", ("Xiaoyu", "王小雨")),
+    ],
+)
+def test_a_person_is_called_by_their_label_display_name_and_slug_longest_first(slug, display_name, names):
+    assert person_names(person=PersonFactory.build(slug=slug, display_name=display_name)) == names
