@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterable
 from datetime import date
 
-import jieba
-
+from anima.core.segmentation import jieba_get
 from anima.core.text import FUNCTION_WORDS, clip, normalized
 from conversations.models import Person
 from memory.citations import cited_foreign
@@ -38,7 +37,7 @@ def text_units(text: str) -> set[str]:
     -s dropped) and the character pairs of its Chinese runs, without filler words."""
     units: set[str] = set()
     for run in _CJK_RUN.findall(text):
-        kept = "".join(word for word in jieba.cut(run) if word not in _FILLER)
+        kept = "".join(word for word in jieba_get().cut(run) if word not in _FILLER)
         if len(kept) == 1:
             units.add(kept)
         else:

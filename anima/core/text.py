@@ -179,6 +179,10 @@ def text_keywords(text: str, *, count: int, script: str = "") -> list[str]:
 
     ``script`` "cjk" or "latin" keeps only words of that script.
     """
+    # Through jieba_get, which quiets jieba's log before its dictionary loads (segmentation imports this module).
+    from anima.core.segmentation import jieba_get
+
+    jieba_get()
     import jieba.analyse
 
     words = []

@@ -6,10 +6,9 @@ import random
 import re
 from dataclasses import dataclass
 
-import jieba
-
 from anima.core.llm.offline import offline_handler
 from anima.core.relations import ZH_RELATIONS
+from anima.core.segmentation import jieba_get
 from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords, third_person_en, third_person_zh
 from sleep import slots
 from sleep.offline._shared import bigrams
@@ -380,7 +379,7 @@ _ZH_DEGREE = frozenset(_ZH_INTENSIFIERS) | frozenset("太 那么 这么 怎么 �
 
 
 def _zh_negated(before: str) -> bool:
-    words = [word for word in jieba.lcut(before) if word.strip()]
+    words = [word for word in jieba_get().lcut(before) if word.strip()]
     while words and words[-1] in _ZH_DEGREE:
         words.pop()
     return bool(words) and words[-1] in _ZH_NEGATIONS

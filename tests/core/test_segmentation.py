@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 
@@ -86,6 +87,23 @@ def test_loading_with_tags_leaves_nothing_for_a_first_request_to_load():
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert loaded.stdout.split() == ["True", "True", "True"]
+
+
+@pytest.mark.parametrize(
+    "first_use",
+    [
+        "from sleep.checks import text_units; text_units('小雨喜欢徒步')",
+        "from sleep.offline.light import _zh_negated; _zh_negated('我不太')",
+        "from anima.core.text import text_keywords; text_keywords('小雨喜欢徒步和爬山', count=2)",
+        "from anima.core.segmentation import segment_text; segment_text('小雨喜欢徒步')",
+    ],
+)
+def test_whichever_code_segments_first_loads_jieba_without_printing(first_use):
+    # A fresh interpreter, as a command is: jieba logs its dictionary loading to stderr at DEBUG unless quieted.
+    probe = f"import django; django.setup(); {first_use}"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "anima.settings"}
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert "dict" not in ran.stderr and "jieba" not in ran.stderr, ran.stderr
 
 
 def test_long_words_also_index_their_parts():
