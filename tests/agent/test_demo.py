@@ -16,6 +16,7 @@ from memory.models import LimbicBlock
 from memory.selectors import SEMANTIC, memory_recall
 from sleep.models import PipelineRun
 from sleep.testing import offline_responder, sleep_purpose
+from temporal.selectors import persons_named
 
 
 def _demo() -> str:
@@ -58,9 +59,20 @@ def test_demo_imports_the_bilingual_sample_and_is_safe_to_re_run(settings, tmp_p
         "conversations.jsonl: 11 lines read, stored nothing new; left out 1 empty conversation the nightly cleanup"
         " deleted\n" in second
     )
-    assert "memories.jsonl: 16 lines read, stored nothing new\n" in second
+    assert "memories.jsonl: 17 lines read, stored nothing new\n" in second
     assert "deleted=1" not in second and "deleted=0" in second
     assert _section(second, "retired facts") == retired
+
+
+def test_the_samples_global_memories_name_nobody(demo_sample):
+    # A global memory is in everyone's recall and prompts: what the sample says about Leo or Maya is theirs.
+    persons = list(Person.objects.all())
+    assert {person.slug for person in persons} >= {"leo", "maya"}
+    shared = Entity.objects.filter(person__isnull=True).exclude(content="")
+    assert shared.exists()
+    assert {row.content: persons_named(row.content, persons=persons) for row in shared} == {
+        row.content: [] for row in shared
+    }
 
 
 def _section(output: str, heading: str) -> list[str]:
