@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 from anima.core.relations import EN_RELATIONS
 from sleep.slots._slot import SELF, Slot
-from sleep.slots._values import EN_COUNT, EN_HAVE, EN_NUMBER_WORDS, head_value, number_value, value_normalized
+from sleep.slots._values import (
+    EN_ACQUIRED,
+    EN_COUNT,
+    EN_HAVE,
+    EN_NUMBER_WORDS,
+    head_value,
+    number_value,
+    value_normalized,
+)
 
 # ---------------------------------------------------------------- English grammar
 
@@ -179,7 +187,11 @@ def activity_key(text: str) -> str:
 _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
     (attribute, re.compile(pattern, re.I))
     for attribute, pattern in (
-        ("name", r"^(?:name is|'s name is|am called|'m called|go by|call me)\s+(?P<value>[A-Z][\w-]+)"),
+        (
+            "name",
+            r"^(?:name is|'s name is|am called|'m called|is called|'s called|is named|'s named|go by|goes by|"
+            r"call me)\s+(?P<value>[A-Z][\w-]+)",
+        ),
         ("email", r"^(?:e-?mail(?: address)?|email)(?:'s| is|:)\s*(?:now\s+)?(?P<value>\S+@\S+?)[.,]?(?:\s|$)"),
         ("phone", r"^(?:phone(?: number)?|number|mobile|cell)(?:'s| is|:)\s*(?P<value>[+\d][\d\s()-]{5,})"),
         ("birthday", r"^birthday(?:'s| is)\s+(?:on\s+)?(?P<value>[^,.;!?]+)"),
@@ -213,7 +225,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "workplace",
             r"^(?:now\s+|currently\s+|still\s+)?(?:work|works|working|am working|'m working)\s+"
-            r"(?:from home\s+)?(?:at|for|in)\s+(?P<value>[^,.;!?]+)",
+            r"(?:(?:from home|remotely|part[- ]time|full[- ]time|freelance|nights|weekends|"
+            r"(?:night |day |early |late )?shifts)\s+)?(?:at|for|in)\s+(?P<value>[^,.;!?]+)",
         ),
         (
             "job",
@@ -315,7 +328,7 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "has",
-            rf"^{EN_HAVE}\s+(?P<value>{EN_COUNT}\s+[^,.;!?]+)",
+            rf"^(?:{EN_HAVE}|{EN_ACQUIRED})\s+(?P<value>{EN_COUNT}\s+[^,.;!?]+)",
         ),
         ("passed", r"^(?:passed away|died)\b(?P<value>[^,.;!?]*)"),
         (
@@ -480,6 +493,8 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             count = re.match(rf"({EN_COUNT})\b", what)
             if named and len(en_names(raw[named.start() :])) < 2:  # "two cats named Miso and Tofu" is a count
                 return Reading(Slot(relation, named.group(1).casefold(), "exists", "", "+"))
+            if re.match(EN_ACQUIRED, match.group(0), re.I):
+                return None  # "adopted a dog" adds one; how many there are now, it does not say
             counted = "1" if not count or count.group(1) in {"a", "an"} else number_value(count.group(1))
             return Reading(Slot(SELF, "", f"count:{relation}", "", counted))
         elif attribute == "passed":

@@ -28,6 +28,12 @@ EN_NUMBER_WORDS = rf"(?:(?:{'|'.join(_EN_TENS)})(?:[- ](?:{'|'.join(_EN_UNITS[1:
 # How many of a thing someone has ("a", "seven", "12"), and the verbs that say they have it.
 EN_COUNT = rf"(?:an?|{EN_NUMBER_WORDS}|\d+)"
 EN_HAVE = r"(?:have|has|'ve got|have got|has got|own|owns)"
+# A pet or relative newly had: "just adopted a puppy called Max", "we got a cat named Luna".
+# "Have got" is having ("I've got two cats"), and "got" alone, getting.
+EN_ACQUIRED = (
+    r"(?:(?:just|finally|recently)\s+)?(?:got|adopted|rescued|"
+    r"(?:have|'ve|has|'s)\s+(?:(?:just|finally|recently)\s+)?(?:gotten|adopted|rescued))"
+)
 
 
 def _en_number(text: str) -> int | None:

@@ -39,6 +39,27 @@ def test_disclosures_name_the_person_and_resolve_or_drop_pronouns(said, expected
     assert [content for _, content, _ in facts_read(said, name=_name(said))] == expected
 
 
+@pytest.mark.parametrize(
+    ("said", "slot"),
+    [
+        ("My dog is called Rex.", Slot("dog", "rex", "name", "", "rex")),
+        ("Our cat's called Miso.", Slot("cat", "miso", "name", "", "miso")),
+        ("My sister is named Anna.", Slot("sister", "anna", "name", "", "anna")),
+        ("My son goes by Jay these days.", Slot("son", "jay", "name", "", "jay")),
+        ("The film is called Dune.", None),  # what is called so is no one the person has
+        ("My project is called Atlas.", None),
+        ("I adopted a dog named Biscuit.", Slot("dog", "biscuit", "exists", "", "+")),
+        ("We just got a kitten called Luna.", Slot("cat", "luna", "exists", "", "+")),
+        ("We finally adopted a dog!", None),  # one more dog: how many there are now, it does not say
+        ("I got a dog bed.", None),
+        ("I work night shifts at the town hospital.", Slot("self", "", "workplace", "", "town hospital")),
+        ("I work part-time at a bakery.", Slot("self", "", "workplace", "", "bakery")),
+    ],
+)
+def test_a_name_a_pet_just_had_and_a_workplace_are_read_however_they_are_said(said, slot):
+    assert slot_read(said, name="Sam") == slot
+
+
 def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
     hint = ("sister", "Mia")
     assert en_read("she is 30 years old", subject_hint=hint).slot == Slot("sister", "mia", "age", "", "30")
