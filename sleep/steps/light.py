@@ -55,6 +55,8 @@ LIMBIC_KINDS = ["conversation_mood", "turning_point", "spike"]
 SIGNIFICANCE = ["normal", "milestone", "turning_point"]
 # Every row light sleep writes has an external id "ls:<day>:<conversation id>:<stage>:<content key>".
 LIGHT_SLEEP_ID_PREFIX = "ls:"
+# Why a conversation was not consolidated: nobody known is behind it.
+UNKNOWN_HUMAN = "unknown_human"
 # How far back a run looks for messages stored after their day was slept (imports, delayed clients), and
 # for conversation-days whose light sleep failed.
 LATE_LOOKBACK = timedelta(days=7)
@@ -217,6 +219,10 @@ def light_sleep_join(ctx: StepContext, conversations: list[dict]) -> dict:
     output: dict = {"day": ctx.day.isoformat(), "conversations": conversations}
     if not conversations:
         output["skipped_reason"] = "no_conversations"
+    # Listed apart, so that the night's one-line summary says how many waited for a known human.
+    unknown = [report["conversation_id"] for report in conversations if report.get("skipped_reason") == UNKNOWN_HUMAN]
+    if unknown:
+        output[UNKNOWN_HUMAN] = unknown
     retried = [light_sleep_conversation(replace(ctx, day=day), pk) for day, pk in _failed_before(ctx.day)]
     if retried:
         output["retried"] = retried
@@ -243,6 +249,10 @@ def _consolidate(ctx: StepContext, item: DayConversation, *, late: bool, config:
         "messages": len(item.messages),
         "truncated": item.truncated,
     }
+    if item.person is None:
+        # Nobody known said it (no person, no account mapped): what it taught would be person-less, and a
+        # person-less memory is in everyone's recall and prompts. Map the account, then sleep the day again.
+        return {**report, "skipped_reason": UNKNOWN_HUMAN}
     stage = "semantic"
     try:
         diary = diary_entries_ensure(days=[ctx.day])[ctx.day]

@@ -107,6 +107,30 @@ def test_facts_of_a_conversation_reached_through_a_mapped_account_are_the_person
     assert not facts.filter(person__isnull=True).exists()  # never a person-less fact everyone would see
 
 
+def test_an_unknown_humans_conversation_teaches_nothing_until_its_account_is_mapped(leo):
+    said = "My email is zed@example.org and I live in Oslo. I feel so anxious about my visa."
+    conversation = _talk(None, [(Role.USER, said), (Role.ASSISTANT, "Noted!")])
+    conversation.chat_id = "visitor-7"
+    conversation.save(update_fields=["chat_id"])
+
+    output = light_sleep(_ctx())
+
+    # Person-less memories would be in everyone's recall and prompts: none of its facts, feelings or narratives.
+    [report] = output["conversations"]
+    assert report["conversation_id"] == conversation.pk and report["skipped_reason"] == "unknown_human"
+    assert output["unknown_human"] == [conversation.pk]
+    assert not SemanticMemory.objects.exists() and not ContentBlock.objects.filter(person__isnull=True).exists()
+    assert not LightSleepWatermark.objects.filter(conversation=conversation).exists()
+
+    IdentityFactory(person=leo, channel=conversation.channel_name, external_id="visitor-7")
+    light_sleep(_ctx())
+
+    facts = SemanticMemory.objects.filter(source_conversation=conversation)
+    assert {"Leo's email is zed@example.org", "Leo lives in Oslo"} <= set(facts.values_list("content", flat=True))
+    assert set(facts.values_list("person", flat=True)) == {leo.pk}
+    assert LimbicBlock.objects.filter(source_conversation=conversation, person=leo).exists()
+
+
 def test_scripted_light_sleep_asks_for_the_conversations_language_and_stores_answers_verbatim(leo):
     _talk(leo, [(Role.USER, "我住在杭州。"), (Role.ASSISTANT, "记住了。")])
     answers = _quiet_answers(
