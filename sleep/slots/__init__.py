@@ -64,8 +64,12 @@ def slot_read(text: str, *, name: str = "") -> Slot | None:
     """The slot a stored fact fills, read with the person's ``name`` standing for the first person."""
     reader = zh_read if chinese(text) else en_read
     first = re.split(r"(?<=[。！？!?；;])|(?<=\.)\s+|[，,](?=\s*(?:and|but|so)\b)", text.strip())[0]
-    reading = reader(first, name=name)
-    return reading.slot if reading else None
+    # A fact with a detail after a comma (「……是一名小学老师，教语文」) fills the slot its first clause reads to.
+    for clause in dict.fromkeys((first, re.split(r"[，,]", first)[0])):
+        reading = reader(clause, name=name)
+        if reading:
+            return reading.slot
+    return None
 
 
 SLOT_RULE = (

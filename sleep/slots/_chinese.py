@@ -226,7 +226,11 @@ def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
     own = f"|{re.escape(name)}(?:他们|家)?" if name else ""
     household = f"(?:我们|咱们|咱|我{own})?(?:全家人?|一家(?:[三四五六七]口)?人?|一家子)|我和家人|我跟家人"
     selves = f"{household}|我们家|咱们家|咱家|我家|我们|咱们|我{own}"
-    match = re.match(rf"^(?:{selves})\s*(?:的)?\s*(?P<rel>{_ZH_REL}|{_ZH_PET_WORDS})(?P<rest>.*)$", clause)
+    # 「大女儿」, 「小儿子」: which of them, then the relation
+    match = re.match(
+        rf"^(?:{selves})\s*(?:的)?\s*(?:[大小二三](?={_ZH_REL}))?(?P<rel>{_ZH_REL}|{_ZH_PET_WORDS})(?P<rest>.*)$",
+        clause,
+    )
     if match:
         rel = match.group("rel")
         relation = ZH_RELATIONS.get(rel) or ("dog_or_cat:" + rel)
@@ -341,8 +345,10 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     if not clause or _ZH_HEDGE.search(clause):
         return None
     clause = _ZH_TIME_LEAD.sub("", clause)
+    me = f"我|{re.escape(name)}" if name else "我"  # a fact says it of the person by name
     restricted = re.match(
-        r"^(?:医生|大夫)(?:不让|不许|叫我别|让我别|让我少|叫我少|要我少|要我别)我?(吃|喝|碰)太?(.{1,8})$", clause
+        rf"^(?:医生|大夫)(?:不让|不许|叫我别|让我别|让我少|叫我少|要我少|要我别)(?:{me})?(吃|喝|碰)太?(.{{1,8}})$",
+        clause,
     )
     if restricted:
         return Reading(Slot(SELF, "", "diet", "不" + restricted.group(1) + _zh_thing(restricted.group(2)), "+"))

@@ -296,11 +296,14 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"(?P<verb>hate|hates|dislike|dislikes|can't stand|cannot stand|can't bear|detest|loathe|"
             r"don't like|do not like|doesn't like|don't really like|don't enjoy|don't care for|"
             r"am not a fan of|'m not a fan of|'m not into|am not into|'m not a|am not a|"
+            # The same said of someone ("Ben is not into sushi anymore"), as a fact reads it back.
+            r"is not a fan of|isn't a fan of|'s not a fan of|is not into|isn't into|'s not into|"
             r"no longer like|no longer love|no longer enjoy)\s+(?P<value>[^,.;!?]+)",
         ),
         (
             "stopped",
-            r"^(?:am no longer|'m no longer|no longer|quit|stopped|gave up|have quit|'ve quit|'ve stopped|"
+            r"^(?:am no longer|'m no longer|is no longer|'s no longer|no longer|quit|quits|stopped|gave up|"
+            r"have quit|'ve quit|has quit|'ve stopped|has stopped|"
             r"have stopped)\s+(?P<value>[^,.;!?]+?)(?:\s+any\s*more|\s+anymore)?$",
         ),
         (
@@ -318,7 +321,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
         (
             "learning",
-            r"^(?:'ve been|have been|am|'m)\s+(?:learning|studying|taking lessons in|practi[cs]ing)\s+"
+            r"^(?:'ve been|have been|has been|'s been|am|'m|is|'s)\s+(?:learning|studying|taking lessons in|"
+            r"practi[cs]ing)\s+"
             r"(?P<value>[^,.;!?]+)",
         ),
         (
@@ -544,7 +548,8 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     inverted = _en_favourite_first(clause, name=name)
     if inverted:
         clause = inverted
-    restricted = _EN_OBJECT_FIRST.match(clause)
+    # A fact says it of the person by name ("Peanuts are a no-go for Nina"), as they said it of "me".
+    restricted = _EN_OBJECT_FIRST.match(re.sub(rf"\bfor {re.escape(name)}$", "for me", clause) if name else clause)
     if restricted:
         thing = _en_thing(restricted.group("value") or restricted.group("value2"))
         return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"))

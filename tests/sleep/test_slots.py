@@ -60,6 +60,40 @@ def test_a_name_a_pet_just_had_and_a_workplace_are_read_however_they_are_said(sa
     assert slot_read(said, name="Sam") == slot
 
 
+@pytest.mark.parametrize(
+    ("said", "name"),
+    [
+        ("Peanuts are a no-go for me, severe allergy.", "Nina"),
+        ("I've been learning Spanish on Duolingo every evening.", "Raj"),
+        ("I'm no longer training for the marathon, my knee gave out.", "Dan"),
+        ("I'm not into sushi anymore, weirdly.", "Ben"),
+        ("My dog is called Rex.", "Sam"),
+        ("We just adopted a puppy called Max.", "Sam"),
+        ("I work night shifts at the town hospital.", "Sam"),
+        ("我是一名小学老师，教语文。", "阿晨"),
+        ("我有两个女儿，大的叫郭芳，小的叫郭婷。", "老郭"),
+        ("我血压高，医生不让我吃太咸。", "老郭"),
+        ("我不开出租车了，现在给一家公司开班车。", "老郭"),
+        ("我老公不做厨师了，开了个小饭馆。", "芳芳"),
+        ("我现在三十三了。", "芳芳"),
+    ],
+)
+def test_every_fact_the_offline_mind_writes_reads_back_to_its_slot(said, name):
+    # Deep sleep retires or merges a fact only by the slot its own text reads to: a fact that does not read back
+    # never gives way to the change that replaces it, and both stay.
+    facts = [(content, slot) for _, content, slot in facts_read(said, name=name) if slot is not None]
+    assert facts
+    for content, slot in facts:
+        back = slot_read(content, name=name)
+        assert back is not None, content
+        assert (back.subject, back.attribute, back.key, back.value) == (
+            slot.subject,
+            slot.attribute,
+            slot.key,
+            slot.value,
+        ), content
+
+
 def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
     hint = ("sister", "Mia")
     assert en_read("she is 30 years old", subject_hint=hint).slot == Slot("sister", "mia", "age", "", "30")

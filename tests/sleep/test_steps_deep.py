@@ -123,6 +123,33 @@ def test_a_change_over_time_expires_the_older_preference_as_a_change(leo):
     assert [c["kind"] for c in output["rounds"][0]["changes"]] == ["change"]
 
 
+@pytest.mark.parametrize(
+    ("before", "said", "gone"),
+    [
+        ("Leo 今年三十二岁", "我现在三十三了。", "三十二"),
+        ("Leo loves sushi more than anything", "I'm not into sushi anymore, weirdly.", "loves sushi"),
+        ("Leo is training for the marathon", "I'm no longer training for the marathon.", "is training"),
+    ],
+)
+def test_a_change_told_in_chat_retires_the_older_fact_offline(leo, before, said, gone):
+    # The fact light sleep writes must read back to its slot: deep sleep retires by what a fact's own text says.
+    old = _memory(leo, before, observed="2026-10-01T10:00:00+08:00", source_day=dt.date(2026, 10, 1))
+    conversation = ConversationFactory(person=leo)
+    MessageFactory(
+        conversation=conversation,
+        role=Role.USER,
+        content=said,
+        created_at=timezone.make_aware(dt.datetime(2026, 11, 26, 21, 0)),
+    )
+
+    light_sleep(_ctx())
+    deep_sleep(_ctx())
+
+    assert _status(old) == MemoryStatus.EXPIRED
+    active = SemanticMemory.objects.filter(person=leo, status=MemoryStatus.ACTIVE).values_list("content", flat=True)
+    assert active and not any(gone in content for content in active)
+
+
 def test_merge_keeps_every_source_restorable_and_unions_provenance(leo, maya):
     first = _memory(maya, "Maya is allergic to peanuts", observed="2026-10-05T18:24:00+08:00")
     second = SemanticMemoryFactory(
