@@ -11,3 +11,4 @@ class SleepConfig(AppConfig):
         from sleep.metrics import sleep_metric_families
 
         scrape_collector_register(name="sleep", collect=sleep_metric_families)
+        from sleep import system_checks  # noqa: F401 (registers the system checks)
