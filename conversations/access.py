@@ -119,6 +119,10 @@ class Access:
         if person is None:
             if not self.is_operator:
                 raise AccessDenied(f"{what} without a person is global: operator scope only; this is {self.binding}")
+            if self.person_ids is not None:
+                # Narrowed to a person, or to a conversation whose human is unknown: it acts for those it reaches,
+                # and a global row is everyone's (a stranger's e-mail remembered globally reaches every prompt).
+                raise AccessDenied(f"{what} without a person is global: beyond {self.binding}")
             return
         self.person_for(person)
 

@@ -214,6 +214,21 @@ def test_remember_tool_dedupes_and_api_executes_it():
     assert SemanticMemory.objects.count() == 1
 
 
+def test_remembering_in_an_unknown_humans_conversation_stores_nothing_everyone_would_see():
+    stranger = ConversationFactory(person=None, chat_id="visitor-7", external_id="web-visitor-7")
+    client = operator_client()
+
+    told = client.post(
+        "/api/tools/memory_remember/",
+        {"content": "The user's email is zed@example.org"},
+        format="json",
+        headers={"X-Anima-Conversation": stranger.external_id},
+    )
+
+    assert told.status_code == 403 and "global" in str(told.json())
+    assert not SemanticMemory.objects.exists()
+
+
 def test_registry_names_are_unique():
     assert len({tool.name for tool in TOOLS}) == len(TOOLS)
 

@@ -119,6 +119,18 @@ def test_person_scope_writes_its_own_rows_only_and_never_global_ones():
         access.write_check(PersonFactory(slug="maya"), what="a memory")
 
 
+def test_an_operator_narrowed_to_a_person_or_an_unknown_humans_conversation_writes_nothing_global():
+    leo = PersonFactory(slug="leo")
+    stranger = ConversationFactory(person=None, chat_id="visitor-7")
+    operator = access_for_user(UserFactory(is_staff=True))
+
+    operator.write_check(None, what="a memory")  # acting for everyone, a global memory is its to write
+    for narrowed in (operator.narrow(person=leo), operator.narrow(conversation=stranger)):
+        with pytest.raises(AccessDenied, match="a memory without a person is global: beyond"):
+            narrowed.write_check(None, what="a memory")
+    operator.narrow(person=leo).write_check(leo, what="a memory")
+
+
 @pytest.mark.parametrize(
     ("scope", "persons", "conversations", "field"),
     [
