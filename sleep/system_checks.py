@@ -7,7 +7,6 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Q
 
 from anima.core.models import BlockTag, Component, Entity
-from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
 
 _LISTED = 20
 
@@ -18,6 +17,9 @@ def unknown_human_memories_check(app_configs, databases=None, **kwargs) -> list[
     """Memories light sleep made, before 0.10, from conversations whose human was unknown: person-less, so global."""
     if not databases or DEFAULT_DB_ALIAS not in databases:
         return []
+    # Here, not at import: the module is registered at start-up, and the steps' imports are a tenth of a second.
+    from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
+
     if Entity._meta.db_table not in connections[DEFAULT_DB_ALIAS].introspection.table_names():
         return []  # a database not migrated yet
     # Facts and narratives: what the console can give a person or delete (anchors are append-only).
