@@ -273,8 +273,9 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                 facts.append(("world", f"{name}也叫{slot.value}", slot))
             continue
         content = third_person_zh(text, name).rstrip()
-        # A closing 了 is mostly filler, but in 「不开出租车了」 it says "no longer": a stopped activity keeps it.
-        if not (slot.attribute == "activity" and slot.value == "no"):
+        # A closing 了 is mostly filler, but in 「不开出租车了」 it says "no longer" and in 「怀孕了」 "now": a stopped
+        # activity and a state keep it.
+        if not (slot.attribute == "activity" and slot.value == "no") and slot.attribute not in {"status", "marital"}:
             content = content.rstrip("了 ")
         if slot.attribute == "age" and re.search(rf"{zh_grammar._ZH_NUM}$", content):
             content += "岁"  # 「我现在三十三了」: its 了 made the number an age; without it, the unit does

@@ -22,6 +22,13 @@ _ZH_PET_WORDS = (
     )
 )
 _ZH_NUM = r"[零一二两三四五六七八九十百\d]+"
+_ZH_STATES = {
+    "怀孕": ("status", "pregnant"),
+    "退休": ("status", "retired"),
+    "失业": ("job", "unemployed"),
+    "离婚": ("marital", "divorced"),
+    "单身": ("marital", "single"),
+}
 _ZH_CATEGORIES = {
     "电影": "film",
     "片子": "film",
@@ -154,7 +161,7 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "residence",
             r"^(?:已经|刚|刚刚|上周|上个月|最近|去年|今年|要|就要|快要|马上|即将|将)*"
-            r"(?:搬到|搬去|搬回到?|搬家到|搬家去|移居到?|移民到|移民去|迁到|调到)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)"
+            r"(?:搬到|搬去|搬回到?|搬家到|搬家去|移居到?|移民到|移民去|迁到|调到)了?\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)"
             r"(?:了|去|来|住|工作|生活|$|[，,。])",
         ),
         (
@@ -191,6 +198,13 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             "stopped",
             r"^(?:已经|现在)?(?:不再|戒了|不|没再)(?P<value>(?:开|做|干|弹|打|玩|跑|去|练|学|抽|喝)[^，,。；;！!？?]{1,10})了",
         ),
+        # 「怀孕了」, 「还单身」: a state, in the English grammar's words so that both languages compare
+        ("state", rf"^(?:已经|刚|刚刚|现在|目前|还|还是|一直)*(?:是)?(?P<value>{'|'.join(_ZH_STATES)})(?:了|的|呢)?$"),
+        # 「在学日语」 (not 「在学校」: a place)
+        (
+            "learning",
+            r"^(?:现在|最近|目前|一直|也)*(?:在|正在)(?:自学|学习|学|练习|练)(?!校|院|堂|生|期|费)\s*(?P<value>[^，,。；;！!？?]{1,10})",
+        ),
         ("plan", r"^(?:打算|计划|准备|想要|决定|要去|要|会去|报名了?|约了)\s*(?P<value>[^，,。；;！!？?]{2,20})"),
         (
             "event",
@@ -218,6 +232,10 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ),
     )
 )
+
+
+# 「老婆预产期是二月」: what a predicate is about, right after a relation, is no name of theirs.
+_ZH_NOT_NAMES = re.compile(r"^(?:预产期|婚期|生日|邮箱|电话|手机|工作|职业|考试|面试|手术|婚礼|答辩)")
 
 
 def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
@@ -251,6 +269,7 @@ def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
             bare
             and not _ZH_TIME_LEAD.match(bare.group("n"))
             and not re.match(r"^(?:也|都|还|就|在|是)", bare.group("n"))
+            and not _ZH_NOT_NAMES.match(bare.group("n"))
         ):
             return relation, bare.group("n"), rest[bare.end() :].strip()
         return relation, "", rest
@@ -268,6 +287,8 @@ def _zh_place_like(value: str) -> bool:
 
 
 def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
+    # 「今年三十四」: a bare number after 今年 / 现在 is an age, as 「三十四岁」 (the time word goes next).
+    rest = re.sub(rf"^((?:今年|现在)(?:已经|都)?满?{_ZH_NUM})了?$", r"\1岁", rest.strip())
     rest = _ZH_TIME_LEAD.sub("", rest).strip()
     for attribute, pattern in _ZH_PREDICATES:
         match = pattern.search(rest)
@@ -315,8 +336,10 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
             attribute = "likes"
         elif attribute == "stopped":
             attribute, key, value = "activity", _zh_thing(raw), "no"
-        elif attribute == "plan":
+        elif attribute in {"plan", "learning"}:
             attribute, key, value = "activity", _zh_thing(raw), "+"
+        elif attribute == "state":
+            attribute, value = _ZH_STATES[raw]
         elif attribute == "event":
             date = match.groupdict().get("date")
             attribute, key, value = "event", _zh_thing(raw), value_normalized(date) if date else "+"

@@ -76,6 +76,9 @@ def test_a_name_a_pet_just_had_and_a_workplace_are_read_however_they_are_said(sa
         ("我不开出租车了，现在给一家公司开班车。", "老郭"),
         ("我老公不做厨师了，开了个小饭馆。", "芳芳"),
         ("我现在三十三了。", "芳芳"),
+        ("我今年三十四。", "小陈"),
+        ("我老婆怀孕了，预产期是明年二月。", "阿强"),
+        ("我在学日语。", "小陈"),
     ],
 )
 def test_every_fact_the_offline_mind_writes_reads_back_to_its_slot(said, name):
@@ -92,6 +95,22 @@ def test_every_fact_the_offline_mind_writes_reads_back_to_its_slot(said, name):
             slot.key,
             slot.value,
         ), content
+
+
+@pytest.mark.parametrize(
+    ("said", "slot"),
+    [
+        ("我今年三十四。", Slot("self", "", "age", "", "34")),
+        ("我去年搬到了北京。", Slot("self", "", "residence", "", "北京")),
+        ("我在学日语。", Slot("self", "", "activity", "日语", "+")),
+        ("我在学校工作。", Slot("self", "", "workplace", "", "学校")),  # a school is a place, not a lesson
+        # A state in the English grammar's words, so that "I'm pregnant" and 「我怀孕了」 say the same.
+        ("我怀孕了！", slot_read("I'm pregnant!", name="Sam")),
+        ("我还是单身。", slot_read("I'm still single.", name="Sam")),
+    ],
+)
+def test_chinese_says_an_age_a_move_a_lesson_and_a_state_as_english_does(said, slot):
+    assert slot is not None and slot_read(said, name="小陈") == slot
 
 
 def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
