@@ -241,6 +241,12 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"(?P<value>[^,.;!?]+)",
         ),
         (
+            "workplace",
+            # A new job told by where: "just started a new job at a bank", "got a job with the council".
+            r"^(?:just\s+|recently\s+|finally\s+)?(?:have\s+|'ve\s+)?(?:started|began|begun|got|landed|took)\s+"
+            r"(?:a|my)\s+(?:new\s+|first\s+)?job\s+(?:at|with|in)\s+(?P<value>[^,.;!?]+)",
+        ),
+        (
             "uses",
             r"^(?:now\s+)?(?:mainly|mostly|mostly just|primarily|usually|mainly just)\s+"
             r"(?:use|uses|work with|works with|"
@@ -309,7 +315,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "plan",
             r"^(?:am|'m|are|'re|is|'s)\s+(?:planning|going|heading|flying|travelling|traveling|off|"
-            r"saving up|saving|training|preparing|studying|applying|getting married|moving)\s*"
+            # "getting married in June" is about the marriage: "getting" is the verb, the rest the thing
+            r"saving up|saving|training|preparing|studying|applying|getting(?=\s+married)|moving)\s*"
             r"(?P<value>(?:to|for|on|a|an|up)?\s*[^,.;!?]+)",
         ),
         ("plan", r"^(?:plan|plans|intend|hope|want|am hoping|'m hoping)\s+to\s+(?P<value>[^,.;!?]+)"),

@@ -54,9 +54,11 @@ def test_disclosures_name_the_person_and_resolve_or_drop_pronouns(said, expected
         ("I got a dog bed.", None),
         ("I work night shifts at the town hospital.", Slot("self", "", "workplace", "", "town hospital")),
         ("I work part-time at a bakery.", Slot("self", "", "workplace", "", "bakery")),
+        ("I just started a new job at a bank.", Slot("self", "", "workplace", "", "bank")),
+        ("I'm getting married in June.", Slot("self", "", "activity", "married", "+")),  # not "in june"
     ],
 )
-def test_a_name_a_pet_just_had_and_a_workplace_are_read_however_they_are_said(said, slot):
+def test_a_name_a_pet_just_had_a_workplace_and_a_wedding_are_read_however_they_are_said(said, slot):
     assert slot_read(said, name="Sam") == slot
 
 
@@ -79,6 +81,8 @@ def test_a_name_a_pet_just_had_and_a_workplace_are_read_however_they_are_said(sa
         ("我今年三十四。", "小陈"),
         ("我老婆怀孕了，预产期是明年二月。", "阿强"),
         ("我在学日语。", "小陈"),
+        ("I just started a new job at a bank.", "Sam"),
+        ("I'm getting married in June.", "Sam"),
     ],
 )
 def test_every_fact_the_offline_mind_writes_reads_back_to_its_slot(said, name):
