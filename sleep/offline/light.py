@@ -160,6 +160,12 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                 slot = Slot(said.hint[0], child.casefold(), "age", "", age)
                 facts.append(("world", f"{_subject_text(slot, name, chinese=False)} is {age}", slot))
             continue
+        acquired = en_grammar.en_acquired(clause) if reading is None else ""
+        if acquired:
+            # "I finally adopted a dog!": no fact, but the one "his name is Biscuit" points at
+            said.hint = (acquired, "")
+            said.hint_text = _subject_text(Slot(acquired, "", "", "", ""), name, chinese=False)
+            continue
         if reading is None:
             subject = en_grammar._en_subjects(clause, name="")
             if subject and subject[0] != slot_model.SELF:
@@ -176,6 +182,10 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             rest = text[len(first) :].strip()
             verb = "is" if "'" in first else ""
             text = f"{said.hint_text} {verb} {rest}".replace("  ", " ") if said.hint_text else text
+        elif re.match(r"^(?:his|her|its|their)\s", text, re.I) and said.hint:
+            # "Her name is Luna": the one it points at, by name ("Ana's cat's name is Luna")
+            owner = said.hint_text or _subject_text(Slot(*said.hint, "", "", ""), name, chinese=False)
+            text = f"{owner}'s {text.split(None, 1)[1]}"
         content = third_person_en(text, name)
         if slot.subject not in (slot_model.SELF, ""):
             said.hint = (slot.subject, slot.name)

@@ -118,7 +118,7 @@ def en_now_dropped(clause: str) -> str:
 _EN_SUBJECT_WORDS = r"I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|we|we're|we’re|we've|we’ve"
 _EN_NAME = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
 _NOT_NAMES = frozenset(
-    "I He She They We It This That There Here My Our Your His Her Their The A An And But So Or Oh Ok Okay Yes No "
+    "I He She They We It Its This That There Here My Our Your His Her Their The A An And But So Or Oh Ok Okay Yes No "
     "Also Just Still Now Today Tomorrow Yesterday Then Well Hey Hi Thanks Thank Sorry Please Maybe What Why How "
     "When Where Who Which Got Big New Funny Quick Honestly Actually Anyway Btw Lol Haha Plus Not Can Do Does Did "
     "Is Are Was Were Will Would Should Could Have Has Had Monday Tuesday Wednesday Thursday Friday Saturday Sunday "
@@ -200,7 +200,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"^(?:am|is|'m|'s|turned|just turned|will be|'ll be|is turning|'s turning|turns)\s+"
             r"(?P<value>\d{1,3})(?!\s*(?:%|percent|km|miles|kg|lbs|minutes|hours|times|o'clock|pm|am|:|\.\d|,\d|-year))",
         ),
-        ("age", r"^(?:am|is|'m|'s)\s+(?P<value>\d{1,3})-year-old\b"),
+        # "she's 7-year-old", "he's a two-year-old beagle"
+        ("age", rf"^(?:am|is|'m|'s)\s+(?:an?\s+)?(?P<value>\d{{1,3}}|{EN_NUMBER_WORDS})-year-old\b"),
         (
             "age",
             # Spelled out, the number must end the clause ("she's seven", "he turned eight years old"): "is one
@@ -409,9 +410,26 @@ def _en_subjects(clause: str, *, name: str) -> tuple[str, str, str, str] | None:
             rest = who[who.index("'") :] + " " + rest
         return SELF, "", rest.strip(), who
     match = re.match(rf"^(?P<who>{_EN_NAME})(?P<rest>(?:\s|'s\s).*)$", clause)
-    if match and match.group("who") not in _NOT_NAMES and match.group("who") != name:
+    # "He's called Max" is a pronoun with its verb, not a name.
+    if match and match.group("who").split("'")[0] not in _NOT_NAMES and match.group("who") != name:
         return "", match.group("who"), match.group("rest").strip(), match.group("who")
     return None
+
+
+def _en_relation_in(text: str) -> str:
+    """The first relative or pet ``text`` names ("a two-year-old beagle" → dog), else ""."""
+    return next((_en_relation(w) for w in re.findall(r"[a-z]+", text.casefold()) if _en_relation(w)), "")
+
+
+def en_acquired(clause: str) -> str:
+    """Who an unnamed relative or pet newly had is ("I finally adopted a dog!" → "dog"), else "": no fact by itself
+    (``en_read`` reads none), but what "his name is Biscuit" next points at."""
+    match = re.match(rf"^(?:I|we)\s+{EN_ACQUIRED}\s+(?P<what>{EN_COUNT}\s+[^,.;!?]+)", clause, re.I)
+    if not match:
+        return ""
+    # The head of what was had, before any "last week" or "from the shelter": a dog bed is no dog.
+    what = re.split(r"\s+(?:today|yesterday|last|this|on|in|from|at|for|with|and)\b", match.group("what"), flags=re.I)
+    return _en_relation(what[0].split()[-1])
 
 
 def en_names(text: str) -> list[str]:
@@ -497,7 +515,7 @@ def _en_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
                 key = activity_key(key)
         elif attribute == "has":
             what = raw.casefold()
-            relation = next((_en_relation(w) for w in re.findall(r"[a-z]+", what) if _en_relation(w)), "")
+            relation = _en_relation_in(what)
             if not relation:
                 return None
             named = re.search(rf"(?:named|called)\s+({_EN_NAME})", raw)
@@ -562,6 +580,10 @@ def en_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
         return Reading(Slot(SELF, "", "diet", f"no {thing}", "+"))
     subject = _en_subjects(clause, name=name)
     if subject is None:
+        # "Her name is Luna" after "I have a cat": the hinted one's, as "'s name is Luna".
+        possessive = re.match(r"(?:his|her|its|their)\s+(?P<rest>\S.*)$", clause, re.I)
+        if subject_hint and subject_hint[0] != SELF and possessive:
+            return _en_reading(subject_hint[0], subject_hint[1], "'s " + possessive.group("rest"))
         if subject_hint and re.match(r"(?:he|she|they|it)\b", clause, re.I):
             first = clause.split()[0]
             rest = clause[len(first) :].strip()

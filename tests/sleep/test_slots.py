@@ -83,6 +83,8 @@ def test_a_name_a_pet_just_had_a_workplace_and_a_wedding_are_read_however_they_a
         ("我在学日语。", "小陈"),
         ("I just started a new job at a bank.", "Sam"),
         ("I'm getting married in June.", "Sam"),
+        ("I finally adopted a dog! His name is Biscuit, he's a two-year-old beagle.", "Sam"),
+        ("We got a puppy. He's called Max.", "Sam"),
     ],
 )
 def test_every_fact_the_offline_mind_writes_reads_back_to_its_slot(said, name):
@@ -115,6 +117,26 @@ def test_every_fact_the_offline_mind_writes_reads_back_to_its_slot(said, name):
 )
 def test_chinese_says_an_age_a_move_a_lesson_and_a_state_as_english_does(said, slot):
     assert slot is not None and slot_read(said, name="小陈") == slot
+
+
+@pytest.mark.parametrize(
+    ("said", "facts"),
+    [
+        (
+            "I finally adopted a dog! His name is Biscuit, he's a two-year-old beagle.",
+            {
+                ("Ana's dog's name is Biscuit", Slot("dog", "biscuit", "name", "", "biscuit")),
+                ("Ana's dog Biscuit is a two-year-old beagle", Slot("dog", "biscuit", "age", "", "2")),
+            },
+        ),
+        ("We got a puppy. He's called Max.", {("Ana's dog is called Max", Slot("dog", "max", "name", "", "max"))}),
+        ("I have a cat. Her name is Luna.", {("Ana's cat's name is Luna", Slot("cat", "luna", "name", "", "luna"))}),
+        ("I got a dog bed. Its name is Bob.", set()),  # a dog bed is no dog, and "its" then points nowhere
+    ],
+)
+def test_a_pet_just_had_is_what_his_or_her_name_points_at(said, facts):
+    named = {(content, slot) for _, content, slot in facts_read(said, name="Ana") if slot.attribute != "count:cat"}
+    assert named == facts
 
 
 def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
