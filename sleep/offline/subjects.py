@@ -35,7 +35,8 @@ def _line(content: str, *, person: str, names: list[str], kind: str) -> str:
         if not subject:
             return text
         owner = rf"(?:(?:{_alternatives([person])}){_POSSESSIVE})?" if person else ""
-        pattern = rf"^{owner}{_DETERMINER}(?:(?:{subject})\s*,?\s*)+{_GAP}"
+        # and its own possessive: "Ana's dog's name is Biscuit" → "name is Biscuit", 「猫的名字叫咪咪」 → 「名字叫咪咪」
+        pattern = rf"^{owner}{_DETERMINER}(?:(?:{subject})\s*,?\s*)+(?:'s\s+|’s\s+|的)?{_GAP}"
     found = re.match(pattern, text, re.I)
     rest = text[found.end() :].strip() if found else ""
     return rest if len(rest) >= _MIN_CHARS else text

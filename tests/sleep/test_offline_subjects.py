@@ -23,6 +23,7 @@ def _lines(facts: list[str], *, person: str, names: list[str], kind: str = "pers
         ("Leo的女儿小雨今年四岁，在上幼儿园。", "今年四岁，在上幼儿园"),
         ("Leo 打算带小雨去爬山", "Leo 打算带小雨去爬山"),  # Leo's plan: kept whole
         ("小雨在上幼儿园", "在上幼儿园"),
+        ("Leo 的女儿的名字叫小雨", "名字叫小雨"),
     ],
 )
 def test_a_chinese_fact_loses_the_subject_it_opens_with(fact, line):
@@ -36,6 +37,7 @@ def test_a_chinese_fact_loses_the_subject_it_opens_with(fact, line):
         ("Lily, Maya's daughter", "Maya's daughter"),
         ("My daughter Lily goes to kindergarten.", "goes to kindergarten"),
         ("Annabel likes tea", "Annabel likes tea"),  # "Ann" is not the front of "Annabel"
+        ("Maya's daughter's name is Lily", "name is Lily"),  # not "'s name is Lily"
     ],
 )
 def test_an_english_fact_loses_the_subject_it_opens_with(fact, line):
