@@ -13,6 +13,7 @@ from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from memory.embedding import embed_backlog_count, embed_unavailable_reason
 from memory.models import EmotionalTendency, SemanticMemory
+from memory.subjects import PROFILE_KEY
 from sleep.models import PipelineRun, PipelineStepRun, StepStatus
 
 # Failed steps older than this are history, not something to act on today.
@@ -125,12 +126,14 @@ def console_failed_steps(*, now: datetime) -> list[PipelineStepRun]:
 
 
 def console_retired_facts(*, night: LastNight | None, now: datetime) -> tuple[list[SemanticMemory], int]:
-    """Semantic memories retired while last night's run ran (its first ATTENTION_ROWS, and how many in all)."""
+    """Semantic memories retired while last night's run ran (its first ATTENTION_ROWS, and how many in all).
+
+    Not a subject's profile: the night writes it anew whenever its facts change, which is nothing to review."""
     if night is None:
         return [], 0
     retired = SemanticMemory.objects.filter(
         status__in=RETIRED, updated_at__gte=night.run.started_at, updated_at__lte=night.run.finished_at or now
-    )
+    ).exclude(body__has_key=PROFILE_KEY)
     rows = list(retired.select_related("person", "superseded_by").order_by("-updated_at", "-pk")[:ATTENTION_ROWS])
     return rows, retired.count() if len(rows) == ATTENTION_ROWS else len(rows)
 

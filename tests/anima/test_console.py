@@ -9,9 +9,10 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
-from anima.core.models import BlockTag, MemoryStatus
+from anima.core.models import BlockTag, MemoryStatus, MemoryType
 from memory.models import SemanticMemory
 from memory.services import memory_deprecate, memory_expire
+from memory.subjects import PROFILE_KEY
 from sleep.models import RunStatus, StepStatus
 from tests.factories import (
     ContentBlockFactory,
@@ -112,8 +113,12 @@ def test_attention_lists_unresolved_failed_steps_and_facts_retired_last_night(su
     memory_deprecate(memory=kept_earlier)
     SemanticMemory.objects.filter(pk=kept_earlier.pk).update(updated_at=now - dt.timedelta(days=2))
     memory_expire(memory=old, reason="changed", superseded_by=new)
+    # A subject's profile the night wrote anew (its facts changed): nothing to review.
+    profile = SemanticMemoryFactory(person=leo, memory_type=MemoryType.OBSERVATION, body={PROFILE_KEY: {"lines": []}})
+    memory_expire(memory=profile, reason="corrected to #0: its facts changed", superseded_by=new)
     # Retired while the night ran (its sleep step wrote it then).
-    SemanticMemory.objects.filter(pk=old.pk).update(updated_at=now - dt.timedelta(hours=2, minutes=50))
+    during = now - dt.timedelta(hours=2, minutes=50)
+    SemanticMemory.objects.filter(pk__in=[old.pk, profile.pk]).update(updated_at=during)
 
     response = superuser_client.get(HOME)
 
