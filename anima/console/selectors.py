@@ -13,7 +13,7 @@ from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from conversations.models import Conversation, Message, Person
 from memory.embedding import embed_backlog_count, embed_unavailable_reason
 from memory.models import EmotionalTendency, SemanticMemory
-from memory.subjects import PROFILE_KEY
+from memory.subjects.selectors import profile_q
 from sleep.models import PipelineRun, PipelineStepRun, StepStatus
 
 # Failed steps older than this are history, not something to act on today.
@@ -133,7 +133,7 @@ def console_retired_facts(*, night: LastNight | None, now: datetime) -> tuple[li
         return [], 0
     retired = SemanticMemory.objects.filter(
         status__in=RETIRED, updated_at__gte=night.run.started_at, updated_at__lte=night.run.finished_at or now
-    ).exclude(body__has_key=PROFILE_KEY)
+    ).exclude(profile_q())
     rows = list(retired.select_related("person", "superseded_by").order_by("-updated_at", "-pk")[:ATTENTION_ROWS])
     return rows, retired.count() if len(rows) == ATTENTION_ROWS else len(rows)
 
