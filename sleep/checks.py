@@ -19,7 +19,7 @@ from memory.citations import cited_foreign
 from memory.models import SemanticMemory
 from memory.services import EDITED_BY, PINNED_BY
 from sleep.slots import Slot, memory_slot, slot_checked, supersedes
-from temporal.selectors import DayConversation, person_label, persons_named
+from temporal.selectors import DayConversation, person_label, person_names, persons_named
 
 # --------------------------------------------------------------------------- comparing texts
 
@@ -105,9 +105,8 @@ def memory_when(memory: SemanticMemory) -> tuple[date, str, int]:
     return (memory.source_day or date.min, (memory.body or {}).get("observed_at") or "", memory.pk)
 
 
-def _names(memory: SemanticMemory) -> list[str]:
-    person = memory.person if memory.person_id else None
-    return [n for n in {person_label(person), person.slug, person.display_name} if n] if person else []
+def _names(memory: SemanticMemory) -> tuple[str, ...]:
+    return person_names(person=memory.person) if memory.person_id else ()
 
 
 def retire_refusal(memory: SemanticMemory, successor: SemanticMemory | None) -> str:
