@@ -284,11 +284,9 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             continue
         content = third_person_zh(text, name).rstrip()
         # A closing 了 is mostly filler, but in 「不开出租车了」 it says "no longer" and in 「怀孕了」 "now": a stopped
-        # activity and a state keep it.
+        # activity and a state keep it. (A bare age, 「现在三十三」, reads as one without it.)
         if not (slot.attribute == "activity" and slot.value == "no") and slot.attribute not in {"status", "marital"}:
             content = content.rstrip("了 ")
-        if slot.attribute == "age" and re.search(rf"{zh_grammar._ZH_NUM}$", content):
-            content += "岁"  # 「我现在三十三了」: its 了 made the number an age; without it, the unit does
         if slot.subject not in (slot_model.SELF, ""):
             said.hint, said.hint_text = (slot.subject, slot.name), _subject_text(slot, name, chinese=True)
         elif slot.subject == "" and slot.name:
