@@ -43,7 +43,7 @@ from offline_mind import DAYS, _load, _seed  # noqa: E402
 from anima.core.models import MemoryStatus  # noqa: E402
 from conversations.models import Conversation, Person  # noqa: E402
 from memory.embedding import embed_backfill_run  # noqa: E402
-from memory.models import SemanticMemory, Subject, SubjectMention  # noqa: E402
+from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention  # noqa: E402
 from memory.passive import passive_recall  # noqa: E402
 from memory.search import dense_status  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
@@ -54,6 +54,9 @@ from sleep.steps import deep_sleep, light_sleep, subjects  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "entities"
 KS = (1, 5)
+# Each question counts in its language's row and in its group's (about the asker themself, or a subject of theirs).
+SETS = ("zh", "en", "self", "subject")
+ROWS = ("zh", "en", "all", "self", "subject")
 
 
 def _night(day) -> None:
@@ -67,12 +70,17 @@ def _states(keys: list[str], text: str) -> bool:
     return all(key.casefold() in text.casefold() for key in keys)
 
 
+def _group(item: dict) -> str:
+    """A question about the asker themself (``refers`` "self") or about one of their subjects."""
+    return "self" if item.get("refers") == "self" else "subject"
+
+
 def _measure(questions: list[dict], persons: dict[str, Person], *, verbose: bool) -> dict:
     stats = {
-        mode: {lang: {"n": 0, **{f"R@{k}": 0 for k in KS}, "answer@1": 0, "answer@5": 0} for lang in ("zh", "en")}
+        mode: {key: {"n": 0, **{f"R@{k}": 0 for k in KS}, "answer@1": 0, "answer@5": 0} for key in SETS}
         for mode in ("with", "without")
     }
-    passive = {lang: {"n": 0, "answered": 0, "offered": 0, "off_subject": 0} for lang in ("zh", "en")}
+    passive = {key: {"n": 0, "answered": 0, "offered": 0, "off_subject": 0} for key in SETS}
     latest = {
         person.pk: Conversation.objects.filter(person=person).order_by("-id").first() for person in persons.values()
     }
@@ -93,15 +101,16 @@ def _measure(questions: list[dict], persons: dict[str, Person], *, verbose: bool
             results = memory_recall(query=item["question"], person=person, limit=5, entities=expand)
             ids = [r["id"] for r in results if r["memory_type"] == "semantic"]
             ranked = [r["id"] if r["memory_type"] == "semantic" else None for r in results]
-            s = stats[mode][item["lang"]]
-            s["n"] += 1
-            for k in KS:
-                s[f"R@{k}"] += bool(gold & set(ranked[:k]))
-            s["answer@1"] += bool((gold | profiles) & set(ranked[:1]))
-            s["answer@5"] += bool((gold | profiles) & set(ids[:5]))
+            for s in (stats[mode][item["lang"]], stats[mode][_group(item)]):
+                s["n"] += 1
+                for k in KS:
+                    s[f"R@{k}"] += bool(gold & set(ranked[:k]))
+                s["answer@1"] += bool((gold | profiles) & set(ranked[:1]))
+                s["answer@5"] += bool((gold | profiles) & set(ids[:5]))
             if verbose and mode == "with" and not gold & set(ranked[:5]):
                 print(f"miss ({item['person']}): {item['question']} -> {[r['snippet'][:60] for r in results]}")
-        _passive_measure(item, person, latest[person.pk], gold | profiles, passive[item["lang"]])
+        for tally in (passive[item["lang"]], passive[_group(item)]):
+            _passive_measure(item, person, latest[person.pk], gold | profiles, tally)
     report = {}
     for mode, by_lang in stats.items():
         total = {key: by_lang["zh"][key] + by_lang["en"][key] for key in by_lang["zh"]}
@@ -115,6 +124,8 @@ def _passive_measure(item: dict, person: Person, conversation: Conversation, ans
     """The question as the next message of ``person``'s latest ``conversation``: what passive recall offers."""
     offered = [hit["id"] for hit in passive_recall(conversation=conversation, user_message=item["question"]).hits]
     asked = {subject.pk for subject in subjects_mentioned(person=person, text=item["question"])}
+    if _group(item) == "self":  # what the person's own subject holds is what the question asks about
+        asked |= set(subjects_of_person(person=person).filter(kind=SubjectKind.SELF).values_list("pk", flat=True))
     about: dict[int, set[int]] = {}
     for subject_id, profile_id in Subject.objects.filter(profile_id__in=offered).values_list("pk", "profile_id"):
         about.setdefault(profile_id, set()).add(subject_id)
@@ -191,19 +202,19 @@ def main() -> None:
     if result["unlearnt"]:
         print(f"left out, no fact states their keys after the night ({len(result['unlearnt'])}):")
         print("\n".join(f"  {line}" for line in result["unlearnt"]))
-    print("expansion | set |  n  |  R@1  |  R@5  | answer@1 | answer@5")
+    print("expansion |     set |  n  |  R@1  |  R@5  | answer@1 | answer@5")
     for mode in ("without", "with"):
-        for lang in ("zh", "en", "all"):
+        for lang in ROWS:
             r = output[mode][lang]
             print(
-                f"{mode:>9} | {lang:>3} | {r['n']:>3} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['answer@1']:>8.3f} | "
+                f"{mode:>9} | {lang:>7} | {r['n']:>3} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['answer@1']:>8.3f} | "
                 f"{r['answer@5']:>8.3f}"
             )
-    print("passive | set |  n  | answered | offered | off-subject")
-    for lang in ("zh", "en", "all"):
+    print("passive |     set |  n  | answered | offered | off-subject")
+    for lang in ROWS:
         r = output["passive"][lang]
         print(
-            f"passive | {lang:>3} | {r['n']:>3} | {r['answered']:>8.3f} | {r['offered']:>7.2f} | "
+            f"passive | {lang:>7} | {r['n']:>3} | {r['answered']:>8.3f} | {r['offered']:>7.2f} | "
             f"{r['off_subject']:>11.3f}"
         )
 

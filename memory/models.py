@@ -320,6 +320,9 @@ class SubjectMention(models.Model):
 
     subject = models.ForeignKey(Subject, on_delete=models.CASCADE, related_name="mentions")
     memory = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="subject_mentions")
+    # What the fact states of the subject: its slot's attribute ("job", "age", "favourite:film"), "" when the fact
+    # only names the subject. Recall brings the facts stating what a question asks ("where do I live?").
+    attribute = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -16,13 +16,14 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from anima.core.attributes import NOTHING_ASKED, Asked, attributes_asked
 from anima.core.errors import AnimaError
 from anima.core.models import MemoryStatus
 from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, relation_covers, relation_word_read, relation_words
 from anima.core.search_query import text_without_names
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
-from memory.models import Subject, SubjectKind, SubjectMention
+from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention
 from memory.search import (
     KEYWORD_BRANCHES,
     Hit,
@@ -35,7 +36,7 @@ from memory.search import (
 )
 from memory.selectors import SEMANTIC, SESSION
 from memory.subjects import ENTITY_BRANCH
-from memory.subjects.selectors import subject_facts, subject_get, subject_profile, subjects_of_person
+from memory.subjects.selectors import subject_facts, subject_get, subject_profile, subject_stated, subjects_of_person
 
 # A subject the question names is what it asks about: its profile counts as likely relevant as a strong direct
 # hit, and each next item of the subject (its facts, the best match for the question first, then the latest
@@ -169,31 +170,71 @@ def subject_items(
     hits: Sequence[Hit],
     memory_types: Sequence[str],
     query: str = "",
+    asked: Asked = NOTHING_ASKED,
     since: datetime | None = None,
     until: datetime | None = None,
     channel: str | None = None,
 ) -> list[tuple[str, int]]:
-    """(source, id) of what recall gives for ``subject``: its profile, then its facts (those a word the ``query``
-    asks of it finds first, then in the order of the query's own ``hits``, then the newest), then the latest lines
-    naming it (of ``channel``'s conversations, when given); of ``memory_types`` only."""
+    """(source, id) of what recall gives for ``subject``: its profile, then its facts (those stating an attribute
+    the query ``asked`` first, then those a word the ``query`` asks of it finds, then in the order of the query's own
+    ``hits``, then the newest), then the latest lines naming it (of ``channel``'s conversations, when given); of
+    ``memory_types`` only."""
     items: list[tuple[str, int]] = []
     if SEMANTIC in memory_types:
         profile = subject_profile(subject=subject)
         if profile is not None and _within(profile.created_at, since, until):
             items.append((SEMANTIC, profile.pk))
         facts = [m for m in subject_facts(subject=subject) if _within(m.created_at, since, until)]
-        # What the question asks about the subject first (its words but those naming the subject), then recall's
-        # own order (calibrated score, the fused z, the best rank), then the newest.
-        asked = _asked_about(subject=subject, facts=[m.pk for m in facts], query=query)
-        found = {hit.id: position for position, hit in enumerate(hits) if hit.source == SEMANTIC}
-        facts.sort(
-            key=lambda m: (asked.get(m.pk, len(asked)), found.get(m.pk, len(found)), -m.created_at.timestamp(), -m.pk)
-        )
-        items += [(SEMANTIC, m.pk) for m in facts[:SUBJECT_FACTS]]
+        items += [(SEMANTIC, m.pk) for m in _facts_ordered(subject, facts, hits=hits, query=query, asked=asked)]
     if SESSION in memory_types:
         lines = subject_recent_mentions(subject=subject, since=since, until=until, channel=channel)
         items += [(SESSION, pk) for pk in lines.values_list("pk", flat=True)]
     return items
+
+
+def _facts_ordered(
+    subject: Subject, facts: list[SemanticMemory], *, hits: Sequence[Hit], query: str, asked: Asked
+) -> list[SemanticMemory]:
+    """The first SUBJECT_FACTS of ``facts``: those stating what was ``asked`` ("how old is she?": her age), then
+    those a word of the question finds (its words but those naming the subject), then recall's own order
+    (calibrated score, the fused z, the best rank), then the newest."""
+    stated = subject_stated(subject=subject) if asked.attributes else {}
+    worded = _asked_about(subject=subject, facts=[m.pk for m in facts], query=query)
+    found = {hit.id: position for position, hit in enumerate(hits) if hit.source == SEMANTIC}
+    return sorted(
+        facts,
+        key=lambda m: (
+            not asked.covers(stated.get(m.pk, "")),
+            worded.get(m.pk, len(worded)),
+            found.get(m.pk, len(found)),
+            -m.created_at.timestamp(),
+            -m.pk,
+        ),
+    )[:SUBJECT_FACTS]
+
+
+def _self_items(
+    *,
+    person: Person,
+    hits: Sequence[Hit],
+    asked: Asked,
+    memory_types: Sequence[str],
+    since: datetime | None,
+    until: datetime | None,
+    channel: str | None = None,
+) -> list[tuple[str, int]]:
+    """(source, id) of the person's own facts stating what they ``asked`` of themself ("where do I live?"): not
+    their profile nor their lines, which every recall of theirs is about."""
+    subject = subjects_served(person=person).filter(kind=SubjectKind.SELF).first()
+    if subject is None or SEMANTIC not in memory_types:
+        return []
+    stated = subject_stated(subject=subject)
+    facts = [
+        m
+        for m in subject_facts(subject=subject)
+        if asked.covers(stated.get(m.pk, "")) and _within(m.created_at, since, until)
+    ]
+    return [(SEMANTIC, m.pk) for m in _facts_ordered(subject, facts, hits=hits, query="", asked=NOTHING_ASKED)]
 
 
 def _asked_about(*, subject: Subject, facts: Sequence[int], query: str) -> dict[int, int]:
@@ -266,12 +307,15 @@ def entity_expand(
         if subject is None:
             # The same answer whether nobody or someone else has it: a name reveals nothing.
             raise UnknownSubject(f"no subject {entity!r} among the memories of the person asked about")
-        items = subject_items(subject=subject, hits=hits, query=query, **bounds)
+        items = subject_items(subject=subject, hits=hits, query=query, asked=attributes_asked(query), **bounds)
         return entity_fuse(hits=hits, items=[items], only=True)
     if not expand or person is None:
         return hits
+    asked = attributes_asked(query)
     subjects = subjects_mentioned(person=person, text=query)
-    if not subjects:
+    items = [subject_items(subject=subject, hits=hits, query=query, asked=asked, **bounds) for subject in subjects]
+    if not subjects and asked.of_self and not relations_asked(query):
+        items.append(_self_items(person=person, hits=hits, asked=asked, **bounds))
+    if not any(items):
         return hits
-    items = [subject_items(subject=subject, hits=hits, query=query, **bounds) for subject in subjects]
     return entity_fuse(hits=hits, items=items)

@@ -40,6 +40,13 @@ def subject_facts(*, subject: Subject) -> QuerySet[SemanticMemory]:
     return active_facts().filter(pk__in=mentioned, person_id=subject.person_id).order_by("created_at", "pk")
 
 
+def subject_stated(*, subject: Subject) -> dict[int, str]:
+    """What each fact about ``subject`` states of it (its slot's attribute: "job", "age"), by fact id; a fact that
+    only names the subject is not here."""
+    stated = SubjectMention.objects.filter(subject=subject).exclude(attribute="")
+    return dict(stated.values_list("memory_id", "attribute"))
+
+
 def subject_get(*, person: Person, key: str) -> Subject | None:
     """One of ``person``'s subjects by its key ("self", "daughter:小雨"), else by relation ("daughter") or by a
     name or alias ("Lily", "小雨", "女儿"), case-insensitively; None when nothing or more than one matches."""

@@ -31,6 +31,8 @@ class SubjectSpec:
     name: str
     aliases: tuple[str, ...]
     memory_ids: frozenset[int]
+    # Of those facts, what each states of the subject (its slot's attribute); one only naming it is not here.
+    stated: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,7 +69,7 @@ def subjects_sync(*, person: Person, specs: Sequence[SubjectSpec], retire_reason
                 subject.save()
                 synced.updated += 1
             synced.subjects[spec.key] = subject
-            _mentions_sync(subject, spec.memory_ids, synced)
+            _mentions_sync(subject, spec, synced)
         for subject in existing.values():
             subject_profile_retire(subject=subject, reason=retire_reason)
             subject.delete()
@@ -83,14 +85,24 @@ def _renamed(existing: dict[str, Subject], spec: SubjectSpec, wanted: set[str]) 
     return existing.pop(unnamed)
 
 
-def _mentions_sync(subject: Subject, memory_ids: frozenset[int], synced: SubjectsSynced) -> None:
-    held = set(SubjectMention.objects.filter(subject=subject).values_list("memory_id", flat=True))
+def _mentions_sync(subject: Subject, spec: SubjectSpec, synced: SubjectsSynced) -> None:
+    memory_ids = spec.memory_ids
     dropped, _ = SubjectMention.objects.filter(subject=subject).exclude(memory_id__in=memory_ids).delete()
+    held = {mention.memory_id: mention for mention in SubjectMention.objects.filter(subject=subject)}
     SubjectMention.objects.bulk_create(
-        [SubjectMention(subject=subject, memory_id=pk) for pk in sorted(memory_ids - held)], ignore_conflicts=True
+        [
+            SubjectMention(subject=subject, memory_id=pk, attribute=spec.stated.get(pk, ""))
+            for pk in sorted(memory_ids - set(held))
+        ],
+        ignore_conflicts=True,
     )
+    # A fact whose slot now reads otherwise (or a mention from before attributes were noted) states anew.
+    restated = [mention for pk, mention in held.items() if mention.attribute != spec.stated.get(pk, "")]
+    for mention in restated:
+        mention.attribute = spec.stated.get(mention.memory_id, "")
+    SubjectMention.objects.bulk_update(restated, ["attribute"])
     synced.mentions_dropped += dropped
-    synced.mentions_added += len(memory_ids - held)
+    synced.mentions_added += len(memory_ids - set(held))
 
 
 @dataclass(frozen=True)

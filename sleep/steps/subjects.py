@@ -59,6 +59,7 @@ class _Draft:
     name: str = ""  # casefolded, as the slot reads it
     facts: set[int] = field(default_factory=set)
     aliases: set[str] = field(default_factory=set)  # other names, as stated
+    stated: dict[int, str] = field(default_factory=dict)  # fact -> the attribute its slot states of this subject
 
 
 def _person_key(relation: str, name: str) -> str:
@@ -131,6 +132,7 @@ def subjects_read(*, person: Person, facts: list[SemanticMemory]) -> list[Subjec
             drafts.setdefault(key, _Draft(key=key, kind=kind, relation=relation, name=name))
         if key is not None:
             drafts[key].facts.add(pk)
+            drafts[key].stated[pk] = slot.attribute
         if slot.attribute in PLACE_ATTRIBUTES and slot.value and key == SELF_KEY:
             place = f"{PLACE}:{slot.value}"
             kind = _place_kind(slot, texts[pk])
@@ -160,7 +162,9 @@ def _aliases_joined(drafts: dict[str, _Draft], texts: dict[int, str]) -> None:
                     draft.aliases.add(alias)
                     for other in (_person_key(draft.relation, alias.casefold()), _person_key("", alias.casefold())):
                         if other != key and other in drafts:
-                            draft.facts |= drafts.pop(other).facts
+                            joined = drafts.pop(other)
+                            draft.facts |= joined.facts
+                            draft.stated = joined.stated | draft.stated
 
 
 def _mentions_by_name(drafts: dict[str, _Draft], texts: dict[int, str], *, person: str) -> None:
@@ -211,6 +215,7 @@ def _spec(draft: _Draft, texts: dict[int, str], *, label: str) -> SubjectSpec:
         name=name,
         aliases=tuple(dict.fromkeys(a for a in aliases if a)),
         memory_ids=frozenset(draft.facts),
+        stated={pk: attribute for pk, attribute in draft.stated.items() if pk in draft.facts},
     )
 
 

@@ -20,14 +20,16 @@ def subject_built(
     kind: str = SubjectKind.PERSON,
     profile: bool = True,
     intro: str = "",
+    stated: tuple[str, ...] = (),
 ) -> tuple[Subject, list[SemanticMemory]]:
-    """One subject of ``person`` with its ``facts`` (written now) and, with ``profile``, its profile of them."""
+    """One subject of ``person`` with its ``facts`` (written now) and, with ``profile``, its profile of them;
+    ``stated``: the attribute each fact states of the subject, as the nightly step notes it ("" names it only)."""
     memories = [memory_create(content=text, memory_type=MemoryType.WORLD, person=person) for text in facts]
     subject = SubjectFactory(
         person=person, kind=kind, relation=relation, name=name, aliases=[name, *aliases], key=f"{relation}:{name}"
     )
-    for memory in memories:
-        SubjectMentionFactory(subject=subject, memory=memory)
+    for index, memory in enumerate(memories):
+        SubjectMentionFactory(subject=subject, memory=memory, attribute=stated[index] if index < len(stated) else "")
     if profile:
         chinese = any("\u4e00" <= char <= "\u9fff" for char in " ".join(facts))
         subject_profile_write(

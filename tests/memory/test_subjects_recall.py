@@ -270,3 +270,102 @@ def test_what_the_question_asks_of_the_subject_orders_its_facts():
     # The facts naming 小雨 match the question's name; the one answering 「怕」 does not, and comes first.
     assert _ids(results)[:2] == [xiaoyu.profile_id, dogs.pk]
     assert set(_ids(results)[2:4]) == {sign.pk, piano.pk}
+
+
+@pytest.fixture
+def maya_herself(maya_lily):
+    maya, _, _ = maya_lily
+    myself, facts = subject_built(
+        maya,
+        relation="self",
+        name="Maya",
+        kind=SubjectKind.SELF,
+        facts=["Maya works as a nurse in a hospital in Lisbon", "Maya lives in Lisbon", "Maya loves hiking"],
+        stated=("job", "residence", "likes"),
+    )
+    return maya, myself, facts
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [("What do I do for a living?", 0), ("what's my job", 0), ("Do you remember where I live?", 1)],
+)
+def test_a_question_about_the_asker_finds_the_fact_stating_it_first(maya_herself, question, answer):
+    maya, _, facts = maya_herself
+    conversation = ConversationFactory(person=maya)
+    # A line sharing the question's words ("job") and no answer: without the fact's attribute it came first.
+    MessageFactory(conversation=conversation, role="user", content="The examiner asked about my job and where I live")
+
+    results = memory_recall(query=question, person=maya)
+
+    assert results[0]["id"] == facts[answer].pk
+    assert results[0]["ranks"] == {**results[0]["ranks"], ENTITY_BRANCH: 1}
+    # The person's own profile says everything about them: it is not brought for one attribute (its words may find it).
+    myself = subjects_served(person=maya).get(kind=SubjectKind.SELF)
+    assert not [r for r in results if r["id"] == myself.profile_id and ENTITY_BRANCH in r["scores"]]
+
+
+def test_a_chinese_question_about_the_asker_finds_the_fact_stating_it_first():
+    leo = PersonFactory(slug="leo", display_name="Leo")
+    _, (job, home) = subject_built(
+        leo,
+        relation="self",
+        name="Leo",
+        kind=SubjectKind.SELF,
+        facts=["Leo 在杭州工作，是一名后端软件工程师", "Leo 住在杭州"],
+        stated=("workplace", "residence"),
+    )
+    MessageFactory(conversation=ConversationFactory(person=leo), role="user", content="我的工作是什么？问问而已")
+
+    assert memory_recall(query="你还记得我是干什么的吗？", person=leo)[0]["id"] == job.pk
+    assert memory_recall(query="我住哪来着？", person=leo)[0]["id"] == home.pk
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what's your job?",  # asked of the companion
+        "I work as a nurse now.",  # news, not a question
+        "Where does my mum live?",  # asked of a relative Maya has no subject for
+    ],
+)
+def test_what_is_not_a_question_about_the_asker_brings_none_of_their_facts(maya_herself, query):
+    maya, _, _ = maya_herself
+    assert ENTITY_BRANCH not in str(memory_recall(query=query, person=maya))
+
+
+def test_a_question_about_the_asker_never_brings_another_persons_facts(maya_herself, leo_xiaoyu):
+    leo, _, _ = leo_xiaoyu
+    _, (theirs,) = subject_built(
+        leo, relation="self", name="Leo", kind=SubjectKind.SELF, facts=["Leo 住在杭州"], stated=("residence",)
+    )
+    maya, _, (_, home, _) = maya_herself
+
+    assert theirs.pk not in _ids(memory_recall(query="where do I live?", person=maya))
+    assert home.pk not in _ids(memory_recall(query="我住哪？", person=leo))
+    assert ENTITY_BRANCH not in str(memory_recall(query="where do I live?"))
+
+
+def test_what_a_question_asks_of_a_relative_orders_her_facts_by_what_they_state():
+    maya = PersonFactory(slug="maya", display_name="Maya")
+    lily, (_, age, _) = subject_built(
+        maya,
+        relation="daughter",
+        name="Lily",
+        facts=["Lily plays the violin", "Lily is 7", "Lily is scared of thunderstorms"],
+        stated=("activity", "age", "fear"),
+    )
+
+    results = memory_recall(query="How old is my daughter now?", person=maya, memory_types=["semantic"])
+
+    # No word of the question is in the fact ("is 7"): what it states is.
+    assert _ids(results)[:2] == [lily.profile_id, age.pk]
+
+
+def test_passive_recall_offers_the_fact_a_question_about_the_asker_asks_for(maya_herself):
+    maya, _, (job, _, _) = maya_herself
+    conversation = ConversationFactory(person=maya)
+
+    passive = passive_recall(conversation=conversation, user_message="Hey, remind me what I do for a living?")
+
+    assert passive.hits[0]["id"] == job.pk

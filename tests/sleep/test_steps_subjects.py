@@ -195,3 +195,34 @@ def test_a_pet_known_by_its_breed_is_one_pet_with_the_breed_as_its_relation(leo)
     assert set(pet.aliases) == {"豆豆", "柯基"}
     assert subject_facts(subject=pet).count() == 2
     assert pet.profile.content == "豆豆：Leo 的柯基；Leo 养了一只柯基叫豆豆；三岁了。"
+
+
+def _stated(person) -> dict[tuple[str, str], str]:
+    return {
+        (mention.subject.key, mention.memory.content): mention.attribute
+        for mention in SubjectMention.objects.filter(subject__person=person).select_related("subject", "memory")
+    }
+
+
+def test_each_mention_notes_what_the_fact_states_of_its_subject(leo):
+    _facts(leo, "Leo 的女儿小雨今年四岁，在上幼儿园", "Leo 打算带小雨去爬山", "Leo 住在杭州")
+
+    subjects(_ctx())
+
+    stated = _stated(leo)
+    assert stated[("daughter:小雨", "Leo 的女儿小雨今年四岁，在上幼儿园")] == "age"
+    # The plan is Leo's; it only names 小雨.
+    assert stated[("self", "Leo 打算带小雨去爬山")] == "activity"
+    assert stated[("daughter:小雨", "Leo 打算带小雨去爬山")] == ""
+    assert stated[("self", "Leo 住在杭州")] == "residence"
+
+
+def test_the_next_night_notes_the_attributes_of_mentions_made_before_they_were_noted(maya):
+    (job,) = _facts(maya, "Maya works as a nurse in a hospital in Lisbon")
+    subjects(_ctx())
+    SubjectMention.objects.filter(memory=job).update(attribute="")  # as a mention from before the upgrade is
+
+    result = subjects(_ctx())
+
+    assert _stated(maya)[("self", job.content)] == "job"
+    assert result["mentions_added"] == 0
