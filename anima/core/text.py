@@ -44,7 +44,8 @@ def content_key(text: str) -> str:
     return hashlib.sha1(normalized(text).encode()).hexdigest()[:16]
 
 
-_ADDRESS_RE = re.compile(r"\S+@\S+|https?://\S+")
+# ASCII only: an address written against Chinese text (「我的邮箱是leo@example.com。」) ends where the Latin does.
+_ADDRESS_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|https?://[!-~]+")
 
 
 def without_addresses(text: str) -> str:
@@ -208,7 +209,8 @@ _ZH_KIN_WORDS = (
 _EN_KEEP_VERBS = frozenset(
     "can can't cannot could couldn't will won't would wouldn't should shouldn't must mustn't might may did didn't "
     "was wasn't had got quit went made took gave left came began became bought found lost met ran saw said put "
-    "kept felt sold told thought taught brought".split()
+    "kept felt sold told thought taught brought grew spent wrote spoke drove rode swam ate drank sang knew flew fell "
+    "held heard sat slept stood won wore broke chose forgot paid built sent meant".split()
 )
 _EN_ADVERBS = frozenset(
     "really usually always often normally regularly sometimes mostly also still actually just now currently "

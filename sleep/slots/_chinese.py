@@ -281,9 +281,10 @@ def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:
 
 @functools.lru_cache(maxsize=1024)
 def _zh_place_like(value: str) -> bool:
-    """Whether 「是 X 人」's X can be a place: 「好人」「个好人」 say what someone is like, not where they are from."""
-    # An adjective, a numeral or a measure word (jieba's a*, m, q tags) is no place.
-    return bool(value) and not any(flag.startswith("a") or flag in {"m", "q"} for _, flag in word_tags(value))
+    """Whether 「是 X 人」's X can be a place: 「好人」「个好人」 say what someone is like, not where they are from, and
+    「老家寄来的腊肠」 what was sent from there."""
+    # An adjective, a verb, a numeral or a measure word (jieba's a*, v*, m, q tags) is no place.
+    return bool(value) and not any(flag[:1] in {"a", "v"} or flag in {"m", "q"} for _, flag in word_tags(value))
 
 
 def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
@@ -295,6 +296,9 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         if not match:
             continue
         raw = match.group("value")
+        if raw.startswith("的"):
+            # 「我住的那条街」「我喜欢的那家店」: the verb tells which street or shop; it says nothing of the person.
+            continue
         key, value = "", ""
         if attribute == "name":
             if subject == SELF:

@@ -189,8 +189,9 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
     for attribute, pattern in (
         (
             "name",
+            # "Call me lazy, but…" names nobody: after "call me" only a capitalised word is a name.
             r"^(?:name is|'s name is|am called|'m called|is called|'s called|is named|'s named|go by|goes by|"
-            r"call me)\s+(?P<value>[A-Z][\w-]+)",
+            r"call me(?=\s+(?-i:[A-Z])))\s+(?P<value>[A-Z][\w-]+)",
         ),
         ("email", r"^(?:e-?mail(?: address)?|email)(?:'s| is|:)\s*(?:now\s+)?(?P<value>\S+@\S+?)[.,]?(?:\s|$)"),
         ("phone", r"^(?:phone(?: number)?|number|mobile|cell)(?:'s| is|:)\s*(?P<value>[+\d][\d\s()-]{5,})"),
@@ -222,7 +223,13 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"(?:am|'m|are|'re|is|'s)\s+(?:moving|relocating|going to move)|"
             r"(?:will|'ll)\s+(?:be moving|move))\s+(?:back\s+)?(?:to|into|over to)\s+(?P<value>[^,.;!?]+)",
         ),
-        ("origin", r"^(?:am|'m|is|'s|come|comes|was born)\s+(?:originally\s+)?(?:from|in)\s+(?P<value>[A-Z][^,.;!?]*)"),
+        (
+            "origin",
+            # A place, not "the school of thought", "work" or "a big family" ("the UK" is one).
+            r"^(?:am|'m|is|'s|come|comes|was born|grew up|was raised|were raised)\s+(?:originally\s+)?(?:from|in)\s+"
+            r"(?P<value>(?:the\s+(?-i:[A-Z])|(?!(?:an?|the|my|our|his|her|their|this|that|work|school|home|here|there)\b)"
+            r"[A-Z])[^,.;!?]*)",
+        ),
         (
             "workplace",
             r"^(?:now\s+|currently\s+|still\s+)?(?:work|works|working|am working|'m working)\s+"
@@ -331,7 +338,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             "learning",
             r"^(?:'ve been|have been|has been|'s been|am|'m|is|'s)\s+(?:learning|studying|taking lessons in|"
             r"practi[cs]ing)\s+"
-            r"(?P<value>[^,.;!?]+)",
+            # "learning that commuting is the worst" is a lesson of life, not a subject.
+            r"(?!(?:that|how|what|why|when|not)\b)(?P<value>[^,.;!?]+)",
         ),
         (
             "habit",

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anima.core.text import text_keywords, third_person_en, third_person_zh
+from anima.core.text import is_chinese, text_keywords, third_person_en, third_person_zh, without_addresses
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,17 @@ def test_chinese_time_and_filler_words_are_no_keywords():
     words = text_keywords("等会儿我们去吃火锅，过一会儿再说。那个时候东西很多，今天的火锅店很热闹", count=4)
 
     assert words and all("火锅" in word for word in words)
+
+
+@pytest.mark.parametrize(
+    ("text", "left", "chinese"),
+    [
+        ("我的邮箱是leo@example.com。", "我的邮箱是 。", True),
+        ("mail me at leo@example.com, thanks", "mail me at  , thanks", False),
+        ("看这个https://example.com/a?b=1很有用", "看这个 很有用", True),
+    ],
+)
+def test_an_address_is_blanked_alone_even_against_chinese_text(text, left, chinese):
+    # Blanked with it, the Chinese words before it made 「我的邮箱是…」 read as not Chinese at all.
+    assert without_addresses(text) == left
+    assert is_chinese(without_addresses(text)) is chinese

@@ -139,6 +139,35 @@ def test_a_pet_just_had_is_what_his_or_her_name_points_at(said, facts):
     assert named == facts
 
 
+@pytest.mark.parametrize(
+    ("said", "name", "facts"),
+    [
+        ("我的邮箱是chen@example.com。", "陈明", {("陈明的邮箱是chen@example.com", "email", "chen@example.com")}),
+        ("I grew up in Cork.", "Ana", {("Ana grew up in Cork", "origin", "cork")}),
+        ("I was raised in the UK.", "Ana", {("Ana was raised in the UK", "origin", "uk")}),
+        ("Call me Cat.", "Carla", {("Carla also goes by Cat", "name", "cat")}),
+    ],
+)
+def test_an_address_against_chinese_text_and_where_someone_grew_up_are_facts(said, name, facts):
+    assert {(content, slot.attribute, slot.value) for _, content, slot in facts_read(said, name=name)} == facts
+
+
+@pytest.mark.parametrize(
+    ("said", "name"),
+    [
+        ("Call me lazy, but I skipped the gym.", "Carla"),
+        ("I'm from the school of thought that tea fixes everything.", "Carla"),
+        ("I'm learning that commuting is the worst part of my day.", "Ana"),
+        ("我住的那条街今天停电了。", "陈明"),
+        ("我喜欢的那家奶茶店关门了。", "小丽"),
+        ("我老家寄来的腊肠好好吃。", "小丽"),
+    ],
+)
+def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
+    # 「我住的那条街」 is a street, not where the person lives; "call me lazy" gives no name.
+    assert facts_read(said, name=name) == []
+
+
 def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
     hint = ("sister", "Mia")
     assert en_read("she is 30 years old", subject_hint=hint).slot == Slot("sister", "mia", "age", "", "30")
