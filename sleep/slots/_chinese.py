@@ -296,8 +296,9 @@ def _zh_reading(subject: str, sub_name: str, rest: str) -> Reading | None:
         if not match:
             continue
         raw = match.group("value")
-        if raw.startswith("的"):
-            # 「我住的那条街」「我喜欢的那家店」: the verb tells which street or shop; it says nothing of the person.
+        if raw.startswith(("的", "得")):
+            # 「我住的那条街」「我喜欢的那家店」: the verb tells which street or shop, and 「准备得还挺充分」 how well
+            # it went; neither says what the person does.
             continue
         key, value = "", ""
         if attribute == "name":

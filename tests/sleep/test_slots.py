@@ -161,6 +161,7 @@ def test_an_address_against_chinese_text_and_where_someone_grew_up_are_facts(sai
         ("我住的那条街今天停电了。", "陈明"),
         ("我喜欢的那家奶茶店关门了。", "小丽"),
         ("我老家寄来的腊肠好好吃。", "小丽"),
+        ("现在回头看，其实准备得还挺充分。", "Leo"),
     ],
 )
 def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
