@@ -221,7 +221,6 @@ def _self_items(
     memory_types: Sequence[str],
     since: datetime | None,
     until: datetime | None,
-    channel: str | None = None,
 ) -> list[tuple[str, int]]:
     """(source, id) of the person's own facts stating what they ``asked`` of themself ("where do I live?"): not
     their profile nor their lines, which every recall of theirs is about."""
@@ -315,7 +314,9 @@ def entity_expand(
     subjects = subjects_mentioned(person=person, text=query)
     items = [subject_items(subject=subject, hits=hits, query=query, asked=asked, **bounds) for subject in subjects]
     if not subjects and asked.of_self and not relations_asked(query):
-        items.append(_self_items(person=person, hits=hits, asked=asked, **bounds))
+        items.append(
+            _self_items(person=person, hits=hits, asked=asked, memory_types=memory_types, since=since, until=until)
+        )
     if not any(items):
         return hits
     return entity_fuse(hits=hits, items=items)
