@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from anima.core.llm.offline import offline_handler
-from anima.core.relations import ZH_RELATIONS
+from anima.core.relations import EN_RELATIONS, ZH_RELATIONS
 from anima.core.segmentation import jieba_get
 from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords, third_person_en, third_person_zh
 from sleep import slots
@@ -60,6 +60,7 @@ _EN_RELATION_WORDS = {
     "dog_or_cat": "pet",
 }
 _ZH_RELATION_WORDS = {v: k for k, v in reversed(list(ZH_RELATIONS.items()))} | {"child": "孩子"}
+_ZH_WORDS_LONGEST = sorted(ZH_RELATIONS, key=len, reverse=True)
 
 
 @dataclass
@@ -71,13 +72,25 @@ class _Said:
     past_like: str = ""
 
 
-def _subject_text(slot: Slot, name: str, *, chinese: bool) -> str:
+def _relation_said(relation: str, said: str, *, chinese: bool) -> str:
+    """The word ``said`` calls ``relation`` by (「女朋友」, "girlfriend", "mum"), "" when it names none: a partner
+    told of as a girlfriend stays one, not the first word the tables hold for a partner."""
+    if chinese:
+        return next((word for word in _ZH_WORDS_LONGEST if word in said and ZH_RELATIONS[word] == relation), "")
+    words = (word.casefold() for word in re.findall(r"[A-Za-z]+", said))
+    return next((word for word in words if EN_RELATIONS.get(word) == relation), "")
+
+
+def _subject_text(slot: Slot, name: str, *, chinese: bool, said: str = "") -> str:
+    """How a fact names ``slot``'s subject ("Maya's daughter Lily", 「Leo 的女儿小雨」), with the relation word ``said``
+    calls it by where it names one."""
     relation = slot.subject.split(":")[-1] if slot.subject.startswith("dog_or_cat:") else slot.subject
     own = slot.name if chinese else slot.name[:1].upper() + slot.name[1:]
+    as_said = _relation_said(slot.subject, said, chinese=chinese) if said else ""
     if chinese:
-        word = relation if slot.subject.startswith("dog_or_cat:") else _ZH_RELATION_WORDS.get(relation, "")
+        word = relation if slot.subject.startswith("dog_or_cat:") else as_said or _ZH_RELATION_WORDS.get(relation, "")
         return f"{name}的{word}{own}" if word else own
-    word = _EN_RELATION_WORDS.get(relation, relation)
+    word = as_said or _EN_RELATION_WORDS.get(relation, relation)
     return f"{name}'s {word} {own}".strip() if word else own
 
 
@@ -94,6 +107,16 @@ def _named(relation: str, names: list[str], name: str, *, chinese: bool) -> list
 _EN_HAD = re.compile(rf"^(?P<head>.*?\b{slot_values.EN_HAVE})\s+(?P<things>.+)$", re.I)
 _EN_COUNTED = rf"{slot_values.EN_COUNT}\s"
 _EN_THINGS_SPLIT = re.compile(rf"\s*,?\s+and\s+(?={_EN_COUNTED})|\s*,\s*(?={_EN_COUNTED})", re.I)
+
+
+# Someone the grammar keeps no facts of: a clause with no subject after one about them goes on about them
+# (「我同事小王住在滨江，每天骑电动车上班」 is the colleague's commute, not the speaker's).
+_ZH_SOMEONE_ELSE = re.compile(r"(?<![男女])朋友|同事|同学|室友|邻居|老板|领导|上司|别人|有人|网友")
+_EN_SOMEONE_ELSE = re.compile(
+    r"\b(?:friends?|colleagues?|co-?workers?|boss|manager|neighbou?rs?|classmates?|room-?mates?|flat-?mates?|"
+    r"someone|somebody)\b",
+    re.I,
+)
 
 
 def _en_clauses(sentence: str) -> list[str]:
@@ -119,7 +142,10 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
     listing = ""  # the relation whose members the clauses are naming
     if sentence.rstrip().endswith("?"):
         return facts
+    someone_else = False
     for clause in _en_clauses(sentence):
+        if re.match(r"^(?:I|I'm|I've|My|We|Our)\b", clause):
+            someone_else = False
         used = re.sub(r"^(?:I|We)\s+used to\s+(?:really\s+)?(?:like|love|prefer)\s+", "", clause, flags=re.I)
         if used != clause:
             said.past_like = used  # "I used to like X" sets up a change stated next, it is not a fact itself
@@ -137,6 +163,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         listing = ""
         reading = slots.en_read(clause, name="", subject_hint=said.hint)
         text = clause
+        someone_else = someone_else or (reading is None and _EN_SOMEONE_ELSE.search(clause) is not None)
         listed = re.search(r"\s(?:named|called)\s+(.+)$", clause) if reading else None
         if listed and reading.slot.attribute.startswith("count:") and en_grammar.en_names(listed.group(1)):
             # "I have two cats named Miso and Tofu": the count, then each one named
@@ -146,7 +173,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             said.hint, said.hint_text = (relation, ""), ""
             listing = relation
             continue
-        if reading is None and said.hint is None and not _EN_NOT_SUBJECTLESS.match(clause):
+        if reading is None and said.hint is None and not someone_else and not _EN_NOT_SUBJECTLESS.match(clause):
             # A clause with no subject of its own speaks for the speaker ("Can't stand cilantro", "retired").
             for prefix in ("I ", "I'm "):
                 reading = slots.en_read(prefix + clause[0].lower() + clause[1:], name="")
@@ -170,7 +197,9 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             subject = en_grammar._en_subjects(clause, name="")
             if subject and subject[0] != slot_model.SELF:
                 said.hint = (subject[0], subject[1].casefold())
-                said.hint_text = _subject_text(Slot(subject[0], subject[1].casefold(), "", "", ""), name, chinese=False)
+                said.hint_text = _subject_text(
+                    Slot(subject[0], subject[1].casefold(), "", "", ""), name, chinese=False, said=clause
+                )
             continue
         slot = reading.slot
         if slot.attribute == "name" and slot.subject == slot_model.SELF:
@@ -189,7 +218,7 @@ def _en_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         content = third_person_en(text, name)
         if slot.subject not in (slot_model.SELF, ""):
             said.hint = (slot.subject, slot.name)
-            said.hint_text = _subject_text(slot, name, chinese=False)
+            said.hint_text = _subject_text(slot, name, chinese=False, said=text)
         elif slot.subject == "" and slot.name:
             said.hint, said.hint_text = ("", slot.name), slot.name.title()
         if slot.attribute.startswith("count:"):
@@ -207,7 +236,10 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
     if re.search(r"[？?]\s*$", sentence):
         return facts
     clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！!；;\n ")) if c.strip()]
+    someone_else = False
     for clause in clauses:
+        if clause.startswith("我"):
+            someone_else = False
         clause = zh_grammar._ZH_LEADING.sub("", clause).strip()
         if not clause or _ZH_FILLER.match(clause):
             continue
@@ -237,6 +269,7 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             continue
         reading = zh_grammar.zh_read(clause, name="")
         text = clause
+        someone_else = someone_else or (reading is None and _ZH_SOMEONE_ELSE.search(clause) is not None)
         listed = re.search(r"(?:叫做|叫|名叫|名字叫|名字是)(.+)$", clause) if reading else None
         if listed and reading.slot.attribute.startswith("count:") and zh_grammar.zh_names(listed.group(1)):
             # 「我养了两只猫叫咪咪和豆豆」: the count, then each one named
@@ -258,7 +291,12 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                     continue
                 if said.hint_text:
                     reading, text = hinted, f"{said.hint_text}{clause}"
-        elif reading is None and said.hint is None and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
+        elif (
+            reading is None
+            and said.hint is None
+            and not someone_else
+            and not re.match(r"^(?:我|你|他|她|它|这|那)", clause)
+        ):
             # A clause with no subject of its own speaks for the speaker (「不吃香菜」, 「在一家游戏公司做策划」).
             reading = zh_grammar.zh_read("我" + clause, name="")
             text = "我" + clause
@@ -270,12 +308,14 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             subject = zh_grammar._zh_subject(zh_grammar._ZH_TIME_LEAD.sub("", clause), name="")
             if subject and subject[0] != slot_model.SELF:
                 said.hint = (subject[0], subject[1])
-                said.hint_text = _subject_text(Slot(subject[0], subject[1], "", "", ""), name, chinese=True)
+                said.hint_text = _subject_text(
+                    Slot(subject[0], subject[1], "", "", ""), name, chinese=True, said=clause
+                )
                 continue
             if facts and len(clause) <= 12 and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
                 kind, content, slot = facts.pop()
                 # 「今年七岁，上小学一年级」: a detail of the fact before, told about the person too
-                facts.append((kind, f"{content}，{third_person_zh(clause, name).rstrip('了 ')}", slot))
+                facts.append((kind, f"{content}，{_without_closing_le(third_person_zh(clause, name))}", slot))
             continue
         slot = reading.slot
         if slot.attribute == "name" and slot.subject == slot_model.SELF:
@@ -286,9 +326,9 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         # A closing 了 is mostly filler, but in 「不开出租车了」 it says "no longer" and in 「怀孕了」 "now": a stopped
         # activity and a state keep it. (A bare age, 「现在三十三」, reads as one without it.)
         if not (slot.attribute == "activity" and slot.value == "no") and slot.attribute not in {"status", "marital"}:
-            content = content.rstrip("了 ")
+            content = _without_closing_le(content)
         if slot.subject not in (slot_model.SELF, ""):
-            said.hint, said.hint_text = (slot.subject, slot.name), _subject_text(slot, name, chinese=True)
+            said.hint, said.hint_text = (slot.subject, slot.name), _subject_text(slot, name, chinese=True, said=text)
         elif slot.subject == "" and slot.name:
             said.hint, said.hint_text = ("", slot.name), slot.name
         if slot.attribute.startswith("count:"):
@@ -304,10 +344,24 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
     return facts
 
 
+def _without_closing_le(text: str) -> str:
+    """``text`` without a closing filler 了; 「受不了」 (can't bear) keeps it: there it is the word."""
+    return re.sub(r"(?<!不)了+$", "", text.rstrip()).rstrip()
+
+
+# A message said in jest or irony states nothing ("I LOVE doing my taxes 🙃", "…开玩笑的").
+_JOKING = re.compile(
+    r"said no one ever|\bjust kidding\b|\bjk\b|\byeah right\b|(?:^|\s)/s\b|🙃|🙄|开玩笑的|开个玩笑|逗你的|才怪",
+    re.I,
+)
+
+
 def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple[str, str, Slot]]:
     """(memory_type, content, slot) facts a user message states about its author, in the message's language."""
     said = _Said() if said is None else said
     facts = []
+    if _JOKING.search(text):
+        return facts
     for sentence in sentences(text):
         if slots.chinese(sentence):
             facts.extend(_zh_facts(sentence, name or "用户", said))

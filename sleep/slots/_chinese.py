@@ -75,7 +75,8 @@ _ZH_FREQUENCY = re.compile(
     r"每(?:天|周|週|晚|个?月|年|周末|个周末|天早上|天晚上|次)|平时|经常|常常|一般|通常|总是|周[一二三四五六日末天]|天天|偶尔|习惯"
 )
 _ZH_HEDGE = re.compile(
-    r"如果|假如|要是|是不是|吗|呢？|？|\?|觉得我|你觉得|我觉得|可能会|不知道|朋友|同事|别人|有人|听说"
+    # 朋友 is someone else, but 女朋友 / 男朋友 a partner
+    r"如果|假如|要是|是不是|吗|呢？|？|\?|觉得我|你觉得|我觉得|可能会|不知道|(?<![男女])朋友|同事|别人|有人|听说"
 )
 _ZH_TIME_LEAD = re.compile(
     r"^(?:(?:明年|今年|去年|下个?月|上个?月|这个?月|下周[一二三四五六日末天]?|上周[一二三四五六日末天]?|这周[一二三四五六日末天]?|"
@@ -393,7 +394,7 @@ def zh_read(clause: str, *, name: str = "", subject_hint: tuple[str, str] | None
     subject = _zh_subject(clause, name=name)
     if subject is None:
         named = re.match(
-            rf"^(?P<who>[\u4e00-\u9fff]{{2,3}}?)(?P<rest>(?:今年|已经|上个月|刚|都|也|还)*(?:满|过了)?{_ZH_NUM}岁.*)$",
+            rf"^(?P<who>[\u4e00-\u9fff]{{2,3}}?)(?P<rest>(?:今年|今天|已经|上个月|刚|都|也|还)*(?:满|过了)?{_ZH_NUM}岁.*)$",
             clause,
         )
         if named and subject_hint is None and not re.match(r"^(?:他|她|它|这|那|你|今|明|去|每)", named.group("who")):

@@ -190,8 +190,8 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "name",
             # "Call me lazy, but…" names nobody: after "call me" only a capitalised word is a name.
-            r"^(?:name is|'s name is|am called|'m called|is called|'s called|is named|'s named|go by|goes by|"
-            r"call me(?=\s+(?-i:[A-Z])))\s+(?P<value>[A-Z][\w-]+)",
+            r"^(?:name is|name's|'s name is|'s name's|am called|'m called|is called|'s called|is named|'s named|"
+            r"go by|goes by|call me(?=\s+(?-i:[A-Z])))\s+(?P<value>[A-Z][\w-]+)",
         ),
         ("email", r"^(?:e-?mail(?: address)?|email)(?:'s| is|:)\s*(?:now\s+)?(?P<value>\S+@\S+?)[.,]?(?:\s|$)"),
         ("phone", r"^(?:phone(?: number)?|number|mobile|cell)(?:'s| is|:)\s*(?P<value>[+\d][\d\s()-]{5,})"),
@@ -199,7 +199,10 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "age",
             r"^(?:am|is|'m|'s|turned|just turned|will be|'ll be|is turning|'s turning|turns)\s+"
-            r"(?P<value>\d{1,3})(?!\s*(?:%|percent|km|miles|kg|lbs|minutes|hours|times|o'clock|pm|am|:|\.\d|,\d|-year))",
+            # A number of anything else is no age: "I'm 10 minutes away", "20 mins every night".
+            r"(?P<value>\d{1,3})(?!\d|\s*(?:%|percent|km|kms|miles?|kg|kgs|lbs|pounds?|minutes?|mins?|hours?|hrs?|"
+            r"seconds?|secs?|days?|weeks?|months?|times|o'clock|pm|am|floors?|blocks?|steps?|points?|feet|ft|cm|"
+            r"metres?|meters?|euros?|dollars?|bucks|away|:|\.\d|,\d|-year))",
         ),
         # "she's 7-year-old", "he's a two-year-old beagle"
         ("age", rf"^(?:am|is|'m|'s)\s+(?:an?\s+)?(?P<value>\d{{1,3}}|{EN_NUMBER_WORDS})-year-old\b"),
@@ -247,6 +250,12 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"^(?:just\s+|recently\s+)?(?:have\s+|'ve\s+)?(?:started|began|begun|got|took|landed|accepted)\s+"
             r"(?:(?:a|my)\s+(?:new\s+|first\s+)?|(?:new|first)\s+)(?:job|position|role)\s+as\s+(?:an?\s+)?"
             r"(?P<value>[^,.;!?]+)",
+        ),
+        (
+            "job",
+            # "got promoted to head chef": the job is now that one.
+            r"^(?:just\s+|finally\s+|recently\s+)?(?:got|was|'ve been|have been|has been|'s been|am|'m|is)\s+"
+            r"promoted\s+to\s+(?:an?\s+|the\s+)?(?P<value>[^,.;!?]+)",
         ),
         (
             "workplace",
@@ -330,14 +339,15 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("plan", r"^(?:plan|plans|intend|hope|want|am hoping|'m hoping)\s+to\s+(?P<value>[^,.;!?]+)"),
         (
             "event",
-            r"^(?:have|has|'ve got|got)\s+(?:an?\s+|my\s+)?(?P<value>[\w -]*?(?:appointment|exam|interview|"
+            r"^(?:(?:'ve |have |has |just )?(?:signed up|registered|entered)\s+(?:for|in)|have|has|'ve got|got)\s+"
+            r"(?:an?\s+|my\s+|the\s+)?(?P<value>[\w -]*?(?:appointment|exam|interview|marathon|race|"
             r"meeting|test|surgery|operation|flight|trip|wedding|party|deadline|concert|match|recital|audition|"
             r"check-?up|presentation|conference)\b[^,.;!?]*)",
         ),
         (
             "learning",
-            r"^(?:'ve been|have been|has been|'s been|am|'m|is|'s)\s+(?:learning|studying|taking lessons in|"
-            r"practi[cs]ing)\s+"
+            r"^(?:'ve been|have been|has been|'s been|am|'m|is|'s|(?:'ve |have |has |'s )?(?:started|begun|began))\s+"
+            r"(?:learning|studying|taking lessons in|practi[cs]ing)\s+"
             # "learning that commuting is the worst" is a lesson of life, not a subject.
             r"(?!(?:that|how|what|why|when|not)\b)(?P<value>[^,.;!?]+)",
         ),

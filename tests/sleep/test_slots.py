@@ -169,6 +169,51 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
     assert facts_read(said, name=name) == []
 
 
+@pytest.mark.parametrize(
+    ("said", "name", "facts"),
+    [
+        # 女朋友 is a partner, not a friend's news; and she stays a girlfriend in what comes next.
+        ("我女朋友叫 Vivian，在做 UI 设计。", "晓峰", ["晓峰的女朋友叫 Vivian", "晓峰的女朋友Vivian在做 UI 设计"]),
+        (
+            "My girlfriend Zoe is a vet. She loves climbing.",
+            "Ben",
+            ["Ben's girlfriend Zoe is a vet", "Ben's girlfriend Zoe loves climbing"],
+        ),
+        ("我不开货车了，腰受不了。", "老陈", ["老陈不开货车了，腰受不了"]),  # 「受不了」 keeps its 了
+        ("I got promoted to head chef!", "Felix", ["Felix got promoted to head chef"]),
+        ("started learning guitar, 20 mins every night before bed", "Marcus", ["Marcus started learning guitar"]),
+        (
+            "I've signed up for a half marathon in April",
+            "Bridget",
+            ["Bridget has signed up for a half marathon in April"],
+        ),
+        ("My cat's name's Pudding.", "Marcus", ["Marcus's cat's name's Pudding"]),
+        ("土豆今天一岁了！", "佳佳", ["土豆今天一岁"]),
+    ],
+)
+def test_everyday_chat_states_these_facts_as_said(said, name, facts):
+    written = facts_read(said, name=name)
+    assert [content for _, content, _ in written] == facts
+    for content, slot in ((content, slot) for _, content, slot in written):
+        assert slot_read(content, name=name) == slot, content
+
+
+@pytest.mark.parametrize(
+    ("said", "name"),
+    [
+        ("Anyway, I'm 10 minutes away from the shops, better go", "Bridget"),  # no age of 1
+        ("I love Mondays, said no one ever", "Noor"),
+        ("sure, I LOVE doing my taxes 🙃", "Bridget"),
+        ("我周末打算去看演唱会……开玩笑的，根本抢不到票", "晓峰"),
+        # The colleague's commute, not the speaker's.
+        ("我同事小王住在滨江，每天骑电动车上班", "小敏"),
+        ("My colleague lives in Berlin, cycles to work every day.", "Ana"),
+    ],
+)
+def test_a_joke_a_distance_or_someone_elses_life_is_no_fact_of_the_speaker(said, name):
+    assert facts_read(said, name=name) == []
+
+
 def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
     hint = ("sister", "Mia")
     assert en_read("she is 30 years old", subject_hint=hint).slot == Slot("sister", "mia", "age", "", "30")
