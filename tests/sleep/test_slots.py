@@ -189,6 +189,7 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
         ),
         ("My cat's name's Pudding.", "Marcus", ["Marcus's cat's name's Pudding"]),
         ("土豆今天一岁了！", "佳佳", ["土豆今天一岁"]),
+        ("我戒奶茶了，现在改喝美式", "佳佳", ["佳佳戒奶茶", "佳佳现在改喝美式"]),
     ],
 )
 def test_everyday_chat_states_these_facts_as_said(said, name, facts):
@@ -212,6 +213,13 @@ def test_everyday_chat_states_these_facts_as_said(said, name, facts):
 )
 def test_a_joke_a_distance_or_someone_elses_life_is_no_fact_of_the_speaker(said, name):
     assert facts_read(said, name=name) == []
+
+
+def test_quitting_what_was_liked_supersedes_the_like():
+    (liked,) = [slot for _, _, slot in facts_read("我最爱喝奶茶，一天不喝就难受", name="佳佳")]
+    quit_, switched = [slot for _, _, slot in facts_read("我戒奶茶了，现在改喝美式", name="佳佳")]
+    assert supersedes(quit_, liked)
+    assert (switched.attribute, switched.key, switched.value) == ("likes", "美式", "+")
 
 
 def test_a_pronoun_stands_for_the_hinted_person_but_a_word_starting_like_one_does_not():
