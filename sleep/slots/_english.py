@@ -217,6 +217,7 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         (
             "residence",
             r"^(?:now\s+|currently\s+|still\s+)?(?:live|lives|living|am living|'m living|'ve been living|"
+            r"'ve lived|have lived|has lived|'s lived|"
             r"reside|resides|am based|'m based|is based|'s based|am staying|'m staying|stay|stays)\s+"
             r"(?:in|at|near|outside|on|by)\s+(?P<value>[^,.;!?]+)",
         ),

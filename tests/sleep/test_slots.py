@@ -190,6 +190,11 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
         ("My cat's name's Pudding.", "Marcus", ["Marcus's cat's name's Pudding"]),
         ("土豆今天一岁了！", "佳佳", ["土豆今天一岁"]),
         ("我戒奶茶了，现在改喝美式", "佳佳", ["佳佳戒奶茶", "佳佳现在改喝美式"]),
+        (
+            "I'm originally from Cape Town but I've lived in Glasgow for eight years",
+            "Felix",
+            ["Felix is originally from Cape Town", "Felix has lived in Glasgow for eight years"],
+        ),
     ],
 )
 def test_everyday_chat_states_these_facts_as_said(said, name, facts):
