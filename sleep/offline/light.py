@@ -37,6 +37,8 @@ _EN_LEADING = re.compile(
     r"you'll never guess|you won't believe it)\b[\s!.,:]*)+",
     re.I,
 )
+# Chat words closing a clause say nothing of it ("got a cat tho", "I'm a nurse lol").
+_EN_TRAILING = re.compile(r"(?:\s+(?:tho|though|lol|lmao|haha+|hehe+|btw|rn|tbh|ngl|xd|fr|imo))+\s*$", re.I)
 # A clause opening with one of these has a subject of its own that is not the speaker.
 _EN_NOT_SUBJECTLESS = re.compile(
     r"^(?:it|its|it's|this|that|these|those|there|they|he|she|the|a|an|you|your|[A-Z][a-z]+\s+(?:is|are|was|'s))\b",
@@ -127,7 +129,7 @@ def _en_clauses(sentence: str) -> list[str]:
         sentence = sentence[lead.end() :]
     clauses = []
     for clause in _EN_CLAUSE_SPLIT.split(sentence):
-        clause = en_grammar.en_now_dropped(_EN_LEADING.sub("", clause.strip()).strip())
+        clause = en_grammar.en_now_dropped(_EN_TRAILING.sub("", _EN_LEADING.sub("", clause.strip())).strip())
         if not clause:
             continue
         clause = clause[0].upper() + clause[1:] if clause[:2].casefold() == "i " else clause

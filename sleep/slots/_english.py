@@ -443,7 +443,8 @@ def _en_relation_in(text: str) -> str:
 def en_acquired(clause: str) -> str:
     """Who an unnamed relative or pet newly had is ("I finally adopted a dog!" → "dog"), else "": no fact by itself
     (``en_read`` reads none), but what "his name is Biscuit" next points at."""
-    match = re.match(rf"^(?:I|we)\s+{EN_ACQUIRED}\s+(?P<what>{EN_COUNT}\s+[^,.;!?]+)", clause, re.I)
+    # "got a cat" with no subject is the speaker's too
+    match = re.match(rf"^(?:(?:I|we)\s+)?{EN_ACQUIRED}\s+(?P<what>{EN_COUNT}\s+[^,.;!?]+)", clause, re.I)
     if not match:
         return ""
     # The head of what was had, before any "last week" or "from the shelter": a dog bed is no dog.

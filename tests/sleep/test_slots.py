@@ -191,6 +191,12 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
         ("土豆今天一岁了！", "佳佳", ["土豆今天一岁"]),
         ("我戒奶茶了，现在改喝美式", "佳佳", ["佳佳戒奶茶", "佳佳现在改喝美式"]),
         (
+            "got a cat tho, her name's pudding, she's 12 and grumpy",
+            "Marcus",
+            ["Marcus's cat's name's pudding", "Marcus's cat Pudding is 12 and grumpy"],
+        ),
+        ("i'm a nurse lol", "Marcus", ["Marcus is a nurse"]),
+        (
             "I'm originally from Cape Town but I've lived in Glasgow for eight years",
             "Felix",
             ["Felix is originally from Cape Town", "Felix has lived in Glasgow for eight years"],
