@@ -154,6 +154,11 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"^(?:平时|现在|一般|日常|工作中|工作上)*(?:主要|基本|一般|平时|大多|多半)(?:都|还是)?(?:用|写|使用)\s*(?P<value>[A-Za-z][\w.+#-]*|[\u4e00-\u9fff]{2,8})",
         ),
         ("workplace", r"^(?:现在|目前|还|一直|也)*在\s*(?P<value>[^，,。；;！!？?]{2,16}?)(?:工作|上班|任职|实习)"),
+        # 「现在在北京漂着」: where one lives, told by the place first
+        (
+            "residence",
+            r"^(?:现在|目前|一直|还|也|都)*在\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)(?:生活|定居|安家|漂着|住着)(?:了)?$",
+        ),
         (
             "residence",
             r"^(?:现在|目前|一直|还|也|都)*(?:住在|住|定居在|定居|生活在)\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,12}?)"

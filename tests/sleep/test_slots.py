@@ -196,6 +196,7 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
             ["Marcus's cat's name's pudding", "Marcus's cat Pudding is 12 and grumpy"],
         ),
         ("i'm a nurse lol", "Marcus", ["Marcus is a nurse"]),
+        ("我是广东潮汕人，现在在北京漂着", "晓峰", ["晓峰是广东潮汕人", "晓峰现在在北京漂着"]),
         (
             "I'm originally from Cape Town but I've lived in Glasgow for eight years",
             "Felix",
@@ -219,6 +220,7 @@ def test_everyday_chat_states_these_facts_as_said(said, name, facts):
         ("我周末打算去看演唱会……开玩笑的，根本抢不到票", "晓峰"),
         # The colleague's commute, not the speaker's.
         ("我同事小王住在滨江，每天骑电动车上班", "小敏"),
+        ("我在公司待着", "小敏"),  # where one is now, not where one lives
         ("My colleague lives in Berlin, cycles to work every day.", "Ana"),
     ],
 )
