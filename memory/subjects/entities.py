@@ -14,7 +14,7 @@ from conversations.models import Person
 from memory.imprints import imprints_of_person
 from memory.models import LimbicBlock, SemanticMemory, Subject, SubjectKind
 from memory.subjects.recall import subject_recent_mentions, subject_served, subjects_served
-from memory.subjects.selectors import subject_facts, subject_profile
+from memory.subjects.selectors import subject_facts, subject_profile, subject_stated
 
 TIMELINE_LINES = 20
 
@@ -75,9 +75,11 @@ def entity_detail(*, person: Person, key: str) -> dict | None:
 def _detail(*, subject: Subject) -> dict:
     related = subjects_served(person=subject.person).filter(related_to=subject)
     facts = list(subject_facts(subject=subject))
+    stated = subject_stated(subject=subject)
     return {
         **entity_summary(subject=subject),
-        "facts": [_memory(m) for m in facts],
+        # What each fact states of the subject ("job", "age"; "" when it only names it): what recall answers with.
+        "facts": [{**_memory(m), "states": stated.get(m.pk, "")} for m in facts],
         "imprints": [
             {
                 "id": imprint.pk,

@@ -22,7 +22,13 @@ pytestmark = pytest.mark.django_db
 def two_families():
     leo, maya = PersonFactory(slug="leo", display_name="Leo"), PersonFactory(slug="maya", display_name="Maya")
     xiaoyu, xiaoyu_facts = subject_built(
-        leo, relation="daughter", name="小雨", facts=["小雨在学钢琴", "小雨属虎"], aliases=("女儿",), intro="Leo 的女儿"
+        leo,
+        relation="daughter",
+        name="小雨",
+        facts=["小雨在学钢琴", "小雨属虎"],
+        aliases=("女儿",),
+        intro="Leo 的女儿",
+        stated=("activity", "zodiac"),
     )
     lily, lily_facts = subject_built(maya, relation="daughter", name="Lily", facts=["Lily plays the violin"])
     return leo, maya, xiaoyu, xiaoyu_facts, lily, lily_facts
@@ -40,7 +46,10 @@ def test_the_api_lists_a_persons_entities_and_one_by_key_or_alias(two_families):
     ]
     assert listing["entities"][0]["profile"]["id"] == xiaoyu.profile_id
     assert one["entity"]["key"] == xiaoyu.key
-    assert [fact["id"] for fact in one["entity"]["facts"]] == [fact.pk for fact in facts]
+    assert [(fact["id"], fact["states"]) for fact in one["entity"]["facts"]] == [
+        (facts[0].pk, "activity"),
+        (facts[1].pk, "zodiac"),
+    ]
     assert client.get(f"/api/persons/leo/entities/{xiaoyu.key}/").json()["entity"]["name"] == "小雨"
     assert client.get("/api/persons/leo/entities/Lily/").status_code == 404
     assert client.get("/api/persons/nobody/entities/").status_code == 404
@@ -142,6 +151,7 @@ def test_the_console_shows_an_entity_page_and_a_persons_relationships(two_famili
     assert "小雨" in listing and "Lily" in listing
     assert 'id="entity-profile"' in page and xiaoyu.profile.content in page
     assert all(fact.content in page for fact in facts)
+    assert '<span class="quiet">(zodiac)</span>' in page  # what the fact states of her
     assert "小雨今天钢琴考了满分" in page
     assert "Lily" not in page and "Lily" not in tree
     assert "小雨" in tree and "daughter" in tree
