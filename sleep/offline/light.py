@@ -45,7 +45,9 @@ _EN_NOT_SUBJECTLESS = re.compile(
     re.I,
 )
 _EN_LIST_AGES = re.compile(r"([A-Z][a-z]+)\s*(?:,\s*|\(\s*|who's\s+|who is\s+|is\s+|aged\s+)(\d{1,2})\b")
-_ZH_CLAUSE_SPLIT = re.compile(r"[，,：:；;、]")
+# A space between two Chinese characters ends a clause too: voice input and quick typing leave out the commas
+# (「俺今年五十八了 老家河南周口的 现在跟老伴在郑州住」); one beside a Latin word (「在 Google 做 PM」) does not.
+_ZH_CLAUSE_SPLIT = re.compile(r"[，,：:；;、]|(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")
 _ZH_FILLER = re.compile(r"^(?:哈|呵|嗯|啊|呀|吧|嘿|哎|唉|lol|haha)+$")
 _ZH_ORDINAL = re.compile(
     r"^(?P<which>大|小|老大|老二|老三|大的|小的)的?(?:叫|名叫)(?P<name>[\u4e00-\u9fffA-Za-z]{1,6})$"
@@ -121,7 +123,29 @@ _EN_SOMEONE_ELSE = re.compile(
 )
 
 
+# Contractions typed without their apostrophe ("im shauna", "hes an electrician", "dont eat pork").
+_EN_BARE_CONTRACTIONS = {
+    "im": "I'm",
+    "ive": "I've",
+    "dont": "don't",
+    "cant": "can't",
+    "didnt": "didn't",
+    "doesnt": "doesn't",
+    "isnt": "isn't",
+    "wasnt": "wasn't",
+    "hes": "he's",
+    "shes": "she's",
+    "theyre": "they're",
+    "weve": "we've",
+    "thats": "that's",
+    "whats": "what's",
+    "u": "you",
+}
+_EN_BARE_CONTRACTION = re.compile(rf"\b(?:{'|'.join(_EN_BARE_CONTRACTIONS)})\b", re.I)
+
+
 def _en_clauses(sentence: str) -> list[str]:
+    sentence = _EN_BARE_CONTRACTION.sub(lambda m: _EN_BARE_CONTRACTIONS[m.group(0).casefold()], sentence)
     sentence = sentence.strip().rstrip(".!")
     lead = re.match(r"^([^:]{1,30}):\s+(?=\S)", sentence)
     # "Big news: …" heads what follows; "We've got three dogs: Rex, Ace and Bo" says something itself
@@ -237,14 +261,30 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
     facts: list[tuple[str, str, Slot]] = []
     if re.search(r"[？?]\s*$", sentence):
         return facts
+    # The northern 俺 is 我 (「俺闺女」 is 「我闺女」), and 「媳妇儿」 「老伴儿」 are 媳妇 and 老伴.
+    sentence = re.sub(r"(媳妇|老伴|闺女)儿", r"\1", sentence.replace("俺", "我"))
     clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！!；;\n ")) if c.strip()]
     someone_else = False
+    # Whether a clause with no subject is the speaker's: the first one is, and one after a clause of theirs
+    # (「我是老师，教语文」) or naming nobody (「腰受不了，现在当保安」); not one after a clause naming a relative
+    # (「媳妇儿叫小红 在小学当语文老师」). An age with no subject needs a clause of theirs right before it: after
+    # 「今天豆包过生日」, 「满五岁了」 is 豆包's.
+    speaker = strictly = True
+    previous = None
     for clause in clauses:
         if clause.startswith("我"):
             someone_else = False
         clause = zh_grammar._ZH_LEADING.sub("", clause).strip()
         if not clause or _ZH_FILLER.match(clause):
             continue
+        if previous is not None:
+            said_before, written_before = previous
+            strictly = said_before.startswith("我") or any(
+                slot.subject == slot_model.SELF for _, _, slot in facts[written_before:]
+            )
+            naming = _ZH_SOMEONE_ELSE.search(said_before) or any(word in said_before for word in ZH_RELATIONS)
+            speaker = strictly or not naming
+        previous = (clause, len(facts))
         past = re.match(r"^(?:以前|过去|之前)我?(?:很|最|特别|也)?(?:喜欢|爱)\s*(.+)$", clause)
         if past:
             said.past_like = past.group(1)  # 「以前我喜欢 X」 sets up a change stated next
@@ -296,12 +336,15 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
         elif (
             reading is None
             and said.hint is None
+            and speaker
             and not someone_else
             and not re.match(r"^(?:我|你|他|她|它|这|那)", clause)
         ):
             # A clause with no subject of its own speaks for the speaker (「不吃香菜」, 「在一家游戏公司做策划」).
             reading = zh_grammar.zh_read("我" + clause, name="")
             text = "我" + clause
+            if reading is not None and reading.slot.attribute == "age" and not strictly:
+                reading = None
         elif reading is None and re.match(r"^(?:他|她|它)", clause) and said.hint:
             reading = zh_grammar.zh_read(clause, name="", subject_hint=said.hint)
             if reading is not None:

@@ -245,7 +245,11 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
 
 
 # 「老婆预产期是二月」: what a predicate is about, right after a relation, is no name of theirs.
-_ZH_NOT_NAMES = re.compile(r"^(?:预产期|婚期|生日|邮箱|电话|手机|工作|职业|考试|面试|手术|婚礼|答辩)")
+_ZH_NOT_NAMES = re.compile(
+    r"^(?:预产期|婚期|生日|邮箱|电话|手机|工作|职业|考试|面试|手术|婚礼|答辩|"
+    # 「老伴以前是开大车的」: when, not who
+    r"以前|之前|现在|目前|最近|平时|一直|原来|本来|后来|如今|刚才|马上)"
+)
 
 
 def _zh_subject(clause: str, *, name: str) -> tuple[str, str, str] | None:

@@ -296,7 +296,7 @@ _EN_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("restriction", r"^(?:avoid|avoids|stay away from|stays away from)\s+(?P<value>[^,.;!?]+)"),
         (
             "favourite",
-            r"^(?:new\s+|all-time\s+|current\s+|absolute\s+)?(?:favou?rite|fave|favorite)\s+"
+            r"^(?:new\s+|all-time\s+|current\s+|absolute\s+)?(?:favou?rite|fave|favorite|fav)\s+"
             r"(?P<category>[a-z]+(?: show| language)?)"
             rf"(?:\s+{_EN_NOW})?\s+(?:is|are|'s|has to be|would be|has been|has become)\s+(?:now\s+)?"
             r"(?P<value>[^,.;!?]+)",
@@ -574,7 +574,7 @@ def _en_favourite_first(clause: str, *, name: str) -> str:
     match = re.match(
         r"^(?P<value>(?!(?:it|this|that|these|those|they|he|she|which|what|who)\b)[^,;]{1,40}?)\s+"
         r"(?:is|are|'s|'re|has become|have become|became)\s+(?:now\s+|still\s+|definitely\s+)?"
-        rf"(?:{whose})\s+(?P<favourite>(?:new\s+|current\s+|all-time\s+|absolute\s+)?(?:favou?rite|fave)\s+[a-z]+"
+        rf"(?:{whose})\s+(?P<favourite>(?:new\s+|current\s+|all-time\s+|absolute\s+)?(?:favou?rite|fave|fav)\s+[a-z]+"
         rf"(?: show| language)?)(?:\s+{_EN_NOW})?$",
         clause,
         re.I,

@@ -34,6 +34,8 @@ pytestmark = pytest.mark.django_db
         ("How is my daughter doing?", {"daughter"}),
         ("how's my little girl?", {"daughter"}),
         ("A girl at work said hi", set()),
+        ("thanks bro", set()),  # a word of address, not the asker's brother
+        ("how's my sis doing?", {"sister"}),
         ("my daughters and my son", {"daughter", "son"}),
         ("what did my daughter's teacher say", {"daughter"}),
         ("我女儿最近怎么样？", {"daughter"}),

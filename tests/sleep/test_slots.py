@@ -197,6 +197,11 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
         ),
         ("i'm a nurse lol", "Marcus", ["Marcus is a nurse"]),
         ("我是广东潮汕人，现在在北京漂着", "晓峰", ["晓峰是广东潮汕人", "晓峰现在在北京漂着"]),
+        # Voice input leaves out the commas; 俺 is 我, 媳妇儿 媳妇.
+        ("俺今年五十八了 在郑州生活", "秀英", ["秀英今年五十八", "秀英在郑州生活"]),
+        ("媳妇儿叫小红 在小学当语文老师", "国栋", ["国栋的媳妇叫小红", "国栋的媳妇小红在小学当语文老师"]),
+        ("im a nurse, my bf is an electrician", "Shauna", ["Shauna is a nurse", "Shauna's bf is an electrician"]),
+        ("my absolute fav band is Wet Leg", "Bea", ["Bea's absolute fav band is Wet Leg"]),
         (
             "I'm originally from Cape Town but I've lived in Glasgow for eight years",
             "Felix",
@@ -221,6 +226,7 @@ def test_everyday_chat_states_these_facts_as_said(said, name, facts):
         # The colleague's commute, not the speaker's.
         ("我同事小王住在滨江，每天骑电动车上班", "小敏"),
         ("我在公司待着", "小敏"),  # where one is now, not where one lives
+        ("今天豆包过生日 满五岁了", "秀英"),  # 豆包's fifth birthday, not the speaker's age
         ("My colleague lives in Berlin, cycles to work every day.", "Ana"),
     ],
 )
