@@ -44,7 +44,7 @@ _EN_NOT_SUBJECTLESS = re.compile(
     r"^(?:it|its|it's|this|that|these|those|there|they|he|she|the|a|an|you|your|[A-Z][a-z]+\s+(?:is|are|was|'s))\b",
     re.I,
 )
-_EN_LIST_AGES = re.compile(r"([A-Z][a-z]+)\s*(?:,\s*|\(\s*|who's\s+|who is\s+|is\s+|aged\s+)(\d{1,2})\b")
+_EN_LIST_AGES = re.compile(r"([A-Z][a-z]+)\s*(?:,\s*|\(\s*|who's\s+|who is\s+|is\s+|'s\s+|aged\s+)(\d{1,2})\b")
 # A space between two Chinese characters ends a clause too: voice input and quick typing leave out the commas
 # (「俺今年五十八了 老家河南周口的 现在跟老伴在郑州住」); one beside a Latin word (「在 Google 做 PM」) does not.
 _ZH_CLAUSE_SPLIT = re.compile(r"[，,：:；;、]|(?<=[\u3400-\u9fff])\s+(?=[\u3400-\u9fff])")

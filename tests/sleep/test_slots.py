@@ -203,6 +203,11 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
         ("im a nurse, my bf is an electrician", "Shauna", ["Shauna is a nurse", "Shauna's bf is an electrician"]),
         ("my absolute fav band is Wet Leg", "Bea", ["Bea's absolute fav band is Wet Leg"]),
         (
+            "we've got 2 kids, Yusuf's 8 and Layla's 4",
+            "Tariq",
+            ["Tariq's family has got 2 kids", "Tariq's child Yusuf is 8", "Tariq's child Layla is 4"],
+        ),
+        (
             "I'm originally from Cape Town but I've lived in Glasgow for eight years",
             "Felix",
             ["Felix is originally from Cape Town", "Felix has lived in Glasgow for eight years"],
