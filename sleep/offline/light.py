@@ -264,26 +264,25 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
     # The northern 俺 is 我 (「俺闺女」 is 「我闺女」), and 「媳妇儿」 「老伴儿」 are 媳妇 and 老伴.
     sentence = re.sub(r"(媳妇|老伴|闺女)儿", r"\1", sentence.replace("俺", "我"))
     clauses = [c.strip() for c in _ZH_CLAUSE_SPLIT.split(sentence.rstrip("。！!；;\n ")) if c.strip()]
-    someone_else = False
     # Whether a clause with no subject is the speaker's: the first one is, and one after a clause of theirs
-    # (「我是老师，教语文」) or naming nobody (「腰受不了，现在当保安」); not one after a clause naming a relative
-    # (「媳妇儿叫小红 在小学当语文老师」). An age with no subject needs a clause of theirs right before it: after
+    # (「我是老师，教语文」) or after clauses naming nobody (「腰受不了，现在当保安」); not after a clause naming a
+    # relative or someone else, until the speaker speaks of themself again (「媳妇儿叫小红 在小学当语文老师」,
+    # 「我同事小王住在滨江，每天骑电动车上班」). An age with no subject needs a clause of theirs right before it: after
     # 「今天豆包过生日」, 「满五岁了」 is 豆包's.
     speaker = strictly = True
     previous = None
     for clause in clauses:
-        if clause.startswith("我"):
-            someone_else = False
         clause = zh_grammar._ZH_LEADING.sub("", clause).strip()
         if not clause or _ZH_FILLER.match(clause):
             continue
         if previous is not None:
             said_before, written_before = previous
-            strictly = said_before.startswith("我") or any(
-                slot.subject == slot_model.SELF for _, _, slot in facts[written_before:]
-            )
+            # 「我同事…」「我媳妇…」 open with 我 and are about someone else
             naming = _ZH_SOMEONE_ELSE.search(said_before) or any(word in said_before for word in ZH_RELATIONS)
-            speaker = strictly or not naming
+            strictly = any(slot.subject == slot_model.SELF for _, _, slot in facts[written_before:]) or (
+                said_before.startswith("我") and not naming
+            )
+            speaker = strictly or (speaker and not naming)
         previous = (clause, len(facts))
         past = re.match(r"^(?:以前|过去|之前)我?(?:很|最|特别|也)?(?:喜欢|爱)\s*(.+)$", clause)
         if past:
@@ -311,7 +310,6 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
             continue
         reading = zh_grammar.zh_read(clause, name="")
         text = clause
-        someone_else = someone_else or (reading is None and _ZH_SOMEONE_ELSE.search(clause) is not None)
         listed = re.search(r"(?:叫做|叫|名叫|名字叫|名字是)(.+)$", clause) if reading else None
         if listed and reading.slot.attribute.startswith("count:") and zh_grammar.zh_names(listed.group(1)):
             # 「我养了两只猫叫咪咪和豆豆」: the count, then each one named
@@ -333,13 +331,7 @@ def _zh_facts(sentence: str, name: str, said: _Said) -> list[tuple[str, str, Slo
                     continue
                 if said.hint_text:
                     reading, text = hinted, f"{said.hint_text}{clause}"
-        elif (
-            reading is None
-            and said.hint is None
-            and speaker
-            and not someone_else
-            and not re.match(r"^(?:我|你|他|她|它|这|那)", clause)
-        ):
+        elif reading is None and said.hint is None and speaker and not re.match(r"^(?:我|你|他|她|它|这|那)", clause):
             # A clause with no subject of its own speaks for the speaker (「不吃香菜」, 「在一家游戏公司做策划」).
             reading = zh_grammar.zh_read("我" + clause, name="")
             text = "我" + clause
