@@ -154,10 +154,11 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
             r"^(?:平时|现在|一般|日常|工作中|工作上)*(?:主要|基本|一般|平时|大多|多半)(?:都|还是)?(?:用|写|使用)\s*(?P<value>[A-Za-z][\w.+#-]*|[\u4e00-\u9fff]{2,8})",
         ),
         ("workplace", r"^(?:现在|目前|还|一直|也)*在\s*(?P<value>[^，,。；;！!？?]{2,16}?)(?:工作|上班|任职|实习)"),
-        # 「现在在北京漂着」: where one lives, told by the place first
+        # 「现在在北京漂着」「跟老伴在郑州住」: where one lives, told by the place first
         (
             "residence",
-            r"^(?:现在|目前|一直|还|也|都)*在\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)(?:生活|定居|安家|漂着|住着)(?:了)?$",
+            r"^(?:现在|目前|一直|还|也|都)*(?:(?:跟|和)[\u4e00-\u9fff]{1,4}?)?在\s*(?P<value>[\u4e00-\u9fffA-Za-z]{2,8}?)"
+            r"(?:生活|定居|安家|漂着|住着|住)(?:了)?$",
         ),
         (
             "residence",

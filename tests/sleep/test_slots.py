@@ -199,6 +199,8 @@ def test_an_idiom_or_a_relative_clause_says_nothing_of_the_person(said, name):
         ("我是广东潮汕人，现在在北京漂着", "晓峰", ["晓峰是广东潮汕人", "晓峰现在在北京漂着"]),
         # Voice input leaves out the commas; 俺 is 我, 媳妇儿 媳妇.
         ("俺今年五十八了 在郑州生活", "秀英", ["秀英今年五十八", "秀英在郑州生活"]),
+        # where one lives is its own fact, not a detail of where one is from (a move could not retire it)
+        ("老家河南周口的 现在跟老伴在郑州住", "秀英", ["秀英老家河南周口的", "秀英现在跟老伴在郑州住"]),
         ("媳妇儿叫小红 在小学当语文老师", "国栋", ["国栋的媳妇叫小红", "国栋的媳妇小红在小学当语文老师"]),
         ("im a nurse, my bf is an electrician", "Shauna", ["Shauna is a nurse", "Shauna's bf is an electrician"]),
         ("my absolute fav band is Wet Leg", "Bea", ["Bea's absolute fav band is Wet Leg"]),
