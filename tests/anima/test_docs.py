@@ -111,6 +111,7 @@ def test_the_docs_examples_run_as_written_on_the_demo_data_without_teaching_a_le
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
 
     assert "Maya is allergic to peanuts" in done.stdout  # the CLI tour's recall
+    assert re.search(r"1\. \[semantic #\d+\] [\d.]+  Maya works as a nurse", done.stdout)  # a question about herself
     assert "What should I cook tonight?" in done.stdout  # the turn it prepared
     # Belief history: as of the day before the change, the old zodiac sign; today, the new one (the fact, or
     # 小雨's profile, which says it too).
