@@ -19,7 +19,14 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from anima.core.attributes import NOTHING_ASKED, Asked, attributes_asked
 from anima.core.errors import AnimaError
 from anima.core.models import MemoryStatus
-from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, relation_covers, relation_word_read, relation_words
+from anima.core.relations import (
+    EN_RELATIONS,
+    ZH_RELATIONS,
+    ZH_WORDS_LONGEST_FIRST,
+    relation_covers,
+    relation_word_read,
+    relation_words,
+)
 from anima.core.search_query import text_without_names
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
@@ -54,7 +61,6 @@ _OWNED_ONLY = frozenset(
 _EN_OWNER = re.compile(r"\b(?:my|our)\s+(?:[a-z]+\s+)?$", re.I)  # "my girl", "my little girl"
 _ZH_OWNER = re.compile(r"(?:我|咱|俺)(?:们)?(?:的|家的?)?$")
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-_ZH_WORDS = sorted(ZH_RELATIONS, key=len, reverse=True)
 
 
 def _en_relation(word: str) -> str | None:
@@ -73,7 +79,7 @@ def relations_asked(text: str) -> set[str]:
         if relation and (match.group(0).casefold() not in _OWNED_ONLY or _EN_OWNER.search(text[: match.start()])):
             found.add(relation)
     taken = [False] * len(text)
-    for word in _ZH_WORDS:  # longest first: 「外孙女」 is not 「孙女」
+    for word in ZH_WORDS_LONGEST_FIRST:  # longest first: 「外孙女」 is not 「孙女」
         for match in re.finditer(re.escape(word), text):
             if any(taken[match.start() : match.end()]):
                 continue

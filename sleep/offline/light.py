@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from anima.core.llm.offline import offline_handler
-from anima.core.relations import EN_RELATIONS, ZH_RELATIONS
+from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, ZH_WORDS_LONGEST_FIRST
 from anima.core.segmentation import jieba_get
 from anima.core.text import clip, is_chinese, normalized, sentences, text_keywords, third_person_en, third_person_zh
 from sleep import slots
@@ -64,7 +64,6 @@ _EN_RELATION_WORDS = {
     "dog_or_cat": "pet",
 }
 _ZH_RELATION_WORDS = {v: k for k, v in reversed(list(ZH_RELATIONS.items()))} | {"child": "孩子"}
-_ZH_WORDS_LONGEST = sorted(ZH_RELATIONS, key=len, reverse=True)
 
 
 @dataclass
@@ -80,7 +79,7 @@ def _relation_said(relation: str, said: str, *, chinese: bool) -> str:
     """The word ``said`` calls ``relation`` by (「女朋友」, "girlfriend", "mum"), "" when it names none: a partner
     told of as a girlfriend stays one, not the first word the tables hold for a partner."""
     if chinese:
-        return next((word for word in _ZH_WORDS_LONGEST if word in said and ZH_RELATIONS[word] == relation), "")
+        return next((word for word in ZH_WORDS_LONGEST_FIRST if word in said and ZH_RELATIONS[word] == relation), "")
     words = (word.casefold() for word in re.findall(r"[A-Za-z]+", said))
     return next((word for word in words if EN_RELATIONS.get(word) == relation), "")
 

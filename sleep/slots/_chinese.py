@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 
-from anima.core.relations import ZH_RELATIONS
+from anima.core.relations import ZH_RELATIONS, ZH_WORDS_LONGEST_FIRST
 from anima.core.segmentation import word_tags
 from sleep.slots._english import Reading
 from sleep.slots._slot import SELF, Slot
@@ -14,7 +14,7 @@ from sleep.slots._values import number_value, value_normalized
 
 # ---------------------------------------------------------------- Chinese grammar
 
-_ZH_REL = "|".join(sorted(ZH_RELATIONS, key=len, reverse=True))
+_ZH_REL = "|".join(ZH_WORDS_LONGEST_FIRST)
 _ZH_PET_WORDS = (
     "柯基|泰迪|金毛|哈士奇|柴犬|拉布拉多|边牧|萨摩耶|比熊|博美|橘猫|布偶|英短|美短|狸花猫|蓝猫|暹罗|加菲|"
     + "|".join(
