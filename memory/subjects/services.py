@@ -89,11 +89,9 @@ def _mentions_sync(subject: Subject, spec: SubjectSpec, synced: SubjectsSynced) 
     memory_ids = spec.memory_ids
     dropped, _ = SubjectMention.objects.filter(subject=subject).exclude(memory_id__in=memory_ids).delete()
     held = {mention.memory_id: mention for mention in SubjectMention.objects.filter(subject=subject)}
+    added = sorted(memory_ids - held.keys())
     SubjectMention.objects.bulk_create(
-        [
-            SubjectMention(subject=subject, memory_id=pk, attribute=spec.stated.get(pk, ""))
-            for pk in sorted(memory_ids - set(held))
-        ],
+        [SubjectMention(subject=subject, memory_id=pk, attribute=spec.stated.get(pk, "")) for pk in added],
         ignore_conflicts=True,
     )
     # A fact whose slot now reads otherwise (or a mention from before attributes were noted) states anew.
@@ -102,7 +100,7 @@ def _mentions_sync(subject: Subject, spec: SubjectSpec, synced: SubjectsSynced) 
         mention.attribute = spec.stated.get(mention.memory_id, "")
     SubjectMention.objects.bulk_update(restated, ["attribute"])
     synced.mentions_dropped += dropped
-    synced.mentions_added += len(memory_ids - set(held))
+    synced.mentions_added += len(added)
 
 
 @dataclass(frozen=True)

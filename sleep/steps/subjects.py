@@ -215,7 +215,7 @@ def _spec(draft: _Draft, texts: dict[int, str], *, label: str) -> SubjectSpec:
         name=name,
         aliases=tuple(dict.fromkeys(a for a in aliases if a)),
         memory_ids=frozenset(draft.facts),
-        stated={pk: attribute for pk, attribute in draft.stated.items() if pk in draft.facts},
+        stated=dict(draft.stated),
     )
 
 
