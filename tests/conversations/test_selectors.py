@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from anima.core.search_query import QuerySyntaxError
@@ -85,8 +85,13 @@ def test_limit_caps_results_newest_ranked_first_for_text():
 
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=200))
+@example(text="\x0bAND")  # an operator with no term: refused before the database sees it
 def test_no_text_makes_the_database_raise(text):
-    list(history_search(text=text, limit=5))
+    # A malformed query may only be refused by QuerySyntaxError (naming the field), as recall's searches are.
+    try:
+        list(history_search(text=text, limit=5))
+    except QuerySyntaxError as refused:
+        assert refused.field == "q"
 
 
 def test_the_latest_user_message_is_the_newest_users_the_later_stored_on_a_tie():
