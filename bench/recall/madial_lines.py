@@ -111,11 +111,11 @@ def main() -> None:
             for person, text, relevant in queries:
                 tally.add(ranked=bm25[person].ranked(text), relevant=relevant)
             print(_row(f"{lang} bm25", tally))
-        pull = fusion.neighbours_pull
-        fusion.neighbours_pull = lambda **_: False
+        pull = fusion.lines_judged
+        fusion.lines_judged = lambda **_: False
         for lang, (queries, _) in loaded.items():
             print(_row(f"{lang} anima, no pull", _measure(queries, branches=BRANCHES["anima"])))
-        fusion.neighbours_pull = pull
+        fusion.lines_judged = pull
         table, where, _, person_sql, conversation_sql = embedding._EMBEDDABLE[MESSAGE]
         embedding._EMBEDDABLE[MESSAGE] = (table, where, "t.content", person_sql, conversation_sql)
         vectors_clear()

@@ -23,6 +23,8 @@ KS = (1, 3, 5, 10, 20)
 # Anima's default (every branch fused), its keyword branches alone and its dense branch alone.
 BRANCHES = {"anima": ALL_BRANCHES, "anima_keyword": KEYWORD_BRANCHES, "dense": ("dense",)}
 SMALLTALK = Path(settings.BASE_DIR) / "bench" / "recall" / "smalltalk.jsonl"
+# Chats written for this project in LoCoMo's format, one file a language (bench_recall's ``chats``).
+CHATS = Path(settings.BASE_DIR) / "bench" / "recall" / "chats"
 _WORD_RE = re.compile(r"\w")
 
 

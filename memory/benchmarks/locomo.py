@@ -123,13 +123,14 @@ def _load_sample(sample: dict[str, Any]) -> _Sample:
 
 
 def locomo_load(*, data: Path) -> list[_Sample]:
-    with (data / FILE).open(encoding="utf-8") as handle:
+    """The samples of LoCoMo in folder ``data``, or of ``data`` itself: a file in LoCoMo's format."""
+    with (data if data.is_file() else data / FILE).open(encoding="utf-8") as handle:
         return [_load_sample(sample) for sample in json.load(handle)]
 
 
-def locomo_run(*, samples: list[_Sample], dense: bool, recall: bool = True) -> dict[str, Any]:
+def locomo_run(*, samples: list[_Sample], dense: bool, recall: bool = True, lang: str = "en") -> dict[str, Any]:
     """Figures of every system, by question group (``samples`` stored by ``locomo_load``, embedded when ``dense``);
-    without ``recall``, only passive recall's and small talk's."""
+    without ``recall``, only passive recall's and small talk's (the small-talk lines of ``lang``)."""
     systems = [system for system in BRANCHES if system != "dense" or dense] if recall else []
     tallies = {group: {system: RecallTally() for system in [*systems, "bm25"]} for group in GROUPS} if recall else {}
     passive = PassiveTally()
@@ -170,5 +171,5 @@ def locomo_run(*, samples: list[_Sample], dense: bool, recall: bool = True) -> d
             for group, group_tallies in tallies.items()
         }
         | {"passive": passive.figures()}
-        | {"smalltalk": smalltalk_figures(conversations=topical, lang="en")}
+        | {"smalltalk": smalltalk_figures(conversations=topical, lang=lang)}
     )

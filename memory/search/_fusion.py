@@ -17,7 +17,7 @@ from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_t
 from anima.core.metrics import observe_recall
 from anima.core.search_query import SearchQuery
 from anima.core.vectors import vector_literal, vectors_available
-from memory.search._context import _probability, neighbours_pull
+from memory.search._context import _probability, lines_judged
 from memory.search._feedback import feedback_apply
 from memory.search._sources import SourceSpec
 from memory.search._sql import ROWS, dense_fetch, dense_statement, search_fetch, search_statement
@@ -117,7 +117,7 @@ def hybrid_search(
         if dense is not None and keyword and not query.is_empty and len(dense.vectors) > 1:
             if feedback_apply(hits=hits, sources=sources, model=dense.model, using=alias, top=top):
                 hits.sort(key=hit_order)
-        if neighbours_pull(hits=hits, sources=sources, using=alias, top=top):
+        if lines_judged(hits=hits, sources=sources, using=alias, top=top):
             hits.sort(key=hit_order)
     return hits
 

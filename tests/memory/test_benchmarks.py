@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
-from memory.benchmarks._common import RecallTally, lead_figures, smalltalk_lines
+from memory.benchmarks._common import CHATS, RecallTally, lead_figures, smalltalk_lines
 from memory.benchmarks.locomo import locomo_load, locomo_run
 from memory.benchmarks.madial import madial_load, madial_run
 
@@ -139,3 +140,21 @@ def test_the_same_lead_on_other_queries_is_told_from_chance_only_with_more_of_th
 def test_no_lead_without_the_default_or_a_branch_beside_it():
     assert lead_figures(_tallies({"dense": [True]})) == {}
     assert lead_figures(_tallies({"anima": [True], "bm25": [False]})) == {}
+
+
+def test_the_chats_written_here_are_in_locomos_format_with_every_evidence_turn_present():
+    # bench_recall measures them as LoCoMo (``chats``): a question whose evidence is missing would count as a miss.
+    chats = sorted(CHATS.glob("*.json"))
+    assert [path.stem for path in chats] == ["en", "zh"]
+    for path in chats:
+        for sample in json.loads(path.read_text(encoding="utf-8")):
+            dialogue, turns = sample["conversation"], set()
+            number = 1
+            while f"session_{number}" in dialogue:
+                datetime.strptime(dialogue[f"session_{number}_date_time"], "%I:%M %p on %d %B, %Y")
+                turns |= {turn["dia_id"] for turn in dialogue[f"session_{number}"]}
+                number += 1
+            assert number > 1
+            assert len(sample["qa"]) >= 30
+            for question in sample["qa"]:
+                assert question["evidence"] and set(question["evidence"]) <= turns, question

@@ -107,3 +107,8 @@ def test_bench_recall_without_rank_bm25_says_it_needs_the_development_install(mo
     monkeypatch.setitem(sys.modules, "rank_bm25", None)  # as in a production install, which leaves it out
     with pytest.raises(CommandError, match=r"rank-bm25.*pip install -r requirements\.txt"):
         call_command("bench_recall", "--data", str(tmp_path))
+
+
+def test_bench_recall_needs_data_for_the_dev_sets_and_not_for_the_chats_written_here():
+    with pytest.raises(CommandError, match="--data is needed for madial-zh, locomo"):
+        call_command("bench_recall", "--sets", "madial-zh,locomo,chats")

@@ -11,8 +11,8 @@ from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 
 from conversations.models import Role
-from memory.search import message_source
-from memory.search._context import NEIGHBOUR_PULL, neighbours_pull
+from memory.search import _context, message_source
+from memory.search._context import ASKING_SHIFT, NEIGHBOUR_PULL, lines_judged
 from memory.search._fusion import MAX_QUERY_LINES, PULL_MARGIN, Hit, _lines_combined, hit_order, query_lines
 from memory.selectors import RECALL_LIMIT, memory_recall
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory
@@ -37,22 +37,63 @@ def _lines(conversation, *texts: str):
 
 def test_a_line_is_pulled_halfway_toward_its_better_neighbour_and_never_pushed_down():
     person = PersonFactory()
-    question, answer, later = _lines(
-        ConversationFactory(person=person), "What did you get for your birthday?", "A red bike!", "Anyway, dinner."
+    told, detail, later = _lines(
+        ConversationFactory(person=person),
+        "For my birthday I got a bike.",
+        "A red one, with a bell!",
+        "Anyway, dinner.",
     )
     (elsewhere,) = _lines(ConversationFactory(person=person), "Just a line.")
-    scores = {question.pk: 0.8, answer.pk: 0.1, later.pk: 0.05, elsewhere.pk: 0.1}
+    scores = {told.pk: 0.8, detail.pk: 0.1, later.pk: 0.05, elsewhere.pk: 0.1}
     hits = [Hit(source="session", id=pk, score=score) for pk, score in scores.items()]
     source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
 
-    assert neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=len(hits))
+    assert lines_judged(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=len(hits))
 
     after = {hit.id: hit.score for hit in hits}
-    assert after[question.pk] == 0.8  # its neighbour is weaker: it keeps its score
+    assert after[told.pk] == 0.8  # its neighbour is weaker: it keeps its score
     expected = _logit(0.1) + NEIGHBOUR_PULL * (_logit(0.8) - _logit(0.1))
-    assert _logit(after[answer.pk]) == pytest.approx(expected)
-    assert after[later.pk] > 0.05 and after[later.pk] < after[answer.pk]  # pulled toward the answer, less far
+    assert _logit(after[detail.pk]) == pytest.approx(expected)
+    assert after[later.pk] > 0.05 and after[later.pk] < after[detail.pk]  # pulled toward the detail, less far
     assert after[elsewhere.pk] == 0.1  # another conversation's line is nobody's neighbour
+
+
+def test_a_line_that_only_asks_pulls_its_answer_up_and_is_lowered_itself():
+    person = PersonFactory()
+    asked, answer = _lines(
+        ConversationFactory(person=person), "How was Thanksgiving?", "Luis and Rosa had me over, twenty people!"
+    )
+    hits = [Hit(source="session", id=asked.pk, score=0.6), Hit(source="session", id=answer.pk, score=0.2)]
+    source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
+
+    assert lines_judged(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=len(hits))
+
+    after = {hit.id: hit.score for hit in hits}
+    # The answer is pulled toward what the question scored before it was lowered.
+    assert _logit(after[answer.pk]) == pytest.approx(_logit(0.2) + NEIGHBOUR_PULL * (_logit(0.6) - _logit(0.2)))
+    assert _logit(after[asked.pk]) == pytest.approx(_logit(0.6) + ASKING_SHIFT)
+    assert after[answer.pk] > after[asked.pk]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_recall_finds_what_was_said_above_the_question_that_asked_about_it(language, monkeypatch):
+    person = PersonFactory()
+    lines = {
+        "en": (
+            "How was Thanksgiving dinner with your neighbours?",
+            "Thanksgiving was at Luis and Rosa's, like twenty people.",
+        ),
+        "zh": ("你们端午节去哪玩了？", "端午节我们一家去了千岛湖，住了两晚。"),
+    }[language]
+    _lines(ConversationFactory(person=person), "Morning!", "Good morning!", *lines, "Anyway, gotta run.", "Bye!")
+    query = {"en": "Where did I spend Thanksgiving?", "zh": "我端午节去哪了？"}[language]
+
+    def first() -> str:
+        return memory_recall(query=query, person=person, memory_types=["session"])[0]["snippet"]
+
+    assert first() == lines[1]
+    monkeypatch.setattr(_context, "ASKING_SHIFT", 0.0)
+    assert first() == lines[0]  # without the shift, the question ranked first
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -67,7 +108,7 @@ def test_the_first_hits_come_out_as_a_pull_of_every_hit_would_order_them(seed):
     def pulled(top: int) -> list[tuple[int, float]]:
         hits = [Hit(source="session", id=pk, score=score, ranks={"fts": 1}) for pk, score in scores.items()]
         hits.sort(key=hit_order)
-        neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=top)
+        lines_judged(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=top)
         return [(hit.id, hit.score) for hit in sorted(hits, key=hit_order)]
 
     assert pulled(top=8)[:8] == pulled(top=len(lines))[:8]
@@ -81,7 +122,7 @@ def test_recall_reads_no_further_than_the_hits_the_pull_orders_exactly():
 def test_other_sources_are_left_as_they_are():
     hits = [Hit(source="semantic", id=1, score=0.3), Hit(source="semantic", id=2, score=0.9)]
     source = message_source(name="session", person_id=None, since=None, until=None, channel=None)
-    assert not neighbours_pull(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=len(hits))
+    assert not lines_judged(hits=hits, sources=[source], using=DEFAULT_DB_ALIAS, top=len(hits))
     assert [hit.score for hit in hits] == [0.3, 0.9]
 
 

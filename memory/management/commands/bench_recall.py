@@ -8,8 +8,12 @@ trigram branches), ``dense`` (its dense branch; absent with ``ANIMA_EMBEDDINGS=o
 ``bm25``; ``lead``: how far ``anima`` leads the better of its branches at R@10, the mean of its differences query
 by query ± that mean's standard error; then what passive recall offers (``passive``) and offers for small talk
 (``smalltalk``). How each set is read: ``memory.benchmarks.madial`` and ``memory.benchmarks.locomo``. ``--sets``
-measures some of the sets (``madial-zh``, ``madial-en``, ``locomo``), ``--passive-only`` only passive recall and
-small talk.
+measures some of the sets (``madial-zh``, ``madial-en``, ``locomo``, ``chats``), ``--passive-only`` only passive
+recall and small talk.
+
+``chats`` are the conversations written for this project in LoCoMo's format (``bench/recall/chats/<lang>.json``, a
+person's chat with a friend, relative or companion and questions on it), measured as LoCoMo is as ``chats-<lang>``;
+they need no ``--data``.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from anima.core.db import throwaway_database
+from memory.benchmarks._common import CHATS
 from memory.benchmarks.locomo import locomo_found, locomo_load, locomo_run
 from memory.benchmarks.madial import LANGUAGES, madial_found, madial_load, madial_run
 from memory.embedding import embed_backfill_run
 from memory.search import term_stats_clear
 
-SETS = ("madial-zh", "madial-en", "locomo")
+SETS = ("madial-zh", "madial-en", "locomo", "chats")
 
 
 class Command(BaseCommand):
@@ -39,7 +44,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
-            "--data", required=True, help="a folder with madial/ and locomo/ (or one of them), relative to the repo"
+            "--data",
+            help="a folder with madial/ and locomo/ (or one of them), relative to the repo; not needed for chats alone",
         )
         parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
         parser.add_argument(
@@ -57,23 +63,29 @@ class Command(BaseCommand):
                 "bench_recall compares recall with rank-bm25's BM25, a development package that production installs"
                 " leave out: pip install -r requirements.txt"
             )
-        data = Path(options["data"])
-        if not data.is_absolute():
-            data = Path(settings.BASE_DIR) / data
         sets = [name.strip() for name in options["sets"].split(",") if name.strip()]
         unknown = sorted(set(sets) - set(SETS))
         if unknown or not sets:
             raise CommandError(f"unknown set(s) {', '.join(unknown) or '(none)'}: use {', '.join(SETS)}")
+        chats = sorted(CHATS.glob("*.json")) if "chats" in sets else []
         languages = [lang for lang in LANGUAGES if f"madial-{lang}" in sets]
-        madial = next((path for path in (data / "madial", data) if madial_found(path) and languages), None)
-        locomo = next((path for path in (data / "locomo", data) if locomo_found(path) and "locomo" in sets), None)
-        if madial is None and locomo is None:
-            raise CommandError(f"no MADial-Bench or LoCoMo data at {data} (nor in its madial/ or locomo/ folders)")
+        madial = locomo = None
+        if set(sets) - {"chats"}:
+            if not options["data"]:
+                raise CommandError(f"--data is needed for {', '.join(name for name in sets if name != 'chats')}")
+            data = Path(options["data"])
+            if not data.is_absolute():
+                data = Path(settings.BASE_DIR) / data
+            madial = next((path for path in (data / "madial", data) if madial_found(path) and languages), None)
+            locomo = next((path for path in (data / "locomo", data) if locomo_found(path) and "locomo" in sets), None)
+            if madial is None and locomo is None:
+                raise CommandError(f"no MADial-Bench or LoCoMo data at {data} (nor in its madial/ or locomo/ folders)")
         recall = not options["passive_only"]
         report: dict[str, Any] = {}
         with throwaway_database():
             loaded = {lang: madial_load(data=madial, lang=lang) for lang in languages} if madial else {}
             samples = locomo_load(data=locomo) if locomo else []
+            written = {path.stem: locomo_load(data=path) for path in chats}
             with connection.cursor() as cursor:
                 # Statistics as autovacuum keeps them on a live database: recall reads its term frequencies.
                 cursor.execute("ANALYZE")
@@ -86,6 +98,10 @@ class Command(BaseCommand):
             if samples:
                 report["locomo"] = locomo_run(samples=samples, dense=dense, recall=recall)
                 self._print("locomo", report["locomo"])
+            for lang, chat_samples in written.items():
+                name = f"chats-{lang}"
+                report[name] = locomo_run(samples=chat_samples, dense=dense, recall=recall, lang=lang)
+                self._print(name, report[name])
         if options["json"]:
             self.stdout.write(json.dumps(report))
 
