@@ -76,9 +76,12 @@ _CLAUSE_END = re.compile(r"[,，、]")
 def asks_only(text: str) -> bool:
     """True when ``text`` only asks: it ends in a question and every clause before that question's is a question too
     or a short interjection ("Wow! What got you into running?", 「真的吗？哪家？」), so it states nothing of its own.
-    Parts without a word (an emoji after the question mark) are left out."""
+    Parts without a word (an emoji after the question mark) are left out; a line of no words but a question mark
+    (「？」, "??") asks too."""
     parts = [clause for part in sentences(text) for clause in _CLAUSE_END.split(part) if _WORD_RE.search(clause)]
-    if not parts or not _QUESTION_END.search(parts[-1]):
+    if not parts:
+        return "?" in text or "？" in text
+    if not _QUESTION_END.search(parts[-1]):
         return False
     return all(_QUESTION_END.search(part) or len(_WORD_RE.findall(part)) <= 3 for part in parts[:-1])
 

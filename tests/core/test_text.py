@@ -76,6 +76,8 @@ def test_an_address_is_blanked_alone_even_against_chinese_text(text, left, chine
         "哈哈，你去了吗",
         "团子还好吗～",
         "What's the name of your cat? 😄",
+        "？",
+        "?? 😳",
     ],
 )
 def test_a_line_that_only_asks(line):
@@ -90,6 +92,7 @@ def test_a_line_that_only_asks(line):
         "我上周去了杭州，你去过吗？",
         "Luis and Rosa invited me to theirs.",
         "ok 😊",
+        "😂😂",
         "我家猫咪叫团子",
         "",
     ],
