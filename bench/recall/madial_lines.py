@@ -10,9 +10,10 @@ from the dialogue before). The memory a dialogue's test turn recalls is then ask
 上跳舞，感觉非常开心。"), of session recall with that person's scope, as "when did we talk about this?" would be: the
 relevant lines are the test turn (the companion recalling it) and the child's reply, of every dialogue recalling that
 memory. R@k as in ``bench_recall``: the share of them in the first k, averaged over queries. Rows: the default and its
-branches, BM25 over the same person's lines, the default without the pull of a line toward its better neighbour, and
-the default and dense branch with every line embedded alone (no turn it answers, no speaker's name) instead of as
-``embed_backfill`` embeds it. The lines are embedded twice: about two minutes here.
+branches, BM25 over the same person's lines, the default with its lines not judged by the turns beside them (no pull
+toward a better neighbour, no lowering of a line that only asks: ``memory.search._context``), and the default and
+dense branch with every line embedded alone (no turn it answers, no speaker's name) instead of as ``embed_backfill``
+embeds it. The lines are embedded twice: about two minutes here.
 """
 
 from __future__ import annotations
@@ -111,11 +112,11 @@ def main() -> None:
             for person, text, relevant in queries:
                 tally.add(ranked=bm25[person].ranked(text), relevant=relevant)
             print(_row(f"{lang} bm25", tally))
-        pull = fusion.lines_judged
+        judged = fusion.lines_judged
         fusion.lines_judged = lambda **_: False
         for lang, (queries, _) in loaded.items():
-            print(_row(f"{lang} anima, no pull", _measure(queries, branches=BRANCHES["anima"])))
-        fusion.lines_judged = pull
+            print(_row(f"{lang} anima, lines not judged", _measure(queries, branches=BRANCHES["anima"])))
+        fusion.lines_judged = judged
         table, where, _, person_sql, conversation_sql = embedding._EMBEDDABLE[MESSAGE]
         embedding._EMBEDDABLE[MESSAGE] = (table, where, "t.content", person_sql, conversation_sql)
         vectors_clear()
