@@ -114,10 +114,10 @@ ZH_RELATIONS = {
     "金鱼": "fish",
 }
 
-# Relations the grammar reads for animals; a breed it cannot tell apart is "dog_or_cat:<breed>".
 # Longest first, so that a search finds 「外孙女」 before 「孙女」 and 「女朋友」 before anything shorter in it.
 ZH_WORDS_LONGEST_FIRST = tuple(sorted(ZH_RELATIONS, key=len, reverse=True))
 
+# Relations the grammar reads for animals; a breed it cannot tell apart is "dog_or_cat:<breed>".
 _PET_RELATIONS = frozenset(
     {"cat", "dog", "rabbit", "hamster", "parrot", "bird", "turtle", "fish", "horse", "lizard", "snake"}
 )

@@ -25,7 +25,8 @@ from memory.search._sources import SourceSpec
 NEIGHBOUR_PULL = 0.5
 # A line that only asks is an evidence turn of LoCoMo's questions 2.8 % of the time, any other line 25.6 %
 # (10 of 358, 1,415 of 5,524): odds about 12 times lower, ln(0.0834) = -2.5. On the sets written for this
-# project (bench/recall/chats) 1 of 138 against 231 of 797. R@10 (bench_recall) is flat from -2 to -3.
+# project (bench/recall/chats) 1 of 138 against 231 of 797. R@10 is flat from -2 to -3
+# on all four (docs/benchmarks.md, "Chats written for this project").
 ASKING_SHIFT = -2.5
 
 # The user/assistant turns just before and after each line (the timeline index, two probes a line).
