@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from anima.core.text import CHAT_PHRASES, CHAT_SOUND, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
+from anima.core.text import CHAT_PHRASES, CHAT_SOUND, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS, sentences
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +113,29 @@ def text_informative(text: str) -> bool:
             continue
         return True
     return False
+
+
+_QUESTION_END = re.compile(r"[?？][\W_]*$|[吗呢么嘛][\s~～]*$")
+_WORD_RE = re.compile(r"[A-Za-z0-9']+|[\u3400-\u9fff]{1,2}")
+_CLAUSE_END = re.compile(r"[,，、]")
+
+
+def asks_only(text: str) -> bool:
+    """True when ``text`` only asks: it ends in a question and every clause before that question's is a question too,
+    a short interjection or names nothing (``text_informative``: a greeting, thanks, praise), so it states nothing
+    of its own: "Wow! What got you into running?", "Hey Mel! Good to see you! How have you been?", 「真的吗？哪家？」.
+    Parts without a word (an emoji after the question mark) are left out; a line of no words but a question mark
+    (「？」, "??") asks too."""
+    parts = [clause for part in sentences(text) for clause in _CLAUSE_END.split(part) if _WORD_RE.search(clause)]
+    if not parts:
+        return "?" in text or "？" in text
+    if not _QUESTION_END.search(parts[-1]):
+        return False
+    # The cheap tests first: only a longer statement clause is tagged.
+    return all(
+        _QUESTION_END.search(part) or len(_WORD_RE.findall(part)) <= 3 or not text_informative(part)
+        for part in parts[:-1]
+    )
 
 
 def _chat_word(word: str) -> bool:

@@ -68,24 +68,6 @@ def sentences(text: str) -> list[str]:
     return [part.strip() for part in _SENTENCE_END.split(text) if part.strip()]
 
 
-_QUESTION_END = re.compile(r"[?？][\W_]*$|[吗呢么嘛][\s~～]*$")
-_WORD_RE = re.compile(r"[A-Za-z0-9']+|[\u3400-\u9fff]{1,2}")
-_CLAUSE_END = re.compile(r"[,，、]")
-
-
-def asks_only(text: str) -> bool:
-    """True when ``text`` only asks: it ends in a question and every clause before that question's is a question too
-    or a short interjection ("Wow! What got you into running?", 「真的吗？哪家？」), so it states nothing of its own.
-    Parts without a word (an emoji after the question mark) are left out; a line of no words but a question mark
-    (「？」, "??") asks too."""
-    parts = [clause for part in sentences(text) for clause in _CLAUSE_END.split(part) if _WORD_RE.search(clause)]
-    if not parts:
-        return "?" in text or "？" in text
-    if not _QUESTION_END.search(parts[-1]):
-        return False
-    return all(_QUESTION_END.search(part) or len(_WORD_RE.findall(part)) <= 3 for part in parts[:-1])
-
-
 def clip(text: str, limit: int) -> str:
     """Hard-cut to ``limit`` characters, preferring the last sentence end inside the limit."""
     text = text.strip()

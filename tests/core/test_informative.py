@@ -1,4 +1,5 @@
-"""Whether a message names anything: passive recall's first test (``text_informative``)."""
+"""Whether a message names anything (``text_informative``: passive recall's first test), and whether a line only
+asks (``asks_only``: recall lowers it)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anima.core.segmentation import text_informative
+from anima.core.segmentation import asks_only, text_informative
 from anima.core.text import CHAT_PHRASES, CHAT_WORDS
 
 # One word each that names something: a pet, a place, a thing, a plan, in both languages.
@@ -135,3 +136,50 @@ def test_one_naming_word_among_chat_words_is_enough(words, separators, naming, w
     words = [*words[:where], naming, *words[where:]]
 
     assert text_informative(_joined(words, separators))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "How was Thanksgiving?",
+        "Wow! What got you into running?",
+        "Oh, really? When is it?",
+        "真的吗？哪家？",
+        "哈哈，你去了吗",
+        "团子还好吗～",
+        "What's the name of your cat? 😄",
+        "？",
+        "?? 😳",
+        # What comes before the question names nothing: a greeting, praise, thanks.
+        "Hi Hal! Good to hear from you. How was Thanksgiving?",
+        "Hey Mel! Good to see you! How have you been?",
+        "Sounds like you had a great time! What inspired you?",
+        "好的好的没问题谢谢你啦，你那边怎么样？",
+    ],
+)
+def test_a_line_that_only_asks(line):
+    assert asks_only(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I went to Paris! Have you been?",
+        "Sure thing! I can give it to you tomorrow, how does that sound?",
+        "我上周去了杭州，你去过吗？",
+        "Good to hear from you, I moved to Leeds last week. How are you?",
+        "谢谢你，我的猫昨天做完手术了，你呢？",
+        "Luis and Rosa invited me to theirs.",
+        "ok 😊",
+        "😂😂",
+        "我家猫咪叫团子",
+        "",
+    ],
+)
+def test_a_line_that_says_something(line):
+    assert not asks_only(line)
+
+
+@given(st.text(max_size=80), st.sampled_from(["I moved to Leeds.", "我搬到杭州了", "my cat is called Mochi"]))
+def test_a_line_ending_in_a_statement_never_only_asks(text, statement):
+    assert not asks_only(f"{text}\n{statement}")

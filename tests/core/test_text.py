@@ -5,7 +5,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anima.core.text import (
-    asks_only,
     is_chinese,
     text_keywords,
     third_person_en,
@@ -64,43 +63,3 @@ def test_an_address_is_blanked_alone_even_against_chinese_text(text, left, chine
     # Blanked with it, the Chinese words before it made 「我的邮箱是…」 read as not Chinese at all.
     assert without_addresses(text) == left
     assert is_chinese(without_addresses(text)) is chinese
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "How was Thanksgiving?",
-        "Wow! What got you into running?",
-        "Oh, really? When is it?",
-        "真的吗？哪家？",
-        "哈哈，你去了吗",
-        "团子还好吗～",
-        "What's the name of your cat? 😄",
-        "？",
-        "?? 😳",
-    ],
-)
-def test_a_line_that_only_asks(line):
-    assert asks_only(line)
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "I went to Paris! Have you been?",
-        "Sure thing! I can give it to you tomorrow, how does that sound?",
-        "我上周去了杭州，你去过吗？",
-        "Luis and Rosa invited me to theirs.",
-        "ok 😊",
-        "😂😂",
-        "我家猫咪叫团子",
-        "",
-    ],
-)
-def test_a_line_that_says_something(line):
-    assert not asks_only(line)
-
-
-@given(st.text(max_size=80), st.sampled_from(["I moved to Leeds.", "我搬到杭州了", "my cat is called Mochi"]))
-def test_a_line_ending_in_a_statement_never_only_asks(text, statement):
-    assert not asks_only(f"{text}\n{statement}")

@@ -58,11 +58,13 @@ def test_a_line_is_pulled_halfway_toward_its_better_neighbour_and_never_pushed_d
     assert after[elsewhere.pk] == 0.1  # another conversation's line is nobody's neighbour
 
 
-def test_a_line_that_only_asks_pulls_its_answer_up_and_is_lowered_itself():
+# Greeted first, the question still only asks: a greeting and a pleasantry name nothing.
+@pytest.mark.parametrize(
+    "question", ["How was Thanksgiving?", "Hi Hal! So good to hear from you. How was Thanksgiving?"]
+)
+def test_a_line_that_only_asks_pulls_its_answer_up_and_is_lowered_itself(question):
     person = PersonFactory()
-    asked, answer = _lines(
-        ConversationFactory(person=person), "How was Thanksgiving?", "Luis and Rosa had me over, twenty people!"
-    )
+    asked, answer = _lines(ConversationFactory(person=person), question, "Luis and Rosa had me over, twenty people!")
     hits = [Hit(source="session", id=asked.pk, score=0.6), Hit(source="session", id=answer.pk, score=0.2)]
     source = message_source(name="session", person_id=person.pk, since=None, until=None, channel=None)
 
