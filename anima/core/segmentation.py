@@ -115,6 +115,17 @@ def text_informative(text: str) -> bool:
     return False
 
 
+def _chat_word(word: str) -> bool:
+    # A word drawn out ("heyyy", "sooo") is the word.
+    if any(form in CHAT_WORDS or CHAT_SOUND.fullmatch(form) for form in (word, _DRAWN_OUT.sub(r"\1", word))):
+        return True
+    # A chat word after a degree word is still one: jieba keeps 真不错 and 太厉害 whole.
+    if len(word) > 2 and word[0] in _DEGREE and _chat_word(word[1:]):
+        return True
+    # jieba joins a function word and a chat word into one (那好, 我要): such a word is made of neither.
+    return len(word) > 1 and all(_CJK_CHARACTER.fullmatch(ch) and ch in CHAT_WORDS for ch in word)
+
+
 _QUESTION_END = re.compile(r"[?？][\W_]*$|[吗呢么嘛][\s~～]*$")
 _WORD_RE = re.compile(r"[A-Za-z0-9']+|[\u3400-\u9fff]{1,2}")
 _CLAUSE_END = re.compile(r"[,，、]")
@@ -136,17 +147,6 @@ def asks_only(text: str) -> bool:
         _QUESTION_END.search(part) or len(_WORD_RE.findall(part)) <= 3 or not text_informative(part)
         for part in parts[:-1]
     )
-
-
-def _chat_word(word: str) -> bool:
-    # A word drawn out ("heyyy", "sooo") is the word.
-    if any(form in CHAT_WORDS or CHAT_SOUND.fullmatch(form) for form in (word, _DRAWN_OUT.sub(r"\1", word))):
-        return True
-    # A chat word after a degree word is still one: jieba keeps 真不错 and 太厉害 whole.
-    if len(word) > 2 and word[0] in _DEGREE and _chat_word(word[1:]):
-        return True
-    # jieba joins a function word and a chat word into one (那好, 我要): such a word is made of neither.
-    return len(word) > 1 and all(_CJK_CHARACTER.fullmatch(ch) and ch in CHAT_WORDS for ch in word)
 
 
 def _characters(tokens: list[str]) -> list[str]:
