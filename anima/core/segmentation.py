@@ -127,7 +127,7 @@ def _chat_word(word: str) -> bool:
 
 
 _QUESTION_END = re.compile(r"[?？][\W_]*$|[吗呢么嘛][\s~～]*$")
-_WORD_RE = re.compile(r"[A-Za-z0-9']+|[\u3400-\u9fff]{1,2}")
+_WORD_RE = re.compile(rf"[A-Za-z0-9']+|{CJK_IDEOGRAPH}{{1,2}}")
 _CLAUSE_END = re.compile(r"[,，、]")
 
 
