@@ -9,8 +9,9 @@ dialogue (its turns before the test turn) and its last user message (as passive 
 question of session recall and of its facts, and the small-talk lines of bench/recall/smalltalk.jsonl (relevant
 to nothing). Each query's first 20 hits are examples: the calibration's inputs (the hit's best keyword z-score and
 its dense one, each capped) and whether it is relevant. A logistic regression is fitted with each set weighing
-the same, once with the dense branch and once keyword-only; it prints both fits and how well each is calibrated
-(of the hits scored in each tenth, the share relevant), and the same for the calibration in use.
+the same: with the dense branch on every set (``dense``) and on the Chinese ones alone (``dense-zh``, the fit a
+Chinese query is scored by), and keyword-only; it prints each fit and how well it is calibrated (of the hits scored
+in each tenth, the share relevant), and the same for the calibration in use.
 """
 
 from __future__ import annotations
@@ -104,18 +105,22 @@ def main() -> None:
     parser.add_argument("--data", required=True, help="the folder with madial/ and locomo/")
     args = parser.parse_args()
     with dev_sets_loaded(Path(args.data)) as queries:
-        for name, branches, dense in (("dense", ALL_BRANCHES, True), ("keyword", KEYWORD_BRANCHES, False)):
-            sets = _collect(queries, branches)
-            x, y, w = _examples(sets, dense=dense)
-            beta, in_use = _fit(x, y, w), np.array(fusion.CALIBRATION[name])
-            counts = {set_name: len(examples) for set_name, examples in sets.items()}
-            print(f"{name}: {tuple(round(float(b), 3) for b in beta)}  examples per set: {counts}")
-            print("  of the hits scored in each tenth, relevant:", _table(_scored(x, beta), y))
-            print(
-                f"  the same by the calibration in use {fusion.CALIBRATION[name]}:",
-                _table(_scored(x, in_use), y),
-                flush=True,
-            )
+        for branches, dense in ((ALL_BRANCHES, True), (KEYWORD_BRANCHES, False)):
+            collected = _collect(queries, branches)
+            chinese = {set_name: examples for set_name, examples in collected.items() if "-zh" in set_name}
+            fits = (("dense", collected), ("dense-zh", chinese)) if dense else (("keyword", collected),)
+            for name, sets in fits:
+                _report(name, sets, dense=dense)
+
+
+def _report(name: str, sets: dict[str, list[tuple]], *, dense: bool) -> None:
+    """Fit calibration ``name`` on ``sets`` and print it beside the one in use."""
+    x, y, w = _examples(sets, dense=dense)
+    beta, in_use = _fit(x, y, w), np.array(fusion.CALIBRATION[name])
+    counts = {set_name: len(examples) for set_name, examples in sets.items()}
+    print(f"{name}: {tuple(round(float(b), 3) for b in beta)}  examples per set: {counts}", flush=True)
+    print("  of the hits scored in each tenth, relevant:", _table(_scored(x, beta), y))
+    print(f"  the same by the calibration in use {fusion.CALIBRATION[name]}:", _table(_scored(x, in_use), y))
 
 
 if __name__ == "__main__":

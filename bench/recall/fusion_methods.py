@@ -42,6 +42,7 @@ from django.db import DEFAULT_DB_ALIAS  # noqa: E402
 import memory.search._fusion as fusion  # noqa: E402
 import memory.selectors as selectors  # noqa: E402
 from anima.core.embeddings import embedding_model  # noqa: E402
+from anima.core.text import is_chinese  # noqa: E402
 from anima.core.vectors import ENTITY, MESSAGE  # noqa: E402
 from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
 from memory.benchmarks._common import paired_difference  # noqa: E402
@@ -124,9 +125,12 @@ def _ranked(rows: list, method: str, weights: dict[str, float]) -> list[int]:
     return [row_id for _, row_id in sorted(keys, key=lambda key: -total[key])]
 
 
-def _feedback(hits: list, method: str, *, top: int = 3, weight: float, gate: float = 0.0) -> list[int]:
+def _feedback(
+    hits: list, method: str, *, top: int = 3, weight: float, gate: float = 0.0, chinese: bool = False
+) -> list[int]:
     """The default's ``hits`` re-ranked with their first ``top`` hits' centroid as feedback (see the docstring);
-    with a ``gate``, only those of the first hits scored at least that are feedback (none: the default's order)."""
+    with a ``gate``, only those of the first hits scored at least that are feedback (none: the default's order).
+    ``chinese``: the query is Chinese (its hits are calibrated by the Chinese fit)."""
     kinds = {hit.source: MESSAGE if hit.source == selectors.SESSION else ENTITY for hit in hits}
     found = hit_vectors(hits=hits, kinds=kinds, model=embedding_model(), using=DEFAULT_DB_ALIAS)
     vectors = {key: np.array(vector) for key, vector in found.items()}
@@ -148,7 +152,7 @@ def _feedback(hits: list, method: str, *, top: int = 3, weight: float, gate: flo
         else:
             dense_z = hit.keyword_z if hit.dense_z is None else hit.dense_z
             moved = (1.0 - weight) * dense_z + weight * toward
-            mixed[hit.id] = fusion._calibrated(keyword_z=hit.keyword_z, dense_z=moved, dense=True)
+            mixed[hit.id] = fusion._calibrated(keyword_z=hit.keyword_z, dense_z=moved, dense=True, chinese=chinese)
     return sorted(mixed, key=lambda row_id: -mixed[row_id])
 
 
@@ -200,8 +204,9 @@ def main() -> None:
             found["the default without feedback (every query as one of one line)"][name].append(
                 len(relevant & set(unfed[:K])) / wanted
             )
+            chinese = is_chinese(query.recall["query"])
             for label, method, weight, gate in FEEDBACK:
-                ranked = _feedback(hits, method, weight=weight, gate=gate)
+                ranked = _feedback(hits, method, weight=weight, gate=gate, chinese=chinese)
                 found[label][name].append(len(relevant & set(ranked[:K])) / wanted)
             for label, method, weights in METHODS:
                 found[label][name].append(len(relevant & set(_ranked(rows, method, weights)[:K])) / wanted)

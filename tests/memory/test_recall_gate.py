@@ -11,8 +11,10 @@ from django.utils import timezone
 from anima.api.testing import operator_client
 from memory.benchmarks._common import smalltalk_lines
 from memory.embedding import embed_backfill_run
+from memory.models import SemanticMemory
 from memory.passive import passive_context, passive_recall
-from memory.search import score_fuse
+from memory.search import entity_source, hybrid_search, score_fuse, search_query_build
+from memory.search._fusion import _calibrated
 from memory.selectors import AUTOBIOGRAPHICAL, SEMANTIC, SESSION, _facts_first, memory_recall
 from tests.factories import (
     ContentBlockFactory,
@@ -213,6 +215,40 @@ def test_a_fact_from_another_conversation_is_not_raised_above_a_line():
     scores = {hit["id"]: hit["score"] for hit in results}
 
     assert scores[other.pk] <= scores[line.pk]
+
+
+def test_in_a_chinese_query_a_shared_word_weighs_less_beside_meaning_than_in_an_english_one():
+    # Row 1 holds the query's one word (no other row of 100 does) and is fairly near in meaning; row 2 holds no word
+    # of it and is the nearest in meaning.
+    dense = [("semantic", "dense", 2, 1, 0.86), ("semantic", "dense", 1, 2, 0.80)]
+    dense += [("semantic", "dense", 10 + n, 3 + n, 0.78 - 0.0005 * n) for n in range(98)]
+    rows = [("semantic", "fts", 1, 1, 0.5), *dense]
+
+    english = score_fuse(rows=rows)
+    chinese = score_fuse(rows=rows, chinese=True)
+
+    assert [hit.id for hit in english[:2]] == [1, 2]
+    assert [hit.id for hit in chinese[:2]] == [2, 1]
+    # Dense-only recall has no word to weigh: its order is the same in both.
+    assert [hit.id for hit in score_fuse(rows=dense)] == [hit.id for hit in score_fuse(rows=dense, chinese=True)]
+
+
+@pytest.mark.local_embeddings
+def test_recall_scores_a_chinese_query_by_the_chinese_calibration_and_an_english_one_by_the_other(maya_conversation):
+    person = maya_conversation.person
+    source = entity_source(name="semantic", where_sql="TRUE", person_id=person.pk, since=None, until=None)
+    for text, first, chinese in (
+        ("Maya 什么时候去医院复查？", "Maya 下周要去医院复查", True),
+        ("Where does Maya work?", "Maya works as a nurse in a hospital in Lisbon", False),
+    ):
+        hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=10, text=text)
+
+        def calibrated(hit, chinese):
+            return _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, chinese=chinese)
+
+        assert SemanticMemory.objects.get(pk=hits[0].id).content == first
+        assert [hit.score for hit in hits] == pytest.approx([calibrated(hit, chinese) for hit in hits])
+        assert [hit.score for hit in hits] != pytest.approx([calibrated(hit, not chinese) for hit in hits])
 
 
 def test_a_branch_found_by_few_rows_is_judged_as_among_many():
