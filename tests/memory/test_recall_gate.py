@@ -237,14 +237,15 @@ def test_in_a_chinese_query_a_shared_word_weighs_less_beside_meaning_than_in_an_
 def test_recall_scores_a_chinese_query_by_the_chinese_calibration_and_an_english_one_by_the_other(maya_conversation):
     person = maya_conversation.person
     source = entity_source(name="semantic", where_sql="TRUE", person_id=person.pk, since=None, until=None)
+
+    def calibrated(hit, chinese: bool) -> float:
+        return _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, chinese=chinese)
+
     for text, first, chinese in (
         ("Maya 什么时候去医院复查？", "Maya 下周要去医院复查", True),
         ("Where does Maya work?", "Maya works as a nurse in a hospital in Lisbon", False),
     ):
         hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=10, text=text)
-
-        def calibrated(hit, chinese):
-            return _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, chinese=chinese)
 
         assert SemanticMemory.objects.get(pk=hits[0].id).content == first
         assert [hit.score for hit in hits] == pytest.approx([calibrated(hit, chinese) for hit in hits])
