@@ -7,6 +7,8 @@ from datetime import date, timedelta
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anima.api.testing import operator_client
 from memory.benchmarks._common import smalltalk_lines
@@ -231,6 +233,41 @@ def test_in_a_chinese_query_a_shared_word_weighs_less_beside_meaning_than_in_an_
     assert [hit.id for hit in chinese[:2]] == [2, 1]
     # Dense-only recall has no word to weigh: its order is the same in both.
     assert [hit.id for hit in score_fuse(rows=dense)] == [hit.id for hit in score_fuse(rows=dense, chinese=True)]
+
+
+# Each row found by some of the branches, with a score in each: BM25 and word similarity are never negative, a cosine
+# may be.
+BRANCH_SCORES = {
+    "fts": st.floats(0.0, 20.0),
+    "trigram": st.floats(0.0, 1.0),
+    "dense": st.floats(-0.2, 1.0),
+}
+FOUND = st.lists(
+    st.tuples(
+        st.sampled_from(["semantic", "session"]),
+        st.integers(1, 25),
+        st.fixed_dictionaries({}, optional=BRANCH_SCORES),
+    ),
+    min_size=1,
+    max_size=40,
+    unique_by=lambda found: found[:2],
+)
+
+
+@given(found=FOUND, chinese=st.booleans())
+def test_a_score_is_a_chance_that_never_falls_as_the_evidence_for_a_hit_grows(found, chinese):
+    rows = [(source, branch, row_id, 1, score) for source, row_id, scores in found for branch, score in scores.items()]
+
+    hits = score_fuse(rows=rows, chinese=chinese)
+
+    assert all(0.0 < hit.score < 1.0 for hit in hits)
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+    # A row found by every branch another row of its source was found by, scoring at least as well in each, is at
+    # least as likely relevant, whichever calibration scores it.
+    for a in hits:
+        for b in hits:
+            if a.source == b.source and all(a.scores.get(branch, -1.0) >= score for branch, score in b.scores.items()):
+                assert a.score >= b.score
 
 
 @pytest.mark.local_embeddings
