@@ -1,6 +1,8 @@
 """MADial-Bench (zh and en): memories recalled for a dialogue, R@k beside BM25, and passive recall.
 
-Each language's memories become semantic memories, one person per ``user-id`` (zh; en has none: one person).
+Each language's memories become semantic memories, one person per ``user-id``, as its dialogues are: the child
+whose memories they are. The English memories carry none; they are the Chinese ones translated, under the same ids,
+and take the Chinese memory's user (a set with neither is one person).
 Each dialogue is queried with its turns before the test turn (``dialogue[1:test_turn]``, as written); R@k is
 the share of its relevant memories found in the first k, averaged over dialogues (this reproduces the published
 BM25 figures); ``recalled`` is the default's R@k of the one memory the test turn recalls (the first relevant id;
@@ -52,9 +54,11 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 def madial_load(*, data: Path, lang: str) -> tuple[list[tuple[str, dict]], dict[str, Person], dict[int, str]]:
     """Store ``lang``'s memories: (key, memory) pairs, the person of each user, and each stored memory's key."""
     memories = [next(iter(item.items())) for item in _read_jsonl(data / f"MADial-Bench-{lang}-memory.json")]
+    owners = _owners(data=data, lang=lang)
+    memories = [(key, {"user-id": owners.get(str(key), "all"), **memory}) for key, memory in memories]
     persons = {
         user: Person.objects.create(slug=f"bench-madial-{lang}-{user}")
-        for user in sorted({str(memory.get("user-id", "all")) for _, memory in memories})
+        for user in sorted({str(memory["user-id"]) for _, memory in memories})
     }
     rows = SemanticMemory.objects.bulk_create(
         SemanticMemory(
@@ -64,11 +68,29 @@ def madial_load(*, data: Path, lang: str) -> tuple[list[tuple[str, dict]], dict[
             external_id=f"bench-madial-{lang}-{key}",
             content=memory["event"],
             fts_segmented=segment_text(memory["event"]),
-            person=persons[str(memory.get("user-id", "all"))],
+            person=persons[str(memory["user-id"])],
         )
         for key, memory in memories
     )
     return memories, persons, {row.pk: str(key) for row, (key, _) in zip(rows, memories, strict=True)}
+
+
+def _owners(*, data: Path, lang: str) -> dict[str, str]:
+    """The user of each memory of the other languages' files that names one, by its id.
+
+    A memory without a ``user-id`` of its own (MADial's English ones) takes it from there: a language's dialogues
+    name their user, and searching another child's memories for them would measure what a person's own scope
+    never holds.
+    """
+    owners: dict[str, str] = {}
+    for other in LANGUAGES:
+        path = data / f"MADial-Bench-{other}-memory.json"
+        if other != lang and path.is_file():
+            for item in _read_jsonl(path):
+                for key, memory in item.items():
+                    if "user-id" in memory:
+                        owners.setdefault(str(key), str(memory["user-id"]))
+    return owners
 
 
 @dataclass(frozen=True)
@@ -123,7 +145,7 @@ def madial_run(
     systems = [system for system in BRANCHES if system != "dense" or dense] if recall else []
     corpus: dict[str, list[tuple[str, str]]] = {user: [] for user in persons}
     for key, memory in memories:
-        corpus[str(memory.get("user-id", "all"))].append((str(key), memory["event"]))
+        corpus[str(memory["user-id"])].append((str(key), memory["event"]))
     bm25 = {user: Bm25(documents) for user, documents in corpus.items()} if recall else {}
     tallies = {system: RecallTally() for system in [*systems, "bm25", "recalled"]} if recall else {}
     passive = PassiveTally()

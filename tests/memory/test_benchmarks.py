@@ -8,6 +8,7 @@ from datetime import datetime
 from memory.benchmarks._common import CHATS, RecallTally, lead_figures, smalltalk_lines
 from memory.benchmarks.locomo import locomo_load, locomo_run
 from memory.benchmarks.madial import madial_load, madial_run
+from memory.models import SemanticMemory
 
 
 def _madial(tmp_path) -> None:
@@ -67,6 +68,41 @@ def test_madial_passive_recall_reads_the_last_message_after_the_dialogue_before_
     # "She has to stay there tonight" names no kitten: the turns before it do, as in a real conversation.
     assert set(figures) == {"n", "passive", "smalltalk"}
     assert figures["passive"]["relevant %"] == 100.0, figures
+
+
+def test_madial_english_memories_are_their_childs_as_the_chinese_ones_with_their_ids_say(tmp_path):
+    _madial(tmp_path)
+    # The Chinese file names each memory's user; the English one does not (as MADial's), its dialogues do.
+    chinese = [
+        {"1": {"event": "魔术", "user-id": 1}},
+        {"2": {"event": "小猫", "user-id": 1}},
+        {"3": {"event": "滑雪", "user-id": 2}},
+    ]
+    (tmp_path / "MADial-Bench-zh-memory.json").write_text("\n".join(json.dumps(m) for m in chinese))
+    dialogue = {
+        "dialogue": ["<BOD>", '<Bart>: "I broke my arm skiing, like last winter"', '<Assistant>: "Ouch!"'],
+        "test-turn": [2],
+        "relevant-id": [3],
+        "user-id": 1,
+    }
+    (tmp_path / "MADial-Bench-en-dialogue.json").write_text(json.dumps(dialogue))
+
+    memories, persons, key_of = madial_load(data=tmp_path, lang="en")
+
+    assert sorted(persons) == ["1", "2"]
+    owner = {key_of[row.pk]: row.person for row in SemanticMemory.objects.filter(pk__in=key_of)}
+    assert owner == {"1": persons["1"], "2": persons["1"], "3": persons["2"]}
+    # User 1's dialogue searches user 1's memories: the skiing one is another child's.
+    figures = madial_run(data=tmp_path, lang="en", loaded=(memories, persons, key_of), dense=False)
+    assert figures["anima"]["R@20"] == figures["bm25"]["R@20"] == 0.0
+
+
+def test_madial_memories_named_by_no_file_are_one_persons(tmp_path):
+    _madial(tmp_path)
+
+    _, persons, _ = madial_load(data=tmp_path, lang="en")
+
+    assert list(persons) == ["all"]
 
 
 def test_locomo_finds_evidence_turns_by_dialogue_id_and_keeps_adversarial_questions_apart(tmp_path):
