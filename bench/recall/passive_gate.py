@@ -45,12 +45,11 @@ from anima.core.segmentation import text_informative  # noqa: E402
 from conversations.models import Role  # noqa: E402
 from memory.benchmarks._common import conversation_holding, smalltalk_lines  # noqa: E402
 from memory.benchmarks.locomo import locomo_load  # noqa: E402
-from memory.benchmarks.madial import LANGUAGES, madial_load  # noqa: E402
+from memory.benchmarks.madial import LANGUAGES, madial_load, madial_read  # noqa: E402
 from memory.passive import passive_recall  # noqa: E402
 from memory.search import KEYWORD_BRANCHES, search_text_plain, term_stats_clear  # noqa: E402
 from memory.selectors import memory_semantic_search  # noqa: E402
 
-_SPEAKER = "<"
 POOL = 20
 
 
@@ -63,24 +62,21 @@ class Turn:
     relevant: frozenset[int]
 
 
-def _line(raw: str) -> str:
-    text = raw.split(":", 1)[1] if raw.startswith(_SPEAKER) and ":" in raw else raw
-    return text.strip().strip('"').strip()
-
-
 def _madial_turns(data: Path, lang: str, persons, key_of) -> list[Turn]:
+    """Each dialogue of ``lang`` (``madial_read``) as the turn of its last user message."""
     ids = defaultdict(set)
     for pk, key in key_of.items():
         ids[key].add(pk)
-    turns = []
-    with (data / f"MADial-Bench-{lang}-dialogue.json").open(encoding="utf-8") as handle:
-        for row in (json.loads(line) for line in handle if line.strip()):
-            user = str(row.get("user-id", "all")) if len(persons) > 1 else next(iter(persons))
-            test = row["test-turn"][0]
-            lines = [_line(raw) for raw in row["dialogue"][1:test]]
-            relevant = frozenset(pk for key in row["relevant-id"] for pk in ids[str(key)])
-            turns.append(Turn(f"madial-{lang}", persons[user], tuple(lines[:-1]), lines[-1], relevant))
-    return turns
+    return [
+        Turn(
+            f"madial-{lang}",
+            dialogue.person,
+            tuple(text for _, text in dialogue.before),
+            dialogue.last,
+            frozenset(pk for key in dialogue.relevant for pk in ids[key]),
+        )
+        for dialogue in madial_read(data=data, lang=lang, persons=persons)
+    ]
 
 
 def _turns(data: Path) -> list[Turn]:
