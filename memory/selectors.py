@@ -396,6 +396,17 @@ def memory_recall(
         return [result for result in results if result["score"] >= min_score][:limit]
 
 
+def person_own_names(*, person: Person) -> list[str]:
+    """What ``person`` is called in their own conversations: their names (``person_names``), each of several words
+    also by its first ("Maya" of "Maya Silva", as a chat calls her); one spelling a name, case aside."""
+    names: dict[str, str] = {}  # "maya" the slug, "Maya" the label
+    for name in person_names(person=person):
+        for spelling in (name, name.split()[0]):
+            if len(spelling) > 1:
+                names.setdefault(spelling.casefold(), spelling)
+    return list(names.values())
+
+
 def recall_keywords(*, text: str, person: Person | None) -> tuple[SearchQuery, list[str]]:
     """What recall's keyword branches search for ``text``, and the names it left out of it: the scoped person's own.
 
@@ -406,14 +417,8 @@ def recall_keywords(*, text: str, person: Person | None) -> tuple[SearchQuery, l
     them) keeps it. Raises QuerySyntaxError for a malformed query.
     """
     built = search_query_build(text=text)
-    names: dict[str, str] = {}  # one spelling a name, case aside ("maya" the slug, "Maya" the label)
-    if person is not None and not built.explicit:
-        for name in person_names(person=person):
-            # A name of several words also by its first: "Maya" of "Maya Silva", as a chat calls her.
-            for spelling in (name, name.split()[0]):
-                if len(spelling) > 1:
-                    names.setdefault(spelling.casefold(), spelling)
-    left_out = [name for name in names.values() if text_without_names(text, names=[name]) != text]
+    names = person_own_names(person=person) if person is not None and not built.explicit else []
+    left_out = [name for name in names if text_without_names(text, names=[name]) != text]
     if not left_out:
         return built, []
     rest = search_query_build(text=text_without_names(text, names=left_out))

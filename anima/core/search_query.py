@@ -20,7 +20,7 @@ from functools import cache
 
 from anima.core.errors import AnimaError
 from anima.core.segmentation import jieba_get
-from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS
+from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS, is_chinese
 
 # A 10 KB query must stay a reasonable tsquery: beyond this many lexemes the tail is dropped.
 MAX_LEXEMES = 160
@@ -77,13 +77,34 @@ _NAME_EDGE = r"A-Za-z0-9\u00c0-\u024f"
 def text_without_names(text: str, *, names: Sequence[str]) -> str:
     """``text`` with every mention of ``names`` taken out (case aside; a Latin-script name as a whole word, with
     its possessive: "Maya's"; a Chinese one wherever it stands)."""
+    for pattern in _name_patterns(names):
+        text = pattern.sub(" ", text)
+    return text
+
+
+def text_as_asker(text: str, *, names: Sequence[str]) -> str:
+    """``text`` with ``names``, the asker's own, read as the asker's first person: in Maya's own recall "What is
+    Maya's job?" asks what "What is my job?" does, and 「Maya 是做什么工作的」 what 「我是做什么工作的」 does."""
+    chinese = is_chinese(text)
+    for pattern in _name_patterns(names):
+        if chinese:
+            text = re.sub(rf"\s*(?:{pattern.pattern})\s*", "我", text, flags=pattern.flags)
+        else:
+            text = pattern.sub(lambda match: "my" if match.group("possessive") else "I", text)
+    return text
+
+
+def _name_patterns(names: Sequence[str]) -> list[re.Pattern]:
+    """A pattern for each of ``names``, longest first: a Latin-script name as a whole word with its possessive
+    (group ``possessive``), a Chinese one wherever it stands; case aside."""
+    patterns = []
     for name in sorted({name.strip() for name in names if name.strip()}, key=len, reverse=True):
         if _CJK_RUN_RE.search(name):
-            pattern = re.escape(name)
+            pattern = f"{re.escape(name)}(?P<possessive>)"
         else:
-            pattern = rf"(?<![{_NAME_EDGE}]){re.escape(name)}(?:['\u2019]s)?(?![{_NAME_EDGE}])"
-        text = re.sub(pattern, " ", text, flags=re.IGNORECASE)
-    return text
+            pattern = rf"(?<![{_NAME_EDGE}]){re.escape(name)}(?P<possessive>['\u2019]s)?(?![{_NAME_EDGE}])"
+        patterns.append(re.compile(pattern, re.IGNORECASE))
+    return patterns
 
 
 def _quote_lexeme(text: str) -> str:

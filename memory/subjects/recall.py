@@ -27,7 +27,7 @@ from anima.core.relations import (
     relation_word_read,
     relation_words,
 )
-from anima.core.search_query import text_without_names
+from anima.core.search_query import text_as_asker, text_without_names
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
 from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention
@@ -41,7 +41,7 @@ from memory.search import (
     search_query_build,
     search_text_plain,
 )
-from memory.selectors import SEMANTIC, SESSION
+from memory.selectors import SEMANTIC, SESSION, person_own_names
 from memory.subjects import ENTITY_BRANCH
 from memory.subjects.selectors import subject_facts, subject_get, subject_profile, subject_stated, subjects_of_person
 
@@ -316,10 +316,12 @@ def entity_expand(
         return entity_fuse(hits=hits, items=[items], only=True)
     if not expand or person is None:
         return hits
-    asked = attributes_asked(query)
-    subjects = subjects_mentioned(person=person, text=query)
+    # In the person's own recall their name is the asker: "What is Maya's job?" asks what "What is my job?" does.
+    as_asker = text_as_asker(query, names=person_own_names(person=person))
+    asked = attributes_asked(as_asker)
+    subjects = subjects_mentioned(person=person, text=as_asker)
     items = [subject_items(subject=subject, hits=hits, query=query, asked=asked, **bounds) for subject in subjects]
-    if not subjects and asked.of_self and not relations_asked(query):
+    if not subjects and asked.of_self and not relations_asked(as_asker):
         items.append(
             _self_items(person=person, hits=hits, asked=asked, memory_types=memory_types, since=since, until=until)
         )

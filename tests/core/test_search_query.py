@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anima.core.errors import AnimaError
-from anima.core.search_query import QuerySyntaxError, search_query_build, search_text_plain, text_without_names
+from anima.core.search_query import (
+    QuerySyntaxError,
+    search_query_build,
+    search_text_plain,
+    text_as_asker,
+    text_without_names,
+)
 
 
 @pytest.mark.parametrize("text", ["cat AND", "cat OR", "NOT", "cat AND NOT", "AND cat", "cat AND OR dog"])
@@ -91,3 +97,23 @@ def test_a_name_said_anywhere_in_any_text_comes_out_and_nothing_raises(before, n
     assert name.lower() not in rest.lower().split()
     # What stood around it stays, but for other mentions of the name.
     assert text_without_names(before, names=[name]).strip() in rest
+
+
+@pytest.mark.parametrize(
+    ("text", "asker"),
+    [
+        ("What is Maya's job?", "What is my job?"),
+        ("where does maya live", "where does I live"),
+        ("Maya 是做什么工作的", "我是做什么工作的"),
+        ("小雨的老师叫什么", "我的老师叫什么"),
+        ("Mayan ruins near Mayapur", "Mayan ruins near Mayapur"),  # another word, not the name
+    ],
+)
+def test_the_askers_own_name_reads_as_the_first_person(text, asker):
+    assert text_as_asker(text, names=["Maya", "小雨"]) == asker
+
+
+@given(st.text(max_size=80), st.sampled_from(["Maya", "Maya Silva", "小雨", "Leo"]), st.text(max_size=80))
+def test_the_askers_own_name_said_anywhere_is_read_as_them_and_nothing_raises(before, name, after):
+    text = f"{before} {name} {after}"
+    assert text_without_names(text_as_asker(text, names=[name]), names=[name]) == text_as_asker(text, names=[name])

@@ -290,7 +290,14 @@ def maya_herself(maya_lily):
 
 @pytest.mark.parametrize(
     ("question", "answer"),
-    [("What do I do for a living?", 0), ("what's my job", 0), ("Do you remember where I live?", 1)],
+    [
+        ("What do I do for a living?", 0),
+        ("what's my job", 0),
+        ("Do you remember where I live?", 1),
+        # In her own recall her name is the asker, as "I" is.
+        ("What is Maya's job?", 0),
+        ("where does maya live", 1),
+    ],
 )
 def test_a_question_about_the_asker_finds_the_fact_stating_it_first(maya_herself, question, answer):
     maya, _, facts = maya_herself
@@ -321,6 +328,8 @@ def test_a_chinese_question_about_the_asker_finds_the_fact_stating_it_first():
 
     assert memory_recall(query="你还记得我是干什么的吗？", person=leo)[0]["id"] == job.pk
     assert memory_recall(query="我住哪来着？", person=leo)[0]["id"] == home.pk
+    assert memory_recall(query="Leo 是做什么工作的？", person=leo)[0]["id"] == job.pk
+    assert memory_recall(query="Leo住哪儿？", person=leo)[0]["id"] == home.pk
 
 
 @pytest.mark.parametrize(
@@ -329,6 +338,8 @@ def test_a_chinese_question_about_the_asker_finds_the_fact_stating_it_first():
         "what's your job?",  # asked of the companion
         "I work as a nurse now.",  # news, not a question
         "Where does my mum live?",  # asked of a relative Maya has no subject for
+        "Where does Maya's mum live?",  # the same, by her name
+        "Where does Leo live?",  # asked of someone else
     ],
 )
 def test_what_is_not_a_question_about_the_asker_brings_none_of_their_facts(maya_herself, query):
