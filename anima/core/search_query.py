@@ -86,7 +86,8 @@ def text_as_asker(text: str, *, names: Sequence[str]) -> str:
     """``text`` with ``names``, the asker's own, read as the asker's first person: in Maya's own recall "What is
     Maya's job?" asks what "What is my job?" does, and 「Maya 是做什么工作的」 what 「我是做什么工作的」 does."""
     chinese = is_chinese(text)
-    for pattern in _name_patterns(names):
+    # A name that is also a word ("Will", "May") is the name only as a name is written: "What will Leo do?" asks of Leo.
+    for pattern in _name_patterns(names, words_as_written=True):
         if chinese:
             text = re.sub(rf"\s*(?:{pattern.pattern})\s*", "我", text, flags=pattern.flags)
         else:
@@ -94,16 +95,18 @@ def text_as_asker(text: str, *, names: Sequence[str]) -> str:
     return text
 
 
-def _name_patterns(names: Sequence[str]) -> list[re.Pattern]:
+def _name_patterns(names: Sequence[str], *, words_as_written: bool = False) -> list[re.Pattern]:
     """A pattern for each of ``names``, longest first: a Latin-script name as a whole word with its possessive
-    (group ``possessive``), a Chinese one wherever it stands; case aside."""
+    (group ``possessive``), a Chinese one wherever it stands; case aside, but for a name that is also a function
+    word when ``words_as_written``."""
     patterns = []
     for name in sorted({name.strip() for name in names if name.strip()}, key=len, reverse=True):
         if _CJK_RUN_RE.search(name):
             pattern = f"{re.escape(name)}(?P<possessive>)"
         else:
             pattern = rf"(?<![{_NAME_EDGE}]){re.escape(name)}(?P<possessive>['\u2019]s)?(?![{_NAME_EDGE}])"
-        patterns.append(re.compile(pattern, re.IGNORECASE))
+        as_written = words_as_written and name.casefold() in FUNCTION_WORDS
+        patterns.append(re.compile(pattern, 0 if as_written else re.IGNORECASE))
     return patterns
 
 
