@@ -28,6 +28,10 @@ MAX_LEXEMES = 160
 LONG_QUERY_WORDS = 24
 LONG_QUERY_KEYWORDS = 60
 TRIGRAM_WORDS = 8
+# A word of fewer letters than this (not Chinese) has too few trigrams for a typo of it to be told from another word:
+# "pet" is as similar to "people" (0.5, their first two letters) as the trigram branch asks. Full-text search
+# finds its inflections ("pets") without it.
+MIN_TRIGRAM_LETTERS = 4
 
 OPERATORS = {"AND": "&", "OR": "|", "NOT": "!"}
 _TOKEN_RE = re.compile(r'"([^"]*)"?|(\S+)')
@@ -256,7 +260,9 @@ def search_query_build(*, text: str) -> SearchQuery:
     if has_syntax:
         # Similarity cannot honour AND / NOT or adjacency: explicit syntax searches by FTS alone.
         return SearchQuery(tsquery=tsquery, trigram_text="", explicit=True)
-    trigram_words = list(dict.fromkeys(plain_words))[:TRIGRAM_WORDS]
+    trigram_words = [
+        word for word in dict.fromkeys(plain_words) if len(word) >= MIN_TRIGRAM_LETTERS or _CJK_RUN_RE.search(word)
+    ][:TRIGRAM_WORDS]
     terms = tuple(dict.fromkeys(plain_lexemes))
     return SearchQuery(
         tsquery=tsquery,

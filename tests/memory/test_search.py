@@ -150,6 +150,13 @@ def test_trigram_branch_finds_what_fts_cannot():
     assert _semantic_ids("Misso") == [typo.pk]
 
 
+@pytest.mark.parametrize(("query", "other"), [("pet", "the people I keep company with"), ("gym", "a gymnast")])
+def test_a_short_word_finds_its_own_forms_not_every_word_that_begins_as_it_does(query, other):
+    own = SemanticMemoryFactory(content=f"Maya talks about her {query}s")
+    SemanticMemoryFactory(content=f"Maya talks about {other}")
+    assert _semantic_ids(query) == [own.pk]
+
+
 NASTY = st.one_of(
     st.text(),
     st.text(alphabet=st.sampled_from(list("\"'\\:*&|!()<>-ab 邮箱你的 AND OR NOT \x00\x01\n\t😀")), max_size=80),
