@@ -117,6 +117,17 @@ ZH_RELATIONS = {
 # Longest first, so that a search finds 「外孙女」 before 「孙女」 and 「女朋友」 before anything shorter in it.
 ZH_WORDS_LONGEST_FIRST = tuple(sorted(ZH_RELATIONS, key=len, reverse=True))
 
+# Words a question asks for a kind of relation by ("what pets do I have?", 「我父母住哪儿」): each kind covers its
+# relations (``relation_covers``). Only questions are read with them: a fact says which, a cat or a mother.
+EN_KINDS = {
+    "pet": "pet",
+    "parent": "parent",
+    "folks": "parent",
+    "grandparent": "grandparent",
+    "sibling": "sibling",
+}
+ZH_KINDS = {"宠物": "pet", "父母": "parent", "爸妈": "parent", "爸爸妈妈": "parent", "兄弟姐妹": "sibling"}
+
 # Relations the grammar reads for animals; a breed it cannot tell apart is "dog_or_cat:<breed>".
 _PET_RELATIONS = frozenset(
     {"cat", "dog", "rabbit", "hamster", "parrot", "bird", "turtle", "fish", "horse", "lizard", "snake"}
@@ -147,6 +158,10 @@ _NARROWER = {
     "child": frozenset({"daughter", "son"}),
     "partner": frozenset({"wife", "husband"}),
     "bird": frozenset({"parrot"}),
+    "pet": _PET_RELATIONS,
+    "parent": frozenset({"mother", "father"}),
+    "grandparent": frozenset({"grandmother", "grandfather"}),
+    "sibling": frozenset({"brother", "sister"}),
 }
 
 
@@ -156,5 +171,5 @@ def relation_covers(asked: str, relation: str) -> bool:
     if asked == relation:
         return True
     if relation.startswith(_BREED_PREFIX):
-        return asked in {"dog", "cat", relation.removeprefix(_BREED_PREFIX)}
+        return asked in {"pet", "dog", "cat", relation.removeprefix(_BREED_PREFIX)}
     return relation in _NARROWER.get(asked, ()) or asked in _NARROWER.get(relation, ())

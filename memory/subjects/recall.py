@@ -20,9 +20,10 @@ from anima.core.attributes import NOTHING_ASKED, Asked, attributes_asked
 from anima.core.errors import AnimaError
 from anima.core.models import MemoryStatus
 from anima.core.relations import (
+    EN_KINDS,
     EN_RELATIONS,
+    ZH_KINDS,
     ZH_RELATIONS,
-    ZH_WORDS_LONGEST_FIRST,
     relation_covers,
     relation_word_read,
     relation_words,
@@ -61,31 +62,36 @@ _OWNED_ONLY = frozenset(
 _EN_OWNER = re.compile(r"\b(?:my|our)\s+(?:[a-z]+\s+)?$", re.I)  # "my girl", "my little girl"
 _ZH_OWNER = re.compile(r"(?:我|咱|俺)(?:们)?(?:的|家的?)?$")
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+# A question may also ask for a kind of relation ("my pets", 「我父母」).
+_EN_ASKED = {**EN_RELATIONS, **EN_KINDS}
+_ZH_ASKED = {**ZH_RELATIONS, **ZH_KINDS}
+_ZH_ASKED_LONGEST_FIRST = tuple(sorted(_ZH_ASKED, key=len, reverse=True))
 
 
-def _en_relation(word: str) -> str | None:
+def _en_relation(word: str, *, table: dict[str, str] = EN_RELATIONS) -> str | None:
     word = re.sub(r"['’]s$", "", word.casefold())  # "my daughter's teacher"
     for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "daughters", "puppies"
-        if form in EN_RELATIONS:
-            return EN_RELATIONS[form]
+        if form in table:
+            return table[form]
     return None
 
 
 def relations_asked(text: str) -> set[str]:
-    """The relations ``text`` names as the asker's own: "daughter" for "how is my girl?" or 「我闺女呢」."""
+    """The relations or kinds of relation ``text`` names as the asker's own: "daughter" for "how is my girl?" or
+    「我闺女呢」, "pet" for "what pets do I have?"."""
     found: set[str] = set()
     for match in _LATIN_WORD.finditer(text):
-        relation = _en_relation(match.group(0))
+        relation = _en_relation(match.group(0), table=_EN_ASKED)
         if relation and (match.group(0).casefold() not in _OWNED_ONLY or _EN_OWNER.search(text[: match.start()])):
             found.add(relation)
     taken = [False] * len(text)
-    for word in ZH_WORDS_LONGEST_FIRST:  # longest first: 「外孙女」 is not 「孙女」
+    for word in _ZH_ASKED_LONGEST_FIRST:  # longest first: 「外孙女」 is not 「孙女」, 「爸妈」 not 「妈」
         for match in re.finditer(re.escape(word), text):
             if any(taken[match.start() : match.end()]):
                 continue
             taken[match.start() : match.end()] = [True] * len(word)
             if word not in _OWNED_ONLY or _ZH_OWNER.search(text[: match.start()]):
-                found.add(ZH_RELATIONS[word])
+                found.add(_ZH_ASKED[word])
     return found
 
 

@@ -46,6 +46,10 @@ pytestmark = pytest.mark.django_db
         ("熊猫真可爱", set()),
         ("外孙女来了", {"granddaughter"}),
         ("the weather is nice", set()),
+        ("what pets do I have?", {"pet"}),
+        ("how are my folks?", {"parent"}),
+        ("我爸妈身体还好吗", {"parent"}),
+        ("我家宠物叫什么", {"pet"}),
     ],
 )
 def test_relations_asked_reads_the_askers_relatives_in_both_languages(text, relations):
@@ -97,6 +101,19 @@ def test_a_chinese_question_finds_a_daughter_by_a_synonym_and_by_her_name(leo_xi
         results = memory_recall(query=query, person=leo, memory_types=["semantic"])
         assert _ids(results)[0] == xiaoyu.profile_id, query
         assert {fact.pk for fact in facts} <= set(_ids(results)), query
+
+
+@pytest.mark.parametrize("query", ["What pets do I have?", "what's my pet called", "我的宠物叫什么名字"])
+def test_a_question_by_a_kind_of_relation_finds_every_subject_of_that_kind(maya_lily, query):
+    maya, lily, _ = maya_lily
+    miso, _ = subject_built(maya, relation="cat", name="Miso", kind=SubjectKind.PET, facts=["Miso sleeps all day"])
+    rex, _ = subject_built(maya, relation="dog_or_cat:corgi", name="Rex", kind=SubjectKind.PET, facts=["Rex barks"])
+
+    results = memory_recall(query=query, person=maya, memory_types=["semantic"])
+
+    # Both pets, the one the grammar could only read as a breed too; not the daughter.
+    assert set(_ids(results)[:2]) == {miso.profile_id, rex.profile_id}
+    assert lily.profile_id not in _ids(results)[:4]
 
 
 def test_a_question_naming_a_direct_match_keeps_it_first(maya_lily):
