@@ -57,6 +57,7 @@ RECENT_MENTIONS = 3
 # Words that name a relation only when the asker says it is theirs ("my girl", 「我妈」): alone, anyone's.
 _OWNED_ONLY = frozenset(
     "girl boy kid kids child children bird fish horse snake lizard partner bro sis bf gf".split()
+    + "parent parents grandparent grandparents folks".split()  # "as a parent", "hey folks"
     + "妈 爸 先生 对象 孩子 小孩 宝宝 猫 狗".split()
 )
 _EN_OWNER = re.compile(r"\b(?:my|our)\s+(?:[a-z]+\s+)?$", re.I)  # "my girl", "my little girl"

@@ -48,6 +48,7 @@ pytestmark = pytest.mark.django_db
         ("the weather is nice", set()),
         ("what pets do I have?", {"pet"}),
         ("how are my folks?", {"parent"}),
+        ("hey folks, as a parent I worry", set()),
         ("我爸妈身体还好吗", {"parent"}),
         ("我家宠物叫什么", {"pet"}),
     ],
