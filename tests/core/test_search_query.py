@@ -46,11 +46,23 @@ def test_a_malformed_query_is_an_application_error_naming_the_query_field():
     assert isinstance(caught.value, QuerySyntaxError) and caught.value.field == "q"
 
 
-@pytest.mark.parametrize(("text", "explicit"), [("cat dog", False), ('"green tea"', True), ("cat AND dog", True)])
+@pytest.mark.parametrize(
+    ("text", "explicit"), [("kitten puppy", False), ('"green tea"', True), ("kitten AND puppy", True)]
+)
 def test_operators_or_quotes_make_a_query_explicit_and_fts_only(text, explicit):
     query = search_query_build(text=text)
     assert query.explicit is explicit
     assert bool(query.trigram_text) is not explicit
+
+
+@pytest.mark.parametrize(
+    ("text", "trigram_text", "searched"),
+    [("my pet gecko", "gecko", "pet"), ("cat dog", "", "cat"), ("我的猫", "猫", "猫")],
+)
+def test_the_trigram_text_leaves_out_latin_words_of_three_letters_or_fewer(text, trigram_text, searched):
+    query = search_query_build(text=text)
+    assert query.trigram_text == trigram_text
+    assert f"'{searched}'" in query.tsquery  # full-text search still has it
 
 
 @pytest.mark.parametrize(("text", "character"), [("狗狗生病了", "狗"), ("我想猫猫了", "猫")])
