@@ -14,6 +14,14 @@ from anima.core.search_query import (
     text_as_asker,
     text_without_names,
 )
+from anima.core.segmentation import segmentation_load
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _segmentation_loaded():
+    # The first passage a process reads loads jieba's keyword tables (most of a second, as a served process loads
+    # them before its first request): the property tests' deadlines are for the query, not that.
+    segmentation_load(tags=True)
 
 
 @pytest.mark.parametrize("text", ["cat AND", "cat OR", "NOT", "cat AND NOT", "AND cat", "cat AND OR dog"])
