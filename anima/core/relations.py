@@ -126,7 +126,14 @@ EN_KINDS = {
     "grandparent": "grandparent",
     "sibling": "sibling",
 }
-ZH_KINDS = {"宠物": "pet", "父母": "parent", "爸妈": "parent", "爸爸妈妈": "parent", "兄弟姐妹": "sibling"}
+ZH_KINDS = {
+    "宠物": "pet",
+    "毛孩子": "pet",  # a pet, not a child
+    "父母": "parent",
+    "爸妈": "parent",
+    "爸爸妈妈": "parent",
+    "兄弟姐妹": "sibling",
+}
 
 # Relations the grammar reads for animals; a breed it cannot tell apart is "dog_or_cat:<breed>".
 _PET_RELATIONS = frozenset(

@@ -61,7 +61,8 @@ _OWNED_ONLY = frozenset(
     + "妈 爸 先生 对象 孩子 小孩 宝宝 猫 狗".split()
 )
 _EN_OWNER = re.compile(r"\b(?:my|our)\s+(?:[a-z]+\s+)?$", re.I)  # "my girl", "my little girl"
-_ZH_OWNER = re.compile(r"(?:我|咱|俺)(?:们)?(?:的|家的?)?$")
+# 「我家小狗」, 「我的那只猫」: a demonstrative with its measure word, or 小 / 大, may stand between.
+_ZH_OWNER = re.compile(r"(?:我|咱|俺)(?:们)?(?:的|家的?)?(?:[那这][只条个])?[小大]?$")
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 # A question may also ask for a kind of relation ("my pets", 「我父母」).
 _EN_ASKED = {**EN_RELATIONS, **EN_KINDS}

@@ -51,6 +51,10 @@ pytestmark = pytest.mark.django_db
         ("hey folks, as a parent I worry", set()),
         ("我爸妈身体还好吗", {"parent"}),
         ("我家宠物叫什么", {"pet"}),
+        ("我家毛孩子不吃饭", {"pet"}),
+        ("我家小狗呢", {"dog"}),
+        ("我的那只猫还好吗", {"cat"}),
+        ("小狗真可爱", set()),
     ],
 )
 def test_relations_asked_reads_the_askers_relatives_in_both_languages(text, relations):
