@@ -56,9 +56,9 @@ def passive_recall(
     latest messages (``context_messages`` of them, the turn it answers among them: "I'm looking forward to
     that evening" says which evening only there); a memory's score is the better of its two. Only memories
     a keyword branch found are offered unasked, and only those whose calibrated score (the chance that it is
-    relevant) is at least min_score and min_share_of_best of the best one's; without vectors (keyword-only
-    recall, whose scores are not that telling), those within min_relative_score of the best. Skipped for cron
-    conversations.
+    relevant) is at least min_score and min_share_of_best of the best one's (by default the best alone, beside
+    any as likely); without vectors (keyword-only recall, whose scores are not that telling), those within
+    min_relative_score of the best. Skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron or not text_informative(user_message or ""):
@@ -88,7 +88,8 @@ def passive_recall(
         return PassiveRecall(hits=[], text="")
     if any("dense" in hit["scores"] for hit in candidates):
         # Scores are calibrated (memory.search.score_fuse): a memory is offered when it is likely enough relevant,
-        # and nearly as likely as the best (beside a likelier one, a weaker memory was mostly noise on the dev sets).
+        # and (by default) as likely as the best: beside a likelier one, a weaker memory was relevant less often
+        # than a lone best one offered in a turn that had nothing, on every dev set (docs/benchmarks.md).
         cutoff = max(config["min_score"], candidates[0]["score"] * config["min_share_of_best"])
     else:
         # Keyword-only recall (no vectors here) cannot tell a relevant memory from one sharing a word with the

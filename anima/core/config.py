@@ -76,13 +76,18 @@ SCHEMA: dict[str, dict[str, Field]] = {
         "limit": Field(int, 5, 1, 20),
         "min_score": Field(
             float,
-            0.35,
+            0.29,
             0.0,
             1.0,
             "offer a memory at least this likely to be relevant (recall's calibrated score, with vectors)",
         ),
         "min_share_of_best": Field(
-            float, 0.9, 0.0, 1.0, "with vectors: offer only memories scoring at least this share of the best one's"
+            float,
+            1.0,
+            0.0,
+            1.0,
+            "with vectors: offer only memories scoring at least this share of the best one's (1: the best, and any as"
+            " likely)",
         ),
         "min_relative_score": Field(
             float, 0.55, 0.0, 1.0, "keyword-only recall (no vectors): offer memories within this share of the best"

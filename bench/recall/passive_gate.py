@@ -5,16 +5,17 @@ Run from the repository root (``--data``: the folder holding madial/ and locomo/
     python bench/recall/passive_gate.py --data ../shared/bench [--variants passive,last] [--cutoffs 0.3,0.35,0.4] \
         [--shares 0,0.9] [--limits 5,1] [--sets madial-zh,locomo] [--dump candidates.json]
 
-Into a throwaway database it loads MADial (zh, en) and LoCoMo as ``bench_recall`` does and embeds the memories
-(only they: passive recall offers semantic memories, so LoCoMo's turns are stored but not embedded). Each turn
-is a last message and the turns before it: a MADial dialogue's user line before the test turn after the
-dialogue's earlier turns, a LoCoMo question on its own, a small-talk line of bench/recall/smalltalk.jsonl on its
-own and after a topical exchange (a MADial dialogue's or a LoCoMo session's first two turns). For each query
-construction (``VARIANTS``: the last message alone, the window and the message as one query, and ``passive``,
-passive recall itself in a conversation holding the turns before, its cut-offs opened) each turn's candidates are
-searched once; every cut-off and share of the best score is then applied to them, and for each set it prints
-offered / relevant offered / precision, as ``bench_recall``'s ``passive`` reads them. ``--dump`` writes every
-turn's candidates for other combinations.
+Into a throwaway database it loads MADial (zh, en), LoCoMo and the chats written for this project
+(bench/recall/chats, ``chats-<lang>``) as ``bench_recall`` does and embeds the memories (only they: passive recall
+offers semantic memories, so the conversations' turns are stored but not embedded). Each turn is a last message and
+the turns before it: a MADial dialogue's user line before the test turn after the dialogue's earlier turns, a
+LoCoMo or chats question on its own, a small-talk line of bench/recall/smalltalk.jsonl on its own and after a
+topical exchange (a MADial dialogue's or a LoCoMo session's first two turns). For each query construction
+(``VARIANTS``: the last message alone, the window and the message as one query, and ``passive``, passive recall
+itself in a conversation holding the turns before, its cut-offs opened) each turn's candidates are searched once;
+every cut-off and share of the best score is then applied to them, and for each set it prints offered / relevant
+offered / precision, as ``bench_recall``'s ``passive`` reads them. ``--dump`` writes every turn's candidates for
+other combinations.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from anima.core.config import config_update  # noqa: E402
 from anima.core.db import throwaway_database  # noqa: E402
 from anima.core.segmentation import text_informative  # noqa: E402
 from conversations.models import Role  # noqa: E402
-from memory.benchmarks._common import conversation_holding, smalltalk_lines  # noqa: E402
+from memory.benchmarks._common import CHATS, conversation_holding, smalltalk_lines  # noqa: E402
 from memory.benchmarks.locomo import locomo_load  # noqa: E402
 from memory.benchmarks.madial import LANGUAGES, madial_load, madial_read  # noqa: E402
 from memory.passive import passive_recall  # noqa: E402
@@ -94,17 +95,27 @@ def _turns(data: Path) -> list[Turn]:
                 topical = own[(index + n) % len(own)].before[:2]
                 turns.append(Turn(f"smalltalk-{lang}-after", person, topical, line, frozenset()))
     samples = locomo_load(data=data / "locomo")
-    for sample in samples:
-        for question in sample.questions:
-            evidence = set(question["evidence"])
-            facts = frozenset(pk for pk, sources in sample.fact_sources.items() if sources & evidence)
-            turns.append(Turn("locomo", sample.person, (), question["question"], facts))
+    turns += _questions("locomo", samples)
+    for path in sorted(CHATS.glob("*.json")):
+        turns += _questions(f"chats-{path.stem}", locomo_load(data=path))
     for n, sample in enumerate(samples[:5]):
         for index, line in enumerate(smalltalk_lines(lang="en")):
             turns.append(Turn("smalltalk-locomo", sample.person, (), line, frozenset()))
             start = (7 * index + n) % (len(sample.turns) - 1)
             topical = tuple(text for _, text in sample.turns[start : start + 2])
             turns.append(Turn("smalltalk-locomo-after", sample.person, topical, line, frozenset()))
+    return turns
+
+
+def _questions(set_name: str, samples) -> list[Turn]:
+    """Each question of LoCoMo-format ``samples``, asked out of the blue; a fact is relevant when it came from an
+    evidence turn."""
+    turns = []
+    for sample in samples:
+        for question in sample.questions:
+            evidence = set(question["evidence"])
+            facts = frozenset(pk for pk, sources in sample.fact_sources.items() if sources & evidence)
+            turns.append(Turn(set_name, sample.person, (), question["question"], facts))
     return turns
 
 

@@ -24,6 +24,7 @@ from tests.factories import (
     DiaryEntryFactory,
     MessageFactory,
     PersonFactory,
+    RuntimeConfigFactory,
     SemanticMemoryFactory,
 )
 
@@ -428,3 +429,33 @@ def test_only_the_fact_that_answers_best_rises_above_the_lines_of_its_conversati
         (12, 0.176),
         (23, 0.109),
     ]
+
+
+@pytest.mark.local_embeddings
+def test_passive_recall_offers_the_likeliest_memory_alone_not_a_nearly_as_likely_one_beside_it(maya_conversation):
+    person = maya_conversation.person
+    for content in (
+        "Tiago, the brother of Maya, plays the cello",
+        "Maya's brother Tiago lives in Porto with his wife",
+        "Maya's cat Miso sleeps on the sofa all day",
+        "Maya is allergic to peanuts and to shellfish",
+        "Maya goes swimming every Saturday morning",
+        "Maya swims at the public pool on weekends",
+    ):
+        SemanticMemoryFactory(person=person, content=content)
+    embed_backfill_run()
+    question = "What does Miso do all day?"
+    scores = {
+        hit["snippet"]: hit["score"]
+        for hit in memory_recall(
+            query=question, person=person, memory_types=[SEMANTIC], keyword_gate=True, global_only=True
+        )
+        if "Miso" in hit["snippet"]
+    }
+    best, other = sorted(scores.values(), reverse=True)
+    assert best > other >= 0.9 * best  # the cat's two memories, the one that answers a little likelier
+
+    assert _offered(maya_conversation, question) == ["Maya's cat Miso sleeps on the sofa all day"]
+    # At a share of 0.9 of the best (the default before), the gate offered both.
+    RuntimeConfigFactory(section="memory.passive_recall", values={"min_share_of_best": 0.9})
+    assert sorted(_offered(maya_conversation, question)) == sorted(scores)
