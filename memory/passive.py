@@ -88,8 +88,9 @@ def passive_recall(
         return PassiveRecall(hits=[], text="")
     if any("dense" in hit["scores"] for hit in candidates):
         # Scores are calibrated (memory.search.score_fuse): a memory is offered when it is likely enough relevant,
-        # and (by default) as likely as the best: beside a likelier one, a weaker memory was relevant less often
-        # than a lone best one offered in a turn that had nothing, on every dev set (docs/benchmarks.md).
+        # and (by default) as likely as the best: a second, slightly weaker memory mostly joined a turn that had a
+        # relevant one already; left out, the dev sets keep their precision at a looser cut-off, and a relevant
+        # memory is offered in more turns on every one (docs/benchmarks.md).
         cutoff = max(config["min_score"], candidates[0]["score"] * config["min_share_of_best"])
     else:
         # Keyword-only recall (no vectors here) cannot tell a relevant memory from one sharing a word with the
