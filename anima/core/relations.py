@@ -6,6 +6,9 @@ question with them ("how is my girl doing?"), so they live below both.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 EN_RELATIONS = {
     "daughter": "daughter",
     "son": "son",
@@ -152,6 +155,15 @@ def relation_words(relation: str) -> tuple[str, ...]:
         return (relation.removeprefix(_BREED_PREFIX),)
     words = {word for table in (ZH_RELATIONS, EN_RELATIONS) for word, read in table.items() if read == relation}
     return tuple(sorted(words, key=lambda word: (-len(word), word)))
+
+
+def relation_en_read(word: str, *, table: Mapping[str, str] = EN_RELATIONS) -> str | None:
+    """The relation an English word names in ``table``, singular or plural ("daughters", "puppies"), else None."""
+    word = word.casefold()
+    for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):
+        if form in table:
+            return table[form]
+    return None
 
 
 def relation_word_read(word: str) -> str | None:

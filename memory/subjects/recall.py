@@ -25,6 +25,7 @@ from anima.core.relations import (
     ZH_KINDS,
     ZH_RELATIONS,
     relation_covers,
+    relation_en_read,
     relation_word_read,
     relation_words,
 )
@@ -71,11 +72,7 @@ _ZH_ASKED_LONGEST_FIRST = tuple(sorted(_ZH_ASKED, key=len, reverse=True))
 
 
 def _en_relation(word: str, *, table: dict[str, str] = EN_RELATIONS) -> str | None:
-    word = re.sub(r"['’]s$", "", word.casefold())  # "my daughter's teacher"
-    for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "daughters", "puppies"
-        if form in table:
-            return table[form]
-    return None
+    return relation_en_read(re.sub(r"['’]s$", "", word.casefold()), table=table)  # "my daughter's teacher"
 
 
 def relations_asked(text: str) -> set[str]:

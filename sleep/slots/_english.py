@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from anima.core.relations import EN_RELATIONS
+from anima.core.relations import relation_en_read
 from sleep.slots._slot import SELF, Slot
 from sleep.slots._values import (
     EN_ACQUIRED,
@@ -147,11 +147,10 @@ class Reading:
 
 
 def _en_relation(word: str) -> str:
-    word = word.casefold()
-    for form in (word, re.sub(r"ies$", "y", word), re.sub(r"(?<=[^s])s$", "", word)):  # "cats", "puppies"
-        if form in EN_RELATIONS:
-            return EN_RELATIONS[form]
-    breed = _EN_BREEDS.search(word)
+    relation = relation_en_read(word)  # "cats", "puppies"
+    if relation:
+        return relation
+    breed = _EN_BREEDS.search(word.casefold())
     return "dog_or_cat:" + breed.group(1).casefold() if breed else ""
 
 
