@@ -8,6 +8,6 @@ their ``@offline_handler`` answers.
 
 from __future__ import annotations
 
-from sleep.offline import deep, dream, light, self_layer, subjects
+from sleep.offline import deep, dream, light, limbic, narrative, self_layer, subjects
 
-__all__ = ["deep", "dream", "light", "self_layer", "subjects"]
+__all__ = ["deep", "dream", "light", "limbic", "narrative", "self_layer", "subjects"]

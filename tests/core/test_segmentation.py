@@ -93,7 +93,7 @@ def test_loading_with_tags_leaves_nothing_for_a_first_request_to_load():
     "first_use",
     [
         "from sleep.checks import text_units; text_units('小雨喜欢徒步')",
-        "from sleep.offline.light import _zh_negated; _zh_negated('我不太')",
+        "from sleep.offline.limbic import _zh_negated; _zh_negated('我不太')",
         "from anima.core.text import text_keywords; text_keywords('小雨喜欢徒步和爬山', count=2)",
         "from anima.core.segmentation import segment_text; segment_text('小雨喜欢徒步')",
     ],
