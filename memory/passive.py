@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anima.core.config import config_get
-from anima.core.segmentation import text_informative
+from anima.core.segmentation import naming_words, text_asks, text_word_count
 from conversations.models import Conversation, Person, Role
 from conversations.selectors import conversation_language, messages_latest
 from memory.citations import cited_ids
@@ -44,6 +44,10 @@ class PassiveRecall:
 PASSIVE_HEADING = {"en": "Possibly relevant memories:", "zh": "可能相关的记忆："}
 
 
+# The most words a reaction has (a Chinese word counted every two characters): "sounds like a plan", 「晓得了」.
+REACTION_WORDS = 4
+
+
 def passive_recall(
     *, conversation: Conversation, user_message: str, person: Person | None = None, language: str | None = None
 ) -> PassiveRecall:
@@ -54,20 +58,26 @@ def passive_recall(
     not given). A message that names nothing (``text_informative``: greetings, thanks, "lol ok") is offered
     nothing, whatever came before it. Otherwise the message is read twice: alone, and after the conversation's
     latest messages (``context_messages`` of them, the turn it answers among them: "I'm looking forward to
-    that evening" says which evening only there); a memory's score is the better of its two. Only memories
-    a keyword branch found are offered unasked, and only those whose calibrated score (the chance that it is
+    that evening" says which evening only there); a memory's score is the better of its two. A short reaction
+    that names one word and asks nothing ("love that", 「稳」) is read alone. Only memories a keyword branch
+    found are offered unasked, and only those whose calibrated score (the chance that it is
     relevant) is at least min_score and min_share_of_best of the best one's (by default the best alone, beside
     any as likely); without vectors (keyword-only recall, whose scores are not that telling), those within
     min_relative_score of the best. Skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
-    if not config["enabled"] or conversation.is_cron or not text_informative(user_message or ""):
+    naming = naming_words(user_message or "")
+    if not config["enabled"] or conversation.is_cron or not naming:
         return PassiveRecall(hits=[], text="")
     person = person or conversation.person
     readings = [user_message]
-    recent = passive_context(conversation=conversation, user_message=user_message, count=config["context_messages"])
-    if recent:
-        readings.append("\n".join([*recent, user_message]))
+    # A short reaction naming one word ("love that", "that's insane", 「稳」) adds nothing to the exchange before it:
+    # read after it, it would be offered that exchange's memories again. A question, a longer message or one naming
+    # two things goes on from there.
+    if len(naming) > 1 or text_asks(user_message) or text_word_count(user_message) > REACTION_WORDS:
+        recent = passive_context(conversation=conversation, user_message=user_message, count=config["context_messages"])
+        if recent:
+            readings.append("\n".join([*recent, user_message]))
     try:
         candidates = _passive_candidates(readings=readings, person=person, pool=max(config["limit"] * 4, 20))
     except ValueError:

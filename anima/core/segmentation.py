@@ -30,6 +30,21 @@ _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
 _DEGREE = frozenset("真太挺很超好蛮")
+# What the tagger marks as an interjection (好家伙), a modal particle, an onomatopoeia or an adverb (马上, 绝了) names
+# nothing to look up; nor does a number alone (666, 233 and 886 are chat for praise, laughter and goodbye). Latin
+# words are tagged "eng" and go by the word lists.
+_NAMELESS_TAGS = frozenset(("e", "y", "o", "d"))
+# A wish names an occasion, not a subject: "happy new year", "merry christmas", "have a good weekend", "enjoy
+# your evening", 「周末愉快」「生日快乐」. Only the wish's form reads as one: "I have a flight tomorrow" names a flight.
+_OCCASION = r"(?:new\s+year|[a-z']*day|holidays?|christmas|xmas|easter|thanksgiving|anniversary|weekend|halloween)"
+_WISH = re.compile(
+    rf"\b(?:happy|merry)\s+{_OCCASION}\b"
+    r"|\b(?:have\s+an?\s+(?:good|nice|great|lovely|wonderful|relaxing|fun)|enjoy\s+(?:your|the))\s+"
+    r"(?:day|night|evening|morning|afternoon|weekend|week|time|trip|holidays?|vacation|break|meal|flight)\b"
+    # A Chinese wish is a clause of its own: 「小雨生日快乐」 names 小雨.
+    rf"|(?<!\w)(?:祝[你您]?)?{CJK_IDEOGRAPH}{{1,3}}(?:快乐|愉快)(?!\w)",
+    re.IGNORECASE,
+)
 
 
 def _phrase_pattern(phrase: str) -> str:
@@ -101,18 +116,26 @@ def text_informative(text: str) -> bool:
     A set phrase (``CHAT_PHRASES``: "long time no see", "good job") is chat as a whole, though its words are not.
 
     (A chat word in ``CHAT_WORDS`` includes every function word.)"""
-    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_CHAT_PHRASE.sub(" ", text))]
+    return bool(naming_words(text))
+
+
+def naming_words(text: str) -> list[str]:
+    """The words of ``text`` that name something (``text_informative``), in order."""
+    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_WISH.sub(" ", _CHAT_PHRASE.sub(" ", text)))]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
     paired = {i for i in range(len(tagged) - 1) if tagged[i][0] + tagged[i + 1][0] in CHAT_WORDS}
     paired |= {i + 1 for i in paired}
-    for i, (word, tag) in enumerate(tagged):
-        if i in paired or not _WORD_CHARACTER.search(word) or _chat_word(word):
-            continue
-        if len(word) == 1 and _CJK_CHARACTER.fullmatch(word) and tag.startswith("v"):
-            continue
-        return True
-    return False
+    return [
+        word
+        for i, (word, tag) in enumerate(tagged)
+        if i not in paired
+        and _WORD_CHARACTER.search(word)
+        and not _chat_word(word)
+        and not (len(word) == 1 and _CJK_CHARACTER.fullmatch(word) and tag.startswith("v"))
+        and tag not in _NAMELESS_TAGS
+        and not word.isdigit()
+    ]
 
 
 def _chat_word(word: str) -> bool:
@@ -129,6 +152,16 @@ def _chat_word(word: str) -> bool:
 _QUESTION_END = re.compile(r"[?？][\W_]*$|[吗呢么嘛][\s~～]*$")
 _WORD_RE = re.compile(rf"[A-Za-z0-9']+|{CJK_IDEOGRAPH}{{1,2}}")
 _CLAUSE_END = re.compile(r"[,，、]")
+
+
+def text_asks(text: str) -> bool:
+    """Whether ``text`` ends in a question ("…?", 「…吗」)."""
+    return bool(_QUESTION_END.search(text.strip()))
+
+
+def text_word_count(text: str) -> int:
+    """How many words ``text`` has, a Chinese one counted every two characters."""
+    return len(_WORD_RE.findall(text))
 
 
 def asks_only(text: str) -> bool:

@@ -183,3 +183,39 @@ def test_a_line_that_says_something(line):
 @given(st.text(max_size=80), st.sampled_from(["I moved to Leeds.", "我搬到杭州了", "my cat is called Mochi"]))
 def test_a_line_ending_in_a_statement_never_only_asks(text, statement):
     assert not asks_only(f"{text}\n{statement}")
+
+
+@pytest.mark.parametrize("line", ["666", "233333", "886!", "哈哈 2333"])
+def test_a_number_alone_names_nothing(line):
+    # Chat numerals: praise, laughter, goodbye.
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize("line", ["好家伙", "马上回来", "绝了", "that's wild", "interesting", "for real?", "you rock"])
+def test_an_interjection_adverb_or_reaction_alone_names_nothing(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line", ["happy friday!", "Have a good weekend", "enjoy your evening", "周末愉快～", "祝你生日快乐！", "新年快乐"]
+)
+def test_a_wish_names_an_occasion_not_a_subject(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Happy birthday Miso!",
+        "小雨生日快乐",
+        "have a good time in Lisbon",
+        "I have a flight tomorrow",
+        "I have a great dog",
+        "I enjoy the morning runs",
+        "我女儿今年4岁",
+        "马上要考试了",
+        "让我想想周末去哪",
+    ],
+)
+def test_a_wish_number_or_adverb_beside_a_subject_still_names_it(line):
+    assert text_informative(line)

@@ -103,6 +103,17 @@ def test_small_talk_after_a_topical_turn_offers_nothing_even_where_a_memory_hold
 
 
 @pytest.mark.local_embeddings
+def test_a_short_reaction_after_a_topical_turn_is_not_offered_that_turns_memories(maya_conversation):
+    conversation = _holding(maya_conversation, *TOPICAL)
+
+    lines = ("love that", "that's insane", "deal", "稳", "安排")
+
+    assert {line: _offered(conversation, line) for line in lines} == {line: [] for line in lines}
+    # A question as short still reads on from the exchange it follows.
+    assert _offered(conversation, "Still sneezing?")[:1] == ["Maya has a cat named Miso"]
+
+
+@pytest.mark.local_embeddings
 def test_a_follow_up_finds_the_memory_of_the_turn_it_answers(maya_conversation):
     person = maya_conversation.person
     for content in ("Maya's grandmother Rosa had knee surgery in March", "Maya 的外婆上个月做了膝盖手术"):
