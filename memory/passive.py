@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anima.core.config import config_get
-from anima.core.segmentation import naming_words, text_asks, text_word_count
+from anima.core.segmentation import text_asks, text_naming_words, text_word_count
 from conversations.models import Conversation, Person, Role
 from conversations.selectors import conversation_language, messages_latest
 from memory.citations import cited_ids
@@ -66,8 +66,10 @@ def passive_recall(
     min_relative_score of the best. Skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
-    naming = naming_words(user_message or "")
-    if not config["enabled"] or conversation.is_cron or not naming:
+    if not config["enabled"] or conversation.is_cron:
+        return PassiveRecall(hits=[], text="")
+    naming = text_naming_words(user_message or "")
+    if not naming:
         return PassiveRecall(hits=[], text="")
     person = person or conversation.person
     readings = [user_message]

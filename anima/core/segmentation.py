@@ -36,14 +36,14 @@ _DEGREE = frozenset("真太挺很超好蛮")
 _NAMELESS_TAGS = frozenset(("e", "y", "o", "d"))
 # A wish names an occasion, not a subject: "happy new year", "merry christmas", "have a good weekend", "enjoy
 # your evening", 「周末愉快」「生日快乐」. Only the wish's form reads as one: "I have a flight tomorrow" names a flight.
+# It is taken out of a message as a set phrase is.
 _OCCASION = r"(?:new\s+year|[a-z']*day|holidays?|christmas|xmas|easter|thanksgiving|anniversary|weekend|halloween)"
-_WISH = re.compile(
+_WISH = (
     rf"\b(?:happy|merry)\s+{_OCCASION}\b"
     r"|\b(?:have\s+an?\s+(?:good|nice|great|lovely|wonderful|relaxing|fun)|enjoy\s+(?:your|the))\s+"
     r"(?:day|night|evening|morning|afternoon|weekend|week|time|trip|holidays?|vacation|break|meal|flight)\b"
     # A Chinese wish is a clause of its own: 「小雨生日快乐」 names 小雨.
-    rf"|(?<!\w)(?:祝[你您]?)?{CJK_IDEOGRAPH}{{1,3}}(?:快乐|愉快)(?!\w)",
-    re.IGNORECASE,
+    rf"|(?<!\w)(?:祝[你您]?)?{CJK_IDEOGRAPH}{{1,3}}(?:快乐|愉快)(?!\w)"
 )
 
 
@@ -54,7 +54,7 @@ def _phrase_pattern(phrase: str) -> str:
     return r"\b" + r"\s+".join(re.escape(word) for word in phrase.split()) + r"\b"
 
 
-_CHAT_PHRASE = re.compile("|".join(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), re.IGNORECASE)
+_CHAT_PHRASE = re.compile("|".join([*(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), _WISH]), re.IGNORECASE)
 _initialized = False
 
 
@@ -116,12 +116,12 @@ def text_informative(text: str) -> bool:
     A set phrase (``CHAT_PHRASES``: "long time no see", "good job") is chat as a whole, though its words are not.
 
     (A chat word in ``CHAT_WORDS`` includes every function word.)"""
-    return bool(naming_words(text))
+    return bool(text_naming_words(text))
 
 
-def naming_words(text: str) -> list[str]:
+def text_naming_words(text: str) -> list[str]:
     """The words of ``text`` that name something (``text_informative``), in order."""
-    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_WISH.sub(" ", _CHAT_PHRASE.sub(" ", text)))]
+    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_CHAT_PHRASE.sub(" ", text))]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
     paired = {i for i in range(len(tagged) - 1) if tagged[i][0] + tagged[i + 1][0] in CHAT_WORDS}
@@ -173,13 +173,10 @@ def asks_only(text: str) -> bool:
     parts = [clause for part in sentences(text) for clause in _CLAUSE_END.split(part) if _WORD_RE.search(clause)]
     if not parts:
         return "?" in text or "？" in text
-    if not _QUESTION_END.search(parts[-1]):
+    if not text_asks(parts[-1]):
         return False
     # The cheap tests first: only a longer statement clause is tagged.
-    return all(
-        _QUESTION_END.search(part) or len(_WORD_RE.findall(part)) <= 3 or not text_informative(part)
-        for part in parts[:-1]
-    )
+    return all(text_asks(part) or text_word_count(part) <= 3 or not text_informative(part) for part in parts[:-1])
 
 
 def _characters(tokens: list[str]) -> list[str]:
