@@ -71,22 +71,17 @@ def narrative_answer(payload: dict) -> dict:
     meaning = _narrative_meaning(significance, noted, anchors)
     if chinese:
         title = meta.get("title") or (f"和 {name} 聊{'、'.join(topics)}" if topics else f"和 {name} 的一天")
-        parts = [pick(_ZH_OPENERS).format(day=payload["day"], name=name)]
-        if noted:
-            parts.append(f"我知道了：{'；'.join(noted)}。")
-        if anchors:
-            parts.append(max(anchors, key=lambda a: a["intensity"])["content"])
-        parts.append(_ZH_MEANINGS[meaning].format(name=name))
-        content = "".join(parts)
+        openers, learned, meanings, joiner = _ZH_OPENERS, f"我知道了：{'；'.join(noted)}。", _ZH_MEANINGS, ""
     else:
         title = meta.get("title") or (f"{name}: {', '.join(topics)}" if topics else f"A day with {name}")
-        parts = [pick(_EN_OPENERS).format(day=payload["day"], name=name)]
-        if noted:
-            parts.append(f"I learned that {'; that '.join(noted)}.")
-        if anchors:
-            parts.append(max(anchors, key=lambda a: a["intensity"])["content"])
-        parts.append(_EN_MEANINGS[meaning].format(name=name))
-        content = " ".join(parts)
+        openers, learned, meanings, joiner = _EN_OPENERS, f"I learned that {'; that '.join(noted)}.", _EN_MEANINGS, " "
+    parts = [pick(openers).format(day=payload["day"], name=name)]
+    if noted:
+        parts.append(learned)
+    if anchors:
+        parts.append(max(anchors, key=lambda a: a["intensity"])["content"])
+    parts.append(meanings[meaning].format(name=name))
+    content = joiner.join(parts)
     return {"narratives": [{"title": clip(title, 100), "content": content, "significance": significance}]}
 
 
