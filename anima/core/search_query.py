@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from anima.core.errors import AnimaError
-from anima.core.segmentation import jieba_get
+from anima.core.segmentation import words_cut
 from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS, is_chinese
 
 # A 10 KB query must stay a reasonable tsquery: beyond this many lexemes the tail is dropped.
@@ -127,7 +127,7 @@ def _clean(text: str) -> str:
 def _content_words(text: str) -> list[str]:
     """jieba's search tokens of ``text`` without stopwords and punctuation, in order, deduplicated."""
     seen: dict[str, None] = {}
-    for token in jieba_get().cut_for_search(text):
+    for token in words_cut(text, search=True):
         word = token.strip().lower()
         if word and _WORDLIKE_RE.search(word) and word not in FUNCTION_WORDS:
             seen.setdefault(word, None)
@@ -230,7 +230,7 @@ def search_query_build(*, text: str) -> SearchQuery:
         if phrase is not None:
             has_syntax = True
             # The database parser splits the quoted phrase and chains its words with <->.
-            segmented = " ".join(token for token in jieba_get().cut(phrase) if token.strip())
+            segmented = " ".join(token for token in words_cut(phrase) if token.strip())
             words = _content_words(phrase)
             if words:
                 items.append(("term", _quote_lexeme(segmented)))

@@ -13,7 +13,7 @@ import importlib
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -27,6 +27,14 @@ _init_lock = threading.Lock()
 # Runs of non-ASCII text go through jieba; ASCII words (emails, URLs, versions, code) stay whole.
 _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
+# A letter or digit of a script jieba does not segment, and a word holding one (touché, José, привет, Straße): jieba
+# cuts such a word at every letter outside ASCII (touch + é, п + р + и…), so "touché" would find "keep in touch"
+# and one Russian word every other. It is kept whole, as the database's parser reads it.
+_OTHER_LETTER = rf"(?:(?!{CJK_IDEOGRAPH})[^\W_])"
+_OTHER_SCRIPT_WORD = re.compile(rf"{_OTHER_LETTER}*(?:(?![\x00-\x7f]){_OTHER_LETTER}){_OTHER_LETTER}*")
+# The same letters as the database's regular expressions read them (a data migration's filter): accented Latin,
+# Greek, Cyrillic, Latin Extended Additional, kana and Hangul.
+OTHER_SCRIPT_LETTER = "[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1eff\u3040-\u30ff\uac00-\ud7af]"
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
 _DEGREE = frozenset("真太挺很超好蛮")
@@ -86,10 +94,40 @@ def segmentation_load(*, tags: bool = False) -> None:
             _initialized = True
 
 
+def _pieces(text: str) -> Iterator[tuple[str, bool]]:
+    """``text`` as (piece, whole) pairs, in order: each word of a script jieba does not segment is a piece to keep
+    whole, the text between them a piece for jieba."""
+    start = 0
+    for match in _OTHER_SCRIPT_WORD.finditer(text):
+        if match.start() > start:
+            yield text[start : match.start()], False
+        yield match.group(), True
+        start = match.end()
+    if start < len(text):
+        yield text[start:], False
+
+
+def words_cut(text: str, *, search: bool = False) -> list[str]:
+    """jieba's words of ``text`` (with ``search``, its search tokens: 面试官 also gives 面试), spaces and punctuation
+    among them; a word of a script jieba does not segment (touché, привет) is one word."""
+    segmentation_load()
+    jieba = jieba_get()
+    cut = jieba.cut_for_search if search else jieba.cut
+    words: list[str] = []
+    for piece, whole in _pieces(text):
+        words.extend([piece] if whole else cut(piece))
+    return words
+
+
 def word_tags(text: str) -> list[tuple[str, str]]:
-    """``text``'s words with jieba's part-of-speech tags ("a…" adjectives, "m" numerals, "q" measure words…)."""
+    """``text``'s words with jieba's part-of-speech tags ("a…" adjectives, "m" numerals, "q" measure words…); a word
+    of a script jieba does not segment is tagged "eng", as jieba tags a Latin word."""
     segmentation_load()  # the dictionary it needs, loaded with jieba's log quiet
-    return [(pair.word, pair.flag) for pair in importlib.import_module("jieba.posseg").cut(text)]
+    posseg = importlib.import_module("jieba.posseg")
+    tags: list[tuple[str, str]] = []
+    for piece, whole in _pieces(text):
+        tags.extend([(piece, "eng")] if whole else ((pair.word, pair.flag) for pair in posseg.cut(piece)))
+    return tags
 
 
 def word_parts(word: str, tag: str) -> list[tuple[str, str]]:
@@ -150,7 +188,7 @@ def _chat_word(word: str) -> bool:
 
 
 _QUESTION_END = re.compile(r"[?？][\W_]*$|[吗呢么嘛][\s~～]*$")
-_WORD_RE = re.compile(rf"[A-Za-z0-9']+|{CJK_IDEOGRAPH}{{1,2}}")
+_WORD_RE = re.compile(rf"(?:{_OTHER_LETTER}|')+|{CJK_IDEOGRAPH}{{1,2}}")
 _CLAUSE_END = re.compile(r"[,，、]")
 
 
@@ -206,12 +244,13 @@ def segment_text(text: str | None) -> str | None:
         return None
     try:
         tokens: list[str] = []
-        for run in _RUNS.findall(text):
-            if run.isascii():
-                tokens.extend(run.split())
-            else:
-                segmentation_load()
-                tokens.extend(token for token in (t.strip() for t in jieba_get().cut_for_search(run)) if token)
+        for piece, whole in _pieces(text):
+            for run in [piece] if whole else _RUNS.findall(piece):
+                if whole or run.isascii():
+                    tokens.extend(run.split())
+                else:
+                    segmentation_load()
+                    tokens.extend(token for token in (t.strip() for t in jieba_get().cut_for_search(run)) if token)
         return " ".join(tokens + _characters(tokens))
     except Exception:
         logger.warning("segmentation failed; storing NULL fts_segmented", exc_info=True)
@@ -224,15 +263,17 @@ def segmented_rows_refresh(
     text_of: Callable[[Any], str],
     batch_size: int = 500,
     progress: Callable[[int, int], None] | None = None,
+    holding: str = CJK_IDEOGRAPH,
 ) -> int:
-    """Re-segment the rows of ``queryset`` whose content holds a Chinese character; how many changed.
+    """Re-segment the rows of ``queryset`` whose content holds a character of ``holding`` (a character class the
+    database's regular expressions read; by default a Chinese character); how many changed.
 
     For data migrations after the segmentation changed (they pass their historical model's queryset and
     how its searchable text is made): rows are read in id order, a batch at a time, and only rows whose
     stored segmentation differs are written. ``progress(read, changed)`` is called after every batch.
     """
     read = changed = last = 0
-    rows = queryset.filter(content__regex=_CJK_CHARACTER.pattern).order_by("pk")
+    rows = queryset.filter(content__regex=holding).order_by("pk")
     while batch := list(rows.filter(pk__gt=last)[:batch_size]):
         last = batch[-1].pk
         stale = []
@@ -249,15 +290,16 @@ def segmented_rows_refresh(
     return changed
 
 
-def segmented_rows_progress(what: str, *, every: int = 10_000) -> Callable[[int, int], None]:
+def segmented_rows_progress(what: str, *, every: int = 10_000, holding: str = "Chinese") -> Callable[[int, int], None]:
     """A ``segmented_rows_refresh`` progress callback printing a line every ``every`` rows read (a migration's
-    output: re-segmenting takes about 40 s per 100,000 Chinese messages on two cores)."""
+    output: re-segmenting takes about 40 s per 100,000 Chinese messages on two cores); ``holding`` says what the
+    rows read hold."""
     shown = 0
 
     def show(read: int, changed: int) -> None:
         nonlocal shown
         if read - shown >= every:
             shown = read
-            print(f"\n    {what}: {read:,} rows with Chinese read, {changed:,} re-segmented", end="", flush=True)
+            print(f"\n    {what}: {read:,} rows with {holding} read, {changed:,} re-segmented", end="", flush=True)
 
     return show

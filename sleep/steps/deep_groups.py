@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain, combinations
 
 from anima.core.embeddings import EmbeddingsUnavailable
-from anima.core.segmentation import jieba_get
+from anima.core.segmentation import words_cut
 from anima.core.text import FUNCTION_WORDS
 from memory.embedding import memory_vectors
 from memory.models import SemanticMemory
@@ -36,7 +36,7 @@ def subject_keywords(memory: SemanticMemory) -> set[str]:
     if memory.person:
         names = {memory.person.slug.casefold(), (memory.person.display_name or "").casefold()}
     words = set()
-    for token in jieba_get().cut(memory.content):
+    for token in words_cut(memory.content):
         word = token.strip().casefold()
         if word in names or word in _GROUP_STOPWORDS or not any(ch.isalnum() for ch in word):
             continue

@@ -44,6 +44,45 @@ def test_a_one_character_word_finds_the_memory_whose_word_holds_it():
     assert [hit["id"] for hit in memory_semantic_search(query="猫", person=cat.person)] == [cat.pk]
 
 
+def test_a_word_of_a_script_jieba_does_not_segment_is_one_word():
+    # jieba cuts such a word at every letter outside ASCII: touch + é, п + р + и + в + е + т.
+    assert segment_text("touché") == "touché"
+    assert segment_text("I met José at the café") == "I met José at the café"
+    assert segment_text("привет мир") == "привет мир"
+    tokens = segment_text("我喜欢Pokémon和咖啡").split()
+    assert "Pokémon" in tokens
+    assert {"喜欢", "咖啡"} <= set(tokens)
+
+
+def test_an_accented_or_cyrillic_word_finds_its_memory_and_not_one_sharing_a_letter_with_it():
+    cafe = SemanticMemoryFactory(content="Maya's favourite café is on Rua Augusta")
+    person = cafe.person
+    SemanticMemoryFactory(content="Maya met José at the museum", person=person)
+    kazan = SemanticMemoryFactory(content="Бабушка Маши живёт в Казани", person=person)
+    SemanticMemoryFactory(content="Маша любит рисовать акварелью", person=person)
+
+    assert [hit["id"] for hit in memory_semantic_search(query="café", person=person)] == [cafe.pk]
+    assert [hit["id"] for hit in memory_semantic_search(query="Казани", person=person)] == [kazan.pk]
+
+
+def test_rows_holding_a_word_of_another_script_are_re_segmented_whole():
+    cafe = SemanticMemoryFactory(content="Maya's favourite café is on Rua Augusta")
+    chinese = SemanticMemoryFactory(content="我养了一只橘猫", person=cafe.person)
+    Entity.objects.filter(pk=cafe.pk).update(fts_segmented="Maya's favourite caf é is on Rua Augusta")
+    entities = Entity.objects.all()
+
+    refreshed = segmented_rows_refresh(
+        queryset=entities, text_of=lambda entity: entity.content, holding=segmentation.OTHER_SCRIPT_LETTER
+    )
+
+    assert refreshed == 1
+    cafe.refresh_from_db()
+    assert cafe.fts_segmented == "Maya's favourite café is on Rua Augusta"
+    assert [hit["id"] for hit in memory_semantic_search(query="café", person=cafe.person)] == [cafe.pk]
+    chinese.refresh_from_db()
+    assert chinese.fts_segmented == segment_text("我养了一只橘猫")
+
+
 def test_rows_segmented_before_are_re_segmented_once_and_append_only_ones_are_left():
     memory = SemanticMemoryFactory(content="我养了一只橘猫")
     english = SemanticMemoryFactory(content="Leo adopted a cat")

@@ -464,9 +464,11 @@ def test_passive_recall_offers_the_likeliest_memory_alone_not_a_nearly_as_likely
         if "Miso" in hit["snippet"]
     }
     best, other = sorted(scores.values(), reverse=True)
-    assert best > other >= 0.9 * best  # the cat's two memories, the one that answers a little likelier
+    assert best > other >= 0.9 * best  # the cat's two memories, nearly as likely
 
-    assert _offered(maya_conversation, question) == ["Maya's cat Miso sleeps on the sofa all day"]
+    # Which of the two is a little likelier is the model's call (it differs in the last digits between processors):
+    # the gate offers that one alone.
+    assert _offered(maya_conversation, question) == [max(scores, key=scores.get)]
     # At a share of 0.9 of the best (the default before), the gate offered both.
     RuntimeConfigFactory(section="memory.passive_recall", values={"min_share_of_best": 0.9})
     assert sorted(_offered(maya_conversation, question)) == sorted(scores)

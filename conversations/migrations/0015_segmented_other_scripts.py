@@ -1,0 +1,26 @@
+"""A word of a script jieba does not segment is kept whole (touché, José, привет; ``anima.core.segmentation``):
+re-segment the messages holding one.
+
+History entries are append-only (their trigger refuses the update) and stay as they were segmented.
+"""
+
+from django.db import migrations
+
+from anima.core.segmentation import OTHER_SCRIPT_LETTER, segmented_rows_progress, segmented_rows_refresh
+
+
+def resegment(apps, schema_editor):
+    segmented_rows_refresh(
+        queryset=apps.get_model("conversations", "Message").objects.all(),
+        text_of=lambda row: row.content,
+        progress=segmented_rows_progress("messages", holding="words of other scripts"),
+        holding=OTHER_SCRIPT_LETTER,
+    )
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("conversations", "0014_person_language_history_session_key"),
+    ]
+
+    operations = [migrations.RunPython(resegment, migrations.RunPython.noop)]
