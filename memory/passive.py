@@ -73,10 +73,10 @@ def passive_recall(
         return PassiveRecall(hits=[], text="")
     person = person or conversation.person
     readings = [user_message]
-    # A short reaction naming one word ("love that", "that's insane", 「稳」) adds nothing to the exchange before it:
-    # read after it, it would be offered that exchange's memories again. A question, a longer message or one naming
-    # two things goes on from there.
-    if len(naming) > 1 or text_asks(user_message) or text_word_count(user_message) > REACTION_WORDS:
+    # A short reaction naming one word ("love that", "that's insane", 「稳」, "nite nite": a word said twice is one)
+    # adds nothing to the exchange before it: read after it, it would be offered that exchange's memories again. A
+    # question, a longer message or one naming two things goes on from there.
+    if len(set(naming)) > 1 or text_asks(user_message) or text_word_count(user_message) > REACTION_WORDS:
         recent = passive_context(conversation=conversation, user_message=user_message, count=config["context_messages"])
         if recent:
             readings.append("\n".join([*recent, user_message]))

@@ -106,7 +106,8 @@ def test_small_talk_after_a_topical_turn_offers_nothing_even_where_a_memory_hold
 def test_a_short_reaction_after_a_topical_turn_is_not_offered_that_turns_memories(maya_conversation):
     conversation = _holding(maya_conversation, *TOPICAL)
 
-    lines = ("love that", "that's insane", "deal", "稳", "安排")
+    # A word said twice is one word: "nite nite" reacts as "nite" would.
+    lines = ("love that", "that's insane", "deal", "稳", "安排", "nite nite", "yikes yikes")
 
     assert {line: _offered(conversation, line) for line in lines} == {line: [] for line in lines}
     # A question as short still reads on from the exchange it follows.
