@@ -31,7 +31,7 @@ _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
 # cuts such a word at every letter outside ASCII (touch + é, п + р + и…), so "touché" would find "keep in touch"
 # and one Russian word every other. It is kept whole, as the database's parser reads it.
 _OTHER_LETTER = rf"(?:(?!{CJK_IDEOGRAPH})[^\W_])"
-_OTHER_SCRIPT_WORD = re.compile(rf"{_OTHER_LETTER}*(?:(?![\x00-\x7f]){_OTHER_LETTER}){_OTHER_LETTER}*")
+_OTHER_SCRIPT_RUN = re.compile(rf"{_OTHER_LETTER}+")  # whole runs: one pass over a long word, not one per letter
 # The same letters as the database's regular expressions read them (a data migration's filter): accented Latin,
 # Greek, Cyrillic, Latin Extended Additional, kana and Hangul.
 OTHER_SCRIPT_LETTER = "[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1eff\u3040-\u30ff\uac00-\ud7af]"
@@ -97,8 +97,13 @@ def segmentation_load(*, tags: bool = False) -> None:
 def _pieces(text: str) -> Iterator[tuple[str, bool]]:
     """``text`` as (piece, whole) pairs, in order: each word of a script jieba does not segment is a piece to keep
     whole, the text between them a piece for jieba."""
+    if text.isascii():
+        yield text, False
+        return
     start = 0
-    for match in _OTHER_SCRIPT_WORD.finditer(text):
+    for match in _OTHER_SCRIPT_RUN.finditer(text):
+        if match.group().isascii():
+            continue
         if match.start() > start:
             yield text[start : match.start()], False
         yield match.group(), True
