@@ -32,9 +32,18 @@ _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
 # and one Russian word every other. It is kept whole, as the database's parser reads it.
 _OTHER_LETTER = rf"(?:(?!{CJK_IDEOGRAPH})[^\W_])"
 _OTHER_SCRIPT_RUN = re.compile(rf"{_OTHER_LETTER}+")  # whole runs: one pass over a long word, not one per letter
-# The same letters as the database's regular expressions read them (a data migration's filter): accented Latin,
-# Greek, Cyrillic, Latin Extended Additional, kana and Hangul.
-OTHER_SCRIPT_LETTER = "[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1eff\u3040-\u30ff\uac00-\ud7af]"
+# A Chinese input method may type Latin letters and digits full width (ＱＱ, ｉＰｈｏｎｅ, ２０２３): they are searched
+# as the ASCII ones, which is what a query typed the other way holds.
+_HALF_WIDTH = {
+    code: code - 0xFEE0
+    for start, end in ((0xFF10, 0xFF19), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A))
+    for code in range(start, end + 1)
+}
+# Those letters as the database's regular expressions read them (a data migration's filter): accented Latin,
+# Greek, Cyrillic, Latin Extended Additional, kana, Hangul and full-width Latin letters and digits.
+OTHER_SCRIPT_LETTER = (
+    "[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1eff\u3040-\u30ff\uac00-\ud7af\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]"
+)
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
 _DEGREE = frozenset("真太挺很超好蛮")
@@ -96,7 +105,8 @@ def segmentation_load(*, tags: bool = False) -> None:
 
 def _pieces(text: str) -> Iterator[tuple[str, bool]]:
     """``text`` as (piece, whole) pairs, in order: each word of a script jieba does not segment is a piece to keep
-    whole, the text between them a piece for jieba."""
+    whole, the text between them a piece for jieba. Full-width Latin letters and digits are read as ASCII."""
+    text = text.translate(_HALF_WIDTH)
     if text.isascii():
         yield text, False
         return

@@ -65,20 +65,33 @@ def test_an_accented_or_cyrillic_word_finds_its_memory_and_not_one_sharing_a_let
     assert [hit["id"] for hit in memory_semantic_search(query="Казани", person=person)] == [kazan.pk]
 
 
+def test_full_width_letters_and_digits_are_searched_as_ascii_ones():
+    phone = SemanticMemoryFactory(content="Maya 换了新手机，是ｉＰｈｏｎｅ １５")
+    person = phone.person
+    qq = SemanticMemoryFactory(content="Maya 的 QQ 号是 12345", person=person)
+    SemanticMemoryFactory(content="Maya 喜欢画画", person=person)
+
+    assert [hit["id"] for hit in memory_semantic_search(query="iPhone", person=person)] == [phone.pk]
+    assert [hit["id"] for hit in memory_semantic_search(query="ＱＱ", person=person)] == [qq.pk]
+
+
 def test_rows_holding_a_word_of_another_script_are_re_segmented_whole():
     cafe = SemanticMemoryFactory(content="Maya's favourite café is on Rua Augusta")
+    phone = SemanticMemoryFactory(content="Maya 的手机是ｉＰｈｏｎｅ", person=cafe.person)
     chinese = SemanticMemoryFactory(content="我养了一只橘猫", person=cafe.person)
     Entity.objects.filter(pk=cafe.pk).update(fts_segmented="Maya's favourite caf é is on Rua Augusta")
+    Entity.objects.filter(pk=phone.pk).update(fts_segmented="Maya 的 手机 是 ｉ Ｐ ｈ ｏ ｎ ｅ")
     entities = Entity.objects.all()
 
     refreshed = segmented_rows_refresh(
         queryset=entities, text_of=lambda entity: entity.content, holding=segmentation.OTHER_SCRIPT_LETTER
     )
 
-    assert refreshed == 1
+    assert refreshed == 2
     cafe.refresh_from_db()
     assert cafe.fts_segmented == "Maya's favourite café is on Rua Augusta"
     assert [hit["id"] for hit in memory_semantic_search(query="café", person=cafe.person)] == [cafe.pk]
+    assert [hit["id"] for hit in memory_semantic_search(query="iPhone", person=cafe.person)] == [phone.pk]
     chinese.refresh_from_db()
     assert chinese.fts_segmented == segment_text("我养了一只橘猫")
 
