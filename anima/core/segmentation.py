@@ -39,10 +39,12 @@ _HALF_WIDTH = {
     for start, end in ((0xFF10, 0xFF19), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A))
     for code in range(start, end + 1)
 }
-# Those letters as the database's regular expressions read them (a data migration's filter): accented Latin,
-# Greek, Cyrillic, Latin Extended Additional, kana, Hangul and full-width Latin letters and digits.
+# Those letters as the database's regular expressions read them (a data migration's filter): accented Latin, Greek,
+# Cyrillic, Armenian, Hebrew, Arabic, the Indic scripts to Lao, Georgian, Latin Extended Additional and Greek Extended,
+# kana, Hangul, and full-width Latin letters and digits.
 OTHER_SCRIPT_LETTER = (
-    "[\u00c0-\u024f\u0370-\u04ff\u1e00-\u1eff\u3040-\u30ff\uac00-\ud7af\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]"
+    "[\u00c0-\u024f\u0370-\u06ff\u0900-\u0eff\u10a0-\u10ff\u1e00-\u1fff\u3040-\u30ff\uac00-\ud7af"
+    "\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]"
 )
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
