@@ -27,9 +27,9 @@ _init_lock = threading.Lock()
 # Runs of non-ASCII text go through jieba; ASCII words (emails, URLs, versions, code) stay whole.
 _RUNS = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]+")
 _CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
-# A letter or digit of a script jieba does not segment, and a word holding one (touché, José, привет, Straße): jieba
-# cuts such a word at every letter outside ASCII (touch + é, п + р + и…), so "touché" would find "keep in touch"
-# and one Russian word every other. It is kept whole, as the database's parser reads it.
+# A letter or digit that is not Chinese. A run of them holding one outside ASCII is a word of a script jieba does not
+# segment (touché, José, привет, Straße): jieba cuts it at every such letter (touch + é, п + р + и…), so "touché"
+# would find "keep in touch" and one Russian word every other. It is kept whole, as the database's parser reads it.
 _OTHER_LETTER = rf"(?:(?!{CJK_IDEOGRAPH})[^\W_])"
 _OTHER_SCRIPT_RUN = re.compile(rf"{_OTHER_LETTER}+")  # whole runs: one pass over a long word, not one per letter
 # A Chinese input method may type Latin letters and digits full width (ＱＱ, ｉＰｈｏｎｅ, ２０２３): they are searched
@@ -262,8 +262,11 @@ def segment_text(text: str | None) -> str | None:
     try:
         tokens: list[str] = []
         for piece, whole in _pieces(text):
-            for run in [piece] if whole else _RUNS.findall(piece):
-                if whole or run.isascii():
+            if whole:
+                tokens.append(piece)
+                continue
+            for run in _RUNS.findall(piece):
+                if run.isascii():
                     tokens.extend(run.split())
                 else:
                     segmentation_load()
