@@ -11,7 +11,12 @@ from __future__ import annotations
 import json
 
 from anima.core.llm.offline import offline_handler_get
-from sleep.steps.deep import CONTRADICTION_INSTRUCTIONS, MERGE_INSTRUCTIONS, PINS_INSTRUCTIONS, SPLIT_INSTRUCTIONS
+from sleep.steps.deep_prompts import (
+    CONTRADICTION_INSTRUCTIONS,
+    MERGE_INSTRUCTIONS,
+    PINS_INSTRUCTIONS,
+    SPLIT_INSTRUCTIONS,
+)
 from sleep.steps.dream import DREAM_INSTRUCTIONS
 from sleep.steps.light import LIMBIC_INSTRUCTIONS, NARRATIVE_INSTRUCTIONS, SEMANTIC_INSTRUCTIONS
 from sleep.steps.light_outline import OUTLINE_INSTRUCTIONS

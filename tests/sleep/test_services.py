@@ -14,7 +14,7 @@ from sleep.models import StepStatus
 from sleep.pipeline import PipelineError
 from sleep.services import deep_sleep_night_restore
 from sleep.steps import deep_sleep
-from sleep.steps.deep import PINS_INSTRUCTIONS, SPLIT_INSTRUCTIONS
+from sleep.steps.deep_prompts import PINS_INSTRUCTIONS, SPLIT_INSTRUCTIONS
 from tests.factories import PersonFactory, PipelineStepRunFactory, SemanticMemoryFactory
 from tests.sleep.stages import stages_script
 

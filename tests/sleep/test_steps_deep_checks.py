@@ -12,7 +12,12 @@ from memory.models import SemanticMemory
 from memory.selectors import SEMANTIC, SESSION, memory_recall
 from sleep.context import StepContext
 from sleep.steps import deep_sleep
-from sleep.steps.deep import CONTRADICTION_INSTRUCTIONS, MERGE_INSTRUCTIONS, PINS_INSTRUCTIONS, SPLIT_INSTRUCTIONS
+from sleep.steps.deep_prompts import (
+    CONTRADICTION_INSTRUCTIONS,
+    MERGE_INSTRUCTIONS,
+    PINS_INSTRUCTIONS,
+    SPLIT_INSTRUCTIONS,
+)
 from tests.factories import ConversationFactory, MessageFactory, RuntimeConfigFactory, SemanticMemoryFactory
 from tests.sleep.stages import stages_script
 
