@@ -7,7 +7,7 @@ import sys
 
 import jieba
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from anima.core import segmentation
@@ -195,10 +195,13 @@ def test_the_dictionary_loads_once_per_process(monkeypatch):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=300))
+@example("ＱＱ号 ｉＰｈｏｎｅ １５ touché привет")
 def test_any_text_segments_to_tokens_that_keep_every_non_space_character(text):
     segmented = segment_text(text)
     assert segmented is not None
-    assert {ch for ch in segmented if not ch.isspace()} == {ch for ch in text if not ch.isspace()}
+    # Full-width Latin letters and digits are searched as the ASCII ones.
+    expected = text.translate(segmentation._HALF_WIDTH)
+    assert {ch for ch in segmented if not ch.isspace()} == {ch for ch in expected if not ch.isspace()}
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n"])
