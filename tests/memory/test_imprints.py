@@ -305,6 +305,8 @@ def test_every_group_is_one_persons_strong_moments_of_one_sign_on_three_days_sha
         # A compound holds its dictionary parts; a compound jieba only guessed (今天下午) stands for them alone.
         ("今天下午见面试官，我很紧张", [], {"面试官", "面试"}),
         ("乐乐说：房租这个月又涨了，压力好大", ["乐乐"], {"房租"}),
+        # A word of another script is one word: "café", not "caf" and "é".
+        ("I'm nervous about the café opening", [], {"café", "opening"}),
     ],
 )
 def test_matter_words_leave_out_feelings_names_and_function_words(text, names, expected):
