@@ -34,7 +34,6 @@ from another; shared matter words told all 30 pairs apart.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from django.db import transaction
 
 from anima.core.models import BlockTag, MemoryType
 from anima.core.segmentation import word_parts, word_tags
-from anima.core.text import CJK_IDEOGRAPH, KEYWORD_STOPWORDS, is_chinese
+from anima.core.text import KEYWORD_STOPWORDS, is_chinese
 from conversations.models import Conversation, Language, Person
 from conversations.selectors import conversation_person
 from memory.models import LimbicBlock
@@ -60,7 +59,6 @@ MIN_DAYS = 3
 PROMPT_LIMIT = 3
 EXTERNAL_ID_PREFIX = "imprint:"
 _DIGITS = 4
-_CJK_CHARACTER = re.compile(CJK_IDEOGRAPH)
 
 # jieba's tags of words that never name a matter: time words, numerals, measure words, pronouns, adverbs,
 # prepositions, conjunctions, particles, modal and onomatopoeic words, adjectives and status words (how a
@@ -148,8 +146,8 @@ def matter_words(text: str, *, names: Iterable[str] = ()) -> frozenset[str]:
         word = _normal(token)
         if not word or not any(ch.isalnum() for ch in word) or word in skip:
             continue
-        # A word of a script written with spaces (café, Zoë, привет) is a word as an English one is.
-        if not _CJK_CHARACTER.search(word):
+        # A word of a script written with spaces (café, Zoë, привет: tagged "eng") is a word as an English one is.
+        if word.isascii() or tag == "eng":
             if len(word) >= 3 and word.isalpha():
                 words.add(word)
             continue

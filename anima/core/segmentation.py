@@ -310,16 +310,18 @@ def segmented_rows_refresh(
     return changed
 
 
-def segmented_rows_progress(what: str, *, every: int = 10_000, holding: str = "Chinese") -> Callable[[int, int], None]:
+def segmented_rows_progress(
+    what: str, *, every: int = 10_000, rows_with: str = "Chinese"
+) -> Callable[[int, int], None]:
     """A ``segmented_rows_refresh`` progress callback printing a line every ``every`` rows read (a migration's
-    output: re-segmenting takes about 40 s per 100,000 Chinese messages on two cores); ``holding`` says what the
-    rows read hold."""
+    output: re-segmenting takes about 40 s per 100,000 Chinese messages on two cores); ``rows_with`` names what
+    the rows read hold, as its ``holding`` pattern matches."""
     shown = 0
 
     def show(read: int, changed: int) -> None:
         nonlocal shown
         if read - shown >= every:
             shown = read
-            print(f"\n    {what}: {read:,} rows with {holding} read, {changed:,} re-segmented", end="", flush=True)
+            print(f"\n    {what}: {read:,} rows with {rows_with} read, {changed:,} re-segmented", end="", flush=True)
 
     return show

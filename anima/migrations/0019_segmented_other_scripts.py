@@ -14,7 +14,7 @@ def resegment(apps, schema_editor):
     segmented_rows_refresh(
         queryset=entities,
         text_of=lambda entity: "\n".join(part for part in (entity.title, entity.content) if part),
-        progress=segmented_rows_progress("entities", holding="words of other scripts"),
+        progress=segmented_rows_progress("entities", rows_with="words of other scripts"),
         holding=OTHER_SCRIPT_LETTER,
     )
 

@@ -13,7 +13,7 @@ def resegment(apps, schema_editor):
     segmented_rows_refresh(
         queryset=apps.get_model("conversations", "Message").objects.all(),
         text_of=lambda row: row.content,
-        progress=segmented_rows_progress("messages", holding="words of other scripts"),
+        progress=segmented_rows_progress("messages", rows_with="words of other scripts"),
         holding=OTHER_SCRIPT_LETTER,
     )
 
