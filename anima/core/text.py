@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import re
 import unicodedata
@@ -186,27 +188,45 @@ _KEYWORD_POS = ("n", "ns", "nz", "nt", "nw", "vn", "eng")
 
 
 def text_keywords(text: str, *, count: int, script: str = "") -> list[str]:
-    """Top content words (jieba TF-IDF): CJK words of ≥ 2 chars, Latin words of ≥ 4 letters minus stopwords.
+    """Top content words (jieba TF-IDF): CJK words of ≥ 2 chars, other words of ≥ 4 letters minus stopwords.
 
-    ``script`` "cjk" or "latin" keeps only words of that script.
+    Words are cut as search cuts them (``anima.core.segmentation.word_tags``): a word of a script jieba does not
+    segment is one word ("café", «Казани»), full-width letters are ASCII ("ｉＰｈｏｎｅ" is "iPhone").
+    ``script`` "cjk" or "latin" keeps only words of that script ("latin": every word without a CJK character).
     """
-    # Through jieba_get, which quiets jieba's log before its dictionary loads (segmentation imports this module).
-    from anima.core.segmentation import jieba_get
-
-    jieba_get()
-    import jieba.analyse
-
     words = []
-    for word in jieba.analyse.extract_tags(text, topK=count * 4, allowPOS=_KEYWORD_POS):
-        if script and (script == "latin") != word.isascii():
+    for word in _keyword_extractor().extract_tags(text, topK=count * 4, allowPOS=_KEYWORD_POS):
+        chinese = bool(_CJK_RE.search(word))
+        if script and (script == "cjk") != chinese:
             continue
-        if word.isascii():
+        if not chinese:
             if len(word) < 4 or not word.isalpha() or word.casefold() in KEYWORD_STOPWORDS:
                 continue
-        elif len(word) < 2 or not _CJK_RE.search(word) or word in KEYWORD_STOPWORDS:
+        elif len(word) < 2 or word in KEYWORD_STOPWORDS:
             continue
         words.append(word)
     return words[:count]
+
+
+@functools.cache
+def _keyword_extractor():
+    """jieba's TF-IDF keyword extractor (its IDF table and stop words) over segmentation's tagged words: jieba alone
+    cuts a word at every letter outside ASCII ("caf" + "é")."""
+    # Through segmentation, which quiets jieba's log before its dictionary loads (and imports this module).
+    from anima.core.segmentation import jieba_get, word_tags
+
+    jieba_get()
+    import jieba.analyse
+    import jieba.posseg
+
+    class Tagger:
+        @staticmethod
+        def cut(sentence: str) -> list:
+            return [jieba.posseg.pair(word, tag) for word, tag in word_tags(sentence)]
+
+    extractor = copy.copy(jieba.analyse.default_tfidf)
+    extractor.postokenizer = Tagger()
+    return extractor
 
 
 # ---------------------------------------------------------------- first person → third person

@@ -51,6 +51,17 @@ def test_chinese_time_and_filler_words_are_no_keywords():
     assert words and all("火锅" in word for word in words)
 
 
+def test_keywords_read_a_word_of_another_script_and_full_width_letters_whole():
+    # jieba alone cuts a word at every letter outside ASCII: "café" was "caf" + "é", and neither was a keyword.
+    assert text_keywords("We met at the café again; the café was full and the café's cake was great.", count=1) == [
+        "café"
+    ]
+    assert text_keywords("Мы снова были в Казани. В Казани тепло, Казани нравится", count=1) == ["Казани"]
+    assert text_keywords("我的ｉＰｈｏｎｅ坏了，这台ｉＰｈｏｎｅ修不好", count=3, script="latin") == ["iPhone"]
+    assert text_keywords("小雨在café里喝咖啡，café很安静", count=3, script="latin") == ["café"]
+    assert "café" not in text_keywords("小雨在café里喝咖啡，café很安静", count=3, script="cjk")
+
+
 @pytest.mark.parametrize(
     ("text", "left", "chinese"),
     [
