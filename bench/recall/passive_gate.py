@@ -15,7 +15,7 @@ topical exchange (a MADial dialogue's or a LoCoMo session's first two turns). Fo
 itself in a conversation holding the turns before, its cut-offs opened) each turn's candidates are searched once;
 every cut-off and share of the best score is then applied to them, and for each set it prints offered / relevant
 offered / precision, as ``bench_recall``'s ``passive`` reads them. ``--dump`` writes every turn's candidates for
-other combinations.
+other combinations, with each candidate's text.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from conversations.models import Role  # noqa: E402
 from memory.benchmarks._common import CHATS, conversation_holding, smalltalk_lines  # noqa: E402
 from memory.benchmarks.locomo import locomo_load  # noqa: E402
 from memory.benchmarks.madial import LANGUAGES, madial_load, madial_read  # noqa: E402
+from memory.models import SemanticMemory  # noqa: E402
 from memory.passive import passive_recall  # noqa: E402
 from memory.search import KEYWORD_BRANCHES, search_text_plain, term_stats_clear  # noqa: E402
 from memory.selectors import memory_semantic_search  # noqa: E402
@@ -239,6 +240,13 @@ def main() -> None:
                         cells.append(f"{name} {figures['offered']}/{figures['relevant']}/{figures['precision']}")
                 print(f"{variant} >= {cutoff}, share {share}, at most {limit}: " + " | ".join(cells), flush=True)
         if args.dump:
+            texts = dict(
+                SemanticMemory.objects.filter(pk__in={pk for row in dump for pk in row["hits"]}).values_list(
+                    "pk", "content"
+                )
+            )
+            for row in dump:
+                row["texts"] = {pk: texts.get(pk, "") for pk in row["hits"]}
             Path(args.dump).write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
 
 
