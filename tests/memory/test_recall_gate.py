@@ -248,6 +248,18 @@ def test_in_a_chinese_query_a_shared_word_weighs_less_beside_meaning_than_in_an_
     assert [hit.id for hit in score_fuse(rows=dense)] == [hit.id for hit in score_fuse(rows=dense, chinese=True)]
 
 
+def test_in_a_query_of_several_lines_a_shared_word_weighs_less_beside_meaning_than_in_a_one_line_english_one():
+    # As above: row 1 holds one word of the query, row 2 is the nearest in meaning. A dialogue's words are many, and a
+    # row sharing one of them says less than a row sharing the one word of a question.
+    dense = [("semantic", "dense", 2, 1, 0.86), ("semantic", "dense", 1, 2, 0.80)]
+    dense += [("semantic", "dense", 10 + n, 3 + n, 0.78 - 0.0005 * n) for n in range(98)]
+    rows = [("semantic", "fts", 1, 1, 0.5), *dense]
+
+    assert [hit.id for hit in score_fuse(rows=rows)[:2]] == [1, 2]
+    for chinese in (False, True):
+        assert [hit.id for hit in score_fuse(rows=rows, chinese=chinese, several_lines=True)[:2]] == [2, 1]
+
+
 # Each row found by some of the branches, with a score in each: BM25 and word similarity are never negative, a cosine
 # may be.
 BRANCH_SCORES = {
@@ -267,11 +279,11 @@ FOUND = st.lists(
 )
 
 
-@given(found=FOUND, chinese=st.booleans())
-def test_a_score_is_a_chance_that_never_falls_as_the_evidence_for_a_hit_grows(found, chinese):
+@given(found=FOUND, chinese=st.booleans(), several_lines=st.booleans())
+def test_a_score_is_a_chance_that_never_falls_as_the_evidence_for_a_hit_grows(found, chinese, several_lines):
     rows = [(source, branch, row_id, 1, score) for source, row_id, scores in found for branch, score in scores.items()]
 
-    hits = score_fuse(rows=rows, chinese=chinese)
+    hits = score_fuse(rows=rows, chinese=chinese, several_lines=several_lines)
 
     assert all(0.0 < hit.score < 1.0 for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
@@ -300,6 +312,31 @@ def test_recall_scores_a_chinese_query_by_the_chinese_calibration_and_an_english
         assert SemanticMemory.objects.get(pk=hits[0].id).content == first
         assert [hit.score for hit in hits] == pytest.approx([calibrated(hit, chinese) for hit in hits])
         assert [hit.score for hit in hits] != pytest.approx([calibrated(hit, not chinese) for hit in hits])
+
+
+@pytest.mark.local_embeddings
+def test_recall_scores_a_query_of_several_lines_by_the_chinese_calibration_in_either_language(maya_conversation):
+    person = maya_conversation.person
+    source = entity_source(name="semantic", where_sql="TRUE", person_id=person.pk, since=None, until=None)
+
+    for text, chinese_fit in (
+        ("Maya's been so busy lately.\nWhere does she work these days?", True),
+        ("Maya 最近好忙。\n她什么时候去医院复查？", True),
+        ("Where does Maya work?", False),
+    ):
+        # The dense branch alone: the scores are the calibration's alone (no feedback from the first hits).
+        hits = hybrid_search(
+            query=search_query_build(text=text), sources=[source], limit=10, text=text, branches=["dense"]
+        )
+
+        def scored(chinese: bool, hits=hits) -> list[float]:
+            return [
+                _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, chinese=chinese) for hit in hits
+            ]
+
+        assert hits
+        assert [hit.score for hit in hits] == pytest.approx(scored(chinese_fit))
+        assert [hit.score for hit in hits] != pytest.approx(scored(not chinese_fit))
 
 
 def test_a_branch_found_by_few_rows_is_judged_as_among_many():

@@ -128,7 +128,10 @@ def test_a_dialogues_theme_lifts_a_memory_sharing_no_word_with_it_a_question_or_
             query=search_query_build(text=dialogue), sources=[_source(person)], limit=10, text=dialogue
         )
     }
-    fused = {key: _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True) for key, hit in found.items()}
+    fused = {
+        key: _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, several_lines=True)
+        for key, hit in found.items()
+    }
     # The surgeon shares no word with the dialogue, the trip three: the first hits' theme (the hospital) brings the
     # surgeon closer to the trip than their words and meaning alone put it.
     assert found[surgeon.pk].score - found[trip.pk].score > fused[surgeon.pk] - fused[trip.pk]
@@ -138,7 +141,10 @@ def test_a_dialogues_theme_lifts_a_memory_sharing_no_word_with_it_a_question_or_
         found = hybrid_search(
             query=search_query_build(text=query), sources=[_source(person)], limit=10, text=query, branches=branches
         )
-        calibrated = (_calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True) for hit in found)
+        lines = "\n" in query
+        calibrated = (
+            _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, several_lines=lines) for hit in found
+        )
         return any(hit.score != pytest.approx(score) for hit, score in zip(found, calibrated, strict=True))
 
     assert rescored(dialogue)
