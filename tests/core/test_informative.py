@@ -22,7 +22,21 @@ def _joined(words: list[str], separators: list[str]) -> str:
 
 @pytest.mark.parametrize(
     "line",
-    ["lol ok", "Thanks, that sounds great!", "heyyy", "hahaha", "嗯嗯，好的谢谢", "哈哈哈哈", "好嘞", ":)", "👍", ""],
+    [
+        "lol ok",
+        "Thanks, that sounds great!",
+        "heyyy",
+        "hahaha",
+        "thanks a million",
+        "alrighty then",
+        "嗯嗯，好的谢谢",
+        "哈哈哈哈",
+        "好嘞",
+        "午安",
+        ":)",
+        "👍",
+        "",
+    ],
 )
 def test_greetings_thanks_and_laughter_name_nothing(line):
     assert not text_informative(line)
@@ -197,7 +211,18 @@ def test_an_interjection_adverb_or_reaction_alone_names_nothing(line):
 
 
 @pytest.mark.parametrize(
-    "line", ["happy friday!", "Have a good weekend", "enjoy your evening", "周末愉快～", "祝你生日快乐！", "新年快乐"]
+    "line",
+    [
+        "happy friday!",
+        "Have a good weekend",
+        "enjoy your evening",
+        "周末愉快～",
+        "祝你生日快乐！",
+        "新年快乐",
+        # A particle may close a Chinese wish.
+        "周末快乐哦",
+        "元旦快乐呀",
+    ],
 )
 def test_a_wish_names_an_occasion_not_a_subject(line):
     assert not text_informative(line)
@@ -208,6 +233,7 @@ def test_a_wish_names_an_occasion_not_a_subject(line):
     [
         "Happy birthday Miso!",
         "小雨生日快乐",
+        "小雨生日快乐呀",
         "have a good time in Lisbon",
         "I have a flight tomorrow",
         "I have a great dog",
