@@ -108,10 +108,10 @@ def segmentation_load(*, tags: bool = False) -> None:
 def _pieces(text: str) -> Iterator[tuple[str, bool]]:
     """``text`` as (piece, whole) pairs, in order: each word of a script jieba does not segment is a piece to keep
     whole, the text between them a piece for jieba. Full-width Latin letters and digits are read as ASCII."""
-    text = text.translate(_HALF_WIDTH)
-    if text.isascii():
+    if text.isascii():  # most text: nothing to translate or to keep whole
         yield text, False
         return
+    text = text.translate(_HALF_WIDTH)
     start = 0
     for match in _OTHER_SCRIPT_RUN.finditer(text):
         if match.group().isascii():

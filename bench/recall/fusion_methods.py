@@ -42,10 +42,10 @@ from django.db import DEFAULT_DB_ALIAS  # noqa: E402
 import memory.search._fusion as fusion  # noqa: E402
 import memory.selectors as selectors  # noqa: E402
 from anima.core.embeddings import embedding_model  # noqa: E402
-from anima.core.text import is_chinese  # noqa: E402
 from anima.core.vectors import ENTITY, MESSAGE  # noqa: E402
 from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
 from memory.benchmarks._common import paired_difference  # noqa: E402
+from memory.search import query_fit  # noqa: E402
 from memory.search._context import _logit  # noqa: E402
 from memory.search._feedback import hit_vectors  # noqa: E402
 from memory.selectors import memory_recall  # noqa: E402
@@ -126,11 +126,11 @@ def _ranked(rows: list, method: str, weights: dict[str, float]) -> list[int]:
 
 
 def _feedback(
-    hits: list, method: str, *, top: int = 3, weight: float, gate: float = 0.0, chinese: bool = False
+    hits: list, method: str, *, top: int = 3, weight: float, gate: float = 0.0, fit: str = "dense"
 ) -> list[int]:
     """The default's ``hits`` re-ranked with their first ``top`` hits' centroid as feedback (see the docstring);
     with a ``gate``, only those of the first hits scored at least that are feedback (none: the default's order).
-    ``chinese``: the query is Chinese (its hits are calibrated by the Chinese fit)."""
+    ``fit``: the calibration the query's hits are scored by (``memory.search.query_fit``)."""
     kinds = {hit.source: MESSAGE if hit.source == selectors.SESSION else ENTITY for hit in hits}
     found = hit_vectors(hits=hits, kinds=kinds, model=embedding_model(), using=DEFAULT_DB_ALIAS)
     vectors = {key: np.array(vector) for key, vector in found.items()}
@@ -152,7 +152,7 @@ def _feedback(
         else:
             dense_z = hit.keyword_z if hit.dense_z is None else hit.dense_z
             moved = (1.0 - weight) * dense_z + weight * toward
-            mixed[hit.id] = fusion._calibrated(keyword_z=hit.keyword_z, dense_z=moved, dense=True, chinese=chinese)
+            mixed[hit.id] = fusion._calibrated(keyword_z=hit.keyword_z, dense_z=moved, dense=True, fit=fit)
     return sorted(mixed, key=lambda row_id: -mixed[row_id])
 
 
@@ -204,9 +204,9 @@ def main() -> None:
             found["the default without feedback (every query as one of one line)"][name].append(
                 len(relevant & set(unfed[:K])) / wanted
             )
-            chinese = is_chinese(query.recall["query"])
+            fit = query_fit(query.recall["query"])  # the calibration recall scored this query by
             for label, method, weight, gate in FEEDBACK:
-                ranked = _feedback(hits, method, weight=weight, gate=gate, chinese=chinese)
+                ranked = _feedback(hits, method, weight=weight, gate=gate, fit=fit)
                 found[label][name].append(len(relevant & set(ranked[:K])) / wanted)
             for label, method, weights in METHODS:
                 found[label][name].append(len(relevant & set(_ranked(rows, method, weights)[:K])) / wanted)

@@ -26,6 +26,7 @@ from memory.search._fusion import (
     dense_status,
     hit_order,
     hybrid_search,
+    query_fit,
     score_fuse,
 )
 from memory.search._sources import SourceSpec, entity_source, message_source
@@ -45,6 +46,7 @@ __all__ = [
     "hit_order",
     "hybrid_search",
     "message_source",
+    "query_fit",
     "score_fuse",
     "search_query_build",
     "search_text_plain",

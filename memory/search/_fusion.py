@@ -110,9 +110,7 @@ def hybrid_search(
                 dense=dense, sources=sources, pool=pool, using=alias, waiting=_waiting(rows, limit=limit)
             )
             rows += dense_rows
-        hits = score_fuse(
-            rows=rows, unseen=unseen, sizes=sizes, chinese=is_chinese(text), several_lines=bool(query_lines(text))
-        )
+        hits = score_fuse(rows=rows, unseen=unseen, sizes=sizes, fit=query_fit(text))
         top = clamp_limit(limit) + PULL_MARGIN
         # A query of several lines (its lines were embedded too) is judged by what its first hits share: meaning
         # added to what words found. On the dense branch alone it only repeats the query's own meaning (MADial
@@ -307,8 +305,7 @@ def score_fuse(
     rows: Sequence[tuple[str, str, int, int, float]],
     unseen: Collection[tuple[str, int]] = (),
     sizes: Mapping[str, int] | None = None,
-    chinese: bool = False,
-    several_lines: bool = False,
+    fit: str = "dense",
 ) -> list[Hit]:
     """Fuse (source, branch, id, rank, score) rows into one list ordered by comparable relevance.
 
@@ -322,9 +319,7 @@ def score_fuse(
     dense branch could not find an ``unseen`` (source, id), a row without a vector yet (written since the
     last backfill, or edited): its mean leaves that branch out rather than rank it below every vector.
     ``sizes``: how many rows each source holds in scope, where known (a source not named holds MIN_POOL or more).
-    ``chinese``: the query is Chinese (``anima.core.text.is_chinese``), calibrated by its own fit;
-    ``several_lines``: it is of several lines (``query_lines``: a stretch of dialogue), calibrated by that fit too,
-    in either language.
+    ``fit``: the calibration the query's hits are scored by with the dense branch (``query_fit``).
     """
     hits: dict[tuple[str, int], Hit] = {}
     groups: dict[tuple[str, str], list[tuple[Hit, float]]] = {}
@@ -405,13 +400,7 @@ def score_fuse(
         if dense_z is not None:
             dense_z *= dense_scale
         hit.keyword_z, hit.dense_z = keyword_z, dense_z
-        hit.score = _calibrated(
-            keyword_z=keyword_z,
-            dense_z=dense_z,
-            dense="dense" in branch_lowest,
-            chinese=chinese,
-            several_lines=several_lines,
-        )
+        hit.score = _calibrated(keyword_z=keyword_z, dense_z=dense_z, dense="dense" in branch_lowest, fit=fit)
     return sorted(hits.values(), key=hit_order)
 
 
@@ -424,13 +413,17 @@ def _extreme(n: int) -> float:
     return math.sqrt(2.0 * math.log(n))
 
 
-def _calibrated(
-    *, keyword_z: float, dense_z: float | None, dense: bool, chinese: bool = False, several_lines: bool = False
-) -> float:
-    """The chance that a hit is relevant (CALIBRATION), from its branches' z-scores: a Chinese query and one of several
-    lines by the Chinese fit, any other by the pooled one."""
+def query_fit(text: str) -> str:
+    """The calibration (CALIBRATION's key) a query's hits are scored by with the dense branch: a Chinese query and one
+    of several lines (``query_lines``) by the Chinese fit, any other by the pooled one."""
+    return "dense-zh" if is_chinese(text) or query_lines(text) else "dense"
+
+
+def _calibrated(*, keyword_z: float, dense_z: float | None, dense: bool, fit: str = "dense") -> float:
+    """The chance that a hit is relevant (CALIBRATION), from its branches' z-scores: by ``fit`` (``query_fit``) with
+    the dense branch, else by the keyword-only fit."""
     if dense:
-        slope_keyword, slope_dense, intercept = CALIBRATION["dense-zh" if chinese or several_lines else "dense"]
+        slope_keyword, slope_dense, intercept = CALIBRATION[fit]
         # A row without a vector yet is judged by its words: its meaning counts as matching as well as they do.
         dense_z = keyword_z if dense_z is None else dense_z
         logit = slope_keyword * min(keyword_z, Z_CAP) + slope_dense * min(dense_z, Z_CAP) + intercept

@@ -15,7 +15,7 @@ from memory.benchmarks._common import smalltalk_lines
 from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
 from memory.passive import passive_context, passive_recall
-from memory.search import entity_source, hybrid_search, score_fuse, search_query_build
+from memory.search import entity_source, hybrid_search, query_fit, score_fuse, search_query_build
 from memory.search._fusion import _calibrated
 from memory.selectors import AUTOBIOGRAPHICAL, SEMANTIC, SESSION, _facts_first, memory_recall
 from tests.factories import (
@@ -240,12 +240,12 @@ def test_in_a_chinese_query_a_shared_word_weighs_less_beside_meaning_than_in_an_
     rows = [("semantic", "fts", 1, 1, 0.5), *dense]
 
     english = score_fuse(rows=rows)
-    chinese = score_fuse(rows=rows, chinese=True)
+    chinese = score_fuse(rows=rows, fit="dense-zh")
 
     assert [hit.id for hit in english[:2]] == [1, 2]
     assert [hit.id for hit in chinese[:2]] == [2, 1]
     # Dense-only recall has no word to weigh: its order is the same in both.
-    assert [hit.id for hit in score_fuse(rows=dense)] == [hit.id for hit in score_fuse(rows=dense, chinese=True)]
+    assert [hit.id for hit in score_fuse(rows=dense)] == [hit.id for hit in score_fuse(rows=dense, fit="dense-zh")]
 
 
 def test_in_a_query_of_several_lines_a_shared_word_weighs_less_beside_meaning_than_in_a_one_line_english_one():
@@ -255,9 +255,9 @@ def test_in_a_query_of_several_lines_a_shared_word_weighs_less_beside_meaning_th
     dense += [("semantic", "dense", 10 + n, 3 + n, 0.78 - 0.0005 * n) for n in range(98)]
     rows = [("semantic", "fts", 1, 1, 0.5), *dense]
 
-    assert [hit.id for hit in score_fuse(rows=rows)[:2]] == [1, 2]
-    for chinese in (False, True):
-        assert [hit.id for hit in score_fuse(rows=rows, chinese=chinese, several_lines=True)[:2]] == [2, 1]
+    for several_lines in ("How was work?\nWhere does she work now?", "工作怎么样？\n她现在在哪工作？"):
+        assert [hit.id for hit in score_fuse(rows=rows, fit=query_fit(several_lines))[:2]] == [2, 1]
+    assert [hit.id for hit in score_fuse(rows=rows, fit=query_fit("Where does she work now?"))[:2]] == [1, 2]
 
 
 # Each row found by some of the branches, with a score in each: BM25 and word similarity are never negative, a cosine
@@ -279,11 +279,11 @@ FOUND = st.lists(
 )
 
 
-@given(found=FOUND, chinese=st.booleans(), several_lines=st.booleans())
-def test_a_score_is_a_chance_that_never_falls_as_the_evidence_for_a_hit_grows(found, chinese, several_lines):
+@given(found=FOUND, fit=st.sampled_from(["dense", "dense-zh"]))
+def test_a_score_is_a_chance_that_never_falls_as_the_evidence_for_a_hit_grows(found, fit):
     rows = [(source, branch, row_id, 1, score) for source, row_id, scores in found for branch, score in scores.items()]
 
-    hits = score_fuse(rows=rows, chinese=chinese, several_lines=several_lines)
+    hits = score_fuse(rows=rows, fit=fit)
 
     assert all(0.0 < hit.score < 1.0 for hit in hits)
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
@@ -295,23 +295,25 @@ def test_a_score_is_a_chance_that_never_falls_as_the_evidence_for_a_hit_grows(fo
                 assert a.score >= b.score
 
 
+def _calibrated_by(hits, fit: str) -> list[float]:
+    """The scores ``hits`` would have by calibration ``fit``."""
+    return [_calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, fit=fit) for hit in hits]
+
+
 @pytest.mark.local_embeddings
 def test_recall_scores_a_chinese_query_by_the_chinese_calibration_and_an_english_one_by_the_other(maya_conversation):
     person = maya_conversation.person
     source = entity_source(name="semantic", where_sql="TRUE", person_id=person.pk, since=None, until=None)
 
-    def calibrated(hit, chinese: bool) -> float:
-        return _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, chinese=chinese)
-
-    for text, first, chinese in (
-        ("Maya 什么时候去医院复查？", "Maya 下周要去医院复查", True),
-        ("Where does Maya work?", "Maya works as a nurse in a hospital in Lisbon", False),
+    for text, first, fit, other in (
+        ("Maya 什么时候去医院复查？", "Maya 下周要去医院复查", "dense-zh", "dense"),
+        ("Where does Maya work?", "Maya works as a nurse in a hospital in Lisbon", "dense", "dense-zh"),
     ):
         hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=10, text=text)
 
         assert SemanticMemory.objects.get(pk=hits[0].id).content == first
-        assert [hit.score for hit in hits] == pytest.approx([calibrated(hit, chinese) for hit in hits])
-        assert [hit.score for hit in hits] != pytest.approx([calibrated(hit, not chinese) for hit in hits])
+        assert [hit.score for hit in hits] == pytest.approx(_calibrated_by(hits, fit))
+        assert [hit.score for hit in hits] != pytest.approx(_calibrated_by(hits, other))
 
 
 @pytest.mark.local_embeddings
@@ -319,24 +321,19 @@ def test_recall_scores_a_query_of_several_lines_by_the_chinese_calibration_in_ei
     person = maya_conversation.person
     source = entity_source(name="semantic", where_sql="TRUE", person_id=person.pk, since=None, until=None)
 
-    for text, chinese_fit in (
-        ("Maya's been so busy lately.\nWhere does she work these days?", True),
-        ("Maya 最近好忙。\n她什么时候去医院复查？", True),
-        ("Where does Maya work?", False),
+    for text, fit, other in (
+        ("Maya's been so busy lately.\nWhere does she work these days?", "dense-zh", "dense"),
+        ("Maya 最近好忙。\n她什么时候去医院复查？", "dense-zh", "dense"),
+        ("Where does Maya work?", "dense", "dense-zh"),
     ):
         # The dense branch alone: the scores are the calibration's alone (no feedback from the first hits).
         hits = hybrid_search(
             query=search_query_build(text=text), sources=[source], limit=10, text=text, branches=["dense"]
         )
 
-        def scored(chinese: bool, hits=hits) -> list[float]:
-            return [
-                _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, chinese=chinese) for hit in hits
-            ]
-
         assert hits
-        assert [hit.score for hit in hits] == pytest.approx(scored(chinese_fit))
-        assert [hit.score for hit in hits] != pytest.approx(scored(not chinese_fit))
+        assert [hit.score for hit in hits] == pytest.approx(_calibrated_by(hits, fit))
+        assert [hit.score for hit in hits] != pytest.approx(_calibrated_by(hits, other))
 
 
 def test_a_branch_found_by_few_rows_is_judged_as_among_many():

@@ -9,7 +9,7 @@ from anima.core.embeddings import embedding_model
 from memory.embedding import embed_backfill_run
 from memory.search import entity_source, hybrid_search, search_query_build
 from memory.search._feedback import FEEDBACK_POOL, feedback_apply
-from memory.search._fusion import Hit, _calibrated, hit_order
+from memory.search._fusion import Hit, _calibrated, hit_order, query_fit
 from tests.factories import PersonFactory, SemanticMemoryFactory
 
 pytestmark = pytest.mark.django_db
@@ -128,8 +128,9 @@ def test_a_dialogues_theme_lifts_a_memory_sharing_no_word_with_it_a_question_or_
             query=search_query_build(text=dialogue), sources=[_source(person)], limit=10, text=dialogue
         )
     }
+    fit = query_fit(dialogue)
     fused = {
-        key: _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, several_lines=True)
+        key: _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, fit=fit)
         for key, hit in found.items()
     }
     # The surgeon shares no word with the dialogue, the trip three: the first hits' theme (the hospital) brings the
@@ -141,10 +142,8 @@ def test_a_dialogues_theme_lifts_a_memory_sharing_no_word_with_it_a_question_or_
         found = hybrid_search(
             query=search_query_build(text=query), sources=[_source(person)], limit=10, text=query, branches=branches
         )
-        lines = "\n" in query
-        calibrated = (
-            _calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, several_lines=lines) for hit in found
-        )
+        fit = query_fit(query)
+        calibrated = (_calibrated(keyword_z=hit.keyword_z, dense_z=hit.dense_z, dense=True, fit=fit) for hit in found)
         return any(hit.score != pytest.approx(score) for hit, score in zip(found, calibrated, strict=True))
 
     assert rescored(dialogue)
