@@ -136,6 +136,16 @@ def test_home_says_when_nothing_needs_attention(superuser_client):
     assert "No night has been slept yet" in page
 
 
+@pytest.mark.parametrize(("app", "model"), [("memory", "Semantic memories"), ("temporal", "Temporal summar")])
+def test_an_apps_page_lists_its_models_not_the_homes_figures(superuser_client, app, model):
+    # The breadcrumb of every change list leads here ("Home › Memory").
+    page = superuser_client.get(f"{HOME}{app}/").content.decode()
+
+    assert model in page
+    assert "No night has been slept yet" not in page
+    assert "have permission to view or edit anything" not in page
+
+
 def test_the_weeks_mood_is_each_persons_latest_tendency_with_everyone_first(superuser_client):
     today = timezone.localdate()
     leo, maya = PersonFactory(slug="leo"), PersonFactory(slug="maya")
