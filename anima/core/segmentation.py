@@ -48,6 +48,7 @@ OTHER_SCRIPT_LETTER = (
 )
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
+_REPEATED = re.compile(r"(.+?)\1+")
 _DEGREE = frozenset("真太挺很超好蛮")
 # What the tagger marks as an interjection (好家伙), a modal particle, an onomatopoeia or an adverb (马上, 绝了) names
 # nothing to look up; nor does a number alone (666, 233 and 886 are chat for praise, laughter and goodbye). Latin
@@ -197,6 +198,12 @@ def _chat_word(word: str) -> bool:
     # A word drawn out ("heyyy", "sooo") is the word.
     if any(form in CHAT_WORDS or CHAT_SOUND.fullmatch(form) for form in (word, _DRAWN_OUT.sub(r"\1", word))):
         return True
+    if word.isascii():
+        # A lone Latin letter is a piece of chat spelling ("g'day", "how r u"), not a name; a chat word said twice
+        # or more without a space ("okok", "byebye", "hihi") is the word.
+        repeated = _REPEATED.fullmatch(word)
+        if len(word) == 1 or (repeated and _chat_word(repeated.group(1))):
+            return True
     # A chat word after a degree word is still one: jieba keeps 真不错 and 太厉害 whole.
     if len(word) > 2 and word[0] in _DEGREE and _chat_word(word[1:]):
         return True

@@ -122,14 +122,14 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     whoa omg oops ugh yay meh huh eh np worries problem back day care glad hear heard new up doing whatever anyway
     all one enough re ll ve d m make makes take hope pleasure sense dream dreams enjoy everything guess let gotta go
     best hilarious happy okie dokie dokey wait interesting wild crazy legit cute bless ikr fr tbh ngl imo smh heya
-    alrighty
+    alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear
     """.split()
     + """
     你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点
     谢谢 谢 多谢 感谢 谢啦 辛苦 客气 没事 没关系 不用 好 好好 好滴 好嘞 好哒 行 嗯嗯 嗯呢 哦 噢 喔 哇 哇塞 嘛 哈 嘿 嘿嘿
     嘻嘻 呵呵 唉 哎 哎呀 哎哟 天 天哪 对 对对 是的 没错 收到 明白 了解 懂 懂了 同意 道理 真的假 假 假的 厉害 棒
     不错 还行 还好 一般 凑合 干嘛 在吗 聊 见 见面 又 回来 问题 好久不见 加油 恭喜 真 忙 休息 早点 原来如此 先 开心 高兴
-    快乐 愉快 好梦 抱抱 么么哒 午安
+    快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见
     """.split()
 )
 # Set phrases of greeting, farewell, praise and reassurance whose words, read one by one, would name something
@@ -162,6 +162,12 @@ CHAT_PHRASES = (
     "checking in",
     "whatever works",
     "works for me",
+    "fair point",
+    "good point",
+    "gotta run",
+    "off to bed",
+    "g'day",
+    "ta-da",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
     "吃饭了吗",
     "吃过了吗",
@@ -181,7 +187,7 @@ CHAT_PHRASES = (
 )
 # Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, mhm, ahhh.
 CHAT_SOUND = re.compile(
-    r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|m+h+m+|u+h+|a+h+|o+h+|a+w+|w+o+w+"
+    r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰呜嘤]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|m+h+m+|u+h+|a+h+|o+h+|a+w+|w+o+w+"
 )
 
 

@@ -245,3 +245,59 @@ def test_a_wish_names_an_occasion_not_a_subject(line):
 )
 def test_a_wish_number_or_adverb_beside_a_subject_still_names_it(line):
     assert text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "righto, catch ya later",
+        "brilliant, ta",
+        "ta-da!",
+        "g'day!",
+        "huh, fair point",
+        "bet, see ya",
+        "np, anytime",
+        "yesss finally",
+        "no worries at all mate",
+        "oh dear",
+        "hahaha classic",
+        "ooh fancy",
+        "I'm off to bed, night!",
+        "gotta run",
+        # A chat word said again without a space, and a lone letter of chat spelling.
+        "okok",
+        "byebye!",
+        "how r u",
+        "好耶！",
+        "呜呜呜",
+        "下次再聊哈",
+        "哈哈哈哈你真可爱",
+    ],
+)
+def test_slang_farewells_and_reactions_name_nothing(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "I lost a bet with my brother",
+        "my mate Danny got a new job",
+        "a fancy restaurant downtown",
+        "I finally passed my driving test",
+        "vitamin D",
+        "小猫很可爱",
+        "我们再聊聊工作的事",
+        "宝宝今天发烧了",
+    ],
+)
+def test_those_words_beside_a_subject_or_a_letter_beside_a_word_still_name_it(line):
+    assert text_informative(line)
+
+
+@given(
+    word=st.sampled_from(sorted(word for word in CHAT_WORDS if word.isascii() and word.isalpha())),
+    times=st.integers(2, 4),
+)
+def test_a_latin_chat_word_said_again_without_a_space_names_nothing(word, times):
+    assert not text_informative(word * times)
