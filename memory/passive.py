@@ -59,7 +59,7 @@ def passive_recall(
     nothing, whatever came before it. Otherwise the message is read twice: alone, and after the conversation's
     latest messages (``context_messages`` of them, the turn it answers among them: "I'm looking forward to
     that evening" says which evening only there); a memory's score is the better of its two. A short reaction
-    that names one word and asks nothing ("love that", 「稳」) is read alone. Only memories a keyword branch
+    that names one word and asks nothing ("nailed it", 「稳」) is read alone. Only memories a keyword branch
     found are offered unasked, and only those whose calibrated score (the chance that it is
     relevant) is at least min_score and min_share_of_best of the best one's (by default the best alone, beside
     any as likely); without vectors (keyword-only recall, whose scores are not that telling), those within
@@ -73,7 +73,7 @@ def passive_recall(
         return PassiveRecall(hits=[], text="")
     person = person or conversation.person
     readings = [user_message]
-    # A short reaction naming one word ("love that", "that's insane", 「稳」, "nite nite": a word said twice is one)
+    # A short reaction naming one word ("nailed it", "that's insane", 「稳」, "nite nite": a word said twice is one)
     # adds nothing to the exchange before it: read after it, it would be offered that exchange's memories again. A
     # question, a longer message or one naming two things goes on from there.
     if len(set(naming)) > 1 or text_asks(user_message) or text_word_count(user_message) > REACTION_WORDS:

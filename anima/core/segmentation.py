@@ -61,7 +61,7 @@ _OCCASION = r"(?:new\s+year|[a-z']*day|holidays?|christmas|xmas|easter|thanksgiv
 _WISH = (
     rf"\b(?:happy|merry)\s+{_OCCASION}\b"
     r"|\b(?:have\s+an?\s+(?:good|nice|great|lovely|wonderful|relaxing|fun)|enjoy\s+(?:your|the))\s+"
-    r"(?:day|night|evening|morning|afternoon|weekend|week|time|trip|holidays?|vacation|break|meal|flight)\b"
+    r"(?:[a-z]*day|night|evening|morning|afternoon|weekend|week|time|trip|holidays?|vacation|break|meal|flight)\b"
     # A Chinese wish is a clause of its own: 「小雨生日快乐」 names 小雨. A particle may close it (「周末快乐哦」).
     rf"|(?<!\w)(?:祝[你您]?)?{CJK_IDEOGRAPH}{{1,3}}(?:快乐|愉快)[哦噢喔呀啊啦哈嘛哟呗吖]*(?!\w)"
 )

@@ -122,14 +122,15 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     whoa omg oops ugh yay meh huh eh np worries problem back day care glad hear heard new up doing whatever anyway
     all one enough re ll ve d m make makes take hope pleasure sense dream dreams enjoy everything guess let gotta go
     best hilarious happy okie dokie dokey wait interesting wild crazy legit cute bless ikr fr tbh ngl imo smh heya
-    alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear
+    alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear lmk afk oof rad seriously truly
+    goodness pretty sec
     """.split()
     + """
     你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点
     谢谢 谢 多谢 感谢 谢啦 辛苦 客气 没事 没关系 不用 好 好好 好滴 好嘞 好哒 行 嗯嗯 嗯呢 哦 噢 喔 哇 哇塞 嘛 哈 嘿 嘿嘿
     嘻嘻 呵呵 唉 哎 哎呀 哎哟 天 天哪 对 对对 是的 没错 收到 明白 了解 懂 懂了 同意 道理 真的假 假 假的 厉害 棒
     不错 还行 还好 一般 凑合 干嘛 在吗 聊 见 见面 又 回来 问题 好久不见 加油 恭喜 真 忙 休息 早点 原来如此 先 开心 高兴
-    快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见
+    快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语
     """.split()
 )
 # Set phrases of greeting, farewell, praise and reassurance whose words, read one by one, would name something
@@ -155,6 +156,7 @@ CHAT_PHRASES = (
     "sleep tight",
     "see you around",
     "a bunch",
+    "a bit",
     "for real",
     "you rock",
     "thanks for asking",
@@ -164,8 +166,21 @@ CHAT_PHRASES = (
     "works for me",
     "fair point",
     "good point",
+    "sounds like a plan",
+    "hold on",
+    "no stress",
+    "long day",
+    "cool beans",
+    "big same",
+    "that's rough",
     "gotta run",
     "off to bed",
+    "love that",
+    "love it",
+    "love this",
+    "loved it",
+    "love you",
+    "miss you",
     "g'day",
     "ta-da",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
@@ -174,6 +189,10 @@ CHAT_PHRASES = (
     "最近怎么样",
     "最近好吗",
     "最近如何",
+    "最近咋样",
+    "最近忙啥",
+    "有人吗",
+    "可不是",
     "一路顺风",
     "祝你好运",
     "随便聊聊",

@@ -272,6 +272,24 @@ def test_a_wish_number_or_adverb_beside_a_subject_still_names_it(line):
         "呜呜呜",
         "下次再聊哈",
         "哈哈哈哈你真可爱",
+        # Lines of earlier checks: set phrases of agreement, sympathy and waiting, and a wish for a weekday.
+        "for sure, sounds like a plan",
+        "hold on a sec",
+        "my goodness",
+        "pretty good actually",
+        "all good, no stress",
+        "hey hey, long day?",
+        "oof, that's rough",
+        "cool beans",
+        "have a lovely sunday!",
+        "无语",
+        "可不是嘛",
+        "最近咋样",
+        "有人吗",
+        # A reaction whose object is what was just said.
+        "love that",
+        "loved it!",
+        "miss you",
     ],
 )
 def test_slang_farewells_and_reactions_name_nothing(line):
@@ -289,6 +307,13 @@ def test_slang_farewells_and_reactions_name_nothing(line):
         "小猫很可爱",
         "我们再聊聊工作的事",
         "宝宝今天发烧了",
+        "I had a long day at the hospital",
+        "no stress about the exam",
+        "hold on, is Miso sick?",
+        "家里有人吗",
+        "I have a dentist appointment on sunday",
+        "I love this cafe",
+        "love it when Miso purrs",
     ],
 )
 def test_those_words_beside_a_subject_or_a_letter_beside_a_word_still_name_it(line):
