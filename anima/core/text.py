@@ -133,9 +133,9 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语
     """.split()
 )
-# Set phrases of greeting, farewell, praise and reassurance whose words, read one by one, would name something
-# ("long", "job", "mind", "bad"): a message is read without them first, and what else it says still counts
-# ("long time no see, how is Miso?").
+# Set phrases of greeting, farewell, praise, agreement, sympathy and reassurance, and reactions to what was just said
+# ("love that"), whose words, read one by one, would name something ("long", "job", "plan", "love"): a message is
+# read without them first, and what else it says still counts ("long time no see, how is Miso?").
 CHAT_PHRASES = (
     "long time no see",
     "sleep well",
