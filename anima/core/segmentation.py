@@ -48,7 +48,10 @@ OTHER_SCRIPT_LETTER = (
 )
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _DRAWN_OUT = re.compile(r"([a-z])\1{2,}")
+# A chat word said again without a space ("okok"), up to four times: a longer word is not read for that (the match
+# takes time quadratic in the word's length, and a message may be one long token).
 _REPEATED = re.compile(r"(.+?)\1+")
+_REPEATED_MAX = 4 * max(len(word) for word in CHAT_WORDS if word.isascii())
 _DEGREE = frozenset("真太挺很超好蛮")
 # What the tagger marks as an interjection (好家伙), a modal particle, an onomatopoeia or an adverb (马上, 绝了) names
 # nothing to look up; nor does a number alone (666, 233 and 886 are chat for praise, laughter and goodbye). Latin
@@ -66,6 +69,10 @@ _WISH = (
     rf"|(?<!\w)(?:祝[你您]?)?{CJK_IDEOGRAPH}{{1,3}}(?:快乐|愉快)[哦噢喔呀啊啦哈嘛哟呗吖]*(?!\w)"
 )
 
+# A reaction to what was just said, its object a pronoun ("love that", "loved it", "miss you"): it names nothing of its
+# own. "I love this cafe" still names the cafe.
+_REACTION = r"\b(?:lov(?:e[ds]?|ing)|miss(?:ed)?)\s+(?:that|it|this|you)\b"
+
 
 def _phrase_pattern(phrase: str) -> str:
     """An English phrase as whole words however spaced; a Chinese one as written (its words have no spaces)."""
@@ -74,7 +81,9 @@ def _phrase_pattern(phrase: str) -> str:
     return r"\b" + r"\s+".join(re.escape(word) for word in phrase.split()) + r"\b"
 
 
-_CHAT_PHRASE = re.compile("|".join([*(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), _WISH]), re.IGNORECASE)
+_CHAT_PHRASE = re.compile(
+    "|".join([*(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), _WISH, _REACTION]), re.IGNORECASE
+)
 _initialized = False
 
 
@@ -201,7 +210,7 @@ def _chat_word(word: str) -> bool:
     if word.isascii():
         # A lone Latin letter is a piece of chat spelling ("g'day", "how r u"), not a name; a chat word said twice
         # or more without a space ("okok", "byebye", "hihi") is the word.
-        repeated = _REPEATED.fullmatch(word)
+        repeated = _REPEATED.fullmatch(word) if len(word) <= _REPEATED_MAX else None
         if len(word) == 1 or (repeated and _chat_word(repeated.group(1))):
             return True
     # A chat word after a degree word is still one: jieba keeps 真不错 and 太厉害 whole.

@@ -116,11 +116,11 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     """
     hi hello hey hiya howdy yo sup hola greetings welcome afternoon evening goodnight gn gm bye goodbye byebye cya
     ciao later ttyl brb gtg bbl soon see talk chat catch thx ty tysm appreciate appreciated cheers please pls plz
-    sorry apologies pardon excuse ok k kk okey alright right yeah yep yup yea ya nope nah fine cool nice awesome
+    sorry apologies pardon excuse ok kk okey alright right yeah yep yup yea ya nope nah fine cool nice awesome
     perfect excellent wonderful lovely neat sweet amazing fantastic true indeed exactly totally absolutely agree
     agreed same lot gotcha understood noted sounds sound seems fair fun funny lol lmao rofl hmm hm mm uh um oh ah wow
     whoa omg oops ugh yay meh huh eh np worries problem back day care glad hear heard new up doing whatever anyway
-    all one enough re ll ve d m make makes take hope pleasure sense dream dreams enjoy everything guess let gotta go
+    all one enough re ll ve make makes take hope pleasure sense dream dreams enjoy everything guess let gotta go
     best hilarious happy okie dokie dokey wait interesting wild crazy legit cute bless ikr fr tbh ngl imo smh heya
     alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear lmk afk oof rad seriously truly
     goodness pretty sec
@@ -133,9 +133,9 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语
     """.split()
 )
-# Set phrases of greeting, farewell, praise, agreement, sympathy and reassurance, and reactions to what was just said
-# ("love that"), whose words, read one by one, would name something ("long", "job", "plan", "love"): a message is
-# read without them first, and what else it says still counts ("long time no see, how is Miso?").
+# Set phrases of greeting, farewell, praise, agreement, sympathy and reassurance whose words, read one by one, would
+# name something ("long", "job", "mind", "plan"): a message is read without them first, and what else it says still
+# counts ("long time no see, how is Miso?").
 CHAT_PHRASES = (
     "long time no see",
     "sleep well",
@@ -175,13 +175,6 @@ CHAT_PHRASES = (
     "that's rough",
     "gotta run",
     "off to bed",
-    "love that",
-    "love it",
-    "love this",
-    "loved it",
-    "love you",
-    "miss you",
-    "g'day",
     "ta-da",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
     "吃饭了吗",
