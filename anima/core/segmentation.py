@@ -54,9 +54,10 @@ _REPEATED = re.compile(r"(.+?)\1+")
 _REPEATED_MAX = 4 * max(len(word) for word in CHAT_WORDS if word.isascii())
 _DEGREE = frozenset("真太挺很超好蛮")
 # What the tagger marks as an interjection (好家伙), a modal particle, an onomatopoeia or an adverb (马上, 绝了) names
-# nothing to look up; nor does a number alone (666, 233 and 886 are chat for praise, laughter and goodbye). Latin
-# words are tagged "eng" and go by the word lists.
-_NAMELESS_TAGS = frozenset(("e", "y", "o", "d"))
+# nothing to look up, nor does a function word: a preposition (跟, 把), a conjunction (和, 但是) or an auxiliary (的,
+# 了, 着: jieba tags each kind apart, uj, ul, uz…); nor does a number alone (666, 233 and 886 are chat for praise,
+# laughter and goodbye). Latin words are tagged "eng" and go by the word lists.
+_NAMELESS_TAGS = frozenset(("e", "y", "o", "d", "p", "c", "u", "ud", "ug", "uj", "ul", "uv", "uz"))
 # A wish names an occasion, not a subject: "happy new year", "merry christmas", "have a good weekend", "enjoy
 # your evening", 「周末愉快」「生日快乐」. Only the wish's form reads as one: "I have a flight tomorrow" names a flight.
 # It is taken out of a message as a set phrase is.

@@ -123,14 +123,15 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     all one enough re ll ve make makes take hope pleasure sense dream dreams enjoy everything guess let gotta go
     best hilarious happy okie dokie dokey wait interesting wild crazy legit cute bless ikr fr tbh ngl imo smh heya
     alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear lmk afk oof rad seriously truly
-    goodness pretty sec
+    goodness pretty sec gonna wanna lemme gimme kinda sorta dunno honestly literally basically genuinely frankly
+    obviously welp anyhoo anyways nighty
     """.split()
     + """
     你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点
     谢谢 谢 多谢 感谢 谢啦 辛苦 客气 没事 没关系 不用 好 好好 好滴 好嘞 好哒 行 嗯嗯 嗯呢 哦 噢 喔 哇 哇塞 嘛 哈 嘿 嘿嘿
     嘻嘻 呵呵 唉 哎 哎呀 哎哟 天 天哪 对 对对 是的 没错 收到 明白 了解 懂 懂了 同意 道理 真的假 假 假的 厉害 棒
     不错 还行 还好 一般 凑合 干嘛 在吗 聊 见 见面 又 回来 问题 好久不见 加油 恭喜 真 忙 休息 早点 原来如此 先 开心 高兴
-    快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语
+    快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语 小可爱 亲爱的
     """.split()
 )
 # Set phrases of greeting, farewell, praise, agreement, sympathy and reassurance whose words, read one by one, would
@@ -176,6 +177,15 @@ CHAT_PHRASES = (
     "gotta run",
     "off to bed",
     "ta-da",
+    "how's life treating",
+    "how's life",
+    "total sense",
+    "head out",
+    "heading out",
+    "killing me",
+    "say less",
+    "no cap",
+    "just saying",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
     "吃饭了吗",
     "吃过了吗",
@@ -196,6 +206,13 @@ CHAT_PHRASES = (
     "没毛病",
     "等下",
     "待会",
+    "下回见",
+    "下次见",
+    "没啥事",
+    "有意思",
+    "有点意思",
+    "笑出声",
+    "笑哭",
 )
 # Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, mhm, ahhh.
 CHAT_SOUND = re.compile(

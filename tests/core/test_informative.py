@@ -314,6 +314,13 @@ def test_slang_farewells_and_reactions_name_nothing(line):
         "I have a dentist appointment on sunday",
         "I love this cafe",
         "love it when Miso purrs",
+        "I'm gonna visit Lisbon",
+        "honestly the cello lessons are hard",
+        "我跟妈妈去了医院",
+        "我的猫和狗",
+        "life insurance",
+        "we head out to the lake tomorrow",
+        "小可爱今天发烧了吗",
     ],
 )
 def test_those_words_beside_a_subject_or_a_letter_beside_a_word_still_name_it(line):
@@ -326,3 +333,34 @@ def test_those_words_beside_a_subject_or_a_letter_beside_a_word_still_name_it(li
 )
 def test_a_latin_chat_word_said_again_without_a_space_names_nothing(word, times):
     assert not text_informative(word * times)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Colloquial spellings, hedges and interjections.
+        "hmm lemme think",
+        "same here honestly",
+        "welp, that's that",
+        "anyhoo",
+        "nighty night 😴",
+        "gonna head out now, bye!",
+        # Set phrases of greeting, laughter and agreement.
+        "how's life treating ya",
+        "gotcha, makes total sense now",
+        "hahaha you're killing me",
+        "say less",
+        "no cap that's funny",
+        "just saying hi 👋",
+        # A term of endearment, laughing out loud, "interesting", "see you next time", "nothing much".
+        "你好呀小可爱",
+        "哈哈哈哈哈笑出声",
+        "有点意思",
+        "拜拜啦，下回见",
+        # A preposition, a conjunction or an auxiliary names nothing (跟, 和, 的).
+        "没啥事，就想跟你聊聊",
+        "跟你说哦",
+    ],
+)
+def test_colloquial_spellings_endearments_and_function_words_name_nothing(line):
+    assert not text_informative(line)
