@@ -75,6 +75,20 @@ _WISH = (
 _REACTION = r"\b(?:lov(?:e[ds]?|ing)|miss(?:ed)?)\s+(?:that|it|this|you)\b"
 
 
+# What a chat app writes in place of an emoji, a sticker or a file names nothing of the message: WeChat's and QQ's
+# bracketed names ([捂脸], [强], [图片], [动画表情]), LINE's and Telegram's [Photo] and [Sticker], WhatsApp's "<Media
+# omitted>", "image omitted" and "<attached: …>", and the shortcodes of Slack, Discord and GitHub (:joy:, :+1:). Such
+# codes fill exported chats, and their words would find memories of faces, hearts and fire. Every part is bounded: a
+# message may be one long token, and an unbounded run before a closing colon would be matched in quadratic time.
+_MEDIA = r"(?:photo|image|picture|sticker|gif|video|voice|audio|file|document|location|contact|link|emoji|media)s?"
+_APP_CODE = (
+    rf"\[{CJK_IDEOGRAPH}{{1,6}}\]"
+    rf"|\[(?:animated |voice |video )?{_MEDIA}(?: message| omitted)?\]"
+    rf"|<?\b{_MEDIA} omitted\b>?|<attached:[^>\n]{{0,200}}>"
+    r"|:(?=[0-9_+\-]{0,39}[a-z])[a-z0-9_+\-]{1,40}:"
+)
+
+
 def _phrase_pattern(phrase: str) -> str:
     """An English phrase as whole words however spaced; a Chinese one as written (its words have no spaces)."""
     if not phrase.isascii():
@@ -83,7 +97,7 @@ def _phrase_pattern(phrase: str) -> str:
 
 
 _CHAT_PHRASE = re.compile(
-    "|".join([*(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), _WISH, _REACTION]), re.IGNORECASE
+    "|".join([_APP_CODE, *(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), _WISH, _REACTION]), re.IGNORECASE
 )
 _initialized = False
 
@@ -187,7 +201,7 @@ def text_informative(text: str) -> bool:
 
 def text_naming_words(text: str) -> list[str]:
     """The words of ``text`` that name something (``text_informative``), in order."""
-    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_CHAT_PHRASE.sub(" ", text))]
+    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_CHAT_PHRASE.sub(" ", _straight(text)))]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
     paired = {i for i in range(len(tagged) - 1) if tagged[i][0] + tagged[i + 1][0] in CHAT_WORDS}
@@ -233,7 +247,13 @@ def text_asks(text: str) -> bool:
 
 def text_word_count(text: str) -> int:
     """How many words ``text`` has, a Chinese one counted every two characters."""
-    return len(_WORD_RE.findall(text))
+    return len(_WORD_RE.findall(_straight(text)))
+
+
+def _straight(text: str) -> str:
+    # Phones type a right single quotation mark for an apostrophe ("that’s rough"): chat phrases are written with
+    # the straight one.
+    return text.replace("\u2019", "'")
 
 
 def asks_only(text: str) -> bool:

@@ -124,7 +124,7 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     best hilarious happy okie dokie dokey wait interesting wild crazy legit cute bless ikr fr tbh ngl imo smh heya
     alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear lmk afk oof rad seriously truly
     goodness pretty sec gonna wanna lemme gimme kinda sorta dunno honestly literally basically genuinely frankly
-    obviously welp anyhoo anyways nighty
+    obviously welp anyhoo anyways nighty congrats congratulations xd qaq orz awsl yyds xswl tql ツ
     """.split()
     + """
     你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点

@@ -364,3 +364,69 @@ def test_a_latin_chat_word_said_again_without_a_space_names_nothing(word, times)
 )
 def test_colloquial_spellings_endearments_and_function_words_name_nothing(line):
     assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # What chat apps write for an emoji, a sticker or a file (WeChat, LINE, Telegram, WhatsApp, Slack).
+        "[捂脸]",
+        "哈哈哈[破涕为笑]",
+        "[强][强][强]",
+        "早[太阳]",
+        "[动画表情]",
+        "[图片]",
+        ":joy:",
+        "lol :joy: :joy:",
+        ":fire::fire:",
+        "sounds good :thumbsup:",
+        "yay :partying_face:",
+        "[Photo]",
+        "[Voice message]",
+        "<Media omitted>",
+        "image omitted",
+        "<attached: 00000042-PHOTO-2023-05-01-18-22-10.jpg>",
+        # Emoticons and net abbreviations.
+        "haha xD",
+        "QAQ",
+        "orz",
+        "¯\\_(ツ)_/¯",
+        "yyds",
+        "xswl",
+        ":tada: congrats!!",
+        # A phone's apostrophe is a right single quotation mark.
+        "that\u2019s rough",
+        "how\u2019s life treating ya",
+    ],
+)
+def test_chat_app_codes_and_emoticons_name_nothing(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "我考上清华了[强][强]",
+        "谢谢老板[抱拳]",
+        "my [grandma] is sick",
+        "I lost the photo of Miso",
+        "see the file attached",
+        "time is 10:30:45 at the hospital",
+        "congrats on the new job!",
+    ],
+)
+def test_a_subject_beside_chat_app_codes_is_still_named(line):
+    assert text_informative(line)
+
+
+@given(
+    code=st.one_of(
+        st.text(st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF), min_size=1, max_size=6).map("[{}]".format),
+        st.from_regex(r"[a-z][a-z0-9_+\-]{0,20}", fullmatch=True).map(":{}:".format),
+    ),
+    words=chat,
+    naming=st.sampled_from(NAMING),
+)
+def test_an_app_code_adds_no_name_and_hides_none(code, words, naming):
+    assert not text_informative(" ".join(words) + code)
+    assert text_informative(f"{naming} {code}")
