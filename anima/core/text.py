@@ -207,12 +207,10 @@ CHAT_PHRASES = (
     "等下",
     "待会",
     "下回见",
-    "下次见",
     "没啥事",
     "有意思",
     "有点意思",
     "笑出声",
-    "笑哭",
 )
 # Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, mhm, ahhh.
 CHAT_SOUND = re.compile(
