@@ -228,6 +228,10 @@ def _chat_word(word: str) -> bool:
         repeated = _REPEATED.fullmatch(word) if len(word) <= _REPEATED_MAX else None
         if len(word) == 1 or (repeated and _chat_word(repeated.group(1))):
             return True
+        # A last letter typed twice for emphasis ("heyy", "okk", "thankss") is the word, unless what is left is a
+        # function word: "bee", "inn" and "butt" name things.
+        if len(word) > 2 and word[-1] == word[-2] and word[:-1] in CHAT_WORDS and word[:-1] not in FUNCTION_WORDS:
+            return True
     # A chat word after a degree word is still one: jieba keeps 真不错 and 太厉害 whole.
     if len(word) > 2 and word[0] in _DEGREE and _chat_word(word[1:]):
         return True

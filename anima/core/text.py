@@ -94,6 +94,8 @@ FUNCTION_WORDS = frozenset(
     have has had i me my you your he him his she her it its we us our they them their this that these those
     what which who whom whose when where why how can could will would shall should may might must just so
     very too also about into than then there here s t don didn doesn isn aren wasn weren im ive youre oh yes no
+    dont doesnt didnt cant couldnt wouldnt shouldnt isnt arent wasnt werent havent hasnt hadnt wont aint hes shes
+    thats whats hows whos wheres theres heres theyre youll youve youd theyll theyve theyd weve lets
     """.split()
 )
 # Chat words that are not function words but make poor keywords of a day or a dream.
@@ -124,14 +126,16 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     best hilarious happy okie dokie dokey wait interesting wild crazy legit cute bless ikr fr tbh ngl imo smh heya
     alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear lmk afk oof rad seriously truly
     goodness pretty sec gonna wanna lemme gimme kinda sorta dunno honestly literally basically genuinely frankly
-    obviously welp anyhoo anyways nighty congrats congratulations xd qaq orz awsl yyds xswl tql ツ
+    obviously welp anyhoo anyways nighty congrats congratulations xd qaq orz awsl yyds xswl tql ツ tnx thanx thnks
+    sry srry soz gud nite gnite helo hlo lolz lulz jk idc wyd hbu nvm ttys yw ur luv ily xoxo cu l8r gr8 tmrw tmr
+    tonite mua muah der
     """.split()
     + """
     你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点
     谢谢 谢 多谢 感谢 谢啦 辛苦 客气 没事 没关系 不用 好 好好 好滴 好嘞 好哒 行 嗯嗯 嗯呢 哦 噢 喔 哇 哇塞 嘛 哈 嘿 嘿嘿
     嘻嘻 呵呵 唉 哎 哎呀 哎哟 天 天哪 对 对对 是的 没错 收到 明白 了解 懂 懂了 同意 道理 真的假 假 假的 厉害 棒
     不错 还行 还好 一般 凑合 干嘛 在吗 聊 见 见面 又 回来 问题 好久不见 加油 恭喜 真 忙 休息 早点 原来如此 先 开心 高兴
-    快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语 小可爱 亲爱的
+    快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语 小可爱 亲爱的 额 酱紫 肿么 神马 偶 卧槽 吓死 破防 事
     """.split()
 )
 # Set phrases of greeting, farewell, praise, agreement, sympathy and reassurance whose words, read one by one, would
@@ -186,6 +190,8 @@ CHAT_PHRASES = (
     "say less",
     "no cap",
     "just saying",
+    "don't worry",
+    "dont worry",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
     "吃饭了吗",
     "吃过了吗",
@@ -208,13 +214,21 @@ CHAT_PHRASES = (
     "待会",
     "下回见",
     "没啥事",
+    "木有",
+    "介个",
+    "什么情况",
+    "神马情况",
+    "栓q",
+    "泰裤辣",
+    "不愧是你",
     "有意思",
     "有点意思",
     "笑出声",
 )
-# Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, mhm, ahhh.
+# Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, emmm, mhm, ahhh.
 CHAT_SOUND = re.compile(
-    r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰呜嘤]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|m+h+m+|u+h+|a+h+|o+h+|a+w+|w+o+w+"
+    r"[哈嘿嘻呵嗯哦噢喔哇呀啦嘛哼唉哎啊嘞哒滴咯喽哟呗啰呜嘤嗝]+|(?:h+[aeiou]+)+h*|(?:l+o+)+l+|l+m+a+o+|h*m+|e+m+|m+h+m+|u+h+"
+    r"|a+h+|o+h+|a+w+|w+o+w+"
 )
 
 

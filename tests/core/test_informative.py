@@ -430,3 +430,57 @@ def test_a_subject_beside_chat_app_codes_is_still_named(line):
 def test_an_app_code_adds_no_name_and_hides_none(code, words, naming):
     assert not text_informative(" ".join(words) + code)
     assert text_informative(f"{naming} {code}")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Text-message spellings and a last letter typed twice.
+        "thx u",
+        "thanx a lot",
+        "sry, my bad",
+        "gud nite",
+        "heyy",
+        "byee",
+        "okk",
+        "thankss",
+        "jk jk",
+        "im good hbu",
+        "cya l8r",
+        "gr8!",
+        "emmm",
+        # Contractions typed without the apostrophe are function words.
+        "dont worry",
+        "thats cool",
+        "hows it going",
+        "cant wait",
+        # Chinese net spellings.
+        "额，好吧",
+        "木有事",
+        "酱紫啊",
+        "肿么了",
+        "神马情况",
+        "哈哈嗝",
+        "栓Q",
+        "泰裤辣",
+    ],
+)
+def test_text_message_spellings_and_net_slang_name_nothing(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # A function word with its last letter doubled may be a name: a bee, an inn.
+        "a bee stung Miso",
+        "we stayed at an inn",
+        "bee",
+        "I feel ill",
+        "dont forget the cello lesson",
+        "ur mom called about Lisbon",
+        "额头受伤了",
+    ],
+)
+def test_a_spelling_that_is_also_a_word_or_beside_a_subject_still_names(line):
+    assert text_informative(line)
