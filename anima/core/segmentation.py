@@ -226,13 +226,8 @@ def _chat_word(word: str) -> bool:
         # A lone Latin letter is a piece of chat spelling ("g'day", "how r u"), not a name; a chat word said twice
         # or more without a space ("okok", "byebye", "hihi") is the word.
         repeated = _REPEATED.fullmatch(word) if len(word) <= _REPEATED_MAX else None
-        if len(word) == 1:
+        if len(word) == 1 or (repeated and _chat_word(repeated.group(1))):
             return True
-        if repeated:
-            # The shortest unit said again, or a run of it that is the chat word: "xoxoxoxo" is "xoxo" twice.
-            unit, length = len(repeated.group(1)), len(word)
-            if any(_chat_word(word[:size]) for size in range(unit, length // 2 + 1, unit) if length % size == 0):
-                return True
         # A last letter typed twice for emphasis ("heyy", "okk", "thankss") is the word, unless what is left is a
         # function word: "bee", "inn" and "butt" name things.
         if len(word) > 2 and word[-1] == word[-2] and word[:-1] in CHAT_WORDS and word[:-1] not in FUNCTION_WORDS:
