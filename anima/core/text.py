@@ -127,7 +127,7 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     alrighty righto ta tada brilliant fancy classic bet anytime finally mate dear lmk afk oof rad seriously truly
     goodness pretty sec gonna wanna lemme gimme kinda sorta dunno honestly literally basically genuinely frankly
     obviously welp anyhoo anyways nighty congrats congratulations xd qaq orz awsl yyds xswl tql ツ tnx thanx thnks
-    sry srry soz gud nite gnite helo hlo lolz lulz jk idc wyd hbu nvm ttys yw ur luv ily xoxo cu l8r gr8 tmrw tmr
+    sry srry soz gud nite gnite helo hlo lolz lulz jk idc wyd hbu nvm ttys yw ur luv ily xo hugs cu l8r gr8 tmrw tmr
     tonite mua muah der
     """.split()
     + """
