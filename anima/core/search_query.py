@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from anima.core.errors import AnimaError
-from anima.core.segmentation import words_cut
+from anima.core.segmentation import text_without_app_codes, words_cut
 from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS, is_chinese
 
 # A 10 KB query must stay a reasonable tsquery: beyond this many lexemes the tail is dropped.
@@ -70,8 +70,10 @@ class SearchQuery:
 
 def search_text_plain(text: str) -> str:
     """``text`` as plain words: a chat message is not a query, so its double quotes and upper-case
-    AND / OR / NOT (「他说 "明天见"」, "I do NOT eat fish") stay words instead of phrase or operator syntax."""
-    return _OPERATOR_WORD_RE.sub(lambda match: match[0].lower(), text.replace('"', " "))
+    AND / OR / NOT (「他说 "明天见"」, "I do NOT eat fish") stay words instead of phrase or operator syntax, and
+    what a chat app writes for an emoji, a sticker or a file (「考上了[强]」, "got the job :fire:") is no word of it."""
+    plain = text_without_app_codes(text).replace('"', " ")
+    return _OPERATOR_WORD_RE.sub(lambda match: match[0].lower(), plain)
 
 
 # What a Latin-script name must not run into on either side to be that name ("Leo" in 「Leo的老板」, not in "Leon").

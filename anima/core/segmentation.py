@@ -89,6 +89,14 @@ _APP_CODE = (
 )
 
 
+_APP_CODE_RE = re.compile(_APP_CODE, re.IGNORECASE)
+
+
+def text_without_app_codes(text: str) -> str:
+    """``text`` without what a chat app writes in place of an emoji, a sticker or a file (``_APP_CODE``)."""
+    return _APP_CODE_RE.sub(" ", text)
+
+
 def _phrase_pattern(phrase: str) -> str:
     """An English phrase as whole words however spaced; a Chinese one as written (its words have no spaces)."""
     if not phrase.isascii():

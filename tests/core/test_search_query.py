@@ -139,3 +139,19 @@ def test_the_askers_own_name_reads_as_the_first_person(text, asker):
 def test_the_askers_own_name_said_anywhere_is_read_as_them_and_nothing_raises(before, name, after):
     text = f"{before} {name} {after}"
     assert text_without_names(text_as_asker(text, names=[name]), names=[name]) == text_as_asker(text, names=[name])
+
+
+@pytest.mark.parametrize(
+    ("text", "kept", "gone"),
+    [
+        ("我考上清华了[强][强]", "清华", "强"),
+        ("got the job :fire::fire:", "job", "fire"),
+        ("Miso at the vet [Photo]", "vet", "photo"),
+        ("<Media omitted> look at Miso", "miso", "media"),
+    ],
+)
+def test_a_chat_message_is_searched_without_its_app_codes(text, kept, gone):
+    query = search_query_build(text=search_text_plain(text))
+    assert kept in query.tsquery.lower()
+    assert gone not in query.tsquery.lower()
+    assert gone not in query.trigram_text.lower()
