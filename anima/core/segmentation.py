@@ -98,10 +98,12 @@ def text_without_app_codes(text: str) -> str:
 
 
 def _phrase_pattern(phrase: str) -> str:
-    """An English phrase as whole words however spaced; a Chinese one as written (its words have no spaces)."""
+    """An English phrase as whole words however spaced, its apostrophes optional; a Chinese one as written (its words
+    have no spaces)."""
     if not phrase.isascii():
         return re.escape(phrase)
-    return r"\b" + r"\s+".join(re.escape(word) for word in phrase.split()) + r"\b"
+    # Chat often drops the apostrophe: "dont worry" and "thats rough" are the phrases written with it.
+    return r"\b" + r"\s+".join(re.escape(word).replace("'", "'?") for word in phrase.split()) + r"\b"
 
 
 _CHAT_PHRASE = re.compile(

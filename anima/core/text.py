@@ -191,7 +191,6 @@ CHAT_PHRASES = (
     "no cap",
     "just saying",
     "don't worry",
-    "dont worry",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
     "吃饭了吗",
     "吃过了吗",

@@ -454,6 +454,9 @@ def test_an_app_code_adds_no_name_and_hides_none(code, words, naming):
         "thats cool",
         "hows it going",
         "cant wait",
+        # A set phrase written without its apostrophe is the phrase.
+        "thats rough",
+        "dont worry",
         # Chinese net spellings.
         "额，好吧",
         "木有事",
