@@ -87,8 +87,6 @@ _APP_CODE = (
     rf"|<?\b{_MEDIA} omitted\b>?|<attached:[^>\n]{{0,200}}>"
     r"|:(?=[0-9_+\-]{0,39}[a-z])[a-z0-9_+\-]{1,40}:"
 )
-
-
 _APP_CODE_RE = re.compile(_APP_CODE, re.IGNORECASE)
 
 
@@ -107,7 +105,7 @@ def _phrase_pattern(phrase: str) -> str:
 
 
 _CHAT_PHRASE = re.compile(
-    "|".join([_APP_CODE, *(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), _WISH, _REACTION]), re.IGNORECASE
+    "|".join([*(_phrase_pattern(phrase) for phrase in CHAT_PHRASES), _WISH, _REACTION]), re.IGNORECASE
 )
 _initialized = False
 
@@ -211,7 +209,8 @@ def text_informative(text: str) -> bool:
 
 def text_naming_words(text: str) -> list[str]:
     """The words of ``text`` that name something (``text_informative``), in order."""
-    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(_CHAT_PHRASE.sub(" ", _straight(text)))]
+    plain = _CHAT_PHRASE.sub(" ", text_without_app_codes(_straight(text)))
+    tagged = [(token.strip().lower(), tag) for token, tag in word_tags(plain)]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
     paired = {i for i in range(len(tagged) - 1) if tagged[i][0] + tagged[i + 1][0] in CHAT_WORDS}
