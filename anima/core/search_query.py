@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from anima.core.errors import AnimaError
-from anima.core.segmentation import text_without_app_codes, words_cut
+from anima.core.segmentation import text_simplified, text_without_app_codes, words_cut
 from anima.core.text import CJK_IDEOGRAPH, FUNCTION_WORDS, is_chinese
 
 # A 10 KB query must stay a reasonable tsquery: beyond this many lexemes the tail is dropped.
@@ -199,7 +199,8 @@ def search_query_build(*, text: str) -> SearchQuery:
     its weighted keywords, see ``_keywords``.
     Raises QuerySyntaxError when an operator has no operand (e.g. the query ends in one).
     """
-    text = _clean(text or "")
+    # Searched as it is indexed: in simplified characters (``segment_text``).
+    text = text_simplified(_clean(text or ""))
     if not any(word in OPERATORS for word in text.split()) and len(_content_words(text)) > LONG_QUERY_WORDS:
         return _passage_query(text)
     items: list[tuple[str, str]] = []  # ("op", symbol) or ("term", tsquery operand)

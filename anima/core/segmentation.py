@@ -3,7 +3,8 @@
 PostgreSQL's parser sees an unsegmented Chinese sentence as one long word, so the
 text indexed (``fts_segmented``) is jieba's output joined by spaces. English and
 other space-delimited text passes through; the ``english`` text-search config
-stems it inside the database.
+stems it inside the database. Traditional Chinese is indexed and searched in its
+simplified characters (``text_simplified``).
 """
 
 from __future__ import annotations
@@ -111,6 +112,26 @@ _initialized = False
 
 
 @functools.cache
+def _simplifier() -> Any:
+    import opencc
+
+    return opencc.OpenCC("t2s")
+
+
+def text_simplified(text: str) -> str:
+    """``text`` with its traditional Chinese characters and phrases in their simplified forms (OpenCC's t2s tables);
+    simplified Chinese and every other script pass unchanged.
+
+    What search reads and what tells chat from a topic: one person writes 「我的貓」 where a fact says 「猫」, and
+    jieba's dictionary and the chat lists are simplified, so 「謝謝」 and 「晚安囉」 would name words. Nothing stored or
+    shown changes: a row keeps its text, only its search tokens are simplified.
+    """
+    if text.isascii() or not _CJK_CHARACTER.search(text):
+        return text
+    return _simplifier().convert(text)
+
+
+@functools.cache
 def jieba_get() -> ModuleType:
     """The jieba module, imported on first use: its import (pkg_resources with it) is a sixth of a second that
     every process would pay at start-up, most of which never segment a word (``manage.py help``, a migration)."""
@@ -209,7 +230,7 @@ def text_informative(text: str) -> bool:
 
 def text_naming_words(text: str) -> list[str]:
     """The words of ``text`` that name something (``text_informative``), in order."""
-    plain = _CHAT_PHRASE.sub(" ", text_without_app_codes(_straight(text)))
+    plain = _CHAT_PHRASE.sub(" ", text_without_app_codes(_straight(text_simplified(text))))
     tagged = [(token.strip().lower(), tag) for token, tag in word_tags(plain)]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
@@ -255,7 +276,7 @@ _CLAUSE_END = re.compile(r"[,，、]")
 
 def text_asks(text: str) -> bool:
     """Whether ``text`` ends in a question ("…?", 「…吗」)."""
-    return bool(_QUESTION_END.search(text.strip()))
+    return bool(_QUESTION_END.search(text_simplified(text).strip()))
 
 
 def text_word_count(text: str) -> int:
@@ -311,7 +332,7 @@ def segment_text(text: str | None) -> str | None:
         return None
     try:
         tokens: list[str] = []
-        for piece, whole in _pieces(text):
+        for piece, whole in _pieces(text_simplified(text)):
             if whole:
                 tokens.append(piece)
                 continue
@@ -358,6 +379,24 @@ def segmented_rows_refresh(
         if progress is not None:
             progress(read, changed)
     return changed
+
+
+def segmented_rows_migrate(
+    queryset: QuerySet,
+    *,
+    what: str,
+    fields: tuple[str, ...] = ("content",),
+    holding: str = CJK_IDEOGRAPH,
+    rows_with: str = "Chinese",
+) -> int:
+    """A data migration's ``segmented_rows_refresh`` of ``queryset`` (its historical model's rows, ``what`` they are),
+    each row's searchable text being its ``fields`` joined by line breaks, empty ones left out; how many changed."""
+    return segmented_rows_refresh(
+        queryset=queryset,
+        text_of=lambda row: "\n".join(value for value in (getattr(row, field) for field in fields) if value),
+        progress=segmented_rows_progress(what, rows_with=rows_with),
+        holding=holding,
+    )
 
 
 def segmented_rows_progress(

@@ -5,16 +5,12 @@ Limbic blocks are append-only (their trigger refuses the update) and stay as the
 
 from django.db import migrations
 
-from anima.core.segmentation import segmented_rows_progress, segmented_rows_refresh
+from anima.core.segmentation import segmented_rows_migrate
 
 
 def resegment(apps, schema_editor):
     entities = apps.get_model("anima", "Entity").objects.exclude(primary_component="content_block", tag="limbic")
-    segmented_rows_refresh(
-        queryset=entities,
-        text_of=lambda entity: "\n".join(part for part in (entity.title, entity.content) if part),
-        progress=segmented_rows_progress("entities"),
-    )
+    segmented_rows_migrate(entities, what="entities", fields=("title", "content"))
 
 
 class Migration(migrations.Migration):

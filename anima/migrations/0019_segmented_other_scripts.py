@@ -6,16 +6,17 @@ Limbic blocks are append-only (their trigger refuses the update) and stay as the
 
 from django.db import migrations
 
-from anima.core.segmentation import OTHER_SCRIPT_LETTER, segmented_rows_progress, segmented_rows_refresh
+from anima.core.segmentation import OTHER_SCRIPT_LETTER, segmented_rows_migrate
 
 
 def resegment(apps, schema_editor):
     entities = apps.get_model("anima", "Entity").objects.exclude(primary_component="content_block", tag="limbic")
-    segmented_rows_refresh(
-        queryset=entities,
-        text_of=lambda entity: "\n".join(part for part in (entity.title, entity.content) if part),
-        progress=segmented_rows_progress("entities", rows_with="words of other scripts"),
+    segmented_rows_migrate(
+        entities,
+        what="entities",
+        fields=("title", "content"),
         holding=OTHER_SCRIPT_LETTER,
+        rows_with="words of other scripts",
     )
 
 

@@ -6,15 +6,15 @@ History entries are append-only (their trigger refuses the update) and stay as t
 
 from django.db import migrations
 
-from anima.core.segmentation import OTHER_SCRIPT_LETTER, segmented_rows_progress, segmented_rows_refresh
+from anima.core.segmentation import OTHER_SCRIPT_LETTER, segmented_rows_migrate
 
 
 def resegment(apps, schema_editor):
-    segmented_rows_refresh(
-        queryset=apps.get_model("conversations", "Message").objects.all(),
-        text_of=lambda row: row.content,
-        progress=segmented_rows_progress("messages", rows_with="words of other scripts"),
+    segmented_rows_migrate(
+        apps.get_model("conversations", "Message").objects.all(),
+        what="messages",
         holding=OTHER_SCRIPT_LETTER,
+        rows_with="words of other scripts",
     )
 
 

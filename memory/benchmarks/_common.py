@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from anima.core.segmentation import segment_text, words_cut
+from anima.core.segmentation import segment_text, text_simplified, words_cut
 from conversations.models import Conversation, Message, Person
 from memory.passive import passive_recall
 from memory.search import ALL_BRANCHES, KEYWORD_BRANCHES
@@ -29,8 +29,9 @@ _WORD_RE = re.compile(r"\w")
 
 
 def bm25_tokens(text: str) -> list[str]:
-    """jieba's search tokens, lower-cased, punctuation left out: BM25's words (zh and en alike)."""
-    return [token.lower() for token in words_cut(text, search=True) if _WORD_RE.search(token)]
+    """jieba's search tokens, lower-cased, punctuation left out: BM25's words (zh and en alike), Chinese in simplified
+    characters as recall's own (``text_simplified``)."""
+    return [token.lower() for token in words_cut(text_simplified(text), search=True) if _WORD_RE.search(token)]
 
 
 class Bm25:

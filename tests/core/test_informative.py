@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anima.core.segmentation import asks_only, text_informative
+from anima.core.segmentation import asks_only, text_asks, text_informative, text_naming_words
 from anima.core.text import CHAT_PHRASES, CHAT_WORDS
 
 # One word each that names something: a pet, a place, a thing, a plan, in both languages.
@@ -487,3 +487,54 @@ def test_text_message_spellings_and_net_slang_name_nothing(line):
 )
 def test_a_spelling_that_is_also_a_word_or_beside_a_subject_still_names(line):
     assert text_informative(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Small talk in traditional characters: read as the simplified chat words it is.
+        "謝謝你喔",
+        "晚安囉，明天見",
+        "沒問題啦",
+        "哈囉～最近好嗎",
+        "先這樣囉",
+        "我回來了～",
+        # Taiwanese interjections and spellings, and praise jieba keeps whole.
+        "蛤？",
+        "齁，好啦",
+        "欸欸欸",
+        "醬子喔",
+        "母湯喔",
+        "超讚的耶",
+        "好險好險",
+        "不會啦，不用謝",
+        "掰掰～下次聊",
+        # Chinese small talk with English in it.
+        "好的 thx",
+        "sorry 刚看到",
+        "晚點聊 cya",
+        "沒事 np",
+        "thank you 哦",
+    ],
+)
+def test_small_talk_in_traditional_characters_or_mixed_with_english_names_nothing(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("我的貓最近不愛吃飯", "猫"),
+        ("週末要去醫院複查", "医院"),
+        ("謝謝你，我的貓昨天做完手術了", "手术"),
+        ("我想吃蛤蜊", "蛤蜊"),
+        ("sorry 刚看到，婚礼在哪天？", "婚礼"),
+    ],
+)
+def test_a_subject_in_traditional_characters_is_named_in_simplified_ones(line, named):
+    assert named in text_naming_words(line)
+
+
+def test_a_question_in_traditional_characters_asks():
+    assert text_asks("真的嗎")
+    assert asks_only("真的嗎？哪家？")

@@ -1,19 +1,27 @@
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import re
 import subprocess
 import sys
 
 import jieba
 import pytest
+from django.apps import apps as django_apps
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from anima.core import segmentation
 from anima.core.models import BlockTag, Entity
-from anima.core.segmentation import segment_text, segmented_rows_progress, segmented_rows_refresh
-from anima.core.text import FUNCTION_WORDS
+from anima.core.segmentation import (
+    segment_text,
+    segmented_rows_progress,
+    segmented_rows_refresh,
+    text_simplified,
+)
+from anima.core.text import CHAT_PHRASES, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
 from conversations.models import Message
 from memory.selectors import memory_semantic_search
 from tests.factories import ContentBlockFactory, MessageFactory, SemanticMemoryFactory
@@ -73,6 +81,62 @@ def test_full_width_letters_and_digits_are_searched_as_ascii_ones():
 
     assert [hit["id"] for hit in memory_semantic_search(query="iPhone", person=person)] == [phone.pk]
     assert [hit["id"] for hit in memory_semantic_search(query="ＱＱ", person=person)] == [qq.pk]
+
+
+def test_traditional_chinese_is_indexed_and_searched_in_simplified_characters():
+    assert text_simplified("我的貓叫什麼名字？") == "我的猫叫什么名字？"
+    assert segment_text("我的貓最近不愛吃飯") == segment_text("我的猫最近不爱吃饭")
+    cat = SemanticMemoryFactory(content="Maya 的猫叫年糕")
+    person = cat.person
+    hike = SemanticMemoryFactory(content="Maya 週末去爬山了", person=person)
+    SemanticMemoryFactory(content="Maya 喜欢画画", person=person)
+
+    # Whichever script the fact and the question are written in.
+    assert [hit["id"] for hit in memory_semantic_search(query="貓", person=person)] == [cat.pk]
+    assert [hit["id"] for hit in memory_semantic_search(query="周末", person=person)] == [hike.pk]
+    assert [hit["id"] for hit in memory_semantic_search(query="週末爬山", person=person)] == [hike.pk]
+
+
+# Chinese characters, the CJK blocks and the supplementary planes (a rare character may simplify to one there).
+_CHINESE = re.compile(CJK_IDEOGRAPH[:-1] + "\U00020000-\U0003ffff]")
+
+
+_HAN = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
+
+
+@given(st.text() | st.text(alphabet=_HAN | st.sampled_from(" ，a1")))
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@example("leo@example.com 的貓，見 https://example.com/貓?q=1")
+def test_simplifying_changes_only_chinese_characters_and_twice_is_once(text):
+    simplified = text_simplified(text)
+
+    assert _CHINESE.sub("", simplified) == _CHINESE.sub("", text)
+    assert text_simplified(simplified) == simplified
+
+
+def test_every_chat_and_function_word_is_written_in_simplified_characters():
+    # Text is simplified before these lists are read: an entry in traditional characters would never match.
+    traditional = [word for word in (*CHAT_WORDS, *CHAT_PHRASES, *FUNCTION_WORDS) if text_simplified(word) != word]
+    assert traditional == []
+
+
+def test_the_migration_re_segments_rows_indexed_before_traditional_chinese_was_simplified():
+    hike = SemanticMemoryFactory(content="Maya 週末去爬山了")
+    english = SemanticMemoryFactory(content="Maya went hiking", person=hike.person)
+    message = MessageFactory(content="我週末去爬山了")
+    Entity.objects.filter(pk=hike.pk).update(fts_segmented=" ".join(jieba.cut_for_search("Maya 週末去爬山了")))
+    Message.objects.filter(pk=message.pk).update(fts_segmented=" ".join(jieba.cut_for_search("我週末去爬山了")))
+
+    for app, migration in (("anima", "0020_segmented_simplified"), ("conversations", "0016_segmented_simplified")):
+        importlib.import_module(f"{app}.migrations.{migration}").resegment(django_apps, None)
+
+    hike.refresh_from_db()
+    assert hike.fts_segmented == segment_text("Maya 周末去爬山了")
+    assert [hit["id"] for hit in memory_semantic_search(query="周末", person=hike.person)] == [hike.pk]
+    english.refresh_from_db()
+    assert english.fts_segmented == "Maya went hiking"
+    message.refresh_from_db()
+    assert message.fts_segmented == segment_text("我周末去爬山了")
 
 
 def test_rows_holding_a_word_of_another_script_are_re_segmented_whole():
@@ -199,8 +263,8 @@ def test_the_dictionary_loads_once_per_process(monkeypatch):
 def test_any_text_segments_to_tokens_that_keep_every_non_space_character(text):
     segmented = segment_text(text)
     assert segmented is not None
-    # Full-width Latin letters and digits are searched as the ASCII ones.
-    expected = text.translate(segmentation._HALF_WIDTH)
+    # Full-width Latin letters and digits are searched as the ASCII ones, traditional Chinese as simplified.
+    expected = text_simplified(text).translate(segmentation._HALF_WIDTH)
     assert {ch for ch in segmented if not ch.isspace()} == {ch for ch in expected if not ch.isspace()}
 
 

@@ -144,6 +144,21 @@ def test_a_question_offers_its_fact_whatever_was_talked_about_before(maya_conver
     ]
 
 
+@pytest.mark.local_embeddings
+def test_in_traditional_characters_small_talk_offers_nothing_and_a_question_offers_its_simplified_fact(
+    maya_conversation,
+):
+    conversation = _holding(
+        maya_conversation, ("user", "我週末去看了脫口秀，笑死我了"), ("assistant", "哈哈，講了什麼？")
+    )
+
+    # Each names words in traditional characters unless they are read as the simplified chat words they are.
+    lines = ("謝謝你喔", "晚安囉，明天見", "沒事啦", "哈囉哈囉", "真的假的")
+
+    assert {line: _offered(conversation, line) for line in lines} == {line: [] for line in lines}
+    assert _offered(maya_conversation, "我下週去醫院複查要帶什麼？")[:1] == ["Maya 下周要去医院复查"]
+
+
 def test_the_context_is_the_turns_before_the_message_not_a_stored_copy_of_it():
     conversation = _holding(
         ConversationFactory(), ("user", "one"), ("assistant", "two"), ("user", "three"), ("assistant", "four")

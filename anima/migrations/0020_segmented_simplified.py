@@ -1,0 +1,22 @@
+"""Traditional Chinese is indexed in its simplified characters (``anima.core.segmentation.text_simplified``):
+re-segment the rows holding Chinese (only those whose search tokens change are written).
+
+Limbic blocks are append-only (their trigger refuses the update) and stay as they were segmented.
+"""
+
+from django.db import migrations
+
+from anima.core.segmentation import segmented_rows_migrate
+
+
+def resegment(apps, schema_editor):
+    entities = apps.get_model("anima", "Entity").objects.exclude(primary_component="content_block", tag="limbic")
+    segmented_rows_migrate(entities, what="entities", fields=("title", "content"))
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("anima", "0019_segmented_other_scripts"),
+    ]
+
+    operations = [migrations.RunPython(resegment, migrations.RunPython.noop)]
