@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from anima.core.segmentation import text_simplified
+
 FAVOURITE = "favourite"
 _JOB = ("job", "workplace")
 _LIKES = ("likes", FAVOURITE)
@@ -100,7 +102,9 @@ NOTHING_ASKED = Asked()
 
 def attributes_asked(text: str) -> Asked:
     """What ``text``, when it is a question, asks: "what do I do for a living?" asks job and workplace of the asker,
-    「我女儿几岁了？」 asks an age (whose, the relation word says)."""
+    「我女儿几岁了？」 asks an age (whose, the relation word says). Traditional characters read as simplified ones:
+    「你還記得我住哪嗎」 asks what 「你还记得我住哪吗」 does."""
+    text = text_simplified(text)
     lowered = text.casefold()
     asking = "?" in text or "？" in text or _ZH_QUESTION.search(text) or _EN_QUESTION.search(lowered)
     if not asking:

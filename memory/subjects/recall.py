@@ -30,6 +30,7 @@ from anima.core.relations import (
     relation_words,
 )
 from anima.core.search_query import text_as_asker, text_without_names
+from anima.core.segmentation import text_simplified
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
 from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention
@@ -77,7 +78,8 @@ def _en_relation(word: str, *, table: dict[str, str] = EN_RELATIONS) -> str | No
 
 def relations_asked(text: str) -> set[str]:
     """The relations or kinds of relation ``text`` names as the asker's own: "daughter" for "how is my girl?" or
-    「我闺女呢」, "pet" for "what pets do I have?"."""
+    「我闺女呢」, "pet" for "what pets do I have?"; in traditional characters too (「我的寵物」)."""
+    text = text_simplified(text)
     found: set[str] = set()
     for match in _LATIN_WORD.finditer(text):
         relation = _en_relation(match.group(0), table=_EN_ASKED)
@@ -96,12 +98,12 @@ def relations_asked(text: str) -> set[str]:
 
 def _named(name: str, text: str) -> bool:
     """``name`` in ``text``: a Latin name as a whole word, case-insensitively; a Chinese one of two or more
-    characters anywhere."""
+    characters anywhere, in either script (「曉雨」 names 「晓雨」)."""
     if len(name) < 2:
         return False
     if name.isascii():
         return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text, re.I) is not None
-    return name in text
+    return text_simplified(name) in text_simplified(text)
 
 
 def subjects_served(*, person: Person) -> QuerySet[Subject]:

@@ -51,6 +51,8 @@ pytestmark = pytest.mark.django_db
         ("hey folks, as a parent I worry", set()),
         ("我爸妈身体还好吗", {"parent"}),
         ("我家宠物叫什么", {"pet"}),
+        ("我家寵物叫什麼", {"pet"}),
+        ("我閨女呢", {"daughter"}),
         ("我家毛孩子不吃饭", {"pet"}),
         ("我家小狗呢", {"dog"}),
         ("我的那只猫还好吗", {"cat"}),
@@ -102,13 +104,24 @@ def test_a_question_by_relation_finds_the_subjects_profile_then_its_facts(maya_l
 def test_a_chinese_question_finds_a_daughter_by_a_synonym_and_by_her_name(leo_xiaoyu):
     leo, xiaoyu, facts = leo_xiaoyu
 
-    for query in ("我闺女最近怎么样？", "小雨怎么样", "How is my daughter?"):
+    for query in ("我闺女最近怎么样？", "小雨怎么样", "How is my daughter?", "我閨女最近怎麼樣？"):
         results = memory_recall(query=query, person=leo, memory_types=["semantic"])
         assert _ids(results)[0] == xiaoyu.profile_id, query
         assert {fact.pk for fact in facts} <= set(_ids(results)), query
 
 
-@pytest.mark.parametrize("query", ["What pets do I have?", "what's my pet called", "我的宠物叫什么名字"])
+def test_a_subject_is_named_in_either_script(leo_xiaoyu):
+    leo, _, _ = leo_xiaoyu
+    son, _ = subject_built(leo, relation="son", name="晓东", facts=["晓东在学游泳"], intro="Leo 的儿子")
+
+    assert subjects_mentioned(person=leo, text="曉東最近怎麼樣") == [son]
+    assert subjects_mentioned(person=leo, text="晓东最近怎么样") == [son]
+    assert _ids(memory_recall(query="曉東最近怎麼樣", person=leo, memory_types=["semantic"]))[0] == son.profile_id
+
+
+@pytest.mark.parametrize(
+    "query", ["What pets do I have?", "what's my pet called", "我的宠物叫什么名字", "我的寵物叫什麼名字"]
+)
 def test_a_question_by_a_kind_of_relation_finds_every_subject_of_that_kind(maya_lily, query):
     maya, lily, _ = maya_lily
     miso, _ = subject_built(maya, relation="cat", name="Miso", kind=SubjectKind.PET, facts=["Miso sleeps all day"])
