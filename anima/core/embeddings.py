@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from django.conf import settings
 
 from anima.core.cache import ProcessLru
+from anima.core.segmentation import text_simplified
 
 if TYPE_CHECKING:
     from anima.core.e5 import Kind
@@ -233,7 +234,10 @@ def embed_texts(texts: Sequence[str], *, kind: Kind = "passage") -> list[list[fl
         raise EmbeddingsUnavailable(f"embeddings are {settings.ANIMA_EMBEDDINGS!r} or cannot load on this machine")
     if not texts:
         return []
-    texts = [text or " " for text in texts]
+    # Traditional Chinese is embedded as simplified (``text_simplified``), as it is searched: a question in 貓 then
+    # meets a fact in 猫 as closely as one in 猫 would (MADial's dialogues in traditional characters, its memories in
+    # simplified ones: passive recall offered a relevant memory in 60.6 % of turns, against 56.9 % embedded as written).
+    texts = [text_simplified(text) if text else " " for text in texts]
     if kind != "query":
         return provider.embed(texts, kind=kind)
     config = _config_key()

@@ -122,9 +122,9 @@ def text_simplified(text: str) -> str:
     """``text`` with its traditional Chinese characters and phrases in their simplified forms (OpenCC's t2s tables);
     simplified Chinese and every other script pass unchanged.
 
-    What search reads and what tells chat from a topic: one person writes 「我的貓」 where a fact says 「猫」, and
+    What search reads, embeds and tells chat from a topic by: one person writes 「我的貓」 where a fact says 「猫」, and
     jieba's dictionary and the chat lists are simplified, so 「謝謝」 and 「晚安囉」 would name words. Nothing stored or
-    shown changes: a row keeps its text, only its search tokens are simplified.
+    shown changes: a row keeps its text, only its search tokens and its vector are of the simplified one.
     """
     if text.isascii() or not _CJK_CHARACTER.search(text):
         return text
@@ -230,7 +230,7 @@ def text_informative(text: str) -> bool:
 
 def text_naming_words(text: str) -> list[str]:
     """The words of ``text`` that name something (``text_informative``), in order."""
-    plain = _CHAT_PHRASE.sub(" ", text_without_app_codes(_straight(text_simplified(text))))
+    plain = _CHAT_PHRASE.sub(" ", text_simplified(text_without_app_codes(_straight(text))))
     tagged = [(token.strip().lower(), tag) for token, tag in word_tags(plain)]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
@@ -355,13 +355,15 @@ def segmented_rows_refresh(
     batch_size: int = 500,
     progress: Callable[[int, int], None] | None = None,
     holding: str = CJK_IDEOGRAPH,
+    written: Callable[[list[int]], None] | None = None,
 ) -> int:
     """Re-segment the rows of ``queryset`` whose content holds a character of ``holding`` (a character class the
     database's regular expressions read; by default a Chinese character); how many changed.
 
     For data migrations after the segmentation changed (they pass their historical model's queryset and
     how its searchable text is made): rows are read in id order, a batch at a time, and only rows whose
-    stored segmentation differs are written. ``progress(read, changed)`` is called after every batch.
+    stored segmentation differs are written. ``progress(read, changed)`` is called after every batch,
+    ``written(ids)`` with the ids of each batch's rows written.
     """
     read = changed = last = 0
     rows = queryset.filter(content__regex=holding).order_by("pk")
@@ -374,6 +376,8 @@ def segmented_rows_refresh(
                 row.fts_segmented = segmented
                 stale.append(row)
         queryset.model.objects.bulk_update(stale, ["fts_segmented"])
+        if written is not None and stale:
+            written([row.pk for row in stale])
         read += len(batch)
         changed += len(stale)
         if progress is not None:
@@ -388,6 +392,7 @@ def segmented_rows_migrate(
     fields: tuple[str, ...] = ("content",),
     holding: str = CJK_IDEOGRAPH,
     rows_with: str = "Chinese",
+    written: Callable[[list[int]], None] | None = None,
 ) -> int:
     """A data migration's ``segmented_rows_refresh`` of ``queryset`` (its historical model's rows, ``what`` they are),
     each row's searchable text being its ``fields`` joined by line breaks, empty ones left out; how many changed."""
@@ -396,6 +401,7 @@ def segmented_rows_migrate(
         text_of=lambda row: "\n".join(value for value in (getattr(row, field) for field in fields) if value),
         progress=segmented_rows_progress(what, rows_with=rows_with),
         holding=holding,
+        written=written,
     )
 
 

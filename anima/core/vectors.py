@@ -73,6 +73,16 @@ _STALE_TRIGGERS = (
 )
 
 
+def _next_turn_sql(message: str) -> str:
+    """The id of the turn after ``message`` (a row of messages: OLD, an alias) in its conversation, which is embedded
+    with it (a turn's vector holds the turn it answers)."""
+    return (
+        f"(SELECT m.id FROM messages m WHERE m.conversation_id = {message}.conversation_id"
+        f" AND m.role IN ('user', 'assistant') AND (m.created_at, m.id) > ({message}.created_at, {message}.id)"
+        " ORDER BY m.created_at, m.id LIMIT 1)"
+    )
+
+
 def vectors_stale_triggers_create(cursor) -> None:
     """Triggers that drop a row's vectors when the row goes or what it was embedded from changes."""
     cursor.execute(
@@ -81,9 +91,7 @@ def vectors_stale_triggers_create(cursor) -> None:
     )
     cursor.execute(
         f"CREATE OR REPLACE FUNCTION {_STALE_MESSAGE_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$"
-        f" BEGIN DELETE FROM {TABLE} WHERE kind = TG_ARGV[0] AND row_id IN (OLD.id, (SELECT m.id FROM messages m"
-        " WHERE m.conversation_id = OLD.conversation_id AND m.role IN ('user', 'assistant')"
-        " AND (m.created_at, m.id) > (OLD.created_at, OLD.id) ORDER BY m.created_at, m.id LIMIT 1));"
+        f" BEGIN DELETE FROM {TABLE} WHERE kind = TG_ARGV[0] AND row_id IN (OLD.id, {_next_turn_sql('OLD')});"
         " RETURN NULL; END $$"
     )
     for table, kind, columns, function in _STALE_TRIGGERS:
@@ -106,6 +114,26 @@ def vectors_stale_triggers_drop(cursor) -> None:
         cursor.execute(f"DROP TRIGGER IF EXISTS {table}_vectors_gone ON {table}")
     cursor.execute(f"DROP FUNCTION IF EXISTS {_STALE_FUNCTION}()")
     cursor.execute(f"DROP FUNCTION IF EXISTS {_STALE_MESSAGE_FUNCTION}()")
+
+
+def vectors_drop(cursor, *, kind: str, row_ids: Sequence[int]) -> int:
+    """Drop the vectors made from the rows ``row_ids`` of ``kind`` (a message's, and the next turn's, which is
+    embedded with it), where the database has the vectors table; how many. For a data migration after the text a
+    row is embedded from is read differently: the embedding backfill makes them again, and meanwhile those rows are
+    found by their words."""
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE])
+    if not row_ids or not cursor.fetchone()[0]:
+        return 0
+    ids = list(row_ids)
+    if kind == MESSAGE:
+        cursor.execute(
+            f"DELETE FROM {TABLE} WHERE kind = %s AND row_id IN (SELECT o.id FROM messages o WHERE o.id = ANY(%s)"
+            f" UNION SELECT {_next_turn_sql('o')} FROM messages o WHERE o.id = ANY(%s))",
+            [kind, ids, ids],
+        )
+    else:
+        cursor.execute(f"DELETE FROM {TABLE} WHERE kind = %s AND row_id = ANY(%s)", [kind, ids])
+    return cursor.rowcount
 
 
 def vectors_table_drop(cursor) -> None:

