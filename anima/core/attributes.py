@@ -103,7 +103,7 @@ NOTHING_ASKED = Asked()
 def attributes_asked(text: str) -> Asked:
     """What ``text``, when it is a question, asks: "what do I do for a living?" asks job and workplace of the asker,
     「我女儿几岁了？」 asks an age (whose, the relation word says). Traditional characters read as simplified ones:
-    「你還記得我住哪嗎」 asks what 「你还记得我住哪吗」 does."""
+    「我對什麼過敏來著？」 asks what 「我对什么过敏来着？」 does."""
     text = text_simplified(text)
     lowered = text.casefold()
     asking = "?" in text or "？" in text or _ZH_QUESTION.search(text) or _EN_QUESTION.search(lowered)

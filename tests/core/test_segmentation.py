@@ -77,28 +77,24 @@ def test_an_accented_or_cyrillic_word_finds_its_memory_and_not_one_sharing_a_let
     assert [hit["id"] for hit in memory_semantic_search(query="Казани", person=person)] == [kazan.pk]
 
 
-def test_full_width_letters_and_digits_are_searched_as_ascii_ones():
-    phone = SemanticMemoryFactory(content="Maya 换了新手机，是ｉＰｈｏｎｅ １５")
-    person = phone.person
-    qq = SemanticMemoryFactory(content="Maya 的 QQ 号是 12345", person=person)
-    SemanticMemoryFactory(content="Maya 喜欢画画", person=person)
-
-    assert [hit["id"] for hit in memory_semantic_search(query="iPhone", person=person)] == [phone.pk]
-    assert [hit["id"] for hit in memory_semantic_search(query="ＱＱ", person=person)] == [qq.pk]
-
-
-def test_traditional_chinese_is_indexed_and_searched_in_simplified_characters():
+def test_either_spelling_finds_the_other():
+    """Full-width Latin letters and digits are searched as the ASCII ones, traditional Chinese as simplified, whichever
+    of them a fact and a question are written in."""
     assert text_simplified("我的貓叫什麼名字？") == "我的猫叫什么名字？"
     assert segment_text("我的貓最近不愛吃飯") == segment_text("我的猫最近不爱吃饭")
-    cat = SemanticMemoryFactory(content="Maya 的猫叫年糕")
-    person = cat.person
-    hike = SemanticMemoryFactory(content="Maya 週末去爬山了", person=person)
-    SemanticMemoryFactory(content="Maya 喜欢画画", person=person)
+    phone, qq, cat, hike = texts = (
+        "Maya 换了新手机，是ｉＰｈｏｎｅ １５",
+        "Maya 的 QQ 号是 12345",
+        "Maya 的猫叫年糕",
+        "Maya 週末去爬山了",
+    )
+    person = SemanticMemoryFactory(content="Maya 喜欢画画").person
+    ids = {text: SemanticMemoryFactory(content=text, person=person).pk for text in texts}
+    asked = {"iPhone": phone, "ＱＱ": qq, "貓": cat, "周末": hike, "週末爬山": hike}
 
-    # Whichever script the fact and the question are written in.
-    assert [hit["id"] for hit in memory_semantic_search(query="貓", person=person)] == [cat.pk]
-    assert [hit["id"] for hit in memory_semantic_search(query="周末", person=person)] == [hike.pk]
-    assert [hit["id"] for hit in memory_semantic_search(query="週末爬山", person=person)] == [hike.pk]
+    found = {query: [hit["id"] for hit in memory_semantic_search(query=query, person=person)] for query in asked}
+
+    assert found == {query: [ids[text]] for query, text in asked.items()}
 
 
 # Chinese characters, the CJK blocks and the supplementary planes (a rare character may simplify to one there).
