@@ -132,6 +132,33 @@ def text_simplified(text: str) -> str:
 
 
 @functools.cache
+def _traditionalizer() -> Any:
+    import opencc
+
+    return opencc.OpenCC("s2t")
+
+
+def text_in_script_of(text: str, *, like: str) -> str:
+    """``text``, made from the simplified reading of ``like`` (``text_simplified``), in ``like``'s script: unchanged
+    when ``like`` holds no traditional character, else in traditional characters, each written as ``like`` writes it
+    where ``like`` holds it in one way (裡 or 裏 for 里) and by OpenCC's s2t tables elsewhere. A fact read from
+    「我女兒今年八歲了」 is stored as 「Leo的女兒今年八歲」, in the characters its person wrote."""
+    simplified = text_simplified(like)
+    if simplified == like:
+        return text
+    forms: dict[str, set[str]] = {}
+    if len(simplified) == len(like):
+        for plain, written in zip(simplified, like, strict=True):
+            forms.setdefault(plain, set()).add(written)
+    # A character ``like`` writes two ways (頭髮 and 發 are both 发) is left to the tables, which read its phrase.
+    own = {plain: next(iter(written)) for plain, written in forms.items() if len(written) == 1}
+    converted = _traditionalizer().convert(text)
+    if len(converted) != len(text):
+        return converted
+    return "".join(own.get(plain, written) for plain, written in zip(text, converted, strict=True))
+
+
+@functools.cache
 def jieba_get() -> ModuleType:
     """The jieba module, imported on first use: its import (pkg_resources with it) is a sixth of a second that
     every process would pay at start-up, most of which never segment a word (``manage.py help``, a migration)."""

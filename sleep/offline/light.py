@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from anima.core.llm.offline import offline_handler
 from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, ZH_WORDS_LONGEST_FIRST
+from anima.core.segmentation import text_in_script_of, text_simplified
 from anima.core.text import clip, normalized, sentences, third_person_en, third_person_zh
 from sleep import slots
 from sleep.slots import Slot
@@ -390,14 +391,19 @@ _JOKING = re.compile(
 
 
 def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple[str, str, Slot]]:
-    """(memory_type, content, slot) facts a user message states about its author, in the message's language."""
+    """(memory_type, content, slot) facts a user message states about its author, in the message's language and
+    script: a sentence in traditional characters is read in simplified ones, as the grammar is written, and its
+    facts are told in its own characters."""
     said = _Said() if said is None else said
     facts = []
     if _JOKING.search(text):
         return facts
     for sentence in sentences(text):
         if slots.chinese(sentence):
-            facts.extend(_zh_facts(sentence, name or "用户", said))
+            facts.extend(
+                (kind, text_in_script_of(content, like=sentence), slot)
+                for kind, content, slot in _zh_facts(text_simplified(sentence), text_simplified(name) or "用户", said)
+            )
         else:
             facts.extend(_en_facts(sentence, name or "The user", said))
     return facts

@@ -22,6 +22,7 @@ from anima.core.segmentation import (
     segment_text,
     segmented_rows_progress,
     segmented_rows_refresh,
+    text_in_script_of,
     text_simplified,
 )
 from anima.core.text import CHAT_PHRASES, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
@@ -112,6 +113,28 @@ def test_simplifying_changes_only_chinese_characters_and_twice_is_once(text):
 
     assert _CHINESE.sub("", simplified) == _CHINESE.sub("", text)
     assert text_simplified(simplified) == simplified
+
+
+@pytest.mark.parametrize(
+    ("told", "like", "expected"),
+    [
+        ("Leo的女儿今年八岁", "我女兒今年八歲了", "Leo的女兒今年八歲"),
+        # Each written as the person writes it (裡, not the tables' 裏); a character they write two ways by its phrase.
+        ("Leo家里有只猫", "我家裡有隻貓", "Leo家裡有隻貓"),
+        ("Leo剪了头发，发了朋友圈", "我剪了頭髮，發了朋友圈", "Leo剪了頭髮，發了朋友圈"),
+        # Said in simplified characters, or in none: told as it is.
+        ("Leo的女儿今年八岁", "我女儿今年八岁了", "Leo的女儿今年八岁"),
+        ("Leo lives in Lisbon", "I live in Lisbon", "Leo lives in Lisbon"),
+    ],
+)
+def test_what_is_read_from_a_text_is_told_in_its_script(told, like, expected):
+    assert text_in_script_of(told, like=like) == expected
+
+
+@given(like=st.text(alphabet=_HAN | st.sampled_from(" ，a1"), max_size=30), more=st.text(alphabet=_HAN, max_size=10))
+def test_told_in_traditional_characters_a_text_reads_as_the_simplified_one_it_was_told_from(like, more):
+    told = text_simplified(like) + text_simplified(more)
+    assert text_simplified(text_in_script_of(told, like=like)) == told
 
 
 def test_every_chat_and_function_word_is_written_in_simplified_characters():

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from anima.core.segmentation import text_simplified
 from sleep.offline.light import facts_read
 from sleep.slots import Slot, en_read, restates, slot_read, supersedes
 
@@ -81,6 +82,8 @@ def test_a_name_a_pet_just_had_a_workplace_and_a_wedding_are_read_however_they_a
         ("我今年三十四。", "小陈"),
         ("我老婆怀孕了，预产期是明年二月。", "阿强"),
         ("我在学日语。", "小陈"),
+        ("我是一名小學老師，教語文。", "阿晨"),
+        ("我老婆懷孕了，預產期是明年二月。", "阿強"),
         ("I just started a new job at a bank.", "Sam"),
         ("I'm getting married in June.", "Sam"),
         ("I finally adopted a dog! His name is Biscuit, he's a two-year-old beagle.", "Sam"),
@@ -416,3 +419,27 @@ def test_being_one_of_a_place_is_an_origin_and_being_one_of_a_trade_a_job(said, 
 def test_what_someone_is_like_is_no_place_they_come_from(said):
     assert slot_read(said, name="小雨") is None
     assert slot_read("我是大连人", name="小雨").value == "大连"  # a place jieba tags otherwise still is one
+
+
+@pytest.mark.parametrize(
+    ("traditional", "simplified", "told"),
+    [
+        ("我對花生過敏。", "我对花生过敏。", ["小陳對花生過敏"]),
+        ("我女兒今年八歲了。", "我女儿今年八岁了。", ["小陳的女兒今年八歲"]),
+        ("我在醫院當護士。", "我在医院当护士。", ["小陳在醫院當護士"]),
+        ("我養了兩隻貓，一隻叫咪咪，一隻叫豆豆。", "我养了两只猫，一只叫咪咪，一只叫豆豆。", None),
+    ],
+)
+def test_a_disclosure_in_traditional_characters_gives_the_slots_of_simplified_ones_told_in_its_own(
+    traditional, simplified, told
+):
+    facts = facts_read(traditional, name="小陳")
+    plain = facts_read(simplified, name="小陈")
+
+    assert facts and [slot for *_, slot in facts] == [slot for *_, slot in plain]
+    assert [text_simplified(content) for _, content, _ in facts] == [content for _, content, _ in plain]
+    if told is not None:
+        assert [content for _, content, _ in facts] == told
+    # A stored fact reads to the same slot in either script.
+    for (_, content, slot), (_, simple, _) in zip(facts, plain, strict=True):
+        assert slot_read(content, name="小陳") == slot_read(simple, name="小陈") == slot

@@ -74,6 +74,22 @@ def test_offline_light_sleep_keeps_each_conversations_language(leo, maya):
     assert not any(is_chinese(fact) for fact in maya_facts)
 
 
+def test_offline_light_sleep_tells_facts_said_in_traditional_characters_in_them_and_stores_none_twice(leo):
+    said = "我是一名軟體工程師，住在杭州。我女兒小雨屬虎，今年四歲。我對花生過敏。"
+    here = _talk(leo, [(Role.USER, said), (Role.ASSISTANT, "好的。")])
+    # Known already, in simplified characters, from this conversation.
+    known = SemanticMemoryFactory(person=leo, content="Leo 对花生过敏", source_conversation=here)
+
+    light_sleep(_ctx())
+
+    facts = list(SemanticMemory.objects.filter(person=leo).exclude(pk=known.pk).values_list("content", flat=True))
+    assert any("杭州" in fact for fact in facts) and any("屬虎" in fact for fact in facts)
+    assert any("女兒" in fact and "四歲" in fact for fact in facts)
+    # Told in the characters they were said in (属, 岁 and 儿 are simplified ones), and the allergy not again.
+    assert not any(character in fact for fact in facts for character in "属岁儿")
+    assert not any("花生" in fact for fact in facts)
+
+
 def test_offline_light_sleep_remembers_each_pet_of_a_list_by_name(leo, maya):
     _talk(leo, [(Role.USER, "我家有两只猫，一只叫咪咪，一只叫豆豆。"), (Role.ASSISTANT, "好可爱。")])
     _talk(maya, [(Role.USER, "We have two cats, Miso and Tofu."), (Role.ASSISTANT, "Cute!")])
