@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 
 from anima.core.models import MemoryType
+from anima.core.segmentation import text_simplified
 from conversations.models import Person
 from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention
 from memory.selectors import active_semantic_memories
@@ -49,17 +50,22 @@ def subject_stated(*, subject: Subject) -> dict[int, str]:
 
 def subject_get(*, person: Person, key: str) -> Subject | None:
     """One of ``person``'s subjects by its key ("self", "daughter:小雨"), else by relation ("daughter") or by a
-    name or alias ("Lily", "小雨", "女儿"), case-insensitively; None when nothing or more than one matches."""
+    name or alias ("Lily", "小雨", "女儿"), case-insensitively and in either Chinese script ("女兒", 「曉東」 for
+    晓东); None when nothing or more than one matches."""
     subjects = Subject.objects.filter(person=person).select_related("profile")
     exact = subjects.filter(key=key).first()
     if exact is not None:
         return exact
-    wanted = key.strip().casefold()
+    wanted = text_simplified(key.strip()).casefold()
     if not wanted:
         return None
     for matches in (
         [s for s in subjects if s.relation.casefold() == wanted],
-        [s for s in subjects if wanted in {alias.casefold() for alias in [s.name, *s.aliases] if alias}],
+        [
+            s
+            for s in subjects
+            if wanted in {text_simplified(alias).casefold() for alias in [s.name, *s.aliases] if alias}
+        ],
     ):
         if len(matches) == 1:
             return matches[0]

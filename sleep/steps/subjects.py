@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from anima.core.segmentation import word_tags
+from anima.core.segmentation import text_simplified, word_tags
 from conversations.models import Person
 from memory.models import SemanticMemory, Subject, SubjectKind
 from memory.subjects import SELF_KEY
@@ -76,11 +76,13 @@ def _occurs(word: str, text: str) -> bool:
 
 
 def _as_stated(word: str, texts: Iterable[str]) -> str:
-    """``word`` (casefolded by the slot grammar) as a fact writes it: "lily" → "Lily"."""
+    """``word`` (casefolded and in simplified characters, as the slot grammar reads it) as a fact writes it: "lily" →
+    "Lily", 晓东 → 曉東."""
     for text in texts:
-        found = re.search(re.escape(word), text, re.I)
+        plain = text_simplified(text)
+        found = re.search(re.escape(word), plain, re.I)
         if found:
-            return found.group(0)
+            return text[found.start() : found.end()] if len(plain) == len(text) else found.group(0)
     return word
 
 
@@ -114,7 +116,8 @@ def _slot_target(slot: Slot, *, names_of: dict[str, set[str]], relations_of: dic
 def subjects_read(*, person: Person, facts: list[SemanticMemory]) -> list[SubjectSpec]:
     """``person``'s subjects as their active ``facts`` state them (only theirs: never another person's)."""
     label = person_label(person)
-    texts = {m.pk: m.content for m in facts}
+    # Read in simplified characters, as the slots are: a name or a relation word is found in a fact in either script.
+    texts = {m.pk: text_simplified(m.content) for m in facts}
     slots = {m.pk: slot for m in facts if (slot := memory_slot(m)) is not None}
     names_of: dict[str, set[str]] = {}
     relations_of: dict[str, set[str]] = {}
@@ -144,7 +147,8 @@ def subjects_read(*, person: Person, facts: list[SemanticMemory]) -> list[Subjec
     _mentions_by_name(drafts, texts, person=label)
     about_someone = set().union(*(d.facts for key, d in drafts.items() if key != SELF_KEY))
     drafts[SELF_KEY].facts |= {pk for pk in texts if pk not in slots and pk not in about_someone}
-    return [_spec(draft, texts, label=label) for _, draft in sorted(drafts.items()) if draft.facts]
+    stated = {m.pk: m.content for m in facts}
+    return [_spec(draft, texts, stated, label=label) for _, draft in sorted(drafts.items()) if draft.facts]
 
 
 def _aliases_joined(drafts: dict[str, _Draft], texts: dict[int, str]) -> None:
@@ -199,13 +203,14 @@ def _someone_else(name: str, text: str, draft: _Draft) -> bool:
     return False
 
 
-def _spec(draft: _Draft, texts: dict[int, str], *, label: str) -> SubjectSpec:
+def _spec(draft: _Draft, texts: dict[int, str], stated: dict[int, str], *, label: str) -> SubjectSpec:
+    """``draft`` as a subject, named as its facts (``stated``: as written; ``texts``: as read) write its name."""
     said = [texts[pk] for pk in sorted(draft.facts)]
     if draft.key == SELF_KEY:
         name = label
         aliases = [label]
     else:
-        name = _as_stated(draft.name, said) if draft.name else ""
+        name = _as_stated(draft.name, [stated[pk] for pk in sorted(draft.facts)]) if draft.name else ""
         words = relation_words(draft.relation) if draft.kind in (SubjectKind.PERSON, SubjectKind.PET) else ()
         aliases = [name, *sorted(draft.aliases), *(w for w in words if any(_occurs(w, t) for t in said))]
     return SubjectSpec(

@@ -59,6 +59,18 @@ def test_chinese_facts_make_one_daughter_with_her_name_relation_and_facts(leo):
     assert Subject.objects.filter(person=leo).count() == 2
 
 
+def test_facts_in_either_script_make_one_son_named_as_his_facts_write_him(leo):
+    zodiac, age = _facts(leo, "Leo 的兒子曉東屬虎", "Leo的兒子曉東今年四歲")
+    (plan,) = _facts(leo, "Leo 打算带晓东去爬山")  # the same son, in simplified characters
+
+    subjects(_ctx())
+
+    son = subject_get(person=leo, key="兒子")
+    assert (son.kind, son.relation, son.name) == (SubjectKind.PERSON, "son", "曉東")
+    assert set(subject_facts(subject=son)) == {zodiac, age, plan}
+    assert Subject.objects.filter(person=leo).count() == 2
+
+
 def test_english_facts_make_subjects_of_the_person_a_relative_a_pet_and_a_place(maya):
     lily_age, lily_school, lives = _facts(
         maya, "Maya's daughter Lily is four", "Lily turned 5 and goes to kindergarten", "Maya lives in Lisbon"
