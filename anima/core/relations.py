@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from anima.core.segmentation import text_simplified
+
 EN_RELATIONS = {
     "daughter": "daughter",
     "son": "son",
@@ -167,8 +169,8 @@ def relation_en_read(word: str, *, table: Mapping[str, str] = EN_RELATIONS) -> s
 
 
 def relation_word_read(word: str) -> str | None:
-    """The relation a word of the grammar names ("闺女" → "daughter", "Mum" → "mother"), else None."""
-    return ZH_RELATIONS.get(word) or EN_RELATIONS.get(word.casefold())
+    """The relation a word of the grammar names ("闺女" or "閨女" → "daughter", "Mum" → "mother"), else None."""
+    return ZH_RELATIONS.get(text_simplified(word)) or EN_RELATIONS.get(word.casefold())
 
 
 # A word for a wider relation covers the narrower ones ("my kid" may be the daughter, "my partner" the wife),

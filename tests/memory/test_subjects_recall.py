@@ -111,12 +111,16 @@ def test_a_chinese_question_finds_a_daughter_by_a_synonym_and_by_her_name(leo_xi
 
 
 def test_a_subject_is_named_in_either_script(leo_xiaoyu):
-    leo, _, _ = leo_xiaoyu
+    leo, xiaoyu, _ = leo_xiaoyu
     son, _ = subject_built(leo, relation="son", name="晓东", facts=["晓东在学游泳"], intro="Leo 的儿子")
 
     assert subjects_mentioned(person=leo, text="曉東最近怎麼樣") == [son]
     assert subjects_mentioned(person=leo, text="晓东最近怎么样") == [son]
     assert _ids(memory_recall(query="曉東最近怎麼樣", person=leo, memory_types=["semantic"]))[0] == son.profile_id
+    # Asked about by name, relation or a synonym of it, in traditional characters.
+    for entity in ("曉東", "兒子", "閨女"):
+        asked = son if entity != "閨女" else xiaoyu
+        assert _ids(memory_recall(query="", entity=entity, person=leo))[0] == asked.profile_id, entity
 
 
 @pytest.mark.parametrize(
