@@ -112,10 +112,10 @@ _initialized = False
 
 
 @functools.cache
-def _simplifier() -> Any:
+def _opencc(config: str) -> Any:
     import opencc
 
-    return opencc.OpenCC("t2s")
+    return opencc.OpenCC(config)
 
 
 def text_simplified(text: str) -> str:
@@ -128,14 +128,16 @@ def text_simplified(text: str) -> str:
     """
     if text.isascii() or not _CJK_CHARACTER.search(text):
         return text
-    return _simplifier().convert(text)
-
-
-@functools.cache
-def _traditionalizer() -> Any:
-    import opencc
-
-    return opencc.OpenCC("s2t")
+    simplified = _opencc("t2s").convert(text)
+    if "著" in simplified:
+        # Taiwan writes the particle 着 as 著 (看著, 睡著了), which t2s keeps: 著 is simplified too (著名). OpenCC's
+        # Taiwan table tells them apart; only 著 is taken from it, as its other readings would change simplified
+        # text (么 as 幺).
+        taiwan = _opencc("tw2s").convert(text)
+        if len(taiwan) == len(simplified):
+            pairs = zip(simplified, taiwan, strict=True)
+            simplified = "".join(read if plain == "著" else plain for plain, read in pairs)
+    return simplified
 
 
 def text_in_script_of(text: str, *, like: str) -> str:
@@ -152,7 +154,7 @@ def text_in_script_of(text: str, *, like: str) -> str:
             forms.setdefault(plain, set()).add(written)
     # A character ``like`` writes two ways (頭髮 and 發 are both 发) is left to the tables, which read its phrase.
     own = {plain: next(iter(written)) for plain, written in forms.items() if len(written) == 1}
-    converted = _traditionalizer().convert(text)
+    converted = _opencc("s2t").convert(text)
     if len(converted) != len(text):
         return converted
     return "".join(own.get(plain, written) for plain, written in zip(text, converted, strict=True))

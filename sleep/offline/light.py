@@ -396,7 +396,7 @@ def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple
     facts are told in its own characters."""
     said = _Said() if said is None else said
     facts = []
-    if _JOKING.search(text):
+    if _JOKING.search(text_simplified(text)):
         return facts
     for sentence in sentences(text):
         if slots.chinese(sentence):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
-from anima.core.segmentation import jieba_get
+from anima.core.segmentation import jieba_get, text_simplified
 from anima.core.text import clip, is_chinese, sentences
 from sleep.offline._shared import bigrams
 
@@ -69,6 +69,7 @@ def _zh_negated(before: str) -> bool:
 
 def _emotion_hits(sentence: str) -> list[tuple[float, float, float, str]]:
     hits = []
+    sentence = text_simplified(sentence)  # the lexicon is written in simplified characters: 開心 is 开心
     if is_chinese(sentence):
         for word, (valence, arousal, base, family) in _ZH_EMOTIONS.items():
             at = sentence.find(word)
@@ -102,8 +103,8 @@ def _anchor_text(family: str, name: str, segment: str, *, chinese: bool) -> str:
 
 
 def _linked_facts(segment: str, facts: list[dict]) -> list[int]:
-    grams = bigrams(segment)
-    return [f["id"] for f in facts if len(grams & bigrams(f["content"])) >= 3]
+    grams = bigrams(text_simplified(segment))
+    return [f["id"] for f in facts if len(grams & bigrams(text_simplified(f["content"]))) >= 3]
 
 
 @offline_handler("light-sleep.limbic")

@@ -115,6 +115,13 @@ def test_simplifying_changes_only_chinese_characters_and_twice_is_once(text):
     assert text_simplified(simplified) == simplified
 
 
+def test_the_particle_taiwan_writes_as_著_reads_as_着_and_a_word_of_著_stays():
+    assert text_simplified("我現在在北京漂著，看著辦吧") == "我现在在北京漂着，看着办吧"
+    assert text_simplified("他是著名的作家，成績顯著") == "他是著名的作家，成绩显著"
+    # The Taiwan table's other readings are not taken: 么 is simplified, not Taiwan's 幺.
+    assert text_simplified("你喜欢这件衣服么？") == "你喜欢这件衣服么？"
+
+
 @pytest.mark.parametrize(
     ("told", "like", "expected"),
     [

@@ -90,6 +90,14 @@ def test_offline_light_sleep_tells_facts_said_in_traditional_characters_in_them_
     assert not any("花生" in fact for fact in facts)
 
 
+def test_a_joke_in_traditional_characters_is_no_fact(leo):
+    _talk(leo, [(Role.USER, "我週末打算去看演唱會……開玩笑的，根本搶不到票"), (Role.ASSISTANT, "哈哈")])
+
+    light_sleep(_ctx())
+
+    assert not SemanticMemory.objects.filter(person=leo, content__contains="演唱會").exists()
+
+
 def test_offline_light_sleep_remembers_each_pet_of_a_list_by_name(leo, maya):
     _talk(leo, [(Role.USER, "我家有两只猫，一只叫咪咪，一只叫豆豆。"), (Role.ASSISTANT, "好可爱。")])
     _talk(maya, [(Role.USER, "We have two cats, Miso and Tofu."), (Role.ASSISTANT, "Cute!")])
@@ -529,6 +537,9 @@ def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):
         ("说实话我不太开心。", False),
         ("现在我没那么担心了。", False),
         ("I'm not worried at all.", False),
+        # In traditional characters, as in simplified ones.
+        ("考試過了，我非常開心！", True),
+        ("說實話我不太開心。", False),
     ],
 )
 def test_the_offline_mind_reads_a_feeling_unless_it_is_negated(leo, said, felt):
