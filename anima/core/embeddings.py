@@ -236,7 +236,7 @@ def embed_texts(texts: Sequence[str], *, kind: Kind = "passage") -> list[list[fl
         return []
     # Traditional Chinese is embedded as simplified (``text_simplified``), as it is searched: a question in 貓 then
     # meets a fact in 猫 as closely as one in 猫 would (MADial's dialogues in traditional characters, its memories in
-    # simplified ones: passive recall offered a relevant memory in 60.6 % of turns, against 56.9 % embedded as written).
+    # simplified ones: passive recall offered a relevant memory in 3.7 points more of turns than embedded as written).
     texts = [text_simplified(text) if text else " " for text in texts]
     if kind != "query":
         return provider.embed(texts, kind=kind)
