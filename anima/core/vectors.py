@@ -121,8 +121,10 @@ def vectors_drop(cursor, *, kind: str, row_ids: Sequence[int]) -> int:
     embedded with it), where the database has the vectors table; how many. For a data migration after the text a
     row is embedded from is read differently: the embedding backfill makes them again, and meanwhile those rows are
     found by their words."""
+    if not row_ids:
+        return 0
     cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE])
-    if not row_ids or not cursor.fetchone()[0]:
+    if not cursor.fetchone()[0]:
         return 0
     ids = list(row_ids)
     if kind == MESSAGE:

@@ -97,13 +97,14 @@ def relations_asked(text: str) -> set[str]:
 
 
 def _named(name: str, text: str) -> bool:
-    """``name`` in ``text``: a Latin name as a whole word, case-insensitively; a Chinese one of two or more
-    characters anywhere, in either script (「曉雨」 names 「晓雨」)."""
+    """``name`` in ``text`` (read in simplified characters, ``text_simplified``: the caller's, once for all its names):
+    a Latin name as a whole word, case-insensitively; a Chinese one of two or more characters anywhere, in either script
+    (「曉雨」 names 「晓雨」)."""
     if len(name) < 2:
         return False
     if name.isascii():
         return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text, re.I) is not None
-    return text_simplified(name) in text_simplified(text)
+    return text_simplified(name) in text
 
 
 def subjects_served(*, person: Person) -> QuerySet[Subject]:
@@ -129,6 +130,7 @@ def subjects_mentioned(*, person: Person, text: str) -> list[Subject]:
     if not text.strip():
         return []
     relations = relations_asked(text)
+    text = text_simplified(text)
     mentioned = []
     for subject in subjects_served(person=person).exclude(kind=SubjectKind.SELF):
         names = [alias for alias in {subject.name, *subject.aliases} if alias and not _is_relation_word(alias)]
@@ -169,7 +171,8 @@ def subject_recent_mentions(
         lines = lines.filter(created_at__lt=until)
     # icontains also finds "Lily" in "Lilyana": keep the lines that name it as a word.
     newest = lines.order_by("-created_at", "-pk")[: limit * 4]
-    found = [m.pk for m in newest if any(_named(name, m.content) for name in names)]
+    read = {m.pk: text_simplified(m.content) for m in newest}
+    found = [pk for pk, content in read.items() if any(_named(name, content) for name in names)]
     return Message.objects.filter(pk__in=found[:limit]).order_by("-created_at", "-pk")
 
 
