@@ -74,9 +74,10 @@ def test_offline_light_sleep_keeps_each_conversations_language(leo, maya):
     assert not any(is_chinese(fact) for fact in maya_facts)
 
 
-def test_offline_light_sleep_tells_facts_said_in_traditional_characters_in_them_and_stores_none_twice(leo):
+def test_offline_light_sleep_tells_facts_said_in_traditional_characters_in_them_and_stores_none_twice(leo, maya):
     said = "我是一名軟體工程師，住在杭州。我女兒小雨屬虎，今年四歲。我對花生過敏。"
     here = _talk(leo, [(Role.USER, said), (Role.ASSISTANT, "好的。")])
+    _talk(maya, [(Role.USER, "我對花生過敏。"), (Role.ASSISTANT, "好的。")])
     # Known already, in simplified characters, from this conversation.
     known = SemanticMemoryFactory(person=leo, content="Leo 对花生过敏", source_conversation=here)
 
@@ -88,6 +89,8 @@ def test_offline_light_sleep_tells_facts_said_in_traditional_characters_in_them_
     # Told in the characters they were said in (属, 岁 and 儿 are simplified ones), and the allergy not again.
     assert not any(character in fact for fact in facts for character in "属岁儿")
     assert not any("花生" in fact for fact in facts)
+    # Said by someone who had not said it before, it is a fact.
+    assert list(SemanticMemory.objects.filter(person=maya).values_list("content", flat=True)) == ["Maya 對花生過敏"]
 
 
 def test_a_joke_in_traditional_characters_is_no_fact(leo):
