@@ -17,7 +17,7 @@ from anima.core.config import config_get
 from anima.core.db import read_alias, replica_reads
 from anima.core.errors import AnimaError
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
-from anima.core.search_query import SearchQuery, text_without_names
+from anima.core.search_query import SearchQuery, text_without_names, text_without_speakers
 from conversations.access import Access
 from conversations.models import Language, Person
 from conversations.selectors import companion_language
@@ -414,8 +414,10 @@ def recall_keywords(*, text: str, person: Person | None) -> tuple[SearchQuery, l
     addressing them, a diary block, most of their facts) it says nothing about what was asked: "What is Maya's
     job?" is about a job. The meaning of the whole text, name and all, is still what the dense branch embeds. A
     query with operators or quotes says exactly what it wants, and a query of nothing but the name (rows naming
-    them) keeps it. Raises QuerySyntaxError for a malformed query.
+    them) keeps it. A transcript is searched by what its lines say (``text_without_speakers``), as the dense branch
+    embeds it. Raises QuerySyntaxError for a malformed query.
     """
+    text = text_without_speakers(text)
     built = search_query_build(text=text)
     names = person_own_names(person=person) if person is not None and not built.explicit else []
     left_out = [name for name in names if text_without_names(text, names=[name]) != text]

@@ -76,6 +76,33 @@ def search_text_plain(text: str) -> str:
     return _OPERATOR_WORD_RE.sub(lambda match: match[0].lower(), plain)
 
 
+# A transcript's line: who speaks (「<Bart>:」, "[Maya]:", "Assistant:", 「小雨：」; a name of up to four words, not a
+# time such as "10:30" nor an address's "https:"), then what they said, perhaps in quotes.
+_SPEAKER_LINE_RE = re.compile(
+    r"^\s*(?:<[^<>\n]{1,40}>|\[[^\[\]\n]{1,40}\]|[^\W\d_][\w'.-]*(?: [\w'.-]+){0,3})\s*[:：](?!//)\s*(.*?)\s*$"
+)
+_QUOTED_RE = re.compile(r'^(?:"(.*)"|“(.*)”|「(.*)」)$', re.DOTALL)
+
+
+def text_without_speakers(text: str) -> str:
+    """A transcript (several lines, each after its speaker's label) as what its lines say: each line without its
+    label and the quotes around it. Any other text comes back as it is.
+
+    Recall reads a pasted stretch of dialogue this way. A label on every line says who spoke, not about what, and
+    in a short line's vector it weighs as much as the words (``<Bart>: "Can I do it again?"``): on MADial, whose
+    queries are such transcripts, the dense branch found as much with any name for its speakers once they were
+    taken out, and more (docs/benchmarks.md)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    said = [_SPEAKER_LINE_RE.match(line) for line in lines]
+    if len(lines) < 2 or not all(said):
+        return text
+    unquoted = []
+    for match in said:
+        quoted = _QUOTED_RE.match(match[1])
+        unquoted.append(next(part for part in quoted.groups() if part is not None) if quoted else match[1])
+    return "\n".join(unquoted)
+
+
 # What a Latin-script name must not run into on either side to be that name ("Leo" in 「Leo的老板」, not in "Leon").
 _NAME_EDGE = r"A-Za-z0-9\u00c0-\u024f"
 

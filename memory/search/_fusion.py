@@ -15,7 +15,7 @@ from django.conf import settings
 from anima.core.db import read_alias, search_cancelled_as_timeout
 from anima.core.embeddings import EmbeddingModel, EmbeddingsUnavailable, embed_texts, embedding_model
 from anima.core.metrics import observe_recall
-from anima.core.search_query import SearchQuery
+from anima.core.search_query import SearchQuery, text_without_speakers
 from anima.core.text import is_chinese
 from anima.core.vectors import vector_literal, vectors_available
 from memory.search._context import _probability, lines_judged
@@ -212,7 +212,8 @@ def _query_vector(*, text: str, model: EmbeddingModel) -> _DenseQuery | None:
     """``text`` embedded as a query, or None (logged) when the provider cannot answer: recall goes on keyword-only."""
     started = time.perf_counter()
     try:
-        vectors = embed_texts([text, *query_lines(text)], kind="query")
+        said = text_without_speakers(text)
+        vectors = embed_texts([said, *query_lines(said)], kind="query")
     except EmbeddingsUnavailable as exc:
         logger.warning("dense recall skipped, keywords only: %s", exc)
         return None

@@ -13,6 +13,7 @@ from anima.core.search_query import (
     search_text_plain,
     text_as_asker,
     text_without_names,
+    text_without_speakers,
 )
 from anima.core.segmentation import segmentation_load
 
@@ -155,3 +156,51 @@ def test_a_chat_message_is_searched_without_its_app_codes(text, kept, gone):
     assert kept in query.tsquery.lower()
     assert gone not in query.tsquery.lower()
     assert gone not in query.trigram_text.lower()
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('<Bart>: "I\'m doing a magic trick!"\n<Assistant>: "Fantastic!"', "I'm doing a magic trick!\nFantastic!"),
+        ("Maya: I got a cat\nMia: what is its name?\n\nMaya: Miso", "I got a cat\nwhat is its name?\nMiso"),
+        ("[Leo] : “hi”\n[Mia]: yo", "hi\nyo"),
+        ("小雨：我今天很开心\n助手：「为什么？」", "我今天很开心\n为什么？"),
+        ("Maya Silva: Lisbon is lovely\nUser 2: agreed", "Lisbon is lovely\nagreed"),
+    ],
+)
+def test_a_transcript_is_read_as_what_its_lines_say(text, said):
+    assert text_without_speakers(text) == said
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Maya: I got a cat",  # one line: a question may start with a name
+        "Maya: I got a cat\nand she is called Miso",  # a line without a speaker
+        "we meet at 10:30\n11:00 works too",
+        "https://example.com/a\nhttps://example.com/b",
+        "what did I say about the cat?",
+    ],
+)
+def test_text_that_is_not_a_transcript_is_read_as_written(text):
+    assert text_without_speakers(text) == text
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["Maya", "<Bart>", "[Leo]", "小雨", "Assistant", "Dr. Chen"]),
+            st.sampled_from([":", "：", " :"]),
+            # Unquoted (quotes around a line go with its label): what was said, as said.
+            st.text(st.characters(blacklist_categories=["Cc", "Cs", "Zl", "Zp"]), max_size=40).filter(
+                lambda line: line.strip() and line.strip()[0] not in '"“「'
+            ),
+        ),
+        min_size=2,
+        max_size=8,
+    )
+)
+def test_any_transcripts_lines_come_back_without_their_speakers_and_in_order(turns):
+    text = "\n".join(f"{speaker}{colon} {line}" for speaker, colon, line in turns)
+
+    assert text_without_speakers(text) == "\n".join(line.strip() for _, _, line in turns)

@@ -73,6 +73,25 @@ def test_passive_recall_offers_only_what_a_word_of_the_message_found(concept_emb
     assert offered("she was operated on, right?")[0] == surgery.pk
 
 
+def test_a_pasted_transcript_is_recalled_by_what_its_lines_say_not_by_who_said_them(concept_embeddings):
+    person = PersonFactory(display_name="Bart")
+    surgery = SemanticMemoryFactory(person=person, content="Her mother was operated on in May")
+    clinic = SemanticMemoryFactory(person=person, content="The assistant at the vet was rude")
+    embed_backfill_run()
+    lines = "my mom is in the hospital\nI am so sorry, how is she?"
+    transcript = '<Bart>: "my mom is in the hospital"\n<Assistant>: "I am so sorry, how is she?"'
+
+    results = memory_semantic_search(query=transcript, person=person)
+
+    # The model is asked for the lines as said: the whole, then each line (a label on every line would weigh as
+    # much as its words in a short line's vector).
+    assert concept_embeddings.requests[-1]["input"] == [lines, *lines.split("\n")]
+    assert _ids(results)[0] == surgery.pk
+    # "Assistant" named who spoke, not the vet's assistant.
+    assert not {"fts", "trigram"} & set(next(r["ranks"] for r in results if r["id"] == clinic.pk))
+    assert results == memory_semantic_search(query=lines, person=person)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_slow_embeddings_server_never_holds_recall_idle_in_a_transaction(concept_embeddings):
     surgery = SemanticMemoryFactory(content="Her mother was operated on in May")
