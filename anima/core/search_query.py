@@ -85,8 +85,9 @@ _QUOTED_RE = re.compile(r'^(?:"(.*)"|“(.*)”|「(.*)」)$', re.DOTALL)
 
 
 def text_without_speakers(text: str) -> str:
-    """A transcript (several lines, each after its speaker's label) as what its lines say: each line without its
-    label and the quotes around it. Any other text comes back as it is.
+    """A transcript (several lines, each after its speaker's label, a speaker speaking twice unless there are only
+    two) as what its lines say: each line without its label and the quotes around it. Any other text comes back as it
+    is, a list such as "Breakfast: eggs / Lunch: soup / Dinner: rice" among them.
 
     Recall reads a pasted stretch of dialogue this way. A label on every line says who spoke, not about what, and
     in a short line's vector it weighs as much as the words (``<Bart>: "Can I do it again?"``): on MADial, whose
@@ -95,6 +96,9 @@ def text_without_speakers(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     said = [_SPEAKER_LINE_RE.match(line) for line in lines]
     if len(lines) < 2 or not all(said):
+        return text
+    speakers = {match[0][: match.start(1)].strip(" \t<>[]:：").casefold() for match in said}
+    if len(lines) > 2 and len(speakers) == len(lines):
         return text
     unquoted = []
     for match in said:

@@ -73,8 +73,9 @@ def hybrid_search(
 ) -> list[Hit]:
     """Rank rows of ``sources`` by their FTS, trigram and dense branches, fused on normalised scores.
 
-    ``text`` is what the dense branch embeds (the query as typed); it runs when ``text`` is given,
-    embeddings are on and the database has vectors (``dense_status``), else recall is keyword-only.
+    ``text`` is what the dense branch embeds (the query as typed, a transcript as what its lines say:
+    ``text_without_speakers``); it runs when ``text`` is given, embeddings are on and the database has vectors
+    (``dense_status``), else recall is keyword-only.
     ``branches`` narrows the branches (benchmarks compare them). ``keyword_gate``: the caller uses only
     what a keyword branch found (passive recall), so the query is embedded only once one found something,
     and a message no word of which matches costs no model call. Runs on the replica inside
@@ -82,6 +83,8 @@ def hybrid_search(
     past ANIMA_RECALL_TIMEOUT.
     """
     keyword = [branch for branch in branches if branch in KEYWORD_BRANCHES]
+    # A transcript is embedded as what its lines say, as recall_keywords searches it.
+    text = text_without_speakers(text)
     if not sources or (query.is_empty and not text):
         return []
     alias = read_alias()
@@ -212,8 +215,7 @@ def _query_vector(*, text: str, model: EmbeddingModel) -> _DenseQuery | None:
     """``text`` embedded as a query, or None (logged) when the provider cannot answer: recall goes on keyword-only."""
     started = time.perf_counter()
     try:
-        said = text_without_speakers(text)
-        vectors = embed_texts([said, *query_lines(said)], kind="query")
+        vectors = embed_texts([text, *query_lines(text)], kind="query")
     except EmbeddingsUnavailable as exc:
         logger.warning("dense recall skipped, keywords only: %s", exc)
         return None
