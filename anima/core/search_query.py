@@ -85,26 +85,30 @@ _QUOTED_RE = re.compile(r'^(?:"(.*)"|“(.*)”|「(.*)」)$', re.DOTALL)
 
 
 def text_without_speakers(text: str) -> str:
-    """A transcript (several lines, each after its speaker's label, a speaker speaking twice unless there are only
-    two) as what its lines say: each line without its label and the quotes around it. Any other text comes back as it
-    is, a list such as "Breakfast: eggs / Lunch: soup / Dinner: rice" among them.
+    """A transcript as what its lines say: each line after a speaker's label without it and the quotes around it.
 
-    Recall reads a pasted stretch of dialogue this way. A label on every line says who spoke, not about what, and
+    A transcript starts with a label, and at least half its lines have one: a message of several lines goes on
+    without (kept as it is). Either a speaker speaks twice or there are only two turns: a list such as "Breakfast:
+    eggs / Lunch: soup / Dinner: rice" is not one. Any other text comes back as it is.
+
+    Recall reads a pasted stretch of dialogue this way. A label on every turn says who spoke, not about what, and
     in a short line's vector it weighs as much as the words (``<Bart>: "Can I do it again?"``): on MADial, whose
     queries are such transcripts, the dense branch found as much with any name for its speakers once they were
     taken out, and more (docs/benchmarks.md)."""
     lines = [line for line in text.splitlines() if line.strip()]
     said = [_SPEAKER_LINE_RE.match(line) for line in lines]
-    if len(lines) < 2 or not all(said):
+    turns = [match for match in said if match]
+    if not said or not said[0] or len(turns) < 2 or 2 * len(turns) < len(lines):
         return text
-    speakers = {match[0][: match.start(1)].strip(" \t<>[]:：").casefold() for match in said}
-    if len(lines) > 2 and len(speakers) == len(lines):
+    speakers = {match[0][: match.start(1)].strip(" \t<>[]:：").casefold() for match in turns}
+    if len(turns) > 2 and len(speakers) == len(turns):
         return text
-    unquoted = []
-    for match in said:
-        quoted = _QUOTED_RE.match(match[1])
-        unquoted.append(next(part for part in quoted.groups() if part is not None) if quoted else match[1])
-    return "\n".join(unquoted)
+    return "\n".join(_unquoted(match[1]) if match else line.strip() for line, match in zip(lines, said, strict=True))
+
+
+def _unquoted(line: str) -> str:
+    quoted = _QUOTED_RE.match(line)
+    return next(part for part in quoted.groups() if part is not None) if quoted else line
 
 
 # What a Latin-script name must not run into on either side to be that name ("Leo" in 「Leo的老板」, not in "Leon").

@@ -166,6 +166,8 @@ def test_a_chat_message_is_searched_without_its_app_codes(text, kept, gone):
         ("[Leo] : “hi”\n[Mia]: yo", "hi\nyo"),
         ("小雨：我今天很开心\n助手：「为什么？」", "我今天很开心\n为什么？"),
         ("Maya Silva: Lisbon is lovely\nUser 2: agreed", "Lisbon is lovely\nagreed"),
+        # A message of several lines goes on without a label.
+        ("Maya: I got a cat\n  she is tiny  \nLeo: name?\nMaya: Miso", "I got a cat\nshe is tiny\nname?\nMiso"),
     ],
 )
 def test_a_transcript_is_read_as_what_its_lines_say(text, said):
@@ -176,7 +178,8 @@ def test_a_transcript_is_read_as_what_its_lines_say(text, said):
     "text",
     [
         "Maya: I got a cat",  # one line: a question may start with a name
-        "Maya: I got a cat\nand she is called Miso",  # a line without a speaker
+        "I got a cat\nMaya: and she is called Miso",  # it does not start with a speaker
+        "Maya: I got a cat\nand she is called Miso\nso cute",  # most lines have none
         "we meet at 10:30\n11:00 works too",
         "https://example.com/a\nhttps://example.com/b",
         "what did I say about the cat?",
