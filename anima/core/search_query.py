@@ -76,10 +76,12 @@ def search_text_plain(text: str) -> str:
     return _OPERATOR_WORD_RE.sub(lambda match: match[0].lower(), plain)
 
 
-# A transcript's line: who speaks (「<Bart>:」, "[Maya]:", "Assistant:", 「小雨：」; a name of up to four words, not a
-# time such as "10:30" nor an address's "https:"), then what they said, perhaps in quotes.
+# A transcript's line: who speaks, then what they said, perhaps in quotes. A speaker is bracketed (「<Bart>:」,
+# "[Maya]:"), a name of one or two words ("Assistant:", "Dr. Chen:"; not "The vet said:", nor a time such as "10:30"
+# nor an address's "https:") or of up to four Chinese characters (「小雨：」; not 「我昨天跟你说过：」).
+_LATIN_NAME = r"[A-Za-z\u00c0-\u024f][\w'.\-]{0,19}(?: [\w'.\-]{1,20})?"
 _SPEAKER_LINE_RE = re.compile(
-    r"^\s*(?:<[^<>\n]{1,40}>|\[[^\[\]\n]{1,40}\]|[^\W\d_][\w'.-]*(?: [\w'.-]+){0,3})\s*[:：](?!//)\s*(.*?)\s*$"
+    rf"^\s*(?:<[^<>\n]{{1,40}}>|\[[^\[\]\n]{{1,40}}\]|{_LATIN_NAME}|{CJK_IDEOGRAPH}{{1,4}})\s*[:：](?!//)\s*(.*?)\s*$"
 )
 _QUOTED_RE = re.compile(r'^(?:"(.*)"|“(.*)”|「(.*)」)$', re.DOTALL)
 

@@ -184,6 +184,8 @@ def test_a_transcript_is_read_as_what_its_lines_say(text, said):
         "https://example.com/a\nhttps://example.com/b",
         "what did I say about the cat?",
         "Breakfast: eggs\nLunch: soup\nDinner: rice",  # a list: nobody speaks twice
+        "The vet said: Miso is fine\nMy mom said: come home",  # what someone said, not who speaks
+        "我昨天跟你说过：明天下雨\n你当时回我：知道了",  # clauses before a colon, not names
     ],
 )
 def test_text_that_is_not_a_transcript_is_read_as_written(text):
