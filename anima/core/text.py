@@ -128,7 +128,8 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     goodness pretty sec gonna wanna lemme gimme kinda sorta dunno honestly literally basically genuinely frankly
     obviously welp anyhoo anyways nighty congrats congratulations xd qaq orz awsl yyds xswl tql ツ tnx thanx thnks
     sry srry soz gud nite gnite helo hlo lolz lulz jk idc wyd hbu nvm ttys yw ur luv ily xo hugs cu l8r gr8 tmrw tmr
-    tonite mua muah der dude bruh
+    tonite mua muah der dude bruh slay iconic periodt yikes rip sheesh based vibes nm ofc yessir aight lowkey
+    highkey doge nb nbnb dbq xdm u1s1 yysy qwq
     """.split()
     + """
     你好 您好 嗨 哈喽 哈啰 早 早安 早上好 上午好 中午 中午好 下午好 晚上好 晚安 拜拜 再见 回见 再会 回头 下次 改天 晚点
@@ -136,7 +137,7 @@ CHAT_WORDS = KEYWORD_STOPWORDS | frozenset(
     嘻嘻 呵呵 唉 哎 哎呀 哎哟 天 天哪 对 对对 是的 没错 收到 明白 了解 懂 懂了 同意 道理 真的假 假 假的 厉害 棒
     不错 还行 还好 一般 凑合 干嘛 在吗 聊 见 见面 又 回来 问题 好久不见 加油 恭喜 真 忙 休息 早点 原来如此 先 开心 高兴
     快乐 愉快 好梦 抱抱 么么哒 午安 耶 可爱 再聊 回聊 明儿见 无语 小可爱 亲爱的 额 酱紫 肿么 神马 偶 卧槽 吓死 破防 事
-    掰 掰掰 赞 超赞 太赞 真赞 超棒 超好 好险 不用谢 酱子 母汤 蛤 齁 欸 唷
+    掰 掰掰 赞 超赞 太赞 真赞 超棒 超好 好险 不用谢 酱子 母汤 蛤 齁 欸 唷 确实 裂开 冲冲
     """.split()
 )
 # Set phrases of greeting, farewell, praise, agreement, sympathy and reassurance whose words, read one by one, would
@@ -192,6 +193,8 @@ CHAT_PHRASES = (
     "no cap",
     "just saying",
     "don't worry",
+    "big mood",
+    "i'm dead",
     # Chinese greetings whose words name a topic elsewhere (吃饭 in 「猫不爱吃饭」, 最近 in 「最近在忙项目」).
     "吃饭了吗",
     "吃过了吗",
@@ -226,6 +229,10 @@ CHAT_PHRASES = (
     "笑出声",
     "刚看到",
     "才看到",
+    # Internet slang whose characters name a thing or a city elsewhere (牛, 蚌埠).
+    "牛逼",
+    "蚌埠住了",
+    "有一说一",
 )
 # Interjections and laughter however long they are drawn out: 哈哈哈哈, 嗯嗯嗯, hahaha, lolol, hmmm, emmm, mhm, ahhh.
 CHAT_SOUND = re.compile(

@@ -538,3 +538,58 @@ def test_a_subject_in_traditional_characters_is_named_in_simplified_ones(line, n
 def test_a_question_in_traditional_characters_asks():
     assert text_asks("真的嗎")
     assert asks_only("真的嗎？哪家？")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Chinese internet slang: pinyin initials, set phrases, emoji beside chat words.
+        "nbnb",
+        "牛逼",
+        "dbq",
+        "xdm",
+        "u1s1",
+        "yysy",
+        "qwq",
+        "确实",
+        "我裂开了",
+        "蚌埠住了",
+        "有一说一",
+        "[doge]",
+        "冲冲冲",
+        # English internet slang.
+        "im dead 😂😂",
+        "slay",
+        "iconic",
+        "periodt",
+        "big mood",
+        "yikes",
+        "rip",
+        "sheesh",
+        "based",
+        "vibes",
+        "nm u?",
+        "ofc",
+        "yessir",
+        "aight bet",
+        "lowkey same",
+    ],
+)
+def test_internet_slang_names_nothing(line):
+    assert not text_informative(line)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("他的吉他弹得真牛逼", "吉他"),
+        ("我住在蚌埠", "蚌埠"),
+        ("家里的水管裂开了", "水管"),
+        ("I'm based in Lisbon now", "lisbon"),
+        ("the vibes at Maya's party were great", "party"),
+        ("RIP to Hiro's boot", "boot"),
+        ("I'm dead tired after the night shift", "shift"),
+    ],
+)
+def test_that_slang_beside_a_subject_still_names_it(line, named):
+    assert named in text_naming_words(line)
