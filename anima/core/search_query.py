@@ -87,10 +87,10 @@ _QUOTED_RE = re.compile(r'^(?:"(.*)"|“(.*)”|「(.*)」)$', re.DOTALL)
 
 
 def text_without_speakers(text: str) -> str:
-    """A transcript as what its lines say: each line after a speaker's label without it and the quotes around it.
+    """A transcript as what its lines say: each line without its speaker's label and the quotes around it.
 
     A transcript starts with a label, and at least half its lines have one: a message of several lines goes on
-    without (kept as it is). Either a speaker speaks twice or there are only two turns: a list such as "Breakfast:
+    without one. Either a speaker speaks twice or there are only two turns: a list such as "Breakfast:
     eggs / Lunch: soup / Dinner: rice" is not one. Any other text comes back as it is.
 
     Recall reads a pasted stretch of dialogue this way. A label on every turn says who spoke, not about what, and
@@ -105,7 +105,7 @@ def text_without_speakers(text: str) -> str:
     speakers = {match[0][: match.start(1)].strip(" \t<>[]:：").casefold() for match in turns}
     if len(turns) > 2 and len(speakers) == len(turns):
         return text
-    return "\n".join(_unquoted(match[1]) if match else line.strip() for line, match in zip(lines, said, strict=True))
+    return "\n".join(_unquoted(match[1] if match else line.strip()) for line, match in zip(lines, said, strict=True))
 
 
 def _unquoted(line: str) -> str:

@@ -168,6 +168,10 @@ def test_a_chat_message_is_searched_without_its_app_codes(text, kept, gone):
         ("Maya Silva: Lisbon is lovely\nUser 2: agreed", "Lisbon is lovely\nagreed"),
         # A message of several lines goes on without a label.
         ("Maya: I got a cat\n  she is tiny  \nLeo: name?\nMaya: Miso", "I got a cat\nshe is tiny\nname?\nMiso"),
+        (
+            '<Bart>: "I wore it today"\n"It looks great on you!"\n<Bart>: "thanks"',
+            "I wore it today\nIt looks great on you!\nthanks",
+        ),
     ],
 )
 def test_a_transcript_is_read_as_what_its_lines_say(text, said):
