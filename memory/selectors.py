@@ -124,8 +124,9 @@ def semantic_memory_search_ids(*, text: str) -> list[int]:
     above the versions it replaced, which often say it in more of the query's words. Raises QuerySyntaxError for a
     malformed query."""
     source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
+    query = search_query_build(text=text_without_speakers(text))  # a pasted transcript, as recall reads it
     with replica_reads():
-        hits = hybrid_search(query=search_query_build(text=text), sources=[source], limit=MAX_LIMIT, text=text)
+        hits = hybrid_search(query=query, sources=[source], limit=MAX_LIMIT, text=text)
         ids = _listed((hit.id, hit.scores) for hit in hits)
         z = {hit.id: hit.z for hit in hits}
         close = list(takewhile(lambda pk: z[pk] >= z[ids[0]] / 2 > 0, ids)) if ids else []
