@@ -140,6 +140,14 @@ def text_simplified(text: str) -> str:
     return simplified
 
 
+def text_traditional(text: str) -> str:
+    """``text`` in traditional characters (OpenCC's s2t tables, which read a character by its phrase: 头发 → 頭髮,
+    发了 → 發了); any other script unchanged."""
+    if text.isascii() or not _CJK_CHARACTER.search(text):
+        return text
+    return _opencc("s2t").convert(text)
+
+
 def text_in_script_of(text: str, *, like: str) -> str:
     """``text``, made from the simplified reading of ``like`` (``text_simplified``), in ``like``'s script: unchanged
     when ``like`` holds no traditional character, else in traditional characters, each written as ``like`` writes it
@@ -154,7 +162,7 @@ def text_in_script_of(text: str, *, like: str) -> str:
             forms.setdefault(plain, set()).add(written)
     # A character ``like`` writes two ways (頭髮 and 發 are both 发) is left to the tables, which read its phrase.
     own = {plain: next(iter(written)) for plain, written in forms.items() if len(written) == 1}
-    converted = _opencc("s2t").convert(text)
+    converted = text_traditional(text)
     if len(converted) != len(text):
         return converted
     return "".join(own.get(plain, written) for plain, written in zip(text, converted, strict=True))

@@ -30,7 +30,7 @@ from anima.core.relations import (
     relation_words,
 )
 from anima.core.search_query import text_as_asker, text_without_names
-from anima.core.segmentation import text_simplified
+from anima.core.segmentation import text_simplified, text_traditional
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
 from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention
@@ -97,14 +97,20 @@ def relations_asked(text: str) -> set[str]:
 
 
 def _named(name: str, text: str) -> bool:
-    """``name`` in ``text`` (read in simplified characters, ``text_simplified``: the caller's, once for all its names):
-    a Latin name as a whole word, case-insensitively; a Chinese one of two or more characters anywhere, in either script
-    (「曉雨」 names 「晓雨」)."""
+    """``name`` in ``text``, both read in simplified characters by the caller (``text_simplified``, once for all its
+    names and texts: 「曉雨」 names 「晓雨」): a Latin name as a whole word, case-insensitively; a Chinese one of two
+    or more characters anywhere."""
     if len(name) < 2:
         return False
     if name.isascii():
         return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text, re.I) is not None
-    return text_simplified(name) in text
+    return name in text
+
+
+def _names_read(subject: Subject) -> set[str]:
+    """The subject's name and aliases in simplified characters (as ``_named`` reads them), but relation words."""
+    names = {text_simplified(alias) for alias in (subject.name, *subject.aliases) if alias}
+    return {name for name in names if not _is_relation_word(name)}
 
 
 def subjects_served(*, person: Person) -> QuerySet[Subject]:
@@ -133,7 +139,7 @@ def subjects_mentioned(*, person: Person, text: str) -> list[Subject]:
     text = text_simplified(text)
     mentioned = []
     for subject in subjects_served(person=person).exclude(kind=SubjectKind.SELF):
-        names = [alias for alias in {subject.name, *subject.aliases} if alias and not _is_relation_word(alias)]
+        names = _names_read(subject)
         by_relation = any(relation_covers(asked, subject.relation) for asked in relations if subject.relation)
         if by_relation or any(_named(name, text) for name in names):
             mentioned.append(subject)
@@ -154,12 +160,13 @@ def subject_recent_mentions(
 ) -> QuerySet[Message]:
     """The latest lines of the subject's person's conversations that name it (by name or alias, not by a relation
     word every other line has), newest first."""
-    names = [alias for alias in {subject.name, *subject.aliases} if len(alias) >= 2 and not _is_relation_word(alias)]
+    names = {name for name in _names_read(subject) if len(name) >= 2}
     if not names:
         return Message.objects.none()
     naming = Q()
-    for name in names:
-        naming |= Q(content__icontains=name)
+    # A line writes the name in either script: 「晓东」 or 「曉東」.
+    for form in {form for name in names for form in (name, text_traditional(name))}:
+        naming |= Q(content__icontains=form)
     lines = Message.objects.filter(
         naming, conversation__in=_conversations(subject.person), role__in=[Role.USER, Role.ASSISTANT]
     ).exclude(conversation__platform="cron")

@@ -123,6 +123,18 @@ def test_a_subject_is_named_in_either_script(leo_xiaoyu):
         assert _ids(memory_recall(query="", entity=entity, person=leo))[0] == asked.profile_id, entity
 
 
+def test_an_entitys_latest_lines_name_it_in_either_script(leo_xiaoyu):
+    leo, _, _ = leo_xiaoyu
+    subject_built(leo, relation="son", name="晓东", facts=["晓东在学游泳"], intro="Leo 的儿子")
+    conversation = ConversationFactory(person=leo)
+    said = ("晓东考试考了第一", "曉東今天學會游泳了")
+    written = [MessageFactory(conversation=conversation, content=text).pk for text in said]
+
+    lines = [r["id"] for r in memory_recall(query="", entity="曉東", person=leo) if r["memory_type"] == "session"]
+
+    assert sorted(lines) == sorted(written)
+
+
 @pytest.mark.parametrize(
     "query", ["What pets do I have?", "what's my pet called", "我的宠物叫什么名字", "我的寵物叫什麼名字"]
 )
