@@ -121,10 +121,7 @@ def vectors_drop(cursor, *, kind: str, row_ids: Sequence[int]) -> int:
     embedded with it), where the database has the vectors table; how many. For a data migration after the text a
     row is embedded from is read differently: the embedding backfill makes them again, and meanwhile those rows are
     found by their words."""
-    if not row_ids:
-        return 0
-    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE])
-    if not cursor.fetchone()[0]:
+    if not row_ids or not _table_exists(cursor):
         return 0
     ids = list(row_ids)
     if kind == MESSAGE:
@@ -151,9 +148,13 @@ def vectors_available(*, using: str = DEFAULT_DB_ALIAS) -> bool:
     name = str(connections[using].settings_dict["NAME"])
     if name not in _available:
         with connections[using].cursor() as cursor:
-            cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE])
-            _available[name] = bool(cursor.fetchone()[0])
+            _available[name] = _table_exists(cursor)
     return _available[name]
+
+
+def _table_exists(cursor) -> bool:
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [TABLE])
+    return bool(cursor.fetchone()[0])
 
 
 def vectors_available_clear() -> None:
