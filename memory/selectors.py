@@ -124,8 +124,8 @@ def semantic_memory_search_ids(*, text: str) -> list[int]:
     above the versions it replaced, which often say it in more of the query's words. Raises QuerySyntaxError for a
     malformed query."""
     source = entity_source(name="semantic", where_sql=_ALL_SEMANTIC, person_id=None, since=None, until=None)
-    query = search_query_build(text=text_without_speakers(text))  # a pasted transcript, as recall reads it
     with replica_reads():
+        query = recall_keywords(text=text, person=None)[0]  # a pasted transcript too, as recall reads it
         hits = hybrid_search(query=query, sources=[source], limit=MAX_LIMIT, text=text)
         ids = _listed((hit.id, hit.scores) for hit in hits)
         z = {hit.id: hit.z for hit in hits}
