@@ -148,6 +148,14 @@ def text_traditional(text: str) -> str:
     return _opencc("s2t").convert(text)
 
 
+def text_traditional_forms(text: str) -> set[str]:
+    """``text`` as each traditional standard writes it: OpenCC's s2t tables and Taiwan's and Hong Kong's
+    character forms (为 is 爲 by s2t, 為 in both; 里 is 裏, and 裡 in Taiwan). Phrases stay as they are."""
+    if text.isascii() or not _CJK_CHARACTER.search(text):
+        return {text}
+    return {text_traditional(text), _opencc("s2tw").convert(text), _opencc("s2hk").convert(text)}
+
+
 def text_in_script_of(text: str, *, like: str) -> str:
     """``text``, made from the simplified reading of ``like`` (``text_simplified``), in ``like``'s script: unchanged
     when ``like`` holds no traditional character, else in traditional characters, each written as ``like`` writes it

@@ -30,7 +30,7 @@ from anima.core.relations import (
     relation_words,
 )
 from anima.core.search_query import text_as_asker, text_without_names
-from anima.core.segmentation import text_simplified, text_traditional
+from anima.core.segmentation import text_simplified, text_traditional_forms
 from conversations.models import Conversation, Message, Person, Role
 from conversations.selectors import conversations_resolving_to
 from memory.models import SemanticMemory, Subject, SubjectKind, SubjectMention
@@ -164,8 +164,9 @@ def subject_recent_mentions(
     if not names:
         return Message.objects.none()
     naming = Q()
-    # A line writes the name in either script: 「晓东」 or 「曉東」.
-    for form in {form for name in names for form in (name, text_traditional(name))}:
+    # A line writes the name in either script, and traditional in a region's own forms: 「晓东」 or 「曉東」, 「为民」,
+    # 「爲民」 or 「為民」.
+    for form in {form for name in names for form in (name, *text_traditional_forms(name))}:
         naming |= Q(content__icontains=form)
     lines = Message.objects.filter(
         naming, conversation__in=_conversations(subject.person), role__in=[Role.USER, Role.ASSISTANT]

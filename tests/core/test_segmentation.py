@@ -24,6 +24,7 @@ from anima.core.segmentation import (
     segmented_rows_refresh,
     text_in_script_of,
     text_simplified,
+    text_traditional_forms,
 )
 from anima.core.text import CHAT_PHRASES, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS
 from conversations.models import Message
@@ -113,6 +114,18 @@ def test_simplifying_changes_only_chinese_characters_and_twice_is_once(text):
 
     assert _CHINESE.sub("", simplified) == _CHINESE.sub("", text)
     assert text_simplified(simplified) == simplified
+
+
+def test_a_name_is_written_in_each_regions_traditional_forms():
+    assert text_traditional_forms("为民住在这里") == {"爲民住在這裏", "為民住在這裡", "為民住在這裏"}
+    assert text_traditional_forms("Leo") == {"Leo"}
+
+
+@given(st.text() | st.text(alphabet=_HAN | st.sampled_from(" ，a1")))
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_a_texts_traditional_forms_change_only_its_chinese_characters(text):
+    for form in text_traditional_forms(text):
+        assert _CHINESE.sub("", form) == _CHINESE.sub("", text)
 
 
 def test_the_particle_taiwan_writes_as_著_reads_as_着_and_a_word_of_著_stays():

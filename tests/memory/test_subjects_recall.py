@@ -123,14 +123,21 @@ def test_a_subject_is_named_in_either_script(leo_xiaoyu):
         assert _ids(memory_recall(query="", entity=entity, person=leo))[0] == asked.profile_id, entity
 
 
-def test_an_entitys_latest_lines_name_it_in_either_script(leo_xiaoyu):
+@pytest.mark.parametrize(
+    ("name", "said", "asked"),
+    [
+        ("晓东", ("晓东考试考了第一", "曉東今天學會游泳了"), "曉東"),
+        # Taiwan and Hong Kong write 为 as 為, where OpenCC's own traditional tables write 爲.
+        ("为民", ("为民考试考了第一", "為民今天學會游泳了", "爲民明天去比賽"), "為民"),
+    ],
+)
+def test_an_entitys_latest_lines_name_it_in_either_script(leo_xiaoyu, name, said, asked):
     leo, _, _ = leo_xiaoyu
-    subject_built(leo, relation="son", name="晓东", facts=["晓东在学游泳"], intro="Leo 的儿子")
+    subject_built(leo, relation="son", name=name, facts=[f"{name}在学游泳"], intro="Leo 的儿子")
     conversation = ConversationFactory(person=leo)
-    said = ("晓东考试考了第一", "曉東今天學會游泳了")
     written = [MessageFactory(conversation=conversation, content=text).pk for text in said]
 
-    lines = [r["id"] for r in memory_recall(query="", entity="曉東", person=leo) if r["memory_type"] == "session"]
+    lines = [r["id"] for r in memory_recall(query="", entity=asked, person=leo) if r["memory_type"] == "session"]
 
     assert sorted(lines) == sorted(written)
 
