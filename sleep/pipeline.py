@@ -23,15 +23,12 @@ holds the lock meanwhile: a waiting run counts as alive while its items make pro
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Max
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -48,13 +45,11 @@ from sleep.models import (
     RunStatus,
     StepStatus,
 )
+from sleep.step_runs import BUDGET_EXHAUSTED, step_attempt_next, step_work_record
 
 logger = logging.getLogger(__name__)
 
 StepFunction = Callable[[StepContext], dict]
-BUDGET_EXHAUSTED = "token budget exhausted"
-# The output key of a step that did part of its work: a list of {..., "error"}, one per item it could not do.
-FAILURES = "failures"
 
 
 class PipelineError(Exception):
@@ -390,7 +385,7 @@ def _fanout_start(
             run=run,
             step=step.name,
             status=StepStatus.RUNNING,
-            attempt=_next_attempt(pipeline_name=run.pipeline, day=run.day, step=step.name),
+            attempt=step_attempt_next(pipeline_name=run.pipeline, day=run.day, step=step.name),
             output={"fanout": {"items": items, "failed": failed_root}},
             started_at=timezone.now(),
         )
@@ -440,7 +435,7 @@ def pipeline_item_run(
             work = import_string(step.fanout.item)
             with log_context(pipeline=pipeline.name, pipeline_run=row.run_id, run_key=context.run_key, step=row.step):
                 try:
-                    _perform(
+                    step_work_record(
                         ledger,
                         f"{step.name} item {item}",
                         lambda: work(context, item),
@@ -475,7 +470,9 @@ def pipeline_fanout_join(*, pipeline: Pipeline, run: PipelineRun) -> PipelineRun
         ledgers = [by_item[item] for item in row.output["fanout"]["items"]]
         with log_context(pipeline=pipeline.name, pipeline_run=run.pk, run_key=context.run_key, step=row.step):
             fanout = row.output["fanout"]
-            _perform(row, f"step {row.step}", lambda: join(context, _items_done(ledgers)), keep={"fanout": fanout})
+            step_work_record(
+                row, f"step {row.step}", lambda: join(context, _items_done(ledgers)), keep={"fanout": fanout}
+            )
             done = _done_steps(run)
             failed_root = dict(fanout["failed"])
             if row.status == StepStatus.FAILED:
@@ -515,21 +512,13 @@ def _check_dependencies(*, pipeline: Pipeline, day: date, step: Step) -> None:
         )
 
 
-def _next_attempt(*, pipeline_name: str, day: date, step: str) -> int:
-    """Attempts count per (day, step) across runs: re-running a step of a day is a retry."""
-    previous = PipelineStepRun.objects.filter(run__pipeline=pipeline_name, run__day=day, step=step).aggregate(
-        attempt=Max("attempt")
-    )["attempt"]
-    return (previous or 0) + 1
-
-
 def _record_skip(*, run: PipelineRun, step: Step, blocked_by: str, failed_step: str) -> None:
     now = timezone.now()
     PipelineStepRun.objects.create(
         run=run,
         step=step.name,
         status=StepStatus.SKIPPED,
-        attempt=_next_attempt(pipeline_name=run.pipeline, day=run.day, step=step.name),
+        attempt=step_attempt_next(pipeline_name=run.pipeline, day=run.day, step=step.name),
         output={"skipped_reason": "dependency_failed", "blocked_by": blocked_by, "failed_step": failed_step},
         started_at=now,
         finished_at=now,
@@ -541,61 +530,8 @@ def _execute(*, run: PipelineRun, step: Step, context: StepContext) -> PipelineS
         run=run,
         step=step.name,
         status=StepStatus.RUNNING,
-        attempt=_next_attempt(pipeline_name=run.pipeline, day=run.day, step=step.name),
+        attempt=step_attempt_next(pipeline_name=run.pipeline, day=run.day, step=step.name),
         started_at=timezone.now(),
     )
-    _perform(row, f"step {step.name}", lambda: step.resolve()(context))
+    step_work_record(row, f"step {step.name}", lambda: step.resolve()(context))
     return row
-
-
-def _failures(output: dict, *, what: str) -> str:
-    """The failures a step's output lists, as one line ("" when it did all its work).
-
-    Each names its item by its fields in key order: a JSONB column (an item's output) keeps no order of its own.
-    """
-    failures = output.get(FAILURES) or []
-    if not isinstance(failures, list) or not all(isinstance(f, dict) and f.get("error") for f in failures):
-        raise TypeError(f"{what}: {FAILURES} must be a list of objects, each with an error")
-    return "; ".join(
-        " ".join(f"{key} {value}" for key, value in sorted(failure.items()) if key != "error") + f": {failure['error']}"
-        for failure in failures
-    )
-
-
-def _perform(
-    row: PipelineStepRun | PipelineItemRun,
-    what: str,
-    work: Callable[[], dict],
-    *,
-    keep: dict | None = None,
-    passes: tuple[type[Exception], ...] = (),
-) -> None:
-    """Run ``work`` and record on ``row`` how it went: its output (after ``keep``), or why it failed.
-
-    An exception in ``passes`` is raised to the caller, ``row`` left as it was.
-    """
-    try:
-        output = work()
-        if not isinstance(output, dict):
-            raise TypeError(f"{what} returned {type(output).__name__}, expected a dict")
-        # Round-trip so dates and decimals in an output are stored as JSON strings, not refused.
-        row.output = {**(keep or {}), **json.loads(json.dumps(output, cls=DjangoJSONEncoder))}
-        row.status = StepStatus.SUCCEEDED
-        failures = _failures(row.output, what=what)
-        if failures:
-            row.status = StepStatus.PARTIAL
-            row.error = failures
-    except passes:
-        raise
-    except LlmBudgetExceeded as exc:
-        logger.warning("%s: %s", what, exc)
-        row.status = StepStatus.FAILED
-        row.error = f"{BUDGET_EXHAUSTED}: {exc}"
-    except Exception as exc:
-        logger.exception("%s failed", what)
-        row.status = StepStatus.FAILED
-        row.error = f"{type(exc).__name__}: {exc}"
-    row.finished_at = timezone.now()
-    row.save(update_fields=["status", "output", "error", "finished_at"])
-    if isinstance(row, PipelineStepRun):
-        logger.info("%s %s in %.1f s", what, row.status, row.duration_seconds)

@@ -7,7 +7,7 @@ from datetime import date
 from conversations.models import Conversation
 from sleep.cycle import SLEEP_CYCLE
 from sleep.models import PipelineRun, StepStatus
-from sleep.pipeline import FAILURES
+from sleep.step_runs import FAILURES
 
 
 def sleep_run_failures(*, run: PipelineRun) -> list[dict]:

@@ -47,8 +47,8 @@ from sleep.checks import (
     split_refusal,
 )
 from sleep.context import StepContext
-from sleep.pipeline import FAILURES
 from sleep.slots import Slot, memory_slot, restates, slot_resolved, slots_aliased, supersedes
+from sleep.step_runs import FAILURES
 from sleep.steps.deep_groups import memory_owner, merge_candidates, subject_groups
 from sleep.steps.deep_prompts import (
     CONTRADICTION_INSTRUCTIONS,

@@ -27,7 +27,7 @@ from conversations.selectors import conversations_persons
 from memory.models import DreamBlock, LimbicBlock, NarrativeBlock, SemanticMemory
 from memory.services import diary_block_create, diary_entries_ensure
 from sleep.context import StepContext
-from sleep.pipeline import FAILURES
+from sleep.step_runs import FAILURES
 from sleep.steps.outcome import answer_or_failure
 from temporal.selectors import DIALOGUE_ROLES, EXCLUDED_PLATFORMS, person_label
 

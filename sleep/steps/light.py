@@ -42,8 +42,8 @@ from memory.services import diary_block_create, diary_entries_ensure, memory_cre
 from sleep.checks import FactChecks, citations_refusal
 from sleep.context import StepContext
 from sleep.models import LightSleepWatermark
-from sleep.pipeline import FAILURES
 from sleep.slots import SLOT_RULE, SLOT_SCHEMA, memory_slot, restates
+from sleep.step_runs import FAILURES
 from sleep.steps.light_outline import autobiography_outline_refresh
 from sleep.steps.outcome import answer_or_failure
 from temporal.selectors import DayConversation, day_conversation_ids, day_conversations, dialogue_messages

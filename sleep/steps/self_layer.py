@@ -17,7 +17,7 @@ from conversations.models import Person
 from conversations.selectors import languages_in_use
 from memory.models import LimbicBlock, NarrativeBlock, SelfBlock, SelfLayerBlock, SemanticMemory
 from sleep.context import StepContext
-from sleep.pipeline import FAILURES
+from sleep.step_runs import FAILURES
 from sleep.steps.light import LIGHT_SLEEP_ID_PREFIX
 from sleep.steps.outcome import answer_or_failure
 

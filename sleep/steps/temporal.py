@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sleep.context import StepContext
-from sleep.pipeline import FAILURES
+from sleep.step_runs import FAILURES
 from sleep.steps.outcome import answer_or_failure
 from temporal.services import temporal_summary_write_day, temporal_summary_write_month, temporal_summary_write_year
 
