@@ -60,10 +60,10 @@ def passive_recall(
     latest messages (``context_messages`` of them, the turn it answers among them: "I'm looking forward to
     that evening" says which evening only there); a memory's score is the better of its two. A short reaction
     that names one word and asks nothing ("nailed it", 「稳」) is read alone. Only memories a keyword branch
-    found are offered unasked, and only those whose calibrated score (the chance that it is
-    relevant) is at least min_score and min_share_of_best of the best one's (by default the best alone, beside
-    any as likely); without vectors (keyword-only recall, whose scores are not that telling), those within
-    min_relative_score of the best. Skipped for cron conversations.
+    found are offered unasked, and only those whose calibrated score (the chance that it is relevant) for a
+    reading is at least min_score and min_share_of_best of that reading's best (by default the likeliest memory
+    of each reading, beside any as likely); without vectors (keyword-only recall, whose scores are not that
+    telling), those within min_relative_score of the best. Skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron:
@@ -81,7 +81,7 @@ def passive_recall(
         if recent:
             readings.append("\n".join([*recent, user_message]))
     try:
-        candidates = _passive_candidates(readings=readings, person=person, pool=max(config["limit"] * 4, 20))
+        found = _passive_candidates(readings=readings, person=person, pool=max(config["limit"] * 4, 20))
     except ValueError:
         # A chat message is not a search query: operator slips must not break the turn.
         return PassiveRecall(hits=[], text="")
@@ -95,24 +95,39 @@ def passive_recall(
         # What the system prompt snapshot shows (resident and person memory, cited there) is not repeated; a memory
         # pinned since is not in it, so it may come here until the next snapshot shows it.
         shown = cited_ids(conversation.system_prompt or "")
-        candidates = [hit for hit in candidates if hit["id"] not in shown]
+        found = [[hit for hit in reading if hit["id"] not in shown] for reading in found]
+    # A memory scores the better of its readings.
+    best: dict[int, dict[str, Any]] = {}
+    for hit in (hit for reading in found for hit in reading):
+        if hit["score"] > best.get(hit["id"], {}).get("score", -1):
+            best[hit["id"]] = hit
+    candidates = sorted(best.values(), key=lambda hit: -hit["score"])
     if not candidates:
         return PassiveRecall(hits=[], text="")
     if any("dense" in hit["scores"] for hit in candidates):
         # Scores are calibrated (memory.search.score_fuse): a memory is offered when it is likely enough relevant,
-        # and (by default) as likely as the best: a second, slightly weaker memory mostly joined a turn that had a
-        # relevant one already; left out, the dev sets keep their precision at a looser cut-off, and a relevant
-        # memory is offered in more turns on every one (docs/benchmarks.md).
-        cutoff = max(config["min_score"], candidates[0]["score"] * config["min_share_of_best"])
+        # and (by default) the likeliest of a reading: a second, slightly weaker memory mostly joined a turn that had
+        # a relevant one already; left out, the dev sets keep their precision at a looser cut-off, and a relevant
+        # memory is offered in more turns on every one. The message alone and the conversation it ends each have
+        # their likeliest memory: what the message asks of and what the exchange is about may differ, and each is
+        # offered (docs/benchmarks.md).
+        chosen = {
+            hit["id"]
+            for reading in found
+            if reading
+            for hit in reading
+            if hit["score"] >= max(config["min_score"], reading[0]["score"] * config["min_share_of_best"])
+        }
     else:
         # Keyword-only recall (no vectors here) cannot tell a relevant memory from one sharing a word with the
         # message (on the dev sets none of its scores means better than 1 in 3): it offers the best keyword hits,
         # and what a subject the message names brought.
         by_words = [hit["score"] for hit in candidates if set(hit["scores"]) & set(KEYWORD_BRANCHES)]
         cutoff = max(by_words, default=candidates[0]["score"]) * config["min_relative_score"]
+        chosen = {hit["id"] for hit in candidates if hit["score"] >= cutoff}
     hits, lines, used = [], [], 0
-    for hit in candidates:
-        if hit["score"] < cutoff or len(hits) >= config["limit"]:
+    for hit in (hit for hit in candidates if hit["id"] in chosen):
+        if len(hits) >= config["limit"]:
             break
         line = memory_line(content=hit["snippet"], entity_id=hit["id"])
         if used + len(line) + 1 > config["max_chars"]:
@@ -137,10 +152,9 @@ def passive_context(*, conversation: Conversation, user_message: str, count: int
     return [message.content for message in latest[-count:]] if count else []
 
 
-def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool: int) -> list[dict[str, Any]]:
-    """Each memory a keyword branch found for one of ``readings`` (the message alone first), at its best score over
-    them, best first."""
-    best: dict[int, dict[str, Any]] = {}
+def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool: int) -> list[list[dict[str, Any]]]:
+    """For each of ``readings`` (the message alone first), the memories a keyword branch found for it, best first."""
+    by_reading = []
     for index, reading in enumerate(readings):
         # Only what a keyword branch found is offered: small talk no word of which matches costs no model call.
         # A subject is brought in (at its prior, above most direct hits) only when the message itself names it: one
@@ -155,17 +169,22 @@ def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool:
             keyword_gate=True,
             entities=index == 0,
         )
-        for hit in found:
-            # Unasked, a memory needs a word of the message (or of the turns it follows) behind it: the dense branch
-            # ranks every memory by meaning, so any message has a nearest one. A subject the message names is such
-            # a word.
-            found_by_words = set(hit["scores"]) & {*KEYWORD_BRANCHES, ENTITY_BRANCH}
-            if found_by_words and hit["score"] > best.get(hit["id"], {}).get("score", -1):
-                best[hit["id"]] = hit
+        # Unasked, a memory needs a word of the message (or of the turns it follows) behind it: the dense branch
+        # ranks every memory by meaning, so any message has a nearest one. A subject the message names is such a word.
+        by_reading.append([hit for hit in found if set(hit["scores"]) & {*KEYWORD_BRANCHES, ENTITY_BRANCH}])
     # A profile says again what its subject's facts say, and the person's facts are in the system prompt already: it
     # is offered when the message names its subject (it then gathers them), not for a word it shares with the
     # message. The person's own profile holds every word of their life and would otherwise come with any message.
-    by_words_only = [hit["id"] for hit in best.values() if ENTITY_BRANCH not in hit["scores"]]
-    for profile in SemanticMemory.objects.filter(profile_q(), pk__in=by_words_only).values_list("pk", flat=True):
-        del best[profile]
-    return sorted(best.values(), key=lambda hit: -hit["score"])
+    words_only = {hit["id"] for found in by_reading for hit in found if ENTITY_BRANCH not in hit["scores"]}
+    profiles = (
+        set(SemanticMemory.objects.filter(profile_q(), pk__in=words_only).values_list("pk", flat=True))
+        if words_only
+        else set()
+    )
+    return [
+        sorted(
+            (hit for hit in found if hit["id"] not in profiles or ENTITY_BRANCH in hit["scores"]),
+            key=lambda hit: -hit["score"],
+        )
+        for found in by_reading
+    ]

@@ -136,6 +136,22 @@ def test_a_follow_up_finds_the_memory_of_the_turn_it_answers(maya_conversation):
 
 
 @pytest.mark.local_embeddings
+def test_the_message_and_the_exchange_it_ends_each_offer_their_likeliest_memory(maya_conversation):
+    person = maya_conversation.person
+    SemanticMemoryFactory(person=person, content="Maya's grandmother Rosa had knee surgery in March")
+    embed_backfill_run()
+    answer = "Much better! She even walked with me to the new cinema downtown"
+    conversation = _holding(ConversationFactory(person=person), ("assistant", "How is Rosa's knee since the surgery?"))
+
+    # The message speaks of the cinema; the exchange it ends, of Rosa's knee.
+    assert _offered(ConversationFactory(person=person), answer) == ["Maya thinks the new cinema downtown is cool"]
+    assert sorted(_offered(conversation, answer)) == [
+        "Maya thinks the new cinema downtown is cool",
+        "Maya's grandmother Rosa had knee surgery in March",
+    ]
+
+
+@pytest.mark.local_embeddings
 def test_a_question_offers_its_fact_whatever_was_talked_about_before(maya_conversation):
     conversation = _holding(maya_conversation, *TOPICAL)
 
