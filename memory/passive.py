@@ -55,22 +55,48 @@ def passive_recall(
 
     ``person`` is the human behind the conversation (default: ``conversation.person``); with none, only
     global memories are candidates. ``language`` frames the message (``conversation_language``, read when
-    not given). A message that names nothing (``text_informative``: greetings, thanks, "lol ok") is offered
-    nothing, whatever came before it. Otherwise the message is read twice: alone, and after the conversation's
-    latest messages (``context_messages`` of them, the turn it answers among them: "I'm looking forward to
-    that evening" says which evening only there); a memory's score is the better of its two. A short reaction
-    that names one word and asks nothing ("nailed it", 「稳」) is read alone. Only memories a keyword branch
-    found are offered unasked, and only those whose calibrated score (the chance that it is relevant) for a
-    reading is at least min_score and min_share_of_best of that reading's best (by default the likeliest memory
-    of each reading, beside any as likely); without vectors (keyword-only recall, whose scores are not that
-    telling), those within min_relative_score of the best. Skipped for cron conversations.
+    not given). The candidates are ``passive_candidates``'s, offered as ``passive_chosen`` cuts them, at most
+    ``limit`` and ``max_chars``. Skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron:
         return PassiveRecall(hits=[], text="")
+    found = passive_candidates(conversation=conversation, user_message=user_message, person=person)
+    chosen = passive_chosen(
+        found=found,
+        min_score=config["min_score"],
+        min_share_of_best=config["min_share_of_best"],
+        min_relative_score=config["min_relative_score"],
+    )
+    hits, lines, used = [], [], 0
+    for hit in chosen[: config["limit"]]:
+        line = memory_line(content=hit["snippet"], entity_id=hit["id"])
+        if used + len(line) + 1 > config["max_chars"]:
+            break
+        hits.append(hit)
+        lines.append(line)
+        used += len(line) + 1
+    heading = PASSIVE_HEADING[language or conversation_language(conversation=conversation, pending=user_message)]
+    text = heading + "\n" + "\n".join(lines) if lines else ""
+    return PassiveRecall(hits=hits, text=text)
+
+
+def passive_candidates(
+    *, conversation: Conversation, user_message: str, person: Person | None = None
+) -> list[list[dict[str, Any]]]:
+    """The memories passive recall may offer for ``user_message``: for each reading of it, those a keyword branch
+    found, best first (none when it names nothing).
+
+    A message that names nothing (``text_informative``: greetings, thanks, "lol ok") is offered nothing, whatever
+    came before it. Otherwise the message is read twice: alone, and after the conversation's latest messages
+    (``memory.passive_recall``'s ``context_messages``, the turn it answers among them: "I'm looking forward to that
+    evening" says which evening only there). A short reaction that names one word and asks nothing ("nailed it",
+    「稳」) is read alone. What the system prompt snapshot cites already is left out (``exclude_resident``).
+    """
+    config = config_get(section="memory.passive_recall")
     naming = text_naming_words(user_message or "")
     if not naming:
-        return PassiveRecall(hits=[], text="")
+        return []
     person = person or conversation.person
     readings = [user_message]
     # A short reaction naming one word ("nailed it", "that's insane", 「稳」, "nite nite": a word said twice is one)
@@ -81,63 +107,64 @@ def passive_recall(
         if recent:
             readings.append("\n".join([*recent, user_message]))
     try:
-        found = _passive_candidates(readings=readings, person=person, pool=max(config["limit"] * 4, 20))
+        found = _found_by_words(readings=readings, person=person, pool=max(config["limit"] * 4, 20))
     except ValueError:
         # A chat message is not a search query: operator slips must not break the turn.
-        return PassiveRecall(hits=[], text="")
+        return []
     except SearchTimeout:
         # Nor may a slow search: the turn goes on without passive memories.
         logger.warning(
             "passive recall timed out for conversation %s; the turn has no passive memories", conversation.pk
         )
-        return PassiveRecall(hits=[], text="")
-    if config["exclude_resident"]:
-        # What the system prompt snapshot shows (resident and person memory, cited there) is not repeated; a memory
-        # pinned since is not in it, so it may come here until the next snapshot shows it.
-        shown = cited_ids(conversation.system_prompt or "")
-        found = [[hit for hit in reading if hit["id"] not in shown] for reading in found]
-    # A memory scores the better of its readings.
+        return []
+    if not config["exclude_resident"]:
+        return found
+    # What the system prompt snapshot shows (resident and person memory, cited there) is not repeated; a memory
+    # pinned since is not in it, so it may come here until the next snapshot shows it.
+    shown = cited_ids(conversation.system_prompt or "")
+    return [[hit for hit in reading if hit["id"] not in shown] for reading in found]
+
+
+def passive_chosen(
+    *, found: Sequence[Sequence[dict[str, Any]]], min_score: float, min_share_of_best: float, min_relative_score: float
+) -> list[dict[str, Any]]:
+    """What passive recall offers of ``found`` (``passive_candidates``), likeliest first, a memory scoring the better
+    of its readings.
+
+    With vectors, the memories whose calibrated score (the chance that it is relevant) for a reading is at least
+    ``min_score`` and ``min_share_of_best`` of that reading's best: by default the likeliest memory of each reading,
+    beside any as likely. Without (keyword-only recall, whose scores are not that telling), those within
+    ``min_relative_score`` of the best.
+    """
     best: dict[int, dict[str, Any]] = {}
     for hit in (hit for reading in found for hit in reading):
         if hit["score"] > best.get(hit["id"], {}).get("score", -1):
             best[hit["id"]] = hit
     candidates = sorted(best.values(), key=lambda hit: -hit["score"])
     if not candidates:
-        return PassiveRecall(hits=[], text="")
+        return []
     if any("dense" in hit["scores"] for hit in candidates):
         # Scores are calibrated (memory.search.score_fuse): a memory is offered when it is likely enough relevant,
         # and (by default) the likeliest of a reading: a second, slightly weaker memory mostly joined a turn that had
         # a relevant one already; left out, the dev sets keep their precision at a looser cut-off, and a relevant
-        # memory is offered in more turns on every one. The message alone and the conversation it ends each have
-        # their likeliest memory: what the message asks of and what the exchange is about may differ, and each is
+        # memory is offered in more turns on every one. The message alone and the exchange it ends may be about
+        # different things (the cinema, and the knee it was walked to on), and each reading's likeliest memory is
         # offered (docs/benchmarks.md).
         chosen = {
             hit["id"]
             for reading in found
             if reading
             for hit in reading
-            if hit["score"] >= max(config["min_score"], reading[0]["score"] * config["min_share_of_best"])
+            if hit["score"] >= max(min_score, reading[0]["score"] * min_share_of_best)
         }
     else:
         # Keyword-only recall (no vectors here) cannot tell a relevant memory from one sharing a word with the
         # message (on the dev sets none of its scores means better than 1 in 3): it offers the best keyword hits,
         # and what a subject the message names brought.
         by_words = [hit["score"] for hit in candidates if set(hit["scores"]) & set(KEYWORD_BRANCHES)]
-        cutoff = max(by_words, default=candidates[0]["score"]) * config["min_relative_score"]
+        cutoff = max(by_words, default=candidates[0]["score"]) * min_relative_score
         chosen = {hit["id"] for hit in candidates if hit["score"] >= cutoff}
-    hits, lines, used = [], [], 0
-    for hit in (hit for hit in candidates if hit["id"] in chosen):
-        if len(hits) >= config["limit"]:
-            break
-        line = memory_line(content=hit["snippet"], entity_id=hit["id"])
-        if used + len(line) + 1 > config["max_chars"]:
-            break
-        hits.append(hit)
-        lines.append(line)
-        used += len(line) + 1
-    heading = PASSIVE_HEADING[language or conversation_language(conversation=conversation, pending=user_message)]
-    text = heading + "\n" + "\n".join(lines) if lines else ""
-    return PassiveRecall(hits=hits, text=text)
+    return [hit for hit in candidates if hit["id"] in chosen]
 
 
 def passive_context(*, conversation: Conversation, user_message: str, count: int) -> list[str]:
@@ -152,7 +179,7 @@ def passive_context(*, conversation: Conversation, user_message: str, count: int
     return [message.content for message in latest[-count:]] if count else []
 
 
-def _passive_candidates(*, readings: Sequence[str], person: Person | None, pool: int) -> list[list[dict[str, Any]]]:
+def _found_by_words(*, readings: Sequence[str], person: Person | None, pool: int) -> list[list[dict[str, Any]]]:
     """For each of ``readings`` (the message alone first), the memories a keyword branch found for it, best first."""
     by_reading = []
     for index, reading in enumerate(readings):

@@ -11,11 +11,12 @@ offers semantic memories, so the conversations' turns are stored but not embedde
 the turns before it: a MADial dialogue's user line before the test turn after the dialogue's earlier turns, a
 LoCoMo or chats question on its own, a small-talk line of bench/recall/smalltalk.jsonl on its own and after a
 topical exchange (a MADial dialogue's or a LoCoMo session's first two turns). For each query construction
-(``VARIANTS``: the last message alone, the window and the message as one query, and ``passive``, passive recall
-itself in a conversation holding the turns before, its cut-offs opened) each turn's candidates are searched once;
-every cut-off and share of the best score is then applied to them, and for each set it prints offered / relevant
-offered / precision, as ``bench_recall``'s ``passive`` reads them. ``--dump`` writes every turn's candidates for
-other combinations, with each candidate's text.
+(``VARIANTS``: the last message alone, the window and the message as one query, and ``passive``, passive recall's
+candidates in a conversation holding the turns before, ``passive_candidates``) each turn's candidates are searched
+once; passive recall's gate (``passive_chosen``) is then applied to them at every cut-off and share of a reading's
+best score, and for each set it prints offered / relevant offered / precision, as ``bench_recall``'s ``passive``
+reads them. ``--dump`` writes every turn's candidates by reading for other combinations, with each candidate's
+text.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ django.setup()
 from django.db import connection  # noqa: E402
 
 import memory.embedding as embedding  # noqa: E402
-from anima.core.config import config_update  # noqa: E402
+from anima.core.config import config_get  # noqa: E402
 from anima.core.db import throwaway_database  # noqa: E402
 from anima.core.segmentation import text_informative  # noqa: E402
 from conversations.models import Role  # noqa: E402
@@ -48,11 +49,13 @@ from memory.benchmarks._common import CHATS, conversation_holding, smalltalk_lin
 from memory.benchmarks.locomo import locomo_load  # noqa: E402
 from memory.benchmarks.madial import LANGUAGES, madial_load, madial_read  # noqa: E402
 from memory.models import SemanticMemory  # noqa: E402
-from memory.passive import passive_recall  # noqa: E402
+from memory.passive import passive_candidates, passive_chosen  # noqa: E402
 from memory.search import KEYWORD_BRANCHES, search_text_plain, term_stats_clear  # noqa: E402
 from memory.selectors import memory_semantic_search  # noqa: E402
 
 POOL = 20
+# A turn's candidates, by reading (the message alone, then after the turns before it), each best first.
+Found = list[list[dict]]
 
 
 @dataclass(frozen=True)
@@ -120,34 +123,34 @@ def _questions(set_name: str, samples) -> list[Turn]:
     return turns
 
 
-def _search(person, text: str) -> dict[int, float]:
-    """What passive recall's search finds for ``text``: id -> score, only hits a keyword branch found."""
+def _search(person, text: str) -> Found:
+    """What passive recall's search finds for ``text``, as one reading: only hits a keyword branch found."""
     if not text.strip():
-        return {}
+        return []
     hits = memory_semantic_search(
         query=search_text_plain(text), limit=POOL, person=person, global_only=True, keyword_gate=True
     )
-    return {hit["id"]: hit["score"] for hit in hits if set(hit["scores"]) & set(KEYWORD_BRANCHES)}
+    return [sorted((hit for hit in hits if set(hit["scores"]) & set(KEYWORD_BRANCHES)), key=lambda hit: -hit["score"])]
 
 
-def _passive(turn: Turn) -> dict[int, float]:
-    """Every candidate passive recall scores for ``turn`` (its cut-offs are opened by ``main``), in a conversation
+def _passive(turn: Turn) -> Found:
+    """Every candidate passive recall has for ``turn``, by reading (``passive_candidates``), in a conversation
     holding the turns before it: the turn it answers is the assistant's, the one before the user's, and so on."""
     roles = [Role.ASSISTANT if (len(turn.before) - index) % 2 else Role.USER for index in range(len(turn.before))]
     conversation = conversation_holding(person=turn.person, turns=list(zip(roles, turn.before, strict=True)))
-    return {hit["id"]: hit["score"] for hit in passive_recall(conversation=conversation, user_message=turn.last).hits}
+    return passive_candidates(conversation=conversation, user_message=turn.last)
 
 
-def _gated(search: Callable[[Turn], dict[int, float]]) -> Callable[[Turn], dict[int, float]]:
+def _gated(search: Callable[[Turn], Found]) -> Callable[[Turn], Found]:
     """``search`` behind the informativeness test passive recall makes first."""
-    return lambda turn: search(turn) if text_informative(turn.last) else {}
+    return lambda turn: search(turn) if text_informative(turn.last) else []
 
 
 def _joined(*lines: str) -> str:
     return "\n".join(line for line in lines if line.strip())
 
 
-VARIANTS: dict[str, Callable[[Turn], dict[int, float]]] = {
+VARIANTS: dict[str, Callable[[Turn], Found]] = {
     "last": lambda turn: _search(turn.person, turn.last),
     "prev1": lambda turn: _search(turn.person, _joined(*turn.before[-1:], turn.last)),
     "prev2": lambda turn: _search(turn.person, _joined(*turn.before[-2:], turn.last)),
@@ -159,15 +162,15 @@ VARIANTS: dict[str, Callable[[Turn], dict[int, float]]] = {
 
 
 def _tally(
-    turns: list[Turn], found: list[dict[int, float]], cutoff: float, share: float = 0.0, limit: int = 5
+    turns: list[Turn], found: list[Found], cutoff: float, share: float = 0.0, limit: int = 5
 ) -> dict[str, float]:
-    """Offered / relevant offered / precision (%) when the hits scoring at least ``cutoff`` and ``share`` of the
-    best are offered, ``limit`` at most."""
+    """Offered / relevant offered / precision (%) when passive recall's gate (``passive_chosen``) offers the hits
+    scoring at least ``cutoff`` and ``share`` of their reading's best, ``limit`` at most."""
+    relative = config_get(section="memory.passive_recall")["min_relative_score"]
     offered = relevant = memories = relevant_memories = 0
-    for turn, hits in zip(turns, found, strict=True):
-        ranked = sorted(hits.items(), key=lambda item: -item[1])
-        floor = max(cutoff, ranked[0][1] * share) if ranked else cutoff
-        chosen = [pk for pk, score in ranked if score >= floor][:limit]
+    for turn, readings in zip(turns, found, strict=True):
+        gated = passive_chosen(found=readings, min_score=cutoff, min_share_of_best=share, min_relative_score=relative)
+        chosen = [hit["id"] for hit in gated][:limit]
         offered += bool(chosen)
         relevant += bool(set(chosen) & turn.relevant)
         memories += len(chosen)
@@ -203,13 +206,6 @@ def main() -> None:
         print("embedding …", flush=True)
         embedding.embed_backfill_run()
         term_stats_clear()
-        # The cut-offs are applied here, to the candidates passive recall would offer without them (its limit stays:
-        # the pool it searches, and so the scores, depend on it).
-        config_update(
-            section="memory.passive_recall",
-            values={"min_score": 0.0, "min_share_of_best": 0.0, "max_chars": 20000},
-            changed_by="passive_gate",
-        )
         by_set: dict[str, list[Turn]] = defaultdict(list)
         for turn in turns:
             if args.sets and turn.set_name not in args.sets.split(","):
@@ -225,10 +221,11 @@ def main() -> None:
                     "before": turn.before,
                     "last": turn.last,
                     "relevant": sorted(turn.relevant),
-                    "hits": hits,
+                    # Each reading's candidates: id -> score, best first.
+                    "readings": [{hit["id"]: hit["score"] for hit in reading} for reading in readings],
                 }
                 for name, group in by_set.items()
-                for turn, hits in zip(group, found[name], strict=True)
+                for turn, readings in zip(group, found[name], strict=True)
             ]
             for cutoff, share, limit in itertools.product(cutoffs, shares, limits):
                 cells = []
@@ -241,12 +238,12 @@ def main() -> None:
                 print(f"{variant} >= {cutoff}, share {share}, at most {limit}: " + " | ".join(cells), flush=True)
         if args.dump:
             texts = dict(
-                SemanticMemory.objects.filter(pk__in={pk for row in dump for pk in row["hits"]}).values_list(
-                    "pk", "content"
-                )
+                SemanticMemory.objects.filter(
+                    pk__in={pk for row in dump for reading in row["readings"] for pk in reading}
+                ).values_list("pk", "content")
             )
             for row in dump:
-                row["texts"] = {pk: texts.get(pk, "") for pk in row["hits"]}
+                row["texts"] = {pk: texts.get(pk, "") for reading in row["readings"] for pk in reading}
             Path(args.dump).write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
 
 
