@@ -86,8 +86,8 @@ SCHEMA: dict[str, dict[str, Field]] = {
             1.0,
             0.0,
             1.0,
-            "with vectors: offer only memories scoring at least this share of the best one's (1: the best, and any as"
-            " likely)",
+            "with vectors: offer only memories scoring at least this share of their reading's best (the message alone,"
+            " after the conversation; 1: each reading's best, and any as likely)",
         ),
         "min_relative_score": Field(
             float, 0.55, 0.0, 1.0, "keyword-only recall (no vectors): offer memories within this share of the best"
