@@ -14,7 +14,7 @@ from anima.api.testing import operator_client
 from memory.benchmarks._common import smalltalk_lines
 from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
-from memory.passive import passive_context, passive_recall
+from memory.passive import passive_chosen, passive_context, passive_recall
 from memory.search import entity_source, hybrid_search, query_fit, score_fuse, search_query_build
 from memory.search._fusion import _calibrated
 from memory.selectors import AUTOBIOGRAPHICAL, SEMANTIC, SESSION, _facts_first, memory_recall
@@ -289,6 +289,34 @@ def test_in_a_query_of_several_lines_a_shared_word_weighs_less_beside_meaning_th
     for several_lines in ("How was work?\nWhere does she work now?", "工作怎么样？\n她现在在哪工作？"):
         assert [hit.id for hit in score_fuse(rows=rows, fit=query_fit(several_lines))[:2]] == [2, 1]
     assert [hit.id for hit in score_fuse(rows=rows, fit=query_fit("Where does she work now?"))[:2]] == [1, 2]
+
+
+# A reading's candidates: memory ids (shared between readings) with a calibrated score, found with vectors.
+READING = st.dictionaries(st.integers(1, 12), st.floats(0.0, 1.0), max_size=8).map(
+    lambda scores: sorted(
+        ({"id": pk, "score": score, "scores": {"fts": 1.0, "dense": 0.5}} for pk, score in scores.items()),
+        key=lambda hit: -hit["score"],
+    )
+)
+
+
+@given(found=st.lists(READING, max_size=2), min_score=st.floats(0.0, 1.0), share=st.floats(0.0, 1.0))
+def test_the_gate_offers_each_readings_likeliest_memory_that_clears_the_cut_off_and_nothing_below_it(
+    found, min_score, share
+):
+    chosen = passive_chosen(found=found, min_score=min_score, min_share_of_best=share, min_relative_score=0.55)
+
+    ids = [hit["id"] for hit in chosen]
+    assert len(ids) == len(set(ids))
+    # Each reading's best is offered when likely enough, at the better of its readings' scores, likeliest first.
+    assert {reading[0]["id"] for reading in found if reading and reading[0]["score"] >= min_score} <= set(ids)
+    best = {hit["id"]: max(h["score"] for r in found for h in r if h["id"] == hit["id"]) for hit in chosen}
+    assert [hit["score"] for hit in chosen] == [best[pk] for pk in ids] == sorted(best.values(), reverse=True)
+    # Nothing is offered that no reading scores at min_score and at share of that reading's best.
+    assert all(
+        any(h["id"] == pk and h["score"] >= max(min_score, r[0]["score"] * share) for r in found for h in r)
+        for pk in ids
+    )
 
 
 # Each row found by some of the branches, with a score in each: BM25 and word similarity are never negative, a cosine
