@@ -148,8 +148,8 @@ def passive_chosen(
         # and (by default) the likeliest of a reading: a second, slightly weaker memory mostly joined a turn that had
         # a relevant one already; left out, the dev sets keep their precision at a looser cut-off, and a relevant
         # memory is offered in more turns on every one. The message alone and the exchange it ends may be about
-        # different things (the cinema, and the knee it was walked to on), and each reading's likeliest memory is
-        # offered (docs/benchmarks.md).
+        # different things (the cinema a reply names, the knee surgery the question before it asked about), and each
+        # reading's likeliest memory is offered (docs/benchmarks.md).
         chosen = {
             hit["id"]
             for reading in found
