@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from anima.core.db import throwaway_database
-from memory.benchmarks._common import smalltalk_lines
+from memory.benchmarks._common import CHATS, smalltalk_lines
 from memory.benchmarks.locomo import locomo_load
 from memory.benchmarks.madial import LANGUAGES, madial_load, madial_read
 from memory.embedding import embed_backfill_run
@@ -35,12 +35,13 @@ class DevQuery:
 
 
 @contextmanager
-def dev_sets_loaded(data: Path) -> Iterator[list[DevQuery]]:
+def dev_sets_loaded(data: Path, *, chats: bool = False) -> Iterator[list[DevQuery]]:
     """Load and embed the sets in ``data`` (``madial/``, ``locomo/``) into a throwaway database; yield the queries.
 
     Sets: ``madial-<lang>`` (dialogues), ``madial-<lang>-last`` (each dialogue's last user message, read as passive
     recall reads it), ``smalltalk-<lang>`` (nothing relevant), ``locomo`` (questions over turns), ``locomo-facts``
-    (questions over the sessions' observations).
+    (questions over the sessions' observations); with ``chats``, the chats written for this project too
+    (``chats-<lang>``, questions over turns, as ``locomo``).
     """
     with throwaway_database():
         queries: list[DevQuery] = []
@@ -62,33 +63,40 @@ def dev_sets_loaded(data: Path) -> Iterator[list[DevQuery]]:
                 for person in list(persons.values())[:5]:
                     recall = _passive({"person": person, "memory_types": [SEMANTIC]}, line)
                     queries.append(DevQuery(f"smalltalk-{lang}", recall, lambda pk: False))
-        for sample in locomo_load(data=data / "locomo"):
-            for question in sample.questions:
-                evidence = set(question["evidence"])
-                asked = {"person": sample.person, "query": question["question"]}
-                queries.append(
-                    DevQuery(
-                        "locomo",
-                        {**asked, "memory_types": [SESSION]},
-                        lambda pk, evidence=evidence, keys=sample.message_key: keys.get(pk) in evidence,
-                        question["category"],
-                        len(evidence),
-                    )
-                )
-                queries.append(
-                    DevQuery(
-                        "locomo-facts",
-                        {**asked, "memory_types": [SEMANTIC]},
-                        lambda pk, evidence=evidence, facts=sample.fact_sources: bool(facts.get(pk, set()) & evidence),
-                        question["category"],
-                    )
-                )
+        written = [(f"chats-{path.stem}", path) for path in sorted(CHATS.glob("*.json"))] if chats else []
+        for set_name, path in [("locomo", data / "locomo"), *written]:
+            for sample in locomo_load(data=path):
+                _questions_add(queries, set_name=set_name, sample=sample)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         print("embedding …", flush=True)
         embed_backfill_run()
         term_stats_clear()
         yield queries
+
+
+def _questions_add(queries: list[DevQuery], *, set_name: str, sample) -> None:
+    """``sample``'s questions (a LoCoMo-format conversation's), over its turns and over its observations' facts."""
+    for question in sample.questions:
+        evidence = set(question["evidence"])
+        asked = {"person": sample.person, "query": question["question"]}
+        queries.append(
+            DevQuery(
+                set_name,
+                {**asked, "memory_types": [SESSION]},
+                lambda pk, evidence=evidence, keys=sample.message_key: keys.get(pk) in evidence,
+                question["category"],
+                len(evidence),
+            )
+        )
+        queries.append(
+            DevQuery(
+                f"{set_name}-facts",
+                {**asked, "memory_types": [SEMANTIC]},
+                lambda pk, evidence=evidence, facts=sample.fact_sources: bool(facts.get(pk, set()) & evidence),
+                question["category"],
+            )
+        )
 
 
 def _passive(recall: dict[str, Any], message: str) -> dict[str, Any]:

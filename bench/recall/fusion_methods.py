@@ -4,16 +4,22 @@ Run from the repository root (``--data``: the folder holding madial/ and locomo/
 
     python bench/recall/fusion_methods.py --data ../shared/bench
 
-Each query of MADial (zh, en: dialogues over memories) and LoCoMo (questions over turns, categories 1-4 and 5)
-is asked once with every branch; the branches' candidates (MIN_POOL a branch) are then ranked by each method:
-weighted means of z-scores (the default's even mix and others), of min-max normalised scores, CombMNZ, reciprocal
-rank fusion, and the default's calibrated score, which orders what recall returns. The default judges a query of
-several lines (MADial's dialogues) by what its first hits share (``memory.search._feedback``); a row gives the
-default without that. Two methods re-rank the default's fused list (before that feedback) with its first hits as
-feedback on every query (their vectors' centroid): pseudo-relevance feedback adds each hit's z-scored similarity
-to that centroid to its log-odds (also with only first hits scored 0.5 or more, confident ones, as feedback);
-Rocchio moves the dense z-score part of the way toward it before the calibration. It also prints how often the
-default's first hit is relevant (passive recall can offer no more often a relevant memory at that precision).
+Each query of MADial (zh, en: dialogues over memories), LoCoMo (questions over turns, categories 1-4 and 5) and
+the chats written for this project (``bench/recall/chats``, questions 1-4, as LoCoMo's) is asked once with every
+branch; the branches' candidates (MIN_POOL a branch) are then ranked by each method: weighted means of z-scores (the
+default's even mix and others), of min-max normalised scores, CombMNZ, reciprocal rank fusion, and the default's
+calibrated score, which orders what recall returns. The default judges a query of several lines (MADial's
+dialogues) by what its first hits share (``memory.search._feedback``); a row gives the default without that. Two
+methods re-rank the default's fused list (before that feedback) with its first hits as feedback on every query
+(their vectors' centroid): pseudo-relevance feedback adds each hit's z-scored similarity to that centroid to its
+log-odds (also with only first hits scored 0.5 or more, confident ones, as feedback); Rocchio moves the dense z-score
+part of the way toward it before the calibration. It also prints how often the default's first hit is relevant
+(passive recall can offer no more often a relevant memory at that precision), and the dense and keyword branches as
+recall ranks them alone (``bench_recall``'s rows).
+
+Two rows are bounds, not methods: with the answers known, the better of the default's list and the dense branch's
+for each query, and the best keyword weight for each query (the calibration's keyword slope × 0 to × 10, recall's
+list ranked again). No weight of the keywords against meaning that follows the query does better than the second.
 
 Beside each method's R@10 it prints its difference to the default over the same queries, ± the standard error of
 that paired difference: a set of 160 dialogues (MADial, per language) cannot tell apart methods a point or so apart.
@@ -53,7 +59,11 @@ from memory.selectors import memory_recall  # noqa: E402
 K = 10
 DEFAULT = "calibrated score (the default)"
 FIRST = "the default's first hit is relevant (%)"
-SETS = ("madial-zh", "madial-en", "locomo 1-4", "locomo 5")
+SETS = ("madial-zh", "madial-en", "locomo 1-4", "locomo 5", "chats-zh 1-4", "chats-en 1-4")
+# A keyword weight that follows the query, chosen query by query with the answers known: a bound, not a method.
+SLOPES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+BOUND_SWITCH = "bound: the better of the default and the dense branch, query by query"
+BOUND_SLOPE = "bound: the best keyword weight (× 0 to × 10), query by query"
 _rows: list[list] = []
 _original = fusion.score_fuse
 
@@ -156,6 +166,22 @@ def _feedback(
     return sorted(mixed, key=lambda row_id: -mixed[row_id])
 
 
+BRANCH_ROWS = (
+    ("the dense branch, as recall ranks it", ("dense",)),
+    ("the keyword branches, as recall ranks them", fusion.KEYWORD_BRANCHES),
+)
+
+
+def _reweighed(hits: list, *, slope: float, fit: str) -> list[int]:
+    """``hits`` (recall's list) ranked again with the calibration's keyword slope × ``slope``: each hit's log-odds
+    moved by what the change of slope moves, whatever else recall added to it (feedback, a neighbour's pull)."""
+    slope_keyword = fusion.CALIBRATION[fit][0]
+    moved = {
+        hit.id: _logit(hit.score) + (slope - 1.0) * slope_keyword * min(hit.keyword_z, fusion.Z_CAP) for hit in hits
+    }
+    return sorted(moved, key=lambda row_id: -moved[row_id])
+
+
 # (label, method, weight, gate)
 FEEDBACK = (
     ("pseudo-relevance feedback, first 3 hits, weight 0.5", "prf", 0.5, 0.0),
@@ -185,11 +211,13 @@ def main() -> None:
     parser.add_argument("--data", required=True, help="the folder with madial/ and locomo/")
     args = parser.parse_args()
     found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    with dev_sets_loaded(Path(args.data)) as queries:
+    with dev_sets_loaded(Path(args.data), chats=True) as queries:
         for query in queries:
-            if query.set_name not in ("madial-zh", "madial-en", "locomo"):
+            if query.set_name not in ("madial-zh", "madial-en", "locomo", "chats-zh", "chats-en"):
                 continue
-            name = query.set_name if query.set_name != "locomo" else f"locomo {'5' if query.category == 5 else '1-4'}"
+            name = query.set_name
+            if not name.startswith("madial"):
+                name = f"{name} {'5' if query.category == 5 else '1-4'}"
             _rows.clear()
             _hits.clear()
             _unfed.clear()
@@ -210,6 +238,13 @@ def main() -> None:
                 found[label][name].append(len(relevant & set(ranked[:K])) / wanted)
             for label, method, weights in METHODS:
                 found[label][name].append(len(relevant & set(_ranked(rows, method, weights)[:K])) / wanted)
+            final = _hits[0] if _hits else []  # as recall ranks them: feedback, pulls and lowering included
+            for label, branches in BRANCH_ROWS:
+                only = {hit["id"] for hit in memory_recall(limit=K, branches=branches, **query.recall)}
+                found[label][name].append(len(relevant & only) / wanted)
+            found[BOUND_SWITCH][name].append(max(found[DEFAULT][name][-1], found[BRANCH_ROWS[0][0]][name][-1]))
+            by_slope = [len(relevant & set(_reweighed(final, slope=slope, fit=fit)[:K])) / wanted for slope in SLOPES]
+            found[BOUND_SLOPE][name].append(max(by_slope))
     print(f"R@{K} (difference to the default ± its standard error) | " + " | ".join(SETS))
     for label, figures in found.items():
         cells = (_cell(figures[name], None if label in (DEFAULT, FIRST) else found[DEFAULT][name]) for name in SETS)
