@@ -19,7 +19,7 @@ recall ranks them alone (``bench_recall``'s rows).
 
 Two rows are bounds, not methods: with the answers known, the better of the default's list and the dense branch's
 for each query, and the best keyword weight for each query (the calibration's keyword slope × 0 to × 10, recall's
-list ranked again). No weight of the keywords against meaning that follows the query does better than the second.
+list ranked again). No keyword weight in that range that follows the query does better than the second.
 
 Beside each method's R@10 it prints its difference to the default over the same queries, ± the standard error of
 that paired difference: a set of 160 dialogues (MADial, per language) cannot tell apart methods a point or so apart.
