@@ -153,7 +153,6 @@ def passive_chosen(
         chosen = {
             hit["id"]
             for reading in found
-            if reading
             for hit in reading
             if hit["score"] >= max(min_score, reading[0]["score"] * min_share_of_best)
         }
@@ -203,11 +202,7 @@ def _found_by_words(*, readings: Sequence[str], person: Person | None, pool: int
     # is offered when the message names its subject (it then gathers them), not for a word it shares with the
     # message. The person's own profile holds every word of their life and would otherwise come with any message.
     words_only = {hit["id"] for found in by_reading for hit in found if ENTITY_BRANCH not in hit["scores"]}
-    profiles = (
-        set(SemanticMemory.objects.filter(profile_q(), pk__in=words_only).values_list("pk", flat=True))
-        if words_only
-        else set()
-    )
+    profiles = set(SemanticMemory.objects.filter(profile_q(), pk__in=words_only).values_list("pk", flat=True))
     return [
         sorted(
             (hit for hit in found if hit["id"] not in profiles or ENTITY_BRANCH in hit["scores"]),

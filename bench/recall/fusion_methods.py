@@ -50,7 +50,7 @@ import memory.selectors as selectors  # noqa: E402
 from anima.core.embeddings import embedding_model  # noqa: E402
 from anima.core.vectors import ENTITY, MESSAGE  # noqa: E402
 from bench.recall._dev_sets import dev_sets_loaded  # noqa: E402
-from memory.benchmarks._common import paired_difference  # noqa: E402
+from memory.benchmarks._common import BRANCHES, paired_difference  # noqa: E402
 from memory.search import query_fit  # noqa: E402
 from memory.search._context import _logit  # noqa: E402
 from memory.search._feedback import hit_vectors  # noqa: E402
@@ -166,9 +166,10 @@ def _feedback(
     return sorted(mixed, key=lambda row_id: -mixed[row_id])
 
 
+DENSE_ROW = "the dense branch, as recall ranks it"
 BRANCH_ROWS = (
-    ("the dense branch, as recall ranks it", ("dense",)),
-    ("the keyword branches, as recall ranks them", fusion.KEYWORD_BRANCHES),
+    (DENSE_ROW, BRANCHES["dense"]),
+    ("the keyword branches, as recall ranks them", BRANCHES["anima_keyword"]),
 )
 
 
@@ -242,7 +243,7 @@ def main() -> None:
             for label, branches in BRANCH_ROWS:
                 only = {hit["id"] for hit in memory_recall(limit=K, branches=branches, **query.recall)}
                 found[label][name].append(len(relevant & only) / wanted)
-            found[BOUND_SWITCH][name].append(max(found[DEFAULT][name][-1], found[BRANCH_ROWS[0][0]][name][-1]))
+            found[BOUND_SWITCH][name].append(max(found[DEFAULT][name][-1], found[DENSE_ROW][name][-1]))
             by_slope = [len(relevant & set(_reweighed(final, slope=slope, fit=fit)[:K])) / wanted for slope in SLOPES]
             found[BOUND_SLOPE][name].append(max(by_slope))
     print(f"R@{K} (difference to the default ± its standard error) | " + " | ".join(SETS))
