@@ -14,6 +14,7 @@ from django.db.models.functions import Coalesce, NullIf
 from anima.core.calendar import moment_bound
 from anima.core.models import FTS_CONFIG
 from anima.core.search_query import search_query_build
+from anima.core.segmentation import text_simplified
 from anima.core.text import is_chinese, without_addresses
 from conversations.models import Conversation, HistoryEntry, Identity, Language, Message, Person, Platform, Role
 
@@ -217,6 +218,23 @@ def languages_in_use(*, since: datetime) -> list[str]:
             if len(languages) == len(Language.values):
                 break
     return languages
+
+
+def conversation_script(*, conversation: Conversation, pending: str = "") -> str:
+    """What a Chinese prompt's framing is written like (``text_in_script_of``'s ``like``): the conversation's latest
+    user messages in traditional characters when most of those in Chinese are (「我的貓」), else "" (simplified).
+
+    A conversation with none yet follows ``pending``. Memories keep the characters they were written in; only what
+    Anima writes around them (headings, instructions) follows the conversation, as its language does.
+    """
+    texts = list(
+        Message.objects.filter(conversation=conversation, role=Role.USER)
+        .order_by("-created_at", "-id")
+        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
+    ) or [pending]
+    chinese = [text for text in texts if _language_of([text]) == Language.ZH]
+    traditional = [text for text in chinese if text_simplified(text) != text]
+    return "\n".join(traditional) if traditional and len(traditional) * 2 > len(chinese) else ""
 
 
 def conversation_language(*, conversation: Conversation, pending: str = "") -> str:

@@ -43,7 +43,7 @@ from typing import Any
 from django.db import transaction
 
 from anima.core.models import BlockTag, MemoryType
-from anima.core.segmentation import word_parts, word_tags
+from anima.core.segmentation import text_in_script_of, word_parts, word_tags
 from anima.core.text import KEYWORD_STOPWORDS, is_chinese
 from conversations.models import Conversation, Language, Person
 from conversations.selectors import conversation_person
@@ -374,8 +374,9 @@ IMPRINT_HEADING = {
 }
 
 
-def imprint_prompt_section(*, conversation: Conversation, language: str) -> str:
-    """The latest imprints of the conversation's own person under a heading in ``language``; else empty.
+def imprint_prompt_section(*, conversation: Conversation, language: str, script: str = "") -> str:
+    """The latest imprints of the conversation's own person under a heading in ``language`` (its Chinese in
+    ``script``'s characters, ``conversation_script``); else empty.
 
     Only the person the conversation resolves to: never another person's imprint.
     """
@@ -385,4 +386,5 @@ def imprint_prompt_section(*, conversation: Conversation, language: str) -> str:
     imprints = imprints_of_person(person=person)[:PROMPT_LIMIT]
     if not imprints:
         return ""
-    return "\n".join([IMPRINT_HEADING[language], *(f"- {imprint.content}" for imprint in imprints)])
+    heading = text_in_script_of(IMPRINT_HEADING[language], like=script)
+    return "\n".join([heading, *(f"- {imprint.content}" for imprint in imprints)])

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from anima.core.config import config_get
-from anima.core.segmentation import text_asks, text_naming_words, text_word_count
+from anima.core.segmentation import text_asks, text_in_script_of, text_naming_words, text_word_count
 from conversations.models import Conversation, Person, Role
-from conversations.selectors import conversation_language, messages_latest
+from conversations.selectors import conversation_language, conversation_script, messages_latest
 from memory.citations import cited_ids
 from memory.models import SemanticMemory
 from memory.search import KEYWORD_BRANCHES, SearchTimeout, search_text_plain
@@ -49,14 +49,20 @@ REACTION_WORDS = 4
 
 
 def passive_recall(
-    *, conversation: Conversation, user_message: str, person: Person | None = None, language: str | None = None
+    *,
+    conversation: Conversation,
+    user_message: str,
+    person: Person | None = None,
+    language: str | None = None,
+    script: str | None = None,
 ) -> PassiveRecall:
     """Semantic memories relevant to ``user_message``, cut by score; never persisted.
 
     ``person`` is the human behind the conversation (default: ``conversation.person``); with none, only
     global memories are candidates. ``language`` frames the message (``conversation_language``, read when
-    not given). The candidates are ``passive_candidates``'s, offered as ``passive_chosen`` cuts them, at most
-    ``limit`` and ``max_chars``. Skipped for cron conversations.
+    not given), its Chinese in ``script``'s characters (``conversation_script``, read when not given). The
+    candidates are ``passive_candidates``'s, offered as ``passive_chosen`` cuts them, at most ``limit`` and
+    ``max_chars``. Skipped for cron conversations.
     """
     config = config_get(section="memory.passive_recall")
     if not config["enabled"] or conversation.is_cron:
@@ -76,9 +82,12 @@ def passive_recall(
         hits.append(hit)
         lines.append(line)
         used += len(line) + 1
+    if not lines:
+        return PassiveRecall(hits=hits, text="")
     heading = PASSIVE_HEADING[language or conversation_language(conversation=conversation, pending=user_message)]
-    text = heading + "\n" + "\n".join(lines) if lines else ""
-    return PassiveRecall(hits=hits, text=text)
+    if script is None:
+        script = conversation_script(conversation=conversation, pending=user_message)
+    return PassiveRecall(hits=hits, text=text_in_script_of(heading, like=script) + "\n" + "\n".join(lines))
 
 
 def passive_candidates(

@@ -18,6 +18,7 @@ from anima.core.db import read_alias, replica_reads
 from anima.core.errors import AnimaError
 from anima.core.models import BlockTag, Component, Entity, MemoryStatus
 from anima.core.search_query import SearchQuery, text_without_names, text_without_speakers
+from anima.core.segmentation import text_in_script_of
 from conversations.access import Access
 from conversations.models import Language, Person
 from conversations.selectors import companion_language
@@ -203,10 +204,15 @@ def self_layer_blocks(*, language: str | None = None, primary: str | None = None
 
 
 def self_layer_text(
-    *, viewer_ids: frozenset[int] | None = None, language: str | None = None, headings: str | None = None
+    *,
+    viewer_ids: frozenset[int] | None = None,
+    language: str | None = None,
+    headings: str | None = None,
+    script: str = "",
 ) -> str:
     """The six self-layer blocks as prompt text (empty blocks left out), each in ``language`` (default: the
-    companion's) where it is written in it (``self_layer_blocks``), headed in ``headings`` (default: ``language``).
+    companion's) where it is written in it (``self_layer_blocks``), headed in ``headings`` (default: ``language``),
+    Chinese headings in ``script``'s characters (``conversation_script``).
 
     ``viewer_ids``: the persons it is shown to (None: the companion's own calls and the operator, who see
     everything). The autobiography summary lists the titles of every person's narratives; shown to
@@ -221,7 +227,7 @@ def self_layer_text(
         if viewer_ids is not None and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
             content = _outline_for(content, viewer_ids=viewer_ids)
         if content:
-            parts.append(f"## {block.heading(headings or language)}\n{content}")
+            parts.append(f"## {text_in_script_of(block.heading(headings or language), like=script)}\n{content}")
     return "\n\n".join(parts)
 
 

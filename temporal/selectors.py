@@ -14,6 +14,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from anima.core.calendar import day_window
+from anima.core.segmentation import text_in_script_of
 from anima.core.text import clip
 from conversations.models import Conversation, Message, Person, Platform, Role
 from conversations.selectors import conversation_person
@@ -176,14 +177,17 @@ TEMPORAL_HEADINGS = {
 }
 
 
-def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozenset[int] | None, chinese: bool) -> str:
+def temporal_prompt_section(
+    *, today: date, max_chars: int, viewer_ids: frozenset[int] | None, chinese: bool, script: str = ""
+) -> str:
     """The system prompt's time summaries (yesterday and earlier, rolling), cut at ``max_chars``; "" when empty.
 
     昨天 = day −1; 近 7 天 = days −7…−2; 近 30 天 = days −30…−8; 近 90 天 and 近一年 = month
     summaries starting in [−90, −30) and [−365, −90); 更早 = years before the one a year ago.
     ``viewer_ids`` are the persons whose sections the reader sees in full (None: everyone's); the
     others' follow ``memory.temporal_summary.cross_person``. Headings and topic lines are in the reader's
-    language (``chinese``: 「## 时间摘要」, else "## Time summaries"); the summaries' own text as written.
+    language (``chinese``: 「## 时间摘要」, else "## Time summaries"), Chinese headings in ``script``'s characters
+    (``conversation_script``: 「## 時間摘要」); the summaries' own text as written.
     """
 
     def ago(days: int) -> date:
@@ -204,6 +208,8 @@ def temporal_prompt_section(*, today: date, max_chars: int, viewer_ids: frozense
 
     year_ago = ago(365)
     heading, titles = TEMPORAL_HEADINGS["zh" if chinese else "en"]
+    heading = text_in_script_of(heading, like=script)
+    titles = [text_in_script_of(title, like=script) for title in titles]
     found = [
         lines(Window.DAY, ago(1), today, 10),
         lines(Window.DAY, ago(7), ago(1), 10),

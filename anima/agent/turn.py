@@ -12,8 +12,9 @@ Order, built for a stable prefix (the LLM's KV cache):
    blocks for newer buckets;
 4. the runtime-only tail: ``passive_memory_context`` and the new user message.
 
-Headings and framing are in the conversation's one language (``conversation_language``); memories, summaries
-and the self layer's blocks in the language they were written in (the self layer is kept per language).
+Headings and framing are in the conversation's one language (``conversation_language``), Chinese in the characters
+it is written in (``conversation_script``); memories, summaries and the self layer's blocks in the language they were
+written in (the self layer is kept per language).
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from django.utils import timezone
 from anima.agent.stm import ShortTermView, short_term_prepare
 from anima.core.calendar import BUCKET, closed_buckets, local_day
 from anima.core.config import config_get
+from anima.core.segmentation import text_in_script_of
 from conversations.models import Conversation, Language, PeerBlock, Person, Role
 from conversations.selectors import (
     conversation_language,
     conversation_person,
+    conversation_script,
     conversations_persons,
     conversations_resolving_to,
 )
@@ -86,6 +89,12 @@ FRAMING = {
 }
 
 
+def _framing(*, language: str, script: str) -> dict[str, str]:
+    """FRAMING in ``language``, its Chinese in the characters the conversation is written in (``conversation_script``):
+    「## 記憶引用」 for a conversation in traditional ones."""
+    return {key: text_in_script_of(text, like=script) for key, text in FRAMING[language].items()}
+
+
 def rebuild_boundary(*, now: datetime) -> datetime:
     """The latest local 02:00 at or before ``now``: the system prompt is a snapshot since then."""
     local = timezone.localtime(now)
@@ -119,11 +128,12 @@ def system_prompt_build(*, conversation: Conversation, now: datetime, pending: s
     person = conversation_person(conversation=conversation)
     today = local_day(now)
     language = conversation_language(conversation=conversation, pending=pending)
-    framing = FRAMING[language]
+    script = conversation_script(conversation=conversation, pending=pending)
+    framing = _framing(language=language, script=script)
     # What is someone's is shown to this conversation's person only (others' narrative titles, sections).
     viewer_ids = frozenset({person.pk}) if person else frozenset()
     sections = []
-    self_layer = self_layer_text(viewer_ids=viewer_ids, language=language)
+    self_layer = self_layer_text(viewer_ids=viewer_ids, language=language, script=script)
     if self_layer:
         sections.append(f"{framing['self']}\n\n{self_layer}")
     resident = resident_memories(person=person, global_only=True)
@@ -138,7 +148,7 @@ def system_prompt_build(*, conversation: Conversation, now: datetime, pending: s
         tendency = emotional_tendency_line(conversation=conversation, today=today)
         if tendency:
             sections.append(tendency)
-        imprints = imprint_prompt_section(conversation=conversation, language=language)
+        imprints = imprint_prompt_section(conversation=conversation, language=language, script=script)
         if imprints:
             sections.append(imprints)
     config = config_get(section="memory.temporal_summary")
@@ -149,6 +159,7 @@ def system_prompt_build(*, conversation: Conversation, now: datetime, pending: s
             max_chars=config["system_prompt_chars"],
             viewer_ids=viewer_ids,
             chinese=language == Language.ZH,
+            script=script,
         )
         if section:
             sections.append(section)
@@ -180,11 +191,11 @@ def system_prompt_ensure(*, conversation: Conversation, now: datetime, pending: 
     return prompt
 
 
-def _peer_text(*, bucket: datetime, rollups: dict[str, str], language: str) -> str:
+def _peer_text(*, bucket: datetime, rollups: dict[str, str], framing: dict[str, str]) -> str:
     """The block's text: the viewer's own other conversations in full, other people's as topic lines."""
     if not rollups:
         return ""
-    start, framing = timezone.localtime(bucket), FRAMING[language]
+    start = timezone.localtime(bucket)
     parts = [framing["peers"].format(start=f"{start:%H:%M}", end=f"{start + BUCKET:%H:%M}")]
     if OWN in rollups:
         parts.append(rollups[OWN])
@@ -200,7 +211,7 @@ def _frozen(stored: QuerySet[PeerBlock]) -> dict[datetime, tuple[str, datetime]]
 
 
 def peer_blocks(
-    *, conversation: Conversation, now: datetime, language: str | None = None
+    *, conversation: Conversation, now: datetime, language: str | None = None, script: str | None = None
 ) -> list[tuple[datetime, datetime, str]]:
     """(bucket end, place on the timeline, text) for today's closed buckets with peer activity, as first rendered.
 
@@ -220,6 +231,8 @@ def peer_blocks(
         owners = conversations_persons(conversation_ids={pk for by_day in chunks.values() for pk in by_day})
         viewer = conversation_person(conversation=conversation)
         language = language or conversation_language(conversation=conversation)
+        script = conversation_script(conversation=conversation) if script is None else script
+        framing = _framing(language=language, script=script)
         new = []
         for bucket in missing:
             day = local_day(bucket)
@@ -232,7 +245,7 @@ def peer_blocks(
                 viewer_person_id=viewer.pk if viewer else None,
                 chinese=language == Language.ZH,
             )
-            text = _peer_text(bucket=bucket, rollups=rollups, language=language)
+            text = _peer_text(bucket=bucket, rollups=rollups, framing=framing)
             new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))
         # A concurrent turn may have frozen some first: theirs stand, so re-read.
         PeerBlock.objects.bulk_create(new, ignore_conflicts=True)
@@ -246,10 +259,12 @@ def peer_blocks(
     ]
 
 
-def _timeline(*, view: ShortTermView, blocks: list[tuple[datetime, datetime, str]], language: str) -> list[dict]:
+def _timeline(
+    *, view: ShortTermView, blocks: list[tuple[datetime, datetime, str]], framing: dict[str, str]
+) -> list[dict]:
     rendered = []
     if view.summary:
-        content = f"{FRAMING[language]['summary']}\n{view.summary}"
+        content = f"{framing['summary']}\n{view.summary}"
         rendered.append({"role": Role.ASSISTANT.value, "name": SUMMARY_NAME, "content": content})
     # Blocks of buckets the summary already stands for are left out with the messages of that time.
     pending = [(at, text) for end, at, text in blocks if view.summary_until is None or end > view.summary_until]
@@ -272,12 +287,13 @@ def prepare_turn(
     system = system_prompt_ensure(conversation=conversation, now=now, pending=user_message)
     view = short_term_prepare(conversation=conversation, now=now)
     language = conversation_language(conversation=conversation, pending=user_message)
+    script = conversation_script(conversation=conversation, pending=user_message)
     messages = [{"role": Role.SYSTEM.value, "name": "", "content": system}]
-    blocks = peer_blocks(conversation=conversation, now=now, language=language)
-    messages.extend(_timeline(view=view, blocks=blocks, language=language))
+    blocks = peer_blocks(conversation=conversation, now=now, language=language, script=script)
+    messages.extend(_timeline(view=view, blocks=blocks, framing=_framing(language=language, script=script)))
     person = conversation_person(conversation=conversation)
     passive = passive_recall(
-        conversation=conversation, user_message=user_message, person=person, language=language
+        conversation=conversation, user_message=user_message, person=person, language=language, script=script
     ).as_message()
     if passive:
         messages.append(passive)

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from anima.agent.turn import prepare_turn
 from anima.core.models import MemoryType
+from anima.core.segmentation import text_traditional
 from conversations.models import Person
-from conversations.selectors import conversation_language
+from conversations.selectors import conversation_language, conversation_script
 from memory.models import SelfBlock
 from memory.passive import passive_recall
 from memory.services import memory_create
@@ -30,6 +31,8 @@ pytestmark = pytest.mark.usefixtures("private_cache")
 NOW = datetime.fromisoformat("2026-11-28T21:45:00+08:00")
 CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
 ZH_SAYS = ["今天上线很顺利，我终于可以休息了。", "小雨最近在学画画，她很开心。", "周末我们去山里徒步吧。"]
+# ZH_SAYS as Taiwan writes them.
+TRADITIONAL_SAYS = ["今天上線很順利，我終於可以休息了。", "小雨最近在學畫畫，她很開心。", "週末我們去山裡徒步吧。"]
 EN_SAYS = ["I passed my Portuguese exam today!", "Miso knocked my flashcards off the desk.", "Dinner for three."]
 # The self layer as the nightly step keeps it: a version per language in use.
 SELF_LAYER = {
@@ -199,3 +202,44 @@ def test_every_heading_is_in_the_conversations_majority_language(says):
     chinese = zh >= max(en, 1)
     for heading in headings:
         assert bool(CJK.search(heading)) == chinese and bool(re.search(r"[A-Za-z]", heading)) != chinese, heading
+
+
+def test_a_conversation_in_traditional_characters_is_framed_in_them_and_its_memories_keep_theirs():
+    leo, _, _ = _companion(majority="zh")
+    conversation = _conversation(leo, TRADITIONAL_SAYS)
+
+    messages = prepare_turn(conversation=conversation, user_message="小雨今年幾歲？", now=NOW, store=False)
+
+    system = messages[0]["content"]
+    # A conversation whose prompt does not cite the fact already (passive recall leaves out what it cites).
+    other = _conversation(leo, TRADITIONAL_SAYS)
+    passive = passive_recall(conversation=other, user_message="小雨今年幾歲？", person=leo).text
+    for heading in ("# 自我", "## 自我認知", "## 常駐記憶", "## 關於 Leo", "## 時間摘要", "### 昨天", "## 記憶引用"):
+        assert heading in system, heading
+    assert "每條記憶" in system and "每条记忆" not in system
+    assert passive.startswith("可能相關的記憶：\n- Leo 的女儿小雨今年四岁")
+    # No heading holds a character written otherwise in traditional ones; the memories are as they were written.
+    headings = [line for line in system.splitlines() if line.startswith("#")]
+    assert all(text_traditional(line) == line for line in headings), headings
+    assert "我喜欢简洁直接的表达" in system and SELF_LAYER["zh"][SelfBlock.DIRECTION] in system
+
+
+def test_a_conversation_mostly_in_simplified_characters_keeps_simplified_framing():
+    leo, _, _ = _companion(majority="zh")
+    conversation = _conversation(leo, [*ZH_SAYS, TRADITIONAL_SAYS[0]])
+
+    system = _system(conversation, "小雨今年几岁？")
+
+    assert conversation_script(conversation=conversation) == ""
+    assert "## 常驻记忆" in system and "## 记忆引用" in system and "## 常駐記憶" not in system
+
+
+def test_the_script_follows_most_of_the_chinese_messages_and_a_new_conversation_its_first():
+    person = PersonFactory()
+    mixed = _conversation(person, [*TRADITIONAL_SAYS[:2], ZH_SAYS[2], *EN_SAYS])
+    empty = ConversationFactory(person=person, title="")
+
+    assert conversation_script(conversation=mixed) == "\n".join(reversed(TRADITIONAL_SAYS[:2]))
+    assert conversation_script(conversation=_conversation(person, EN_SAYS)) == ""
+    assert conversation_script(conversation=empty, pending="我的貓呢？") == "我的貓呢？"
+    assert conversation_script(conversation=empty, pending="我的猫呢？") == ""
