@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from anima.agent.turn import prepare_turn
 from anima.core.models import MemoryType
-from anima.core.segmentation import text_traditional
+from anima.core.segmentation import text_simplified, text_traditional
 from conversations.models import Person
 from conversations.selectors import conversation_language, conversation_script
 from memory.models import SelfBlock
@@ -243,3 +243,20 @@ def test_the_script_follows_most_of_the_chinese_messages_and_a_new_conversation_
     assert conversation_script(conversation=_conversation(person, EN_SAYS)) == ""
     assert conversation_script(conversation=empty, pending="我的貓呢？") == "我的貓呢？"
     assert conversation_script(conversation=empty, pending="我的猫呢？") == ""
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(says=st.lists(st.sampled_from(ZH_SAYS + TRADITIONAL_SAYS), min_size=1, max_size=7))
+def test_every_chinese_heading_is_in_the_characters_most_messages_are_written_in(says):
+    person = PersonFactory(language="zh")
+    conversation = _conversation(person, says)
+    SelfLayerBlockFactory(key=SelfBlock.SELF_MODEL, language="zh", content=SELF_LAYER["zh"][SelfBlock.SELF_MODEL])
+
+    system = _system(conversation, "")
+
+    headings = [line.replace(person.display_name, "") for line in system.splitlines() if line.startswith("#")]
+    traditional = sum(text in TRADITIONAL_SAYS for text in says) * 2 > len(says)
+    expected = {"## 自我認知", "## 記憶引用"} if traditional else {"## 自我认知", "## 记忆引用"}
+    assert expected <= set(headings), headings
+    for heading in headings:
+        assert (text_traditional(heading) if traditional else text_simplified(heading)) == heading, heading
