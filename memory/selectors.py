@@ -212,7 +212,8 @@ def self_layer_text(
 ) -> str:
     """The six self-layer blocks as prompt text (empty blocks left out), each in ``language`` (default: the
     companion's) where it is written in it (``self_layer_blocks``), headed in ``headings`` (default: ``language``),
-    Chinese headings in ``script``'s characters (``conversation_script``).
+    Chinese headings (and the autobiography summary's section headings) in ``script``'s characters
+    (``conversation_script``).
 
     ``viewer_ids``: the persons it is shown to (None: the companion's own calls and the operator, who see
     everything). The autobiography summary lists the titles of every person's narratives; shown to
@@ -226,6 +227,12 @@ def self_layer_text(
         content = block.content
         if viewer_ids is not None and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
             content = _outline_for(content, viewer_ids=viewer_ids)
+        if script and block.key == SelfBlock.AUTOBIOGRAPHY_SUMMARY:
+            # Its section headings are Anima's (「## 转折点」); the titles under them are as the narratives wrote them.
+            content = "\n".join(
+                text_in_script_of(line, like=script) if line.startswith("## ") else line
+                for line in content.splitlines()
+            )
         if content:
             parts.append(f"## {text_in_script_of(block.heading(headings or language), like=script)}\n{content}")
     return "\n\n".join(parts)

@@ -16,6 +16,7 @@ from conversations.models import Person
 from conversations.selectors import conversation_language, conversation_script
 from memory.models import SelfBlock
 from memory.passive import passive_recall
+from memory.selectors import self_layer_text
 from memory.services import memory_create
 from tests.factories import (
     ConversationFactory,
@@ -260,3 +261,13 @@ def test_every_chinese_heading_is_in_the_characters_most_messages_are_written_in
     assert expected <= set(headings), headings
     for heading in headings:
         assert (text_traditional(heading) if traditional else text_simplified(heading)) == heading, heading
+
+
+def test_the_autobiography_summarys_section_headings_follow_the_script_and_its_titles_stay_as_written():
+    outline = "## 转折点\n- 于小明的婚礼\n\n## 近来的经历\n- 搬到台北"
+    SelfLayerBlockFactory(key=SelfBlock.AUTOBIOGRAPHY_SUMMARY, language="zh", content=outline)
+
+    traditional = self_layer_text(language="zh", script="我的貓")
+
+    assert "## 自傳摘要\n## 轉折點\n- 于小明的婚礼\n\n## 近來的經歷\n- 搬到台北" in traditional
+    assert f"## 自传摘要\n{outline}" in self_layer_text(language="zh")
