@@ -220,6 +220,15 @@ def languages_in_use(*, since: datetime) -> list[str]:
     return languages
 
 
+def _user_texts_latest(conversation: Conversation) -> list[str]:
+    """The conversation's latest user messages, newest first: what tells its language and its characters."""
+    return list(
+        Message.objects.filter(conversation=conversation, role=Role.USER)
+        .order_by("-created_at", "-id")
+        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
+    )
+
+
 def conversation_script(*, conversation: Conversation, pending: str = "") -> str:
     """What a Chinese prompt's framing is written like (``text_in_script_of``'s ``like``): the conversation's latest
     user messages in traditional characters when most of those in Chinese are (「我的貓」), else "" (simplified).
@@ -227,11 +236,7 @@ def conversation_script(*, conversation: Conversation, pending: str = "") -> str
     A conversation with none yet follows ``pending``. Memories keep the characters they were written in; only what
     Anima writes around them (headings, instructions) follows the conversation, as its language does.
     """
-    texts = list(
-        Message.objects.filter(conversation=conversation, role=Role.USER)
-        .order_by("-created_at", "-id")
-        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
-    ) or [pending]
+    texts = _user_texts_latest(conversation) or [pending]
     chinese = [text for text in texts if _language_of([text]) == Language.ZH]
     traditional = [text for text in chinese if text_simplified(text) != text]
     return "\n".join(traditional) if traditional and len(traditional) * 2 > len(chinese) else ""
@@ -247,12 +252,7 @@ def conversation_language(*, conversation: Conversation, pending: str = "") -> s
     person = conversation_person(conversation=conversation)
     if person is not None and person.language:
         return person.language
-    texts = list(
-        Message.objects.filter(conversation=conversation, role=Role.USER)
-        .order_by("-created_at", "-id")
-        .values_list("content", flat=True)[:LANGUAGE_SAMPLE_MESSAGES]
-    )
-    found = _language_of(texts or [pending])
+    found = _language_of(_user_texts_latest(conversation) or [pending])
     if found is None and person is not None:
         theirs = (
             Message.objects.filter(

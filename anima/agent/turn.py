@@ -211,9 +211,10 @@ def _frozen(stored: QuerySet[PeerBlock]) -> dict[datetime, tuple[str, datetime]]
 
 
 def peer_blocks(
-    *, conversation: Conversation, now: datetime, language: str | None = None, script: str | None = None
+    *, conversation: Conversation, now: datetime, language: str, script: str
 ) -> list[tuple[datetime, datetime, str]]:
-    """(bucket end, place on the timeline, text) for today's closed buckets with peer activity, as first rendered.
+    """(bucket end, place on the timeline, text) for today's closed buckets with peer activity, as first rendered
+    (framed in ``language``, its Chinese in ``script``'s characters).
 
     Until the 02:00 rebuild yesterday's blocks stay too, so midnight does not break the prefix.
     """
@@ -230,8 +231,6 @@ def peer_blocks(
         chunks = {day: day_chunks_by_conversation(day=day) for day in {local_day(bucket) for bucket in missing}}
         owners = conversations_persons(conversation_ids={pk for by_day in chunks.values() for pk in by_day})
         viewer = conversation_person(conversation=conversation)
-        language = language or conversation_language(conversation=conversation)
-        script = conversation_script(conversation=conversation) if script is None else script
         framing = _framing(language=language, script=script)
         new = []
         for bucket in missing:
