@@ -81,7 +81,8 @@ def search_text_plain(text: str) -> str:
 # nor an address's "https:") or of up to four Chinese characters (「小雨：」; not 「我昨天跟你说过：」).
 _LATIN_NAME = r"[A-Za-z\u00c0-\u024f][\w'.\-]{0,19}(?: [\w'.\-]{1,20})?"
 _SPEAKER_LINE_RE = re.compile(
-    rf"^\s*(?:<[^<>\n]{{1,40}}>|\[[^\[\]\n]{{1,40}}\]|{_LATIN_NAME}|{CJK_IDEOGRAPH}{{1,4}})\s*[:：](?!//)\s*(.*?)\s*$"
+    rf"^\s*(?P<who><[^<>\n]{{1,40}}>|\[[^\[\]\n]{{1,40}}\]|{_LATIN_NAME}|{CJK_IDEOGRAPH}{{1,4}})\s*[:：](?!//)"
+    r"\s*(?P<said>.*?)\s*$"
 )
 _QUOTED_RE = re.compile(r'^(?:"(.*)"|“(.*)”|「(.*)」)$', re.DOTALL)
 
@@ -102,10 +103,13 @@ def text_without_speakers(text: str) -> str:
     turns = [match for match in said if match]
     if not said or not said[0] or len(turns) < 2 or 2 * len(turns) < len(lines):
         return text
-    speakers = {match[0][: match.start(1)].strip(" \t<>[]:：").casefold() for match in turns}
+    # Who speaks, by the label alone: the spaces after its colon (a no-break space too) are no part of it.
+    speakers = {match["who"].strip("<>[]").strip().casefold() for match in turns}
     if len(turns) > 2 and len(speakers) == len(turns):
         return text
-    return "\n".join(_unquoted(match[1] if match else line.strip()) for line, match in zip(lines, said, strict=True))
+    return "\n".join(
+        _unquoted(match["said"] if match else line.strip()) for line, match in zip(lines, said, strict=True)
+    )
 
 
 def _unquoted(line: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from anima.core.errors import AnimaError
@@ -210,6 +210,7 @@ def test_text_that_is_not_a_transcript_is_read_as_written(text):
         max_size=8,
     )
 )
+@example(turns=[("Maya", ":", "\xa0fine"), ("<Bart>", ":", "ok"), ("Maya", ":", "good")])  # a no-break space after ":"
 def test_any_transcripts_lines_come_back_without_their_speakers_and_in_order(turns):
     # Two speakers take turns, as a conversation does.
     text = "\n".join(f"{turns[index % 2][0]}{colon} {line}" for index, (_, colon, line) in enumerate(turns))
