@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from conversations.models import Conversation, Language, Person
-from conversations.selectors import conversation_language, conversation_person
+from conversations.selectors import conversation_person
 from memory.models import EmotionalTendency, LimbicBlock
 from memory.tendency import WEEK_DAYS, Anchor, DayPoint, day_points, tendency_line
 
@@ -56,8 +56,9 @@ def emotional_tendency_current(*, person: Person, today: date) -> EmotionalTende
     )
 
 
-def emotional_tendency_line(*, conversation: Conversation, today: date) -> str:
-    """One line about the conversation's own person when their week is notable, else empty.
+def emotional_tendency_line(*, conversation: Conversation, today: date, language: str, script: str) -> str:
+    """One line about the conversation's own person when their week is notable, else empty; in the prompt's
+    ``language`` (its Chinese in ``script``'s characters, ``conversation_script``).
 
     Only the person the conversation resolves to: never another person's tendency, never the overall one.
     """
@@ -70,5 +71,6 @@ def emotional_tendency_line(*, conversation: Conversation, today: date) -> str:
     return tendency_line(
         name=person.display_name or person.slug,
         mood=tendency.mood,
-        chinese=conversation_language(conversation=conversation) == Language.ZH,
+        chinese=language == Language.ZH,
+        script=script,
     )

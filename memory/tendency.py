@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+from anima.core.segmentation import text_in_script_of
 from anima.core.text import is_chinese
 from memory.models import Mood
 
@@ -257,10 +258,12 @@ _CHINESE_PHRASES = {
 }
 
 
-def tendency_line(*, name: str, mood: str, chinese: bool) -> str:
-    """The one line a prompt carries about a notable week ("Leo has seemed more stressed than usual this week.")."""
+def tendency_line(*, name: str, mood: str, chinese: bool, script: str = "") -> str:
+    """The one line a prompt carries about a notable week ("Leo has seemed more stressed than usual this week."),
+    its Chinese words in ``script``'s characters (「這一周…壓力更大」) and the name as written."""
     if not chinese:
         return f"{name} has seemed {Mood(mood).label.lower()} this week."
     # A Latin name stands apart from the Chinese around it ("这一周 Leo 似乎…"), a Chinese one does not.
     spaced = f"{name}" if is_chinese(name) else f" {name} "
-    return f"这一周{spaced}似乎{_CHINESE_PHRASES[mood]}。"
+    before, after = (text_in_script_of(words, like=script) for words in ("这一周", f"似乎{_CHINESE_PHRASES[mood]}。"))
+    return f"{before}{spaced}{after}"

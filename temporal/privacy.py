@@ -39,11 +39,11 @@ def topic_line(candidate: str, *, source: str) -> str:
     return themes_render(keys, chinese=False) if keys else topic_of(source)
 
 
-def topic_shown(topic: str, *, fallback: str, chinese: bool) -> str:
-    """A stored topic line in the viewer's language; one written before the vocabulary (a line of keywords)
-    gives way to the themes of ``fallback``, the text it stood for."""
+def topic_shown(topic: str, *, fallback: str, chinese: bool, script: str = "") -> str:
+    """A stored topic line in the viewer's language (Chinese in ``script``'s characters); one written before the
+    vocabulary (a line of keywords) gives way to the themes of ``fallback``, the text it stood for."""
     keys = themes_named(topic or "") or themes_of(fallback or "") or [GENERAL.key]
-    return themes_render(keys, chinese=chinese)
+    return themes_render(keys, chinese=chinese, script=script)
 
 
 def cross_person_mode() -> str:
@@ -56,9 +56,11 @@ def section_header(section: dict) -> str:
     return " ".join(part for part in parts if part)
 
 
-def section_for(section: dict, *, viewer_ids: frozenset[int] | None, mode: str, chinese: bool) -> dict | None:
+def section_for(
+    section: dict, *, viewer_ids: frozenset[int] | None, mode: str, chinese: bool, script: str = ""
+) -> dict | None:
     """A section as a viewer may see it: whole when its own (or ``full``), else its topic line in the viewer's
-    language (``chinese``), else None.
+    language (``chinese``, in ``script``'s characters), else None.
 
     ``viewer_ids`` None is the console, which sees everything; otherwise the persons whose
     sections are the viewer's own (empty for a conversation whose human is unknown).
@@ -66,15 +68,18 @@ def section_for(section: dict, *, viewer_ids: frozenset[int] | None, mode: str, 
     if viewer_ids is None or section.get("person_id") in viewer_ids or mode == FULL:
         return section
     if mode == TOPICS:
-        topic = topic_shown(section.get("topic") or "", fallback=section.get("text") or "", chinese=chinese)
+        fallback = section.get("text") or ""
+        topic = topic_shown(section.get("topic") or "", fallback=fallback, chinese=chinese, script=script)
         return {"who": section.get("who") or "", "topic": topic}
     return None
 
 
 def sections_for(
-    sections: Iterable[dict], *, viewer_ids: frozenset[int] | None, mode: str, chinese: bool
+    sections: Iterable[dict], *, viewer_ids: frozenset[int] | None, mode: str, chinese: bool, script: str = ""
 ) -> list[dict]:
-    visible = (section_for(section, viewer_ids=viewer_ids, mode=mode, chinese=chinese) for section in sections)
+    visible = (
+        section_for(section, viewer_ids=viewer_ids, mode=mode, chinese=chinese, script=script) for section in sections
+    )
     return [section for section in visible if section is not None]
 
 
@@ -87,9 +92,9 @@ def section_render(section: dict) -> str:
 
 
 def sections_render(
-    sections: Iterable[dict], *, viewer_ids: frozenset[int] | None, mode: str, chinese: bool
+    sections: Iterable[dict], *, viewer_ids: frozenset[int] | None, mode: str, chinese: bool, script: str = ""
 ) -> list[str]:
-    visible = sections_for(sections, viewer_ids=viewer_ids, mode=mode, chinese=chinese)
+    visible = sections_for(sections, viewer_ids=viewer_ids, mode=mode, chinese=chinese, script=script)
     return [section_render(section) for section in visible]
 
 
@@ -101,7 +106,9 @@ def summary_sections(*, body: dict, content: str) -> list[dict]:
     return [{"conversation_id": None, "person_id": None, "topic": topic_of(content), "text": content}]
 
 
-def chunk_topic(chunk: dict, *, chinese: bool) -> str:
-    """A half-hour chunk as other people see it: who and its topic line, in the viewer's language."""
-    topic = topic_shown(chunk.get("topic") or "", fallback=chunk.get("summary") or "", chinese=chinese)
+def chunk_topic(chunk: dict, *, chinese: bool, script: str = "") -> str:
+    """A half-hour chunk as other people see it: who and its topic line, in the viewer's language (and
+    ``script``'s characters)."""
+    fallback = chunk.get("summary") or ""
+    topic = topic_shown(chunk.get("topic") or "", fallback=fallback, chinese=chinese, script=script)
     return f"{chunk['who']}: {topic}" if chunk.get("who") else topic

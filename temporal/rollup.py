@@ -59,11 +59,12 @@ def bucket_sources(
     viewer_person_id: int | None,
     mode: str,
     chinese: bool,
+    script: str = "",
 ) -> dict[str, list[Source]]:
     """The canonical sorted peer sets of ``bucket`` seen from ``viewer_id``, by viewer class.
 
     ``owners`` maps each conversation to its person; the viewer's own chunks are left out. Topic lines are in
-    the viewer's language (``chinese``), so each language has its own fingerprint.
+    the viewer's language (``chinese``) and characters (``script``), so each has its own fingerprint.
     """
     label = bucket_label(bucket)
     peers: dict[str, list[Source]] = {OWN: [], OTHER: []}
@@ -77,7 +78,7 @@ def bucket_sources(
             if own or mode == FULL:
                 peers[OWN].append((conversation_id, chunk["at"], chunk["summary"]))
             elif mode == TOPICS:
-                peers[OTHER].append((conversation_id, chunk["at"], chunk_topic(chunk, chinese=chinese)))
+                peers[OTHER].append((conversation_id, chunk["at"], chunk_topic(chunk, chinese=chinese, script=script)))
     return {viewer_class: sorted(sources) for viewer_class, sources in peers.items()}
 
 
@@ -135,9 +136,10 @@ def peer_rollups(
     viewer_id: int | None,
     viewer_person_id: int | None,
     chinese: bool,
+    script: str,
 ) -> dict[str, str]:
     """The summary of each viewer class with peers in ``bucket``, as ``cross_person`` lets this viewer see them
-    (other people's topics in the viewer's language, ``chinese``)."""
+    (other people's topics in the viewer's language, ``chinese``, and characters, ``script``)."""
     peers = bucket_sources(
         chunks=chunks,
         bucket=bucket,
@@ -146,6 +148,7 @@ def peer_rollups(
         viewer_person_id=viewer_person_id,
         mode=cross_person_mode(),
         chinese=chinese,
+        script=script,
     )
     rollups = {}
     for viewer_class, sources in peers.items():

@@ -155,12 +155,13 @@ def _period_lines(
     viewer_ids: frozenset[int] | None,
     mode: str,
     chinese: bool,
+    script: str,
 ) -> list[str]:
     """Newest first: the system prompt reads from yesterday backwards; one sub-line per section shown."""
     lines = []
     for row in reversed(list(temporal_summaries(window=window, start=start, end=end))):
         sections = summary_sections(body=row.body, content=row.content)
-        shown = sections_render(sections, viewer_ids=viewer_ids, mode=mode, chinese=chinese)
+        shown = sections_render(sections, viewer_ids=viewer_ids, mode=mode, chinese=chinese, script=script)
         if shown:
             items = "".join("\n  - " + text.strip().replace("\n", "\n    ") for text in shown)
             lines.append(f"- {row.source_day.isoformat()[:label_chars]}:{items}")
@@ -186,8 +187,8 @@ def temporal_prompt_section(
     summaries starting in [−90, −30) and [−365, −90); 更早 = years before the one a year ago.
     ``viewer_ids`` are the persons whose sections the reader sees in full (None: everyone's); the
     others' follow ``memory.temporal_summary.cross_person``. Headings and topic lines are in the reader's
-    language (``chinese``: 「## 时间摘要」, else "## Time summaries"), Chinese headings in ``script``'s characters
-    (``conversation_script``: 「## 時間摘要」); the summaries' own text as written.
+    language (``chinese``: 「## 时间摘要」, else "## Time summaries"), their Chinese in ``script``'s characters
+    (``conversation_script``: 「## 時間摘要」, 「Maya: 學習」); the summaries' own text as written.
     """
 
     def ago(days: int) -> date:
@@ -204,6 +205,7 @@ def temporal_prompt_section(
             viewer_ids=viewer_ids,
             mode=mode,
             chinese=chinese,
+            script=script,
         )
 
     year_ago = ago(365)

@@ -3,10 +3,10 @@
 Another person's conversation reaches a prompt only as its themes (``temporal.privacy``). A theme
 is one of ``THEMES``: a key (stored, and its English name) and a Chinese name. Which themes a text
 has is decided by keyword lists per theme, in both languages: English words are compared after a
-light stemming (``studying`` ~ ``study``, ``moved`` ~ ``move``), Chinese ones as substrings; the
-themes with the most keyword hits win. A text with no theme word is ``everyday`` (日常). Whatever the
-text or a model wrote, a topic is a list of keys rendered from the vocabulary alone, so no contact
-detail, number or name can pass.
+light stemming (``studying`` ~ ``study``, ``moved`` ~ ``move``), Chinese ones as substrings of the
+text's simplified reading (「學習」 counts as 「学习」); the themes with the most keyword hits win. A
+text with no theme word is ``everyday`` (日常). Whatever the text or a model wrote, a topic is a list
+of keys rendered from the vocabulary alone, so no contact detail, number or name can pass.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from anima.core.segmentation import text_in_script_of, text_simplified
 
 # At most this many themes in a topic line.
 MAX_THEMES = 3
@@ -174,8 +176,9 @@ _SUFFIXES = (
 
 
 def _folded(text: str) -> str:
-    """NFKC and case-folded: fullwidth letters and digits, ligatures and capitals read as plain ones."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    """NFKC and case-folded, in simplified characters: fullwidth letters and digits, ligatures, capitals and
+    traditional characters read as plain ones."""
+    return text_simplified(unicodedata.normalize("NFKC", text).casefold())
 
 
 def stem(word: str) -> str:
@@ -219,12 +222,14 @@ def themes_named(text: str) -> list[str]:
     return list(dict.fromkeys(key for key in keys if key))[:MAX_THEMES]
 
 
-def themes_render(keys: Iterable[str], *, chinese: bool) -> str:
-    """The line of ``keys`` in the viewer's language: ``工作、健康`` or ``work, health``."""
-    names = [VOCABULARY[key].zh if chinese else key for key in keys if key in VOCABULARY]
+def themes_render(keys: Iterable[str], *, chinese: bool, script: str = "") -> str:
+    """The line of ``keys`` in the viewer's language: ``工作、健康`` or ``work, health``; Chinese in ``script``'s
+    characters (``conversation_script``: ``學習``)."""
+    known = [key for key in keys if key in VOCABULARY]
+    names = [text_in_script_of(VOCABULARY[key].zh, like=script) if chinese else key for key in known]
     return ("、" if chinese else ", ").join(names)
 
 
-def vocabulary_names(*, chinese: bool) -> frozenset[str]:
-    """Every word a rendered topic line may hold in that language."""
-    return frozenset(theme.zh if chinese else theme.key for theme in VOCABULARY.values())
+def vocabulary_names(*, chinese: bool, script: str = "") -> frozenset[str]:
+    """Every word a rendered topic line may hold in that language (and ``script``)."""
+    return frozenset(themes_render([key], chinese=chinese, script=script) for key in VOCABULARY)

@@ -145,7 +145,7 @@ def system_prompt_build(*, conversation: Conversation, now: datetime, pending: s
             name = person.display_name or person.slug
             sections.append(f"{framing['about'].format(name=name)}\n{_memory_lines(about)}")
         # Only this conversation's own person, and only when their week stood out.
-        tendency = emotional_tendency_line(conversation=conversation, today=today)
+        tendency = emotional_tendency_line(conversation=conversation, today=today, language=language, script=script)
         if tendency:
             sections.append(tendency)
         imprints = imprint_prompt_section(conversation=conversation, language=language, script=script)
@@ -243,6 +243,7 @@ def peer_blocks(
                 viewer_id=conversation.pk,
                 viewer_person_id=viewer.pk if viewer else None,
                 chinese=language == Language.ZH,
+                script=script,
             )
             text = _peer_text(bucket=bucket, rollups=rollups, framing=framing)
             new.append(PeerBlock(conversation=conversation, bucket=bucket, content=text, created_at=now))

@@ -74,6 +74,19 @@ def test_another_persons_prompt_has_topic_lines_never_contact_data_numbers_or_ve
     assert MAYA_SAID not in seen_by_leo and "下周三" not in seen_by_leo
 
 
+def test_a_conversation_in_traditional_characters_sees_other_peoples_topic_lines_in_them(people):
+    _, maya, _, _, _ = people
+    conversation = ConversationFactory(person=maya, title="")
+
+    seen = prompt_text(conversation, "早安，今天天氣不錯")
+    [block] = PeerBlock.objects.filter(conversation=conversation).exclude(content="")
+
+    # Yesterday's summary and this morning's peer block both name Leo's themes, in her characters.
+    assert seen.count("Leo: 計劃、旅行") == 2 and "计划" not in seen
+    assert "其他人，僅話題：" in block.content and "Leo: 計劃、旅行" in block.content
+    assert EMAIL not in seen and PHONE not in seen
+
+
 def test_frozen_peer_blocks_never_hold_someone_elses_words(people):
     _, _, _, _, maya_chat = people
     prompt_text(maya_chat)

@@ -218,6 +218,7 @@ def test_a_conversation_in_traditional_characters_is_framed_in_them_and_its_memo
     for heading in ("# 自我", "## 自我認知", "## 常駐記憶", "## 關於 Leo", "## 時間摘要", "### 昨天", "## 記憶引用"):
         assert heading in system, heading
     assert "每條記憶" in system and "每条记忆" not in system
+    assert "Maya: 學習" in system and "学习" not in system  # another person's topic line, framing too
     assert passive.startswith("可能相關的記憶：\n- Leo 的女儿小雨今年四岁")
     # No heading holds a character written otherwise in traditional ones; the memories are as they were written.
     headings = [line for line in system.splitlines() if line.startswith("#")]

@@ -472,6 +472,20 @@ def test_the_tendency_line_is_in_the_conversations_language_and_changes_the_pref
     assert "这一周 Leo 似乎比平时压力更大。" in next_day[0]["content"]
 
 
+def test_in_a_conversation_written_in_traditional_characters_the_tendency_line_is_too_and_the_name_as_written():
+    yu = PersonFactory(slug="yu", display_name="于小明")
+    conversation = ConversationFactory(person=yu)
+    MessageFactory(conversation=conversation, role=Role.USER, content="最近工作壓力好大，天天加班")
+    day = date(2026, 11, 20)
+    _feelings(yu, day - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    _feelings(yu, day - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    emotional_tendencies_refresh(day=day)
+
+    system = prepare_turn(conversation=conversation, user_message="早安", now=at("09:00", "2026-11-21"))[0]["content"]
+
+    assert "這一週于小明似乎比平時壓力更大。" in system
+
+
 def test_a_conversation_carries_only_its_own_persons_tendency():
     leo = PersonFactory(slug="leo", display_name="Leo")
     maya = PersonFactory(slug="maya", display_name="Maya")

@@ -114,6 +114,8 @@ def test_the_line_speaks_the_conversations_language():
     )
     assert tendency_line(name="Leo", mood="stressed", chinese=True) == "这一周 Leo 似乎比平时压力更大。"
     assert tendency_line(name="小明", mood="low", chinese=True) == "这一周小明似乎比平时情绪低落。"
+    # A conversation in traditional characters: the words in them, the name (here the surname 于) as written.
+    assert tendency_line(name="于小明", mood="low", chinese=True, script="我的貓") == "這一週于小明似乎比平時情緒低落。"
 
 
 _value = st.floats(min_value=-1, max_value=1, allow_nan=False)

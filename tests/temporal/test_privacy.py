@@ -8,8 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from anima.core.segmentation import text_traditional, text_traditional_forms
 from temporal.privacy import section_for, topic_line, topic_shown
-from temporal.themes import vocabulary_names
+from temporal.themes import THEMES, themes_of, vocabulary_names
 
 # Every way a line has been seen to carry a contact detail or a secret past a validator.
 LEAKS = [
@@ -38,8 +39,8 @@ def words(text: str) -> set[str]:
     return {word.casefold() for word in _WORD.findall(text)}
 
 
-def assert_vocabulary(line: str, *, chinese: bool) -> None:
-    assert line and set(parts(line)) <= vocabulary_names(chinese=chinese), line
+def assert_vocabulary(line: str, *, chinese: bool, script: str = "") -> None:
+    assert line and set(parts(line)) <= vocabulary_names(chinese=chinese, script=script), line
 
 
 @pytest.mark.parametrize("leak", LEAKS)
@@ -57,14 +58,21 @@ def test_no_way_of_writing_a_contact_detail_survives_as_a_topic(leak):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(candidate=st.text(max_size=200), source=st.text(max_size=400), chinese=st.booleans())
-def test_for_any_text_the_topic_line_holds_only_vocabulary_words(candidate, source, chinese):
+@given(
+    candidate=st.text(max_size=200),
+    source=st.text(max_size=400),
+    chinese=st.booleans(),
+    script=st.sampled_from(["", "我的貓", "週末去山裡"]),
+)
+def test_for_any_text_the_topic_line_holds_only_vocabulary_words(candidate, source, chinese, script):
     stored = topic_line(candidate, source=source)
 
     assert_vocabulary(stored, chinese=False)
-    assert_vocabulary(topic_shown(stored, fallback=source, chinese=chinese), chinese=chinese)
+    shown = topic_shown(stored, fallback=source, chinese=chinese, script=script)
+    assert_vocabulary(shown, chinese=chinese, script=script)
     # A stored line from before the vocabulary (a line of keywords) is shown as themes too.
-    assert_vocabulary(topic_shown(candidate, fallback=source, chinese=chinese), chinese=chinese)
+    before = topic_shown(candidate, fallback=source, chinese=chinese, script=script)
+    assert_vocabulary(before, chinese=chinese, script=script)
 
 
 @pytest.mark.parametrize(
@@ -84,6 +92,20 @@ def test_themes_are_chosen_by_keyword_rules_in_both_languages_and_shown_in_the_v
     assert stored == english
     assert topic_shown(stored, fallback=said, chinese=True) == chinese
     assert topic_shown(stored, fallback=said, chinese=False) == english
+    # Written in traditional characters, the same themes; shown to a conversation held in them, in them.
+    assert topic_line("", source=text_traditional(said)) == english
+    assert topic_shown(stored, fallback=said, chinese=True, script="我的貓") == text_traditional(chinese)
+
+
+def test_every_chinese_theme_word_is_found_as_each_traditional_standard_writes_it():
+    for theme in THEMES:
+        for word in theme.chinese:
+            for written in text_traditional_forms(word):
+                assert theme.key in themes_of(f"我們{written}了"), (theme.key, written)
+
+
+def test_a_models_topic_in_traditional_characters_names_the_same_themes():
+    assert topic_line("學習、健康", source="") == topic_line("学习、健康", source="") == "study, health"
 
 
 @pytest.mark.parametrize(
