@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
+from anima.core.segmentation import text_in_script_of, text_simplified
 from anima.core.text import (
     clip,
     is_chinese,
@@ -18,7 +19,7 @@ from anima.core.text import (
 from temporal.privacy import topic_of
 from temporal.rollup import summaries_concat
 
-# Acknowledgements carry no theme ("好的", "Sure, …").
+# Acknowledgements carry no theme ("好的", "Sure, …"); read in simplified characters (謝謝 is 谢谢).
 _PREAMBLE = re.compile(
     r"^(?:好的|好|收到|嗯|早上好|晚安|谢谢|哈哈|ok|okay|sure|thanks|hi|hello|good (?:morning|night))\b", re.I
 )
@@ -30,7 +31,7 @@ def _user_sentences(dialogue: list[dict]) -> list[str]:
         if turn["role"] != "user":
             continue
         for sentence in sentences(turn["content"]):
-            if len(sentence) >= (6 if is_chinese(sentence) else 15) and not _PREAMBLE.match(sentence):
+            if len(sentence) >= (6 if is_chinese(sentence) else 15) and not _PREAMBLE.match(text_simplified(sentence)):
                 found.append(sentence)
     return found
 
@@ -59,11 +60,21 @@ def _mentioned(told: str, name: str) -> str:
 
 
 def conversation_theme(conversation: dict) -> str:
-    """Themes and how it turned out, in the conversation's language, told about the person (no raw quotes)."""
-    sentences = [s for s in _user_sentences(conversation["dialogue"]) if not s.rstrip().endswith(("?", "？"))]
+    """Themes and how it turned out, in the conversation's language, told about the person (no raw quotes).
+
+    Chinese is read in simplified characters, as the keyword and grammar rules are written, and told in the
+    characters the person wrote in (the name as written)."""
+    said = [s for s in _user_sentences(conversation["dialogue"]) if not s.rstrip().endswith(("?", "？"))]
+    chinese = is_chinese(without_addresses(" ".join(said)) or conversation.get("title") or "")
+    if chinese:
+        written = conversation.get("person") or ""
+        theme = _theme([text_simplified(s) for s in said], name=text_simplified(written) or "对方", chinese=True)
+        return text_in_script_of(theme, like=" ".join(said), name=written)
+    return _theme(said, name=conversation.get("person") or "They", chinese=False)
+
+
+def _theme(sentences: list[str], *, name: str, chinese: bool) -> str:
     text = without_addresses(" ".join(sentences))
-    chinese = is_chinese(text or conversation.get("title") or "")
-    name = conversation.get("person") or ("对方" if chinese else "They")
     keywords = [k for k in text_keywords(text, count=5) if k.casefold() != name.casefold()][:4]
     telling = [s for s in sentences if any(k.casefold() in s.casefold() for k in keywords)] or sentences
     outcomes = [s for s in telling if _OUTCOME.search(s)]

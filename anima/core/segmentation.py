@@ -156,11 +156,17 @@ def text_traditional_forms(text: str) -> set[str]:
     return {text_traditional(text), _opencc("s2tw").convert(text), _opencc("s2hk").convert(text)}
 
 
-def text_in_script_of(text: str, *, like: str) -> str:
+def text_in_script_of(text: str, *, like: str, name: str = "") -> str:
     """``text``, made from the simplified reading of ``like`` (``text_simplified``), in ``like``'s script: unchanged
     when ``like`` holds no traditional character, else in traditional characters, each written as ``like`` writes it
     where ``like`` holds it in one way (裡 or 裏 for 里) and by OpenCC's s2t tables elsewhere. A fact read from
-    「我女兒今年八歲了」 is stored as 「Leo的女兒今年八歲」, in the characters its person wrote."""
+    「我女兒今年八歲了」 is stored as 「Leo的女兒今年八歲」, in the characters its person wrote.
+
+    ``name``, a person's name as written, stands where ``text`` holds its simplified reading: no table converts a
+    name (the surname 于 is not 於, and 陳明 stays 陳明 in a fact told in simplified characters)."""
+    plain_name = text_simplified(name)
+    if plain_name and plain_name in text:
+        return name.join(text_in_script_of(part, like=like) for part in text.split(plain_name))
     simplified = text_simplified(like)
     if simplified == like:
         return text

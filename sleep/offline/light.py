@@ -401,7 +401,7 @@ def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple
     for sentence in sentences(text):
         if slots.chinese(sentence):
             facts.extend(
-                (kind, text_in_script_of(content, like=sentence), slot)
+                (kind, text_in_script_of(content, like=sentence, name=name), slot)
                 for kind, content, slot in _zh_facts(text_simplified(sentence), text_simplified(name) or "用户", said)
             )
         else:

@@ -6,6 +6,7 @@ import random
 import re
 
 from anima.core.llm.offline import offline_handler
+from anima.core.segmentation import text_simplified
 from anima.core.text import clip, is_chinese, text_keywords
 
 _MILESTONE = re.compile(r"通过|上线很顺利|上线成功|毕业|升职|表扬|\bpassed\b|promoted|graduated|got the job", re.I)
@@ -41,7 +42,7 @@ _EN_MEANINGS = {
 def _narrative_meaning(significance: str, facts: list[str], anchors: list[dict]) -> str:
     if significance != "normal":
         return significance
-    if any(_CHANGED.search(fact) for fact in facts):
+    if any(_CHANGED.search(text_simplified(fact)) for fact in facts):
         return "changed"
     if anchors:
         strongest = max(anchors, key=lambda a: a["intensity"])
@@ -56,7 +57,8 @@ def narrative_answer(payload: dict) -> dict:
     if not facts and not anchors:
         return {"narratives": []}
     meta = payload["conversation"]
-    user_text = " ".join(t["content"] for t in payload["dialogue"] if t["role"] == "user")
+    # Read in simplified characters, as the rules and the keyword dictionary are written (通過 is 通过).
+    user_text = text_simplified(" ".join(t["content"] for t in payload["dialogue"] if t["role"] == "user"))
     chinese = is_chinese(" ".join(t["content"] for t in payload["dialogue"]))
     name = meta.get("person") or ("对方" if chinese else "someone")
     if any(a["kind"] == "turning_point" for a in anchors):
@@ -66,7 +68,7 @@ def narrative_answer(payload: dict) -> dict:
     else:
         significance = "normal"
     noted = [f["content"].rstrip("。.") for f in facts[:4]]
-    topics = [w for w in text_keywords(user_text, count=6) if w.casefold() != name.casefold()][:3]
+    topics = [w for w in text_keywords(user_text, count=6) if w.casefold() != text_simplified(name).casefold()][:3]
     pick = random.Random(f"{payload['day']}:{meta.get('title')}:{name}").choice
     meaning = _narrative_meaning(significance, noted, anchors)
     if chinese:

@@ -151,6 +151,19 @@ def test_what_is_read_from_a_text_is_told_in_its_script(told, like, expected):
     assert text_in_script_of(told, like=like) == expected
 
 
+@pytest.mark.parametrize(
+    ("told", "like", "name", "expected"),
+    [
+        # No table converts a name: the surname 于 is not 於, in traditional characters or simplified.
+        ("于小明的女儿今年八岁", "我女兒今年八歲了", "于小明", "于小明的女兒今年八歲"),
+        ("陈明的邮箱是chen@example.com", "我的邮箱是chen@example.com", "陳明", "陳明的邮箱是chen@example.com"),
+        ("Leo家里有只猫", "我家裡有隻貓", "Leo", "Leo家裡有隻貓"),
+    ],
+)
+def test_a_name_is_told_as_written_whatever_the_script(told, like, name, expected):
+    assert text_in_script_of(told, like=like, name=name) == expected
+
+
 @given(like=st.text(alphabet=_HAN | st.sampled_from(" ，a1"), max_size=30), more=st.text(alphabet=_HAN, max_size=10))
 def test_told_in_traditional_characters_a_text_reads_as_the_simplified_one_it_was_told_from(like, more):
     told = text_simplified(like) + text_simplified(more)

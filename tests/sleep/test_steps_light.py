@@ -28,6 +28,7 @@ from tests.factories import (
     DiaryEntryFactory,
     IdentityFactory,
     MessageFactory,
+    PersonFactory,
     SemanticMemoryFactory,
 )
 
@@ -91,6 +92,28 @@ def test_offline_light_sleep_tells_facts_said_in_traditional_characters_in_them_
     assert not any("花生" in fact for fact in facts)
     # Said by someone who had not said it before, it is a fact.
     assert list(SemanticMemory.objects.filter(person=maya).values_list("content", flat=True)) == ["Maya 對花生過敏"]
+
+
+@pytest.mark.parametrize(
+    ("name", "said", "told"),
+    [
+        ("于小明", "我女兒今年四歲了。", "于小明的女兒今年四歲"),  # 于 is a surname, never 於
+        ("陳明", "我女儿今年四岁了。", "陳明的女儿今年四岁"),  # a name in traditional characters, in a simplified fact
+    ],
+)
+def test_a_fact_names_its_person_as_their_name_is_written(name, said, told):
+    person = PersonFactory(slug="someone", display_name=name)
+    conversation = _talk(person, [(Role.USER, said), (Role.ASSISTANT, "好的。")])
+
+    light_sleep(_ctx())
+
+    facts = list(SemanticMemory.objects.filter(person=person).values_list("content", flat=True))
+    assert [fact.replace(" ", "") for fact in facts] == [told], facts
+    # The day's narrative reads the same rules, and a milestone said in traditional characters is one.
+    passed = [(Role.USER, "我的考試通過了！我現在住在台北。"), (Role.ASSISTANT, "恭喜！")]
+    _talk(person, passed, day=DAY + dt.timedelta(days=1))
+    light_sleep(_ctx(DAY + dt.timedelta(days=1)))
+    assert conversation and NarrativeBlock.objects.filter(person=person, body__significance="milestone").exists()
 
 
 def test_a_joke_in_traditional_characters_is_no_fact(leo):
