@@ -43,7 +43,7 @@ from typing import Any
 from django.db import transaction
 
 from anima.core.models import BlockTag, MemoryType
-from anima.core.segmentation import text_in_script_of, word_parts, word_tags
+from anima.core.segmentation import text_in_script_of, text_simplified, word_parts, word_tags
 from anima.core.text import KEYWORD_STOPWORDS, is_chinese
 from conversations.models import Conversation, Language, Person
 from conversations.selectors import conversation_person
@@ -140,9 +140,10 @@ _NOT_MATTER = frozenset(_normal(w) for w in KEYWORD_STOPWORDS | _EN_NOT_MATTER |
 
 def matter_words(text: str, *, names: Iterable[str] = ()) -> frozenset[str]:
     """The content words of ``text`` that can name what a feeling is about (see the module's rule)."""
-    skip = _NOT_MATTER | {_normal(name) for name in names if name}
+    skip = _NOT_MATTER | {_normal(text_simplified(name)) for name in names if name}
     words = set()
-    for token, tag in word_tags(text):
+    # Read in simplified characters, as the feeling words and jieba's dictionary are written (面試 is 面试).
+    for token, tag in word_tags(text_simplified(text)):
         word = _normal(token)
         if not word or not any(ch.isalnum() for ch in word) or word in skip:
             continue

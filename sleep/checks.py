@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from datetime import date
 
-from anima.core.segmentation import jieba_get
+from anima.core.segmentation import jieba_get, text_simplified
 from anima.core.text import FUNCTION_WORDS, clip, normalized
 from conversations.models import Person
 from memory.citations import cited_foreign
@@ -34,9 +34,10 @@ _WORD = re.compile(r"[^\W_]+")
 
 def text_units(text: str) -> set[str]:
     """What a text is made of, comparable across rewordings: Latin words (case-folded, a plural or third-person
-    -s dropped) and the character pairs of its Chinese runs, without filler words."""
+    -s dropped) and the character pairs of its Chinese runs, without filler words. Chinese is read in simplified
+    characters: a model may write 「对花生过敏」 for what the person wrote 「對花生過敏」."""
     units: set[str] = set()
-    for run in _CJK_RUN.findall(text):
+    for run in _CJK_RUN.findall(text_simplified(text)):
         kept = "".join(word for word in jieba_get().cut(run) if word not in _FILLER)
         if len(kept) == 1:
             units.add(kept)
@@ -73,9 +74,10 @@ _NEGATION_SLACK = 2
 
 
 def _clauses(text: str) -> list[tuple[int, set[str]]]:
-    """Each clause of ``text`` as (negations in it, its units without them)."""
+    """Each clause of ``text`` as (negations in it, its units without them), read in simplified characters (沒有 is
+    没有)."""
     found = []
-    for clause in _CLAUSE_SPLIT.split(text):
+    for clause in _CLAUSE_SPLIT.split(text_simplified(text)):
         negations = len(_NEGATION.findall(clause))
         units = text_units(_NEGATION.sub(" ", clause))
         if units:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from anima.core.llm.offline import offline_handler
+from anima.core.segmentation import text_simplified
 from anima.core.text import normalized, sentences
 from sleep.offline._shared import bigrams
 
@@ -39,7 +40,7 @@ def _subject(text: str, person: str | None) -> str:
 def _attributes(memory: dict) -> dict[tuple[str, str], str]:
     found = {}
     for attribute, pattern in _ATTRIBUTES:
-        for match in pattern.finditer(memory["content"]):
+        for match in pattern.finditer(text_simplified(memory["content"])):
             found[(attribute, _subject(match.group("subject"), memory["person"]))] = normalized(match.group("value"))
     return found
 
@@ -55,9 +56,11 @@ def _chronological(memories: list[dict]) -> list[dict]:
 def _verdict(older: dict, newer: dict) -> dict | None:
     if older["person"] != newer["person"]:
         return None
-    changed = _ZH_CHANGE_MARKERS.search(newer["content"]) or _EN_CHANGE_MARKERS.search(newer["content"])
-    liked = _LIKED_OBJECT.search(older["content"])
-    if changed and liked and liked.group(1).casefold() in newer["content"].casefold():
+    # Read in simplified characters, as the markers are written (現在更喜歡 is 现在更喜欢).
+    older_text, newer_text = text_simplified(older["content"]), text_simplified(newer["content"])
+    changed = _ZH_CHANGE_MARKERS.search(newer_text) or _EN_CHANGE_MARKERS.search(newer_text)
+    liked = _LIKED_OBJECT.search(older_text)
+    if changed and liked and liked.group(1).casefold() in newer_text.casefold():
         return {"id": older["id"], "superseded_by": newer["id"], "kind": "change", "reason": "preference changed"}
     old_attrs, new_attrs = _attributes(older), _attributes(newer)
     for (attribute, subject), value in old_attrs.items():
@@ -130,6 +133,7 @@ class _Text:
 
     @classmethod
     def of(cls, text: str) -> _Text:
+        text = text_simplified(text)  # 沒 is a negation as 没 is, and 兩 a number as 两 is
         marks = (frozenset(_NUMBERS.findall(text)), len(_NEGATIONS.findall(text)))
         return cls(normalized=normalized(text), grams=frozenset(bigrams(text)), marks=marks)
 

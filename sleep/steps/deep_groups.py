@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain, combinations
 
 from anima.core.embeddings import EmbeddingsUnavailable
-from anima.core.segmentation import words_cut
+from anima.core.segmentation import text_simplified, words_cut
 from anima.core.text import FUNCTION_WORDS
 from memory.embedding import memory_vectors
 from memory.models import SemanticMemory
@@ -34,9 +34,10 @@ def subject_keywords(memory: SemanticMemory) -> set[str]:
     """Content words of a memory, without its person's name: two memories sharing one share a subject."""
     names = set()
     if memory.person:
-        names = {memory.person.slug.casefold(), (memory.person.display_name or "").casefold()}
+        names = {memory.person.slug.casefold(), text_simplified(memory.person.display_name or "").casefold()}
     words = set()
-    for token in words_cut(memory.content):
+    # Read in simplified characters, as the stop words are written (喜歡 is 喜欢).
+    for token in words_cut(text_simplified(memory.content)):
         word = token.strip().casefold()
         if word in names or word in _GROUP_STOPWORDS or not any(ch.isalnum() for ch in word):
             continue

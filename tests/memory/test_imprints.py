@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anima.core.models import BlockTag, Entity, MemoryType
+from anima.core.segmentation import text_traditional
 from memory.admin import IMPRINTS_SECTION
 from memory.forgetting import memory_forget, memory_forget_plan
 from memory.forgetting_person import person_forget, person_forget_plan
@@ -311,6 +312,8 @@ def test_every_group_is_one_persons_strong_moments_of_one_sign_on_three_days_sha
 )
 def test_matter_words_leave_out_feelings_names_and_function_words(text, names, expected):
     assert matter_words(text, names=names) == expected
+    # Written in traditional characters, the same matter (in simplified ones, as it is compared across days).
+    assert matter_words(text_traditional(text), names=[text_traditional(name) for name in names]) == expected
 
 
 def test_the_diary_day_shows_its_imprints_after_its_feelings_and_never_as_a_form(admin_client):

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from anima.core.segmentation import text_simplified
 from anima.core.text import FUNCTION_WORDS
 from conversations.models import Person
 from sleep.checks import fact_refusal, negates, split_refusal, text_units
@@ -50,6 +51,19 @@ def test_no_text_contradicts_itself(text):
 def test_a_negated_statement_denies_it_whatever_it_is_about(thing):
     assume(thing not in FUNCTION_WORDS and text_units(thing))
     assert negates(f"Maya collects {thing}", f"Maya does not collect {thing} any more", names=["Maya"])
+
+
+@pytest.mark.parametrize(("a", "b"), [("Leo有養貓", "Leo沒有養貓"), ("Leo 會開車", "Leo 不會開車")])
+def test_a_denial_in_traditional_characters_is_one_and_across_scripts_too(a, b):
+    assert negates(a, b, names=["Leo"])
+    assert negates(text_simplified(a), b, names=["Leo"]) and negates(a, text_simplified(b), names=["Leo"])
+
+
+def test_a_fact_a_model_writes_in_simplified_characters_is_what_a_person_said_in_traditional_ones():
+    maya = Person(slug="maya", display_name="Maya")
+    for said, fact in (("我對花生過敏", "Maya对花生过敏"), ("我女兒在學鋼琴", "Maya的女儿在学钢琴")):
+        dialogue = [{"role": "user", "content": said}]
+        assert fact_refusal(fact, person=maya, others=[], dialogue=dialogue) == "", (said, fact)
 
 
 def test_only_a_name_in_common_is_no_contradiction():

@@ -17,7 +17,7 @@ from memory.models import SemanticMemory
 from sleep.context import StepContext
 from sleep.steps import deep_sleep, light_sleep
 from sleep.steps.deep import CHANGE_REASON
-from sleep.steps.deep_groups import memory_owner, merge_candidates, similar_pairs, subject_groups
+from sleep.steps.deep_groups import memory_owner, merge_candidates, similar_pairs, subject_groups, subject_keywords
 from tests.factories import ConversationFactory, MessageFactory, PersonFactory, SemanticMemoryFactory
 
 DAY = dt.date(2026, 11, 26)
@@ -349,6 +349,17 @@ def test_offline_merge_takes_a_fact_nearly_contained_in_another_but_not_another_
     assert _status(seven) == _status(seventeen) == MemoryStatus.ACTIVE
 
 
+def test_offline_merge_reads_a_negation_in_traditional_characters_as_one(leo):
+    # 沒 is 没: a fact and its denial are two facts, never merged into the older's words.
+    without = _memory(leo, "Leo的女兒小雨沒有養一隻貓", observed="2026-10-01")
+    with_cat = _memory(leo, "Leo的女兒小雨有養一隻貓", observed="2026-11-26")
+
+    deep_sleep(_ctx())
+
+    assert _status(with_cat) == MemoryStatus.ACTIVE
+    assert _status(without) == MemoryStatus.ACTIVE and SemanticMemory.objects.filter(person=leo).count() == 2
+
+
 def test_a_night_compares_the_stored_vectors_and_embeds_only_what_has_none(leo, maya, concept_embeddings):
     memories = [
         _memory(maya, "Maya has a peanut allergy", observed="2026-10-01"),
@@ -388,3 +399,10 @@ def test_close_embeddings_offer_merge_candidates_within_one_person_only(leo, may
 
     assert {(a, b) for a, b, _ in similar_pairs(memories, threshold=0.0) if other.pk in (a, b)} == set()
     assert merge_candidates(memories) == [sorted(m.pk for m in same)]
+
+
+def test_a_facts_subject_words_are_the_same_in_either_script(leo):
+    # 喜歡 is the relation word 喜欢, not a subject every "likes" fact would be grouped under.
+    traditional = SemanticMemoryFactory(person=leo, content="Leo 喜歡咖啡，經常去那家店")
+    simplified = SemanticMemoryFactory(person=leo, content="Leo 喜欢咖啡，经常去那家店")
+    assert subject_keywords(traditional) == subject_keywords(simplified) == {"咖啡", "那家店"}

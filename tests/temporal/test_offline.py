@@ -26,11 +26,17 @@ def test_a_day_line_gives_themes_and_outcomes_about_the_person_not_quotes():
     assert "Outcome: Maya passed" in english and " I " not in f" {english} "
 
 
-SAID = ["谢谢你，真的。", "这周一直在准备搬家的事情，累死了。", "我们最后决定下个月搬到深圳，房子已经订了。", "我女儿也很期待新学校。"]
+SAID = [
+    "谢谢你，真的。",
+    "这周一直在准备搬家的事情，累死了。",
+    "我们最后决定下个月搬到深圳，房子已经订了。",
+    "我女儿也很期待新学校。",
+]
 
 
 def _theme(person: str, said: list[str]) -> str:
-    return conversation_theme({"person": person, "title": "", "dialogue": [{"role": "user", "content": s} for s in said]})
+    dialogue = [{"role": "user", "content": text} for text in said]
+    return conversation_theme({"person": person, "title": "", "dialogue": dialogue})
 
 
 @pytest.mark.parametrize("person", ["Leo", "于小明", "陳明"])
