@@ -5,7 +5,8 @@ of them (all of them for a fact of three or fewer). English words are compared b
 PostgreSQL's ``english`` configuration makes them — the stemming of recall's full-text branch, so
 "lives" meets "live" and "peanuts" meets "peanut" — and a stem of five letters or more meets one that
 begins with it ("allergic" ~ "allergy"); stopwords and function words never count. Chinese text is
-compared by character bigrams. Words that only name who the fact is about (the person's name) are left out first: a
+compared by the character bigrams of its simplified reading (a fact in 「過敏」 meets a summary in 「过敏」).
+Words that only name who the fact is about (the person's name) are left out first: a
 passage that names Maya is not a passage about Maya's allergy. Redaction removes each quoting
 sentence whole, and every ``[[anima:ID]]`` marker of a forgotten id. A string holding a JSON
 document or JSON lines (an LLM prompt's payload) is redacted inside; there, an object whose text
@@ -29,6 +30,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from anima.core.models import FORGET_SETTING
+from anima.core.segmentation import text_simplified, text_traditional_forms
 from anima.core.text import FUNCTION_WORDS
 
 # Two stems this long meet when one begins with the other (allerg ~ allergi).
@@ -84,7 +86,7 @@ class Lexemes:
         self.load([text])
         stems = {word if word.isdigit() else self._known[word] for word in _words(text)}
         stems.discard("")
-        for run in _CJK_RUN_RE.findall(text):
+        for run in _CJK_RUN_RE.findall(text_simplified(text)):
             stems.update(run[i : i + 2] for i in range(len(run) - 1))
         return stems
 
@@ -157,8 +159,10 @@ class Redactor:
     lexemes: Lexemes = field(default_factory=Lexemes, compare=False)
 
     def search_terms(self) -> list[str]:
-        """Words a quoting text must contain one of (a cheap SQL pre-filter; Python decides)."""
+        """Words a quoting text must contain one of (a cheap SQL pre-filter; Python decides): a Chinese bigram as
+        each script writes it."""
         terms = {_search_term(stem) for fact in self.facts for stem in fact.stems}
+        terms |= {form for term in list(terms) if _CJK_RUN_RE.search(term) for form in text_traditional_forms(term)}
         return sorted(terms | {f"[[anima:{pk}]]" for pk in self.ids})
 
     def quotes(self, text: str) -> bool:

@@ -161,6 +161,23 @@ def test_forget_keeps_what_was_not_about_the_fact_and_records_a_tombstone_withou
     assert ForgetTombstone.objects.get().entity_ids == [memory.pk]
 
 
+@pytest.mark.parametrize(
+    ("fact", "quote"),
+    [("阿明的女兒對花生過敏", "阿明的女儿对花生过敏"), ("阿明的女儿对花生过敏", "阿明的女兒對花生過敏")],
+)
+def test_a_fact_is_forgotten_where_it_is_quoted_in_the_other_script(fact, quote):
+    ming = PersonFactory(slug="ming", display_name="阿明")
+    memory = SemanticMemoryFactory(person=ming, content=fact)
+    ContentBlockFactory(tag=BlockTag.NARRATIVE, person=ming, content=f"今天聊了很多。{quote}。", body={})
+    HistoryEntryFactory(person=ming, content=f"{quote}。然后我们约了周末。")
+
+    memory_forget(memory=memory, requested_by="test")
+
+    assert Entity.objects.get(tag=BlockTag.NARRATIVE).content == "今天聊了很多。"
+    assert HistoryEntry.objects.get().content == "然后我们约了周末。"
+    assert traces("花生") == []
+
+
 def test_a_forget_costs_no_more_queries_for_many_quoting_rows_than_for_one(django_assert_max_num_queries):
     def forget_quoted(times: int, *, slug: str) -> SemanticMemory:
         person = PersonFactory(slug=slug, display_name=slug.title())
