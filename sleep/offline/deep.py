@@ -88,7 +88,8 @@ def contradiction_answer(payload: dict) -> dict:
     return {"expire": expire}
 
 
-_PRONOUN_START = re.compile(r"^(?:他|她|它|这|那|he|she|it|they|this|that)\b", re.I)
+# A Chinese pronoun runs on into the next word (「她今年八岁」: no word boundary after it), an English one does not.
+_PRONOUN_START = re.compile(r"^(?:他|她|它|这|那|(?:he|she|it|they|this|that)\b)", re.I)
 SPLIT_PART_MIN_CHARS = 10
 
 
@@ -102,7 +103,7 @@ def split_answer(payload: dict) -> dict:
         parts = sentences(memory["content"])
         parts = [p for p in parts if len(normalized(p)) >= SPLIT_PART_MIN_CHARS]
         # A part that leans on the previous one ("She …") is not self-contained: leave the memory whole.
-        if len(parts) >= 2 and not any(_PRONOUN_START.match(p) for p in parts[1:]):
+        if len(parts) >= 2 and not any(_PRONOUN_START.match(text_simplified(p)) for p in parts[1:]):
             splits.append({"id": memory["id"], "parts": [{"memory_type": memory["type"], "content": p} for p in parts]})
     return {"splits": splits}
 

@@ -2,7 +2,8 @@
 
 「Leo 的女儿小雨属虎」 about 小雨 → 「属虎」; "Maya is allergic to peanuts" about Maya → "is allergic to
 peanuts". A fact that does not open with the subject ("Leo 打算带小雨去爬山" about 小雨) stays whole: what is
-left after someone else's name would not be about the subject. Nothing is added to what the fact says.
+left after someone else's name would not be about the subject. Nothing is added to what the fact says. The front
+is found in the fact's simplified reading (「Leo 的女兒小雨屬虎」 → 「屬虎」), and the line keeps the fact's characters.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
+from anima.core.segmentation import text_simplified
 
 # What may stand between the person, the relation and the name at the front of a fact.
 _POSSESSIVE = r"(?:\s*(?:'s|’s|的)\s*|\s+)"
@@ -27,6 +29,7 @@ def _alternatives(words: list[str]) -> str:
 
 def _line(content: str, *, person: str, names: list[str], kind: str) -> str:
     text = content.strip().rstrip("。.！!；;")
+    person, names = text_simplified(person), [text_simplified(name) for name in names]
     if kind == "self":
         # 「Leo 的邮箱是 …」 → 「邮箱是 …」: the person's own things read as theirs without their name.
         pattern = rf"^(?:{_alternatives([person])})(?:\s*(?:'s|’s|的))?\s*"
@@ -37,7 +40,8 @@ def _line(content: str, *, person: str, names: list[str], kind: str) -> str:
         owner = rf"(?:(?:{_alternatives([person])}){_POSSESSIVE})?" if person else ""
         # and its own possessive: "Ana's dog's name is Biscuit" → "name is Biscuit", 「猫的名字叫咪咪」 → 「名字叫咪咪」
         pattern = rf"^{owner}{_DETERMINER}(?:(?:{subject})\s*,?\s*)+(?:'s\s+|’s\s+|的)?{_GAP}"
-    found = re.match(pattern, text, re.I)
+    plain = text_simplified(text)
+    found = re.match(pattern, plain if len(plain) == len(text) else text, re.I)
     rest = text[found.end() :].strip() if found else ""
     return rest if len(rest) >= _MIN_CHARS else text
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from anima.core.llm import LlmBudgetExceeded, LlmError, llm_json
 from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
+from anima.core.segmentation import text_in_script_of, text_simplified
 from anima.core.text import FUNCTION_WORDS
 from conversations.models import Language, Person
 from memory.models import SemanticMemory, Subject, SubjectKind
@@ -72,10 +73,14 @@ def _language(facts: list[SemanticMemory]) -> str:
 
 
 def _relation_word(subject: Subject, facts: list[SemanticMemory], language: str) -> str:
-    """The word the facts call the subject's relation by, in ``language`` (as stated, never translated)."""
+    """The word the facts call the subject's relation by, in ``language`` (as stated, never translated), in the
+    characters of the fact that says it (女兒 where it says 女兒)."""
     for word in relation_words(subject.relation):
-        if chinese(word) == (language == Language.ZH) and any(word.casefold() in f.content.casefold() for f in facts):
-            return word
+        if chinese(word) != (language == Language.ZH):
+            continue
+        for fact in facts:
+            if word.casefold() in text_simplified(fact.content).casefold():
+                return text_in_script_of(word, like=fact.content)
     return ""
 
 
@@ -105,13 +110,14 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 def _pieces(text: str) -> set[str]:
     """What a line's words are checked by: Latin words of two letters or more and numbers (case-folded, no
-    function word), and the character bigrams of its Chinese runs."""
+    function word), and the character bigrams of its Chinese runs in their simplified reading (a line may write
+    属虎 for a fact's 屬虎)."""
     pieces = {
         number_value(word) if word.isdigit() else word
         for word in _WORD.findall(_CJK_RUN.sub(" ", text.casefold()))
         if (len(word) >= 2 or word.isdigit()) and word not in FUNCTION_WORDS
     }
-    for run in _CJK_RUN.findall(text):
+    for run in _CJK_RUN.findall(text_simplified(text)):
         pieces |= {run[i : i + 2] for i in range(len(run) - 1)} if len(run) > 1 else {run}
     return pieces
 

@@ -197,6 +197,22 @@ def test_split_replaces_a_multi_fact_memory_with_single_facts(maya):
     assert multi.status == MemoryStatus.EXPIRED and multi.superseded_by_id == parts[0].pk
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Leo的女儿小雨属虎，在杭州上幼儿园。她今年四岁，最喜欢画画和唱歌。",
+        "Leo的女兒小雨屬虎，在杭州上幼兒園。這孩子今年四歲，最喜歡畫畫和唱歌。",
+        "Maya works as a nurse in Lisbon. She has a cat named Miso and a dog.",
+    ],
+)
+def test_split_leaves_a_memory_whole_when_a_part_leans_on_the_one_before(leo, content):
+    whole = _memory(leo, content, observed="2026-10-05")
+
+    deep_sleep(_ctx())
+
+    assert _status(whole) == MemoryStatus.ACTIVE and SemanticMemory.objects.count() == 1
+
+
 def test_incremental_mode_skips_rounds_one_and_three_when_nothing_changed(leo):
     _memory(leo, "Leo 的女儿小雨属羊", observed="2026-10-01")
     _memory(leo, "Leo 的女儿小雨属虎", observed="2026-11-26")

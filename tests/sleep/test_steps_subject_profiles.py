@@ -49,6 +49,22 @@ def test_a_chinese_subject_gets_a_chinese_profile_citing_its_facts(leo):
     assert [line["fact"] for line in profile.body[PROFILE_KEY]["lines"]] == [zodiac.pk, age.pk]
 
 
+def test_facts_in_traditional_characters_get_a_profile_in_them_and_a_models_simplified_line_stands(leo):
+    zodiac = _fact(leo, "Leo 的女兒小雨屬虎")
+    age = _fact(leo, "Leo的女兒小雨今年四歲，在上幼兒園")
+
+    subjects(_ctx())
+
+    assert _profile(leo, "daughter:小雨").content == "小雨：Leo 的女兒；屬虎；今年四歲，在上幼兒園。"
+    # A model may write a line in simplified characters for a fact in traditional ones: it states that fact.
+    _fact(leo, "Leo 的女兒小雨喜歡畫畫")
+    answer = {"lines": [{"fact": zodiac.pk, "text": "属虎"}, {"fact": age.pk, "text": "今年四岁"}]}
+    with scripted({PURPOSE: [answer, {"lines": []}]}):
+        output = subjects(_ctx())
+    assert output.get("failures", []) == []
+    assert _profile(leo, "daughter:小雨").content == "小雨：Leo 的女兒；属虎；今年四岁。"
+
+
 def test_an_english_person_gets_an_english_profile_of_themself_in_the_facts_words(maya):
     _fact(maya, "Maya is allergic to peanuts")
     _fact(maya, "Maya lives in Lisbon")
