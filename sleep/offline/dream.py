@@ -14,6 +14,7 @@ import random
 import re
 
 from anima.core.llm.offline import offline_handler
+from anima.core.segmentation import text_simplified
 from anima.core.text import KEYWORD_STOPWORDS, clip, is_chinese, text_keywords
 
 DREAM_MIN_CHARS = 300
@@ -174,12 +175,14 @@ def _mood(anchors: list[dict]) -> str:
 
 def _words(payload: dict, *, chinese: bool) -> list[str]:
     """The day's own things, people's names left out (a dream does not cast anyone as a landscape)."""
-    names = {name.casefold() for name in payload.get("people", []) if name}
+    names = {text_simplified(name).casefold() for name in payload.get("people", []) if name}
     memories = [m for m in payload.get("memories", []) if is_chinese(m) == chinese]
     if chinese:
         material = [a["content"] for a in payload["anchors"]] + memories + payload.get("snippets", [])
         material += [n["title"] + " " + n["content"] for n in payload.get("narratives", [])]
-        words = text_keywords(" ".join(t for t in material if is_chinese(t)), count=12, script="cjk")
+        # Read in simplified characters, as the dream around them is written and the stop words are (時候 is 时候).
+        text = text_simplified(" ".join(t for t in material if is_chinese(t)))
+        words = text_keywords(text, count=12, script="cjk")
     else:
         # What an English fact is about ends it ("… plays the cello", "… lives in Lisbon").
         words = [found[-1] for m in memories if (found := re.findall(r"[A-Za-z][\w'-]*", m))]

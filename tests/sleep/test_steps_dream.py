@@ -13,6 +13,7 @@ from anima.agent.turn import prepare_turn
 from anima.api.testing import api_client, operator_client
 from anima.core.llm.testing import scripted
 from anima.core.models import BlockTag
+from anima.core.segmentation import text_traditional
 from anima.core.text import is_chinese
 from conversations.models import Role
 from memory.forgetting_person import person_forget
@@ -140,6 +141,26 @@ def test_offline_dreams_vary_by_night_repeat_for_a_night_and_never_turn_people_i
     for told in week:
         assert 300 <= len(told["content"]) <= 800
         assert "Maya" not in told["title"]
+
+
+def test_an_offline_dream_of_a_day_in_traditional_characters_holds_the_things_its_simplified_twin_does():
+    def dream(convert) -> dict:
+        return dream_answer(
+            {
+                "day": "2026-11-26",
+                "anchors": [{"content": convert("我感到担心：小明说考试的时候脑子一片空白。"), "valence": -0.6}],
+                "memories": [convert("小明在准备钢琴考试"), convert("小明养了一只橘猫")],
+                "snippets": [convert("那个时候我真的很紧张，钢琴考试的时候手一直在抖。")],
+                "narratives": [],
+                "people": [convert("小明")],
+            }
+        )
+
+    simplified, traditional = dream(lambda text: text), dream(text_traditional)
+
+    # The same things of the day (a filler word such as 時候 is none), and no one turned into scenery.
+    assert traditional["title"] == simplified["title"] and "时候" not in traditional["title"]
+    assert "小明" not in traditional["title"]
 
 
 # --- Privacy between people: a dream is made of the day's material, which may be several people's ---
