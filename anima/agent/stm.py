@@ -27,6 +27,7 @@ from anima.core.config import config_get
 from anima.core.db import advisory_lock
 from anima.core.llm import LlmError
 from anima.core.segmentation import text_simplified
+from anima.core.text import text_straight
 from conversations.models import (
     Conversation,
     HistoryEntry,
@@ -51,7 +52,7 @@ _LONG_TERM_INTENT = re.compile(
 
 def long_term_intent_detect(*, text: str) -> bool:
     """True when the user explicitly asks the companion to remember something for the long term (「記住」 too)."""
-    return bool(_LONG_TERM_INTENT.search(text_simplified(text or "")))
+    return bool(_LONG_TERM_INTENT.search(text_simplified(text_straight(text or ""))))
 
 
 def _turn(conversation: Conversation, *, turn_id: str | None, long_term_intent: bool | None) -> tuple[str, bool]:

@@ -20,7 +20,15 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from anima.core.text import CHAT_PHRASES, CHAT_SOUND, CHAT_WORDS, CJK_IDEOGRAPH, FUNCTION_WORDS, sentences
+from anima.core.text import (
+    CHAT_PHRASES,
+    CHAT_SOUND,
+    CHAT_WORDS,
+    CJK_IDEOGRAPH,
+    FUNCTION_WORDS,
+    sentences,
+    text_straight,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +289,7 @@ def text_informative(text: str) -> bool:
 
 def text_naming_words(text: str) -> list[str]:
     """The words of ``text`` that name something (``text_informative``), in order."""
-    plain = _CHAT_PHRASE.sub(" ", text_simplified(text_without_app_codes(_straight(text))))
+    plain = _CHAT_PHRASE.sub(" ", text_simplified(text_without_app_codes(text_straight(text))))
     tagged = [(token.strip().lower(), tag) for token, tag in word_tags(plain)]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
@@ -332,13 +340,7 @@ def text_asks(text: str) -> bool:
 
 def text_word_count(text: str) -> int:
     """How many words ``text`` has, a Chinese one counted every two characters."""
-    return len(_WORD_RE.findall(_straight(text)))
-
-
-def _straight(text: str) -> str:
-    # Phones type a right single quotation mark for an apostrophe ("that’s rough"): chat phrases are written with
-    # the straight one.
-    return text.replace("\u2019", "'")
+    return len(_WORD_RE.findall(text_straight(text)))
 
 
 def asks_only(text: str) -> bool:

@@ -65,6 +65,12 @@ def is_chinese(text: str) -> bool:
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;\n])|(?<=\.)\s+")
 
 
+def text_straight(text: str) -> str:
+    """``text`` with straight apostrophes: phones type a right single quotation mark for one ("don’t forget"), and
+    rules are written with the straight one ("don't")."""
+    return text.replace("\u2019", "'")
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of ``text``, stripped, empty ones left out."""
     return [part.strip() for part in _SENTENCE_END.split(text) if part.strip()]

@@ -108,6 +108,7 @@ def test_explicit_long_term_intent_hides_the_tool(chat):
     )
     assert not long_term_intent_detect(text="Do you remember Lisbon?")
     assert long_term_intent_detect(text="記住，我對花生過敏") and long_term_intent_detect(text="別忘了我女兒屬虎")
+    assert long_term_intent_detect(text="Don\u2019t forget my birthday is May 3")  # a phone's apostrophe
     assert not stm_tool_available(conversation=chat, long_term_intent=True)
     result = update_short_term_memory(conversation=chat, summary="x", long_term_intent=True, now=at("09:03"))
     assert result["success"] is False

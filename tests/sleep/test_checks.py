@@ -66,6 +66,10 @@ def test_a_fact_a_model_writes_in_simplified_characters_is_what_a_person_said_in
         assert fact_refusal(fact, person=maya, others=[], dialogue=dialogue) == "", (said, fact)
 
 
+def test_a_denial_typed_with_a_phones_apostrophe_is_one():
+    assert negates("Maya is allergic to cats", "Maya isn\u2019t allergic to cats", names=["Maya"])
+
+
 def test_only_a_name_in_common_is_no_contradiction():
     assert not negates("Maya", "Maya is not here", names=["Maya"])
 
