@@ -433,14 +433,20 @@ def _feelings(person, first: date, days: int, valence: float, arousal: float) ->
         )
 
 
+def _a_stressed_week(person, *, said: str, last: date):
+    """A conversation of ``person``'s, a usual month of feelings, then a week of stress up to ``last``, summed up."""
+    conversation = ConversationFactory(person=person)
+    MessageFactory(conversation=conversation, role=Role.USER, content=said)
+    _feelings(person, last - timedelta(days=29), 23, valence=0.6, arousal=0.3)
+    _feelings(person, last - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
+    emotional_tendencies_refresh(day=last)
+    return conversation
+
+
 def test_a_tendency_line_appears_after_a_run_of_sad_days_and_disappears_after_happy_ones():
     leo = PersonFactory(slug="leo", display_name="Leo")
-    conversation = ConversationFactory(person=leo)
-    MessageFactory(conversation=conversation, role=Role.USER, content="Work has been a lot lately.")
     last_sad = date(2026, 11, 20)
-    _feelings(leo, last_sad - timedelta(days=29), 23, valence=0.6, arousal=0.3)
-    _feelings(leo, last_sad - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
-    emotional_tendencies_refresh(day=last_sad)
+    conversation = _a_stressed_week(leo, said="Work has been a lot lately.", last=last_sad)
 
     after_sad = prepare_turn(conversation=conversation, user_message="hi", now=at("10:00", "2026-11-21"))
 
@@ -474,12 +480,7 @@ def test_the_tendency_line_is_in_the_conversations_language_and_changes_the_pref
 
 def test_in_a_conversation_written_in_traditional_characters_the_tendency_line_is_too_and_the_name_as_written():
     yu = PersonFactory(slug="yu", display_name="于小明")
-    conversation = ConversationFactory(person=yu)
-    MessageFactory(conversation=conversation, role=Role.USER, content="最近工作壓力好大，天天加班")
-    day = date(2026, 11, 20)
-    _feelings(yu, day - timedelta(days=29), 23, valence=0.6, arousal=0.3)
-    _feelings(yu, day - timedelta(days=6), 7, valence=-0.5, arousal=0.7)
-    emotional_tendencies_refresh(day=day)
+    conversation = _a_stressed_week(yu, said="最近工作壓力好大，天天加班", last=date(2026, 11, 20))
 
     system = prepare_turn(conversation=conversation, user_message="早安", now=at("09:00", "2026-11-21"))[0]["content"]
 
