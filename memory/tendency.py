@@ -260,7 +260,7 @@ _CHINESE_PHRASES = {
 
 def tendency_line(*, name: str, mood: str, chinese: bool, script: str = "") -> str:
     """The one line a prompt carries about a notable week ("Leo has seemed more stressed than usual this week."),
-    its Chinese words in ``script``'s characters (「這一周…壓力更大」) and the name as written."""
+    its Chinese words in ``script``'s characters (「這一週…壓力更大」) and the name as written."""
     if not chinese:
         return f"{name} has seemed {Mood(mood).label.lower()} this week."
     # A Latin name stands apart from the Chinese around it ("这一周 Leo 似乎…"), a Chinese one does not.
