@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable
 from datetime import date
 
-from anima.core.segmentation import jieba_get, text_simplified
-from anima.core.text import FUNCTION_WORDS, clip, normalized, text_straight
+from anima.core.segmentation import jieba_get, text_ruled, text_simplified
+from anima.core.text import FUNCTION_WORDS, clip, normalized
 from conversations.models import Person
 from memory.citations import cited_foreign
 from memory.models import SemanticMemory
@@ -77,7 +77,7 @@ def _clauses(text: str) -> list[tuple[int, set[str]]]:
     """Each clause of ``text`` as (negations in it, its units without them), read in simplified characters (沒有 is
     没有) and with straight apostrophes (isn’t is isn't)."""
     found = []
-    for clause in _CLAUSE_SPLIT.split(text_simplified(text_straight(text))):
+    for clause in _CLAUSE_SPLIT.split(text_ruled(text)):
         negations = len(_NEGATION.findall(clause))
         units = text_units(_NEGATION.sub(" ", clause))
         if units:

@@ -15,7 +15,7 @@ from django.db import transaction
 from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
-from anima.core.segmentation import text_simplified
+from anima.core.segmentation import text_ruled
 from anima.core.text import clip
 from conversations.models import Person
 from temporal.models import TemporalSummary, Window
@@ -39,9 +39,9 @@ _PREAMBLE = re.compile(
 def summary_clean(text: str, *, max_chars: int) -> str:
     """Strip acknowledgement preambles (and NUL, which JSONB refuses) and hard-cut to the cap.
 
-    A preamble is found in the text's simplified reading (「當然，以下是今天的摘要：」 too) and cut where it ends."""
+    A preamble is found as the rules read the text (「當然，以下是…」, "Here’s …" too) and cut where it ends."""
     text = text.replace("\x00", "").strip()
-    read = text_simplified(text)
+    read = text_ruled(text)
     preamble = _PREAMBLE.match(read if len(read) == len(text) else text)
     return clip(text[preamble.end() :] if preamble else text, max_chars)
 

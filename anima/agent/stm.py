@@ -26,8 +26,7 @@ from anima.core.cache import cache_add_json, cache_delete, cache_get_json, cache
 from anima.core.config import config_get
 from anima.core.db import advisory_lock
 from anima.core.llm import LlmError
-from anima.core.segmentation import text_simplified
-from anima.core.text import text_straight
+from anima.core.segmentation import text_ruled
 from conversations.models import (
     Conversation,
     HistoryEntry,
@@ -52,7 +51,7 @@ _LONG_TERM_INTENT = re.compile(
 
 def long_term_intent_detect(*, text: str) -> bool:
     """True when the user explicitly asks the companion to remember something for the long term (「記住」 too)."""
-    return bool(_LONG_TERM_INTENT.search(text_simplified(text_straight(text or ""))))
+    return bool(_LONG_TERM_INTENT.search(text_ruled(text or "")))
 
 
 def _turn(conversation: Conversation, *, turn_id: str | None, long_term_intent: bool | None) -> tuple[str, bool]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from anima.core.segmentation import text_simplified
+from anima.core.segmentation import text_ruled
 
 FAVOURITE = "favourite"
 _JOB = ("job", "workplace")
@@ -104,7 +104,7 @@ def attributes_asked(text: str) -> Asked:
     """What ``text``, when it is a question, asks: "what do I do for a living?" asks job and workplace of the asker,
     「我女儿几岁了？」 asks an age (whose, the relation word says). Traditional characters read as simplified ones:
     「我對什麼過敏來著？」 asks what 「我对什么过敏来着？」 does."""
-    text = text_simplified(text)
+    text = text_ruled(text)  # "what I’m allergic to" as "what I'm allergic to"
     lowered = text.casefold()
     asking = "?" in text or "？" in text or _ZH_QUESTION.search(text) or _EN_QUESTION.search(lowered)
     if not asking:

@@ -148,6 +148,12 @@ def text_simplified(text: str) -> str:
     return simplified
 
 
+def text_ruled(text: str) -> str:
+    """``text`` as rules written in simplified characters and with straight apostrophes read it: 「記住」 as 「记住」,
+    "don’t" (a phone's apostrophe) as "don't". For reading only: what is stored or shown keeps its own text."""
+    return text_simplified(text_straight(text))
+
+
 def text_traditional(text: str) -> str:
     """``text`` in traditional characters (OpenCC's s2t tables, which read a character by its phrase: 头发 → 頭髮,
     发了 → 發了); any other script unchanged."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from anima.core.llm.offline import offline_handler
-from anima.core.segmentation import text_simplified
+from anima.core.segmentation import text_ruled
 from anima.core.text import normalized, sentences
 from sleep.offline._shared import bigrams
 
@@ -40,7 +40,7 @@ def _subject(text: str, person: str | None) -> str:
 def _attributes(memory: dict) -> dict[tuple[str, str], str]:
     found = {}
     for attribute, pattern in _ATTRIBUTES:
-        for match in pattern.finditer(text_simplified(memory["content"])):
+        for match in pattern.finditer(text_ruled(memory["content"])):
             found[(attribute, _subject(match.group("subject"), memory["person"]))] = normalized(match.group("value"))
     return found
 
@@ -56,8 +56,8 @@ def _chronological(memories: list[dict]) -> list[dict]:
 def _verdict(older: dict, newer: dict) -> dict | None:
     if older["person"] != newer["person"]:
         return None
-    # Read in simplified characters, as the markers are written (現在更喜歡 is 现在更喜欢).
-    older_text, newer_text = text_simplified(older["content"]), text_simplified(newer["content"])
+    # Read as the markers are written: 現在更喜歡 is 现在更喜欢, "doesn’t" is "doesn't".
+    older_text, newer_text = text_ruled(older["content"]), text_ruled(newer["content"])
     changed = _ZH_CHANGE_MARKERS.search(newer_text) or _EN_CHANGE_MARKERS.search(newer_text)
     liked = _LIKED_OBJECT.search(older_text)
     if changed and liked and liked.group(1).casefold() in newer_text.casefold():
@@ -103,7 +103,7 @@ def split_answer(payload: dict) -> dict:
         parts = sentences(memory["content"])
         parts = [p for p in parts if len(normalized(p)) >= SPLIT_PART_MIN_CHARS]
         # A part that leans on the previous one ("She …") is not self-contained: leave the memory whole.
-        if len(parts) >= 2 and not any(_PRONOUN_START.match(text_simplified(p)) for p in parts[1:]):
+        if len(parts) >= 2 and not any(_PRONOUN_START.match(text_ruled(p)) for p in parts[1:]):
             splits.append({"id": memory["id"], "parts": [{"memory_type": memory["type"], "content": p} for p in parts]})
     return {"splits": splits}
 
@@ -134,7 +134,7 @@ class _Text:
 
     @classmethod
     def of(cls, text: str) -> _Text:
-        text = text_simplified(text)  # 沒 is a negation as 没 is, and 兩 a number as 两 is
+        text = text_ruled(text)  # 沒 is a negation as 没 is, 兩 a number as 两 is, and "doesn’t" as "doesn't"
         marks = (frozenset(_NUMBERS.findall(text)), len(_NEGATIONS.findall(text)))
         return cls(normalized=normalized(text), grams=frozenset(bigrams(text)), marks=marks)
 

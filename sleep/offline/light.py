@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from anima.core.llm.offline import offline_handler
 from anima.core.relations import EN_RELATIONS, ZH_RELATIONS, ZH_WORDS_LONGEST_FIRST
 from anima.core.segmentation import text_in_script_of, text_simplified
-from anima.core.text import clip, normalized, sentences, third_person_en, third_person_zh
+from anima.core.text import clip, normalized, sentences, text_straight, third_person_en, third_person_zh
 from sleep import slots
 from sleep.slots import Slot
 from sleep.slots import _chinese as zh_grammar
@@ -396,6 +396,7 @@ def facts_read(text: str, *, name: str, said: _Said | None = None) -> list[tuple
     facts are told in its own characters."""
     said = _Said() if said is None else said
     facts = []
+    text = text_straight(text)  # the English grammar is written with straight apostrophes: "She’s 7" is "She's 7"
     if _JOKING.search(text_simplified(text)):
         return facts
     for sentence in sentences(text):

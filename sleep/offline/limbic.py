@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
-from anima.core.segmentation import jieba_get, text_simplified
+from anima.core.segmentation import jieba_get, text_ruled, text_simplified
 from anima.core.text import clip, is_chinese, sentences
 from sleep.offline._shared import bigrams
 
@@ -69,7 +69,7 @@ def _zh_negated(before: str) -> bool:
 
 def _emotion_hits(sentence: str) -> list[tuple[float, float, float, str]]:
     hits = []
-    sentence = text_simplified(sentence)  # the lexicon is written in simplified characters: 開心 is 开心
+    sentence = text_ruled(sentence)  # as the lexicons are written: 開心 is 开心, "don’t" is "don't"
     if is_chinese(sentence):
         for word, (valence, arousal, base, family) in _ZH_EMOTIONS.items():
             at = sentence.find(word)

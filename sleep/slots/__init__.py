@@ -23,7 +23,7 @@ import re
 
 from anima.core.llm.schema import schema_object, schema_string
 from anima.core.relations import relation_is_pet, relation_word_read, relation_words
-from anima.core.segmentation import text_simplified
+from anima.core.segmentation import text_ruled, text_simplified
 from anima.core.text import is_chinese, without_addresses
 from sleep.slots._chinese import zh_read
 from sleep.slots._english import en_read
@@ -63,8 +63,9 @@ def chinese(text: str) -> bool:
 @functools.lru_cache(maxsize=8192)
 def slot_read(text: str, *, name: str = "") -> Slot | None:
     """The slot a stored fact fills, read with the person's ``name`` standing for the first person; traditional
-    characters are read as simplified ones (the grammar's), so a fact fills the same slot in either script."""
-    text, name = text_simplified(text), text_simplified(name)
+    characters are read as simplified ones (the grammar's), so a fact fills the same slot in either script, and a
+    phone's apostrophe (Maya’s) as a straight one."""
+    text, name = text_ruled(text), text_simplified(name)
     reader = zh_read if chinese(text) else en_read
     first = re.split(r"(?<=[。！？!?；;])|(?<=\.)\s+|[，,](?=\s*(?:and|but|so)\b)", text.strip())[0]
     # A fact with a detail after a comma (「……是一名小学老师，教语文」) fills the slot its first clause reads to.

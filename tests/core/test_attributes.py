@@ -26,6 +26,8 @@ _SLOT_ATTRIBUTES = {
         ("remind me of my email", {"email"}, True),
         ("What am I allergic to?", {"allergy"}, True),
         ("what's my favourite film?", {"likes", "favourite"}, True),
+        ("Do you know what I\u2019m allergic to", {"allergy"}, True),  # a phone's apostrophe
+        ("Remind me which foods I can\u2019t eat", {"diet"}, True),
         ("我做什么工作？", {"job", "workplace"}, True),
         ("你还记得我是干什么的吗？", {"job", "workplace"}, True),
         ("你还记得我住哪吗", {"residence"}, True),

@@ -448,3 +448,11 @@ def test_a_disclosure_in_traditional_characters_gives_the_slots_of_simplified_on
     # A stored fact reads to the same slot in either script.
     for (_, content, slot), (_, simple, _) in zip(facts, plain, strict=True):
         assert slot_read(content, name="小陳") == slot_read(simple, name="小陈") == slot
+
+
+@pytest.mark.parametrize(
+    "fact", ["Maya's daughter Lily is 7", "Maya's cat is called Luna", "Maya's birthday is 5 June"]
+)
+def test_a_fact_written_with_a_phones_apostrophe_fills_the_slot_of_the_straight_one(fact):
+    slot = slot_read(fact, name="Maya")
+    assert slot is not None and slot_read(fact.replace("'", "\u2019"), name="Maya") == slot

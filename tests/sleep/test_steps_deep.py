@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from django.db import connection
@@ -15,6 +16,7 @@ from conversations.models import Role
 from memory.embedding import embed_backfill_run
 from memory.models import SemanticMemory
 from sleep.context import StepContext
+from sleep.offline.deep import merge_answer
 from sleep.steps import deep_sleep, light_sleep
 from sleep.steps.deep import CHANGE_REASON
 from sleep.steps.deep_groups import memory_owner, merge_candidates, similar_pairs, subject_groups, subject_keywords
@@ -415,6 +417,18 @@ def test_close_embeddings_offer_merge_candidates_within_one_person_only(leo, may
 
     assert {(a, b) for a, b, _ in similar_pairs(memories, threshold=0.0) if other.pk in (a, b)} == set()
     assert merge_candidates(memories) == [sorted(m.pk for m in same)]
+
+
+@pytest.mark.parametrize("apostrophe", ["'", "\u2019"])
+def test_the_offline_merge_reads_a_phones_apostrophe_as_a_straight_one(apostrophe):
+    memories = [
+        {"id": 1, "person": 7, "type": "preference", "content": "Maya likes coffee with oat milk"},
+        {"id": 2, "person": 7, "type": "preference", "content": f"Maya doesn{apostrophe}t like coffee with oat milk"},
+    ]
+    payload = {"memories": "\n".join(json.dumps(memory) for memory in memories), "candidates": [[1, 2]]}
+
+    # A fact and its denial are never merged as near-duplicates.
+    assert merge_answer(payload) == {"merges": []}
 
 
 def test_a_facts_subject_words_are_the_same_in_either_script(leo):

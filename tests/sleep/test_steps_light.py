@@ -566,6 +566,9 @@ def test_a_failed_stage_leaves_the_watermark_so_the_next_run_retries(leo):
         # In traditional characters, as in simplified ones.
         ("考試過了，我非常開心！", True),
         ("說實話我不太開心。", False),
+        # Typed on a phone, whose apostrophe is ’.
+        ("I don\u2019t feel stressed anymore.", False),
+        ("I wasn\u2019t nervous at all.", False),
     ],
 )
 def test_the_offline_mind_reads_a_feeling_unless_it_is_negated(leo, said, felt):
@@ -574,3 +577,18 @@ def test_the_offline_mind_reads_a_feeling_unless_it_is_negated(leo, said, felt):
     light_sleep(_ctx())
 
     assert LimbicBlock.objects.exists() is felt
+
+
+PHONE_TYPED = [
+    "I have a daughter called Lily. She's 7 now.",
+    "I got a dog last week. He's called Rex.",
+    "I have two kids, Ben who's 5 and Mia who's 9.",
+    "I live in Leeds and can't eat gluten.",
+    "I'm allergic to peanuts and I don't drink coffee.",
+]
+
+
+@pytest.mark.parametrize("said", PHONE_TYPED)
+def test_a_message_typed_with_a_phones_apostrophe_gives_the_facts_of_the_straight_one(said):
+    straight = facts_read(said, name="Maya")
+    assert straight and facts_read(said.replace("'", "\u2019"), name="Maya") == straight

@@ -136,6 +136,7 @@ def test_year_summary_is_written_on_december_31_from_the_months():
 def test_a_summary_answer_loses_its_preamble_and_nul_before_it_is_stored():
     assert summary_clean("好的，\x00今天 Leo 上线成功。", max_chars=800) == "今天 Leo 上线成功。"
     assert summary_clean("當然，以下是今天的摘要：Leo 上線成功。", max_chars=800) == "Leo 上線成功。"
+    assert summary_clean("Here\u2019s the summary: Maya passed.", max_chars=800) == "Maya passed."
 
 
 def test_a_month_keeps_a_section_per_conversation_with_its_owner():
