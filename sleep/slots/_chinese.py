@@ -118,7 +118,9 @@ _ZH_PREDICATES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("name", r"^(?:叫|名字叫|名字是|的名字是|的名字叫)\s*(?P<value>[\w\u4e00-\u9fff]{1,12})"),
         (
             "email",
-            r"^(?:的)?(?:新)?(?:邮箱|电子邮箱|邮件地址|email|Email|E-mail)(?:地址)?(?:是|：|:)\s*(?P<value>\S+@[\w.-]+\w)",
+            # Taiwan writes 信箱 (or 电子邮件) and Hong Kong 电邮 for what the mainland calls 邮箱.
+            r"^(?:的)?(?:新)?(?:邮箱|电子邮箱|邮件地址|电子邮件|信箱|电邮|email|Email|E-mail)(?:地址)?(?:是|：|:)\s*"
+            r"(?P<value>\S+@[\w.-]+\w)",
         ),
         ("phone", r"^(?:的)?(?:新)?(?:电话|手机|手机号|电话号码|手机号码)(?:是|：|:)\s*(?P<value>[+\d][\d\s-]{5,})"),
         ("birthday", r"^(?:的)?生日(?:是|在)\s*(?P<value>[^，,。；;！!？?]+)"),

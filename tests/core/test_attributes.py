@@ -32,6 +32,7 @@ _SLOT_ATTRIBUTES = {
         ("你还记得我是干什么的吗？", {"job", "workplace"}, True),
         ("你还记得我住哪吗", {"residence"}, True),
         ("我對什麼過敏來著？", {"allergy"}, True),  # traditional characters
+        ("我的信箱是什麼？", {"email"}, True),  # Taiwan's word for an e-mail address
         ("我多大了？", {"age"}, True),
         ("我对什么过敏来着？", {"allergy"}, True),
         ("我老家是哪的？", {"origin"}, True),

@@ -84,6 +84,7 @@ def test_a_name_a_pet_just_had_a_workplace_and_a_wedding_are_read_however_they_a
         ("我在学日语。", "小陈"),
         ("我是一名小學老師，教語文。", "阿晨"),
         ("我老婆懷孕了，預產期是明年二月。", "阿強"),
+        ("我的信箱是 qiang@example.com", "阿強"),
         ("I just started a new job at a bank.", "Sam"),
         ("I'm getting married in June.", "Sam"),
         ("I finally adopted a dog! His name is Biscuit, he's a two-year-old beagle.", "Sam"),
@@ -146,6 +147,9 @@ def test_a_pet_just_had_is_what_his_or_her_name_points_at(said, facts):
     ("said", "name", "facts"),
     [
         ("我的邮箱是chen@example.com。", "陈明", {("陈明的邮箱是chen@example.com", "email", "chen@example.com")}),
+        # As Taiwan (信箱) and Hong Kong (電郵) call it.
+        ("我的信箱是chen@example.com。", "陳明", {("陳明的信箱是chen@example.com", "email", "chen@example.com")}),
+        ("我的電郵是chen@example.com。", "陳明", {("陳明的電郵是chen@example.com", "email", "chen@example.com")}),
         ("I grew up in Cork.", "Ana", {("Ana grew up in Cork", "origin", "cork")}),
         ("I was raised in the UK.", "Ana", {("Ana was raised in the UK", "origin", "uk")}),
         ("Call me Cat.", "Carla", {("Carla also goes by Cat", "name", "cat")}),
