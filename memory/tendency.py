@@ -265,5 +265,4 @@ def tendency_line(*, name: str, mood: str, chinese: bool, script: str = "") -> s
         return f"{name} has seemed {Mood(mood).label.lower()} this week."
     # A Latin name stands apart from the Chinese around it ("这一周 Leo 似乎…"), a Chinese one does not.
     spaced = f"{name}" if is_chinese(name) else f" {name} "
-    before, after = (text_in_script_of(words, like=script) for words in ("这一周", f"似乎{_CHINESE_PHRASES[mood]}。"))
-    return f"{before}{spaced}{after}"
+    return text_in_script_of(f"这一周{spaced}似乎{_CHINESE_PHRASES[mood]}。", like=script, name=name)

@@ -181,19 +181,29 @@ def text_in_script_of(text: str, *, like: str, name: str = "") -> str:
     plain_name = text_simplified(name)
     if plain_name and plain_name in text:
         return name.join(text_in_script_of(part, like=like) for part in text.split(plain_name))
+    own = _own_forms(like)
+    if own is None:
+        return text
+    converted = text_traditional(text)
+    if len(converted) != len(text):
+        return converted
+    return "".join(own.get(plain, written) for plain, written in zip(text, converted, strict=True))
+
+
+# A prompt renders many short texts like the same messages (its headings, every topic word): read them once.
+@functools.lru_cache(maxsize=256)
+def _own_forms(like: str) -> dict[str, str] | None:
+    """Each simplified character ``like`` writes in one traditional way, that way; None when ``like`` holds no
+    traditional character."""
     simplified = text_simplified(like)
     if simplified == like:
-        return text
+        return None
     forms: dict[str, set[str]] = {}
     if len(simplified) == len(like):
         for plain, written in zip(simplified, like, strict=True):
             forms.setdefault(plain, set()).add(written)
     # A character ``like`` writes two ways (頭髮 and 發 are both 发) is left to the tables, which read its phrase.
-    own = {plain: next(iter(written)) for plain, written in forms.items() if len(written) == 1}
-    converted = text_traditional(text)
-    if len(converted) != len(text):
-        return converted
-    return "".join(own.get(plain, written) for plain, written in zip(text, converted, strict=True))
+    return {plain: next(iter(written)) for plain, written in forms.items() if len(written) == 1}
 
 
 @functools.cache
