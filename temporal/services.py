@@ -15,7 +15,7 @@ from django.db import transaction
 from anima.core.config import config_get
 from anima.core.llm import llm_json
 from anima.core.llm.schema import schema_array, schema_integer, schema_object, schema_string
-from anima.core.segmentation import text_ruled
+from anima.core.segmentation import text_ruled_in_place
 from anima.core.text import clip
 from conversations.models import Person
 from temporal.models import TemporalSummary, Window
@@ -41,8 +41,7 @@ def summary_clean(text: str, *, max_chars: int) -> str:
 
     A preamble is found as the rules read the text (「當然，以下是…」, "Here’s …" too) and cut where it ends."""
     text = text.replace("\x00", "").strip()
-    read = text_ruled(text)
-    preamble = _PREAMBLE.match(read if len(read) == len(text) else text)
+    preamble = _PREAMBLE.match(text_ruled_in_place(text))
     return clip(text[preamble.end() :] if preamble else text, max_chars)
 
 

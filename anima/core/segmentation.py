@@ -154,6 +154,13 @@ def text_ruled(text: str) -> str:
     return text_simplified(text_straight(text))
 
 
+def text_ruled_in_place(text: str) -> str:
+    """``text_ruled(text)`` when it keeps every character where it was (a phrase table may change the length), else
+    ``text``: a pattern matched on it ends where it would on ``text``, so ``text`` can be cut there."""
+    ruled = text_ruled(text)
+    return ruled if len(ruled) == len(text) else text
+
+
 def text_traditional(text: str) -> str:
     """``text`` in traditional characters (OpenCC's s2t tables, which read a character by its phrase: 头发 → 頭髮,
     发了 → 發了); any other script unchanged."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from anima.core.llm.offline import offline_handler
-from anima.core.segmentation import text_simplified
+from anima.core.segmentation import text_ruled_in_place, text_simplified
 
 # What may stand between the person, the relation and the name at the front of a fact.
 _POSSESSIVE = r"(?:\s*(?:'s|’s|的)\s*|\s+)"
@@ -40,8 +40,7 @@ def _line(content: str, *, person: str, names: list[str], kind: str) -> str:
         owner = rf"(?:(?:{_alternatives([person])}){_POSSESSIVE})?" if person else ""
         # and its own possessive: "Ana's dog's name is Biscuit" → "name is Biscuit", 「猫的名字叫咪咪」 → 「名字叫咪咪」
         pattern = rf"^{owner}{_DETERMINER}(?:(?:{subject})\s*,?\s*)+(?:'s\s+|’s\s+|的)?{_GAP}"
-    plain = text_simplified(text)
-    found = re.match(pattern, plain if len(plain) == len(text) else text, re.I)
+    found = re.match(pattern, text_ruled_in_place(text), re.I)
     rest = text[found.end() :].strip() if found else ""
     return rest if len(rest) >= _MIN_CHARS else text
 
