@@ -312,7 +312,7 @@ def text_informative(text: str) -> bool:
 
 def text_naming_words(text: str) -> list[str]:
     """The words of ``text`` that name something (``text_informative``), in order."""
-    plain = _CHAT_PHRASE.sub(" ", text_simplified(text_without_app_codes(text_straight(text))))
+    plain = _CHAT_PHRASE.sub(" ", text_ruled(text_without_app_codes(text)))
     tagged = [(token.strip().lower(), tag) for token, tag in word_tags(plain)]
     # The tagger splits a few chat words that plain segmentation keeps whole (再会: 再 + 会): two adjacent words
     # that make one are that word.
